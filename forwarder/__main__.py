@@ -1,0 +1,101 @@
+"""python -m forwarder [flags]          run a forwarder
+python -m forwarder status [--json]     print a running forwarder's state"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+
+from .config import DEFAULT_PORT, DEFAULT_UNIX, ConfigError, load_config
+
+
+def _default_transport() -> str:
+    return os.environ.get("NDN_CLIENT_TRANSPORT", f"unix://{DEFAULT_UNIX}")
+
+
+def run_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m forwarder",
+                                description="NDN forwarder with persistent PIT entries (ndnps).")
+    p.add_argument("--unix", metavar="PATH",
+                   help=f"unix socket to listen on ('' = off; default {DEFAULT_UNIX})")
+    p.add_argument("--tcp", type=int, metavar="PORT",
+                   help=f"TCP port (0 = off; default {DEFAULT_PORT})")
+    p.add_argument("--udp", type=int, metavar="PORT",
+                   help=f"UDP port (0 = off; default {DEFAULT_PORT})")
+    p.add_argument("--host", help="address the TCP/UDP listeners bind (default 0.0.0.0)")
+    p.add_argument("--config", metavar="FILE", help="TOML configuration (see forwarder/config.py)")
+    p.add_argument("--log-level", default="INFO",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as e:
+        print(f"forwarder: bad configuration: {e}", file=sys.stderr)
+        return 2
+    for key in ("unix", "tcp", "udp", "host"):
+        value = getattr(args, key)
+        if value is not None:
+            setattr(cfg, key, value)
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:           # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+    try:
+        return runner(_serve(cfg))
+    except (OSError, RuntimeError, ValueError) as e:
+        print(f"forwarder: {e}", file=sys.stderr)
+        return 1
+
+
+async def _serve(cfg) -> int:
+    from .daemon import ForwarderDaemon
+    daemon = ForwarderDaemon(cfg)
+    await daemon.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await daemon.stop()
+    logging.getLogger("forwarder").info("forwarder stopped")
+    return 0
+
+
+def status_main(argv: list[str]) -> int:
+    from .status import fetch_status, print_status
+    p = argparse.ArgumentParser(prog="python -m forwarder status",
+                                description="Print a running forwarder's faces, FIB, "
+                                            "persistent PIT and counters.")
+    p.add_argument("--transport", default=_default_transport(),
+                   help="unix:///path or tcp://host:port (default: $NDN_CLIENT_TRANSPORT "
+                        f"or unix://{DEFAULT_UNIX})")
+    p.add_argument("--json", action="store_true", help="print the raw JSON document")
+    args = p.parse_args(argv)
+    try:
+        status = fetch_status(args.transport)
+    except (OSError, ConnectionError, ValueError) as e:
+        print(f"forwarder status: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        print_status(status)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["status"]:
+        return status_main(argv[1:])
+    return run_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

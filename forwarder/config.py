@@ -1,0 +1,174 @@
+"""Forwarder configuration: a TOML file, overridden by command-line flags.
+
+    [listen]                      # unix = "" / tcp = 0 / udp = 0 turn a listener off
+    unix = "/run/nfd/nfd.sock"
+    tcp = 6363
+    udp = 6363
+    host = "0.0.0.0"
+
+    [tables]                      # every field of pipelines.Limits, e.g.
+    cs_packets = 65536
+    ppit_lifetime = 60.0
+
+    [[faces]]                     # faces toward other forwarders
+    name = "root"
+    uri = "udp4://127.0.0.1:6364"
+    loss = 0.0                    # link emulation on what this face sends
+    delay_ms = 0.0
+    jitter_ms = 0.0
+    rate_mbps = 0.0
+
+    [[routes]]
+    prefix = "/ps"
+    face = "root"                 # a [[faces]] name
+    cost = 0
+
+    [[strategies]]
+    prefix = "/ps"
+    strategy = "multicast"        # or "best-route"
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from .faces.link import LinkParams
+from .pipelines import Limits
+from .strategy import STRATEGIES
+
+DEFAULT_UNIX = "/run/nfd/nfd.sock"     # python-ndn's default transport
+DEFAULT_PORT = 6363
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message names the offending key."""
+
+
+@dataclass
+class FaceConfig:
+    name: str
+    uri: str
+    link: LinkParams = field(default_factory=LinkParams)
+
+
+@dataclass
+class RouteConfig:
+    prefix: str
+    face: str
+    cost: int = 0
+
+
+@dataclass
+class Config:
+    unix: str = DEFAULT_UNIX
+    tcp: int = DEFAULT_PORT
+    udp: int = DEFAULT_PORT
+    host: str = "0.0.0.0"
+    limits: Limits = field(default_factory=Limits)
+    faces: list[FaceConfig] = field(default_factory=list)
+    routes: list[RouteConfig] = field(default_factory=list)
+    strategies: dict[str, str] = field(default_factory=dict)
+
+
+def _expect(value, types, key: str):
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise ConfigError(f"{key}: expected {_tname(types)}, got {value!r}")
+    if not isinstance(value, types):
+        raise ConfigError(f"{key}: expected {_tname(types)}, got {value!r}")
+    return value
+
+
+def _tname(types) -> str:
+    types = types if isinstance(types, tuple) else (types,)
+    return " or ".join(t.__name__ for t in types)
+
+
+def _check_keys(table: dict, allowed: set[str], where: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(sorted(allowed))})")
+
+
+def parse_config(data: dict) -> Config:
+    cfg = Config()
+    _check_keys(data, {"listen", "tables", "faces", "routes", "strategies"}, "config")
+    listen = _expect(data.get("listen", {}), dict, "listen")
+    _check_keys(listen, {"unix", "tcp", "udp", "host"}, "listen")
+    cfg.unix = _expect(listen.get("unix", cfg.unix), str, "listen.unix")
+    for key in ("tcp", "udp"):
+        port = _expect(listen.get(key, getattr(cfg, key)), int, f"listen.{key}")
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"listen.{key}: port {port} out of range")
+        setattr(cfg, key, port)
+    cfg.host = _expect(listen.get("host", cfg.host), str, "listen.host")
+
+    tables = _expect(data.get("tables", {}), dict, "tables")
+    limit_fields = {f.name: f for f in fields(Limits)}
+    _check_keys(tables, set(limit_fields), "tables")
+    for key, value in tables.items():
+        default = getattr(cfg.limits, key)
+        value = _expect(value, (int, float) if isinstance(default, float) else int, f"tables.{key}")
+        if value < 0:
+            raise ConfigError(f"tables.{key}: must be >= 0")
+        setattr(cfg.limits, key, type(default)(value))
+
+    names = set()
+    for i, face in enumerate(_expect(data.get("faces", []), list, "faces")):
+        where = f"faces[{i}]"
+        _expect(face, dict, where)
+        _check_keys(face, {"name", "uri", "loss", "delay_ms", "jitter_ms", "rate_mbps",
+                           "queue_bytes"}, where)
+        uri = _expect(face.get("uri"), str, f"{where}.uri")
+        if not uri.startswith(("udp4://", "udp6://", "tcp4://", "tcp6://", "udp://", "tcp://")):
+            raise ConfigError(f"{where}.uri: expected udp4://HOST:PORT or tcp4://HOST:PORT, got {uri!r}")
+        name = _expect(face.get("name", uri), str, f"{where}.name")
+        if name in names:
+            raise ConfigError(f"{where}.name: duplicate face name {name!r}")
+        names.add(name)
+        link = LinkParams()
+        for key in ("loss", "delay_ms", "jitter_ms", "rate_mbps"):
+            if key in face:
+                setattr(link, key, float(_expect(face[key], (int, float), f"{where}.{key}")))
+        if "queue_bytes" in face:
+            link.queue_bytes = _expect(face["queue_bytes"], int, f"{where}.queue_bytes")
+        try:
+            link.validate()
+        except ValueError as e:
+            raise ConfigError(f"{where}: {e}") from None
+        cfg.faces.append(FaceConfig(name, uri, link))
+
+    for i, route in enumerate(_expect(data.get("routes", []), list, "routes")):
+        where = f"routes[{i}]"
+        _expect(route, dict, where)
+        _check_keys(route, {"prefix", "face", "cost"}, where)
+        prefix = _expect(route.get("prefix"), str, f"{where}.prefix")
+        face = _expect(route.get("face"), str, f"{where}.face")
+        if face not in names:
+            raise ConfigError(f"{where}.face: no [[faces]] entry named {face!r}")
+        cost = _expect(route.get("cost", 0), int, f"{where}.cost")
+        cfg.routes.append(RouteConfig(prefix, face, cost))
+
+    for i, choice in enumerate(_expect(data.get("strategies", []), list, "strategies")):
+        where = f"strategies[{i}]"
+        _expect(choice, dict, where)
+        _check_keys(choice, {"prefix", "strategy"}, where)
+        prefix = _expect(choice.get("prefix"), str, f"{where}.prefix")
+        strategy = _expect(choice.get("strategy"), str, f"{where}.strategy")
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"{where}.strategy: unknown {strategy!r} (known: {', '.join(STRATEGIES)})")
+        cfg.strategies[prefix] = strategy
+    return cfg
+
+
+def load_config(path: str | Path | None) -> Config:
+    if path is None:
+        return Config()
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return parse_config(data)

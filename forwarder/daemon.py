@@ -1,0 +1,196 @@
+"""The forwarder process: listeners, faces and timers around the sans-I/O core."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from urllib.parse import urlsplit
+
+from .config import Config
+from .face_table import INTERNAL_FACE, FaceInfo
+from .faces.base import Face
+from .faces.link import LinkParams
+from .faces.stream import StreamFace
+from .faces.udp import PERSISTENT, UdpChannel
+from .mgmt import MGMT_PREFIX, Management
+from .pipelines import Forwarder
+from .strategy import strategy_by_name
+from .tables.rib import CHILD_INHERIT, Route
+from .tlv import component_offsets, name_from_str
+
+log = logging.getLogger("forwarder")
+
+TICK_SECONDS = 0.1
+ORIGIN_STATIC = 255          # NFD's origin for static routes
+
+
+class ForwarderDaemon:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.fw = Forwarder(config.limits)
+        self.faces: dict[int, Face] = {}
+        self.mgmt = Management(self.fw, self.create_face, self.destroy_face)
+        self.fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
+        self._servers: list[asyncio.AbstractServer] = []
+        self._udp: UdpChannel | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._tick_task: asyncio.Task | None = None
+        self._face_by_name: dict[str, int] = {}
+
+    # ---- FaceOwner ------------------------------------------------------------------------
+
+    def face_up(self, face: Face, local: bool, remote_uri: str, local_uri: str,
+                persistency: int) -> FaceInfo:
+        info = self.fw.add_face(local, remote_uri, local_uri, persistency)
+        self.faces[info.id] = face
+        log.debug("face %d up: %s (%s)", info.id, remote_uri, "local" if local else "non-local")
+        return info
+
+    def receive(self, face: Face, wire: bytes) -> None:
+        self.dispatch(self.fw.on_receive(face.info.id, wire))
+
+    def face_down(self, face: Face) -> None:
+        face_id = face.info.id
+        if self.faces.pop(face_id, None) is not None:
+            log.debug("face %d down", face_id)
+            self.fw.remove_face(face_id)
+
+    def dispatch(self, actions: list) -> None:
+        faces = self.faces
+        for face_id, item in actions:
+            if face_id == INTERNAL_FACE:
+                self._spawn(self._manage(*item))
+                continue
+            face = faces.get(face_id)
+            if face is not None:
+                face.send(item)
+
+    async def _manage(self, interest, in_face: int) -> None:
+        try:
+            reply = await self.mgmt.handle(interest, in_face)
+        except Exception:                           # a bug in management must not kill us
+            log.exception("management failed")
+            return
+        if reply is not None:
+            self.dispatch(self.fw.on_receive(INTERNAL_FACE, reply))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- face creation (config and faces/create) -------------------------------------------
+
+    async def create_face(self, uri: str, persistency: int = PERSISTENT,
+                          link: LinkParams | None = None) -> tuple[int, bool]:
+        """Open a face toward `uri` (udp4://, tcp4://, ...); returns (face id, newly created)."""
+        parts = urlsplit(uri)
+        scheme = parts.scheme
+        if scheme not in ("udp", "udp4", "udp6", "tcp", "tcp4", "tcp6"):
+            raise ValueError(f"unsupported face scheme {scheme!r}")
+        if not parts.hostname or not parts.port:
+            raise ValueError(f"face URI needs host and port: {uri!r}")
+        family = socket.AF_INET6 if scheme.endswith("6") else socket.AF_INET
+        infos = await asyncio.get_running_loop().getaddrinfo(parts.hostname, parts.port,
+                                                             family=family)
+        host = infos[0][4][0]
+        for info in self.fw.faces:
+            if info.remote_uri.split("://", 1)[-1] == f"{host}:{parts.port}" and \
+                    info.remote_uri.startswith(scheme[:3]):
+                return info.id, False
+        if scheme.startswith("udp"):
+            if self._udp is None:
+                raise ValueError("UDP is off on this forwarder (--udp 0)")
+            face = self._udp.open_face(host, parts.port, persistency, link)
+            return face.info.id, True
+        loop = asyncio.get_running_loop()
+        _, proto = await asyncio.wait_for(loop.create_connection(
+            lambda: StreamFace(self, "tcp", persistency, link, local=False), host, parts.port),
+            timeout=5)
+        return proto.info.id, True
+
+    def destroy_face(self, face_id: int) -> bool:
+        face = self.faces.get(face_id)
+        if face is None:
+            return False
+        face.close()
+        self.face_down(face)
+        return True
+
+    # ---- life cycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        cfg = self.config
+        if cfg.unix:
+            _check_socket_free(cfg.unix)
+            _remove_stale_socket(cfg.unix)
+            os.makedirs(os.path.dirname(cfg.unix) or ".", exist_ok=True)
+            self._servers.append(await loop.create_unix_server(
+                lambda: StreamFace(self, "unix"), cfg.unix))
+            os.chmod(cfg.unix, 0o666)
+        if cfg.tcp:
+            self._servers.append(await loop.create_server(
+                lambda: StreamFace(self, "tcp"), cfg.host, cfg.tcp, reuse_address=True))
+        if cfg.udp:
+            _, self._udp = await loop.create_datagram_endpoint(
+                lambda: UdpChannel(self), local_addr=(cfg.host, cfg.udp))
+        for face_cfg in cfg.faces:
+            face_id, _ = await self.create_face(face_cfg.uri, PERSISTENT, face_cfg.link)
+            self._face_by_name[face_cfg.name] = face_id
+        for route in cfg.routes:
+            prefix = name_from_str(route.prefix)
+            self.fw.rib.add(prefix, len(component_offsets(prefix)),
+                            Route(self._face_by_name[route.face], ORIGIN_STATIC, route.cost,
+                                  CHILD_INHERIT, None))
+        for prefix_uri, strategy in cfg.strategies.items():
+            prefix = name_from_str(prefix_uri)
+            self.fw.strategy_choice.set(prefix, len(component_offsets(prefix)),
+                                        strategy_by_name(strategy))
+        self._tick_task = loop.create_task(self._tick())
+        log.info("forwarder up: unix=%s tcp=%s udp=%s", cfg.unix or "off", cfg.tcp or "off",
+                 cfg.udp or "off")
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            self.fw.tick()
+            if self._udp is not None:
+                self._udp.expire_idle(time.monotonic())
+
+    async def stop(self) -> None:
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+        for server in self._servers:
+            server.close()
+        for face in list(self.faces.values()):
+            face.close()
+        if self._udp is not None:
+            self._udp.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self.config.unix:
+            _remove_stale_socket(self.config.unix)
+
+
+def _check_socket_free(path: str) -> None:
+    """Refuse to take over the socket of a forwarder that is still running."""
+    if not os.path.exists(path):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return                                  # stale file: nobody listens
+    finally:
+        probe.close()
+    raise RuntimeError(f"another forwarder is listening on {path}")
+
+
+def _remove_stale_socket(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,69 @@
+"""What the sans-I/O core knows of a face: its id, scope and counters. The asyncio transport
+that carries the bytes lives in faces/; both sides update the same counters."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+INVALID_FACE = 0
+INTERNAL_FACE = 1          # management, as NFD's internal face
+FIRST_FACE_ID = 256        # NFD numbers ordinary faces from 256 too
+
+
+@dataclass
+class FaceCounters:
+    in_interests: int = 0
+    in_data: int = 0
+    in_nacks: int = 0
+    out_interests: int = 0
+    out_data: int = 0
+    out_nacks: int = 0
+    in_bytes: int = 0
+    out_bytes: int = 0
+    in_distribute: int = 0      # pushed Data received (persistent PIT)
+    out_distribute: int = 0     # pushed Data sent along persistent entries
+    drops: Counter = field(default_factory=Counter)   # reason -> packets
+
+
+@dataclass
+class FaceInfo:
+    id: int
+    local: bool                     # may use /localhost (unix, or TCP/UDP from loopback)
+    remote_uri: str = ""
+    local_uri: str = ""
+    persistency: int = 0            # NFD: 0 persistent, 1 on-demand, 2 permanent
+    counters: FaceCounters = field(default_factory=FaceCounters)
+
+    def drop(self, reason: str) -> None:
+        self.counters.drops[reason] += 1
+
+
+class FaceTable:
+    def __init__(self) -> None:
+        self._faces: dict[int, FaceInfo] = {
+            INTERNAL_FACE: FaceInfo(INTERNAL_FACE, True, "internal://", "internal://", 2)}
+        self._next_id = FIRST_FACE_ID
+
+    def __contains__(self, face_id: int) -> bool:
+        return face_id in self._faces
+
+    def __iter__(self):
+        return iter(list(self._faces.values()))
+
+    def __len__(self) -> int:
+        return len(self._faces)
+
+    def get(self, face_id: int) -> FaceInfo | None:
+        return self._faces.get(face_id)
+
+    def add(self, local: bool, remote_uri: str = "", local_uri: str = "",
+            persistency: int = 0) -> FaceInfo:
+        info = FaceInfo(self._next_id, local, remote_uri, local_uri, persistency)
+        self._faces[info.id] = info
+        self._next_id += 1
+        return info
+
+    def remove(self, face_id: int) -> FaceInfo | None:
+        if face_id == INTERNAL_FACE:
+            return None
+        return self._faces.pop(face_id, None)

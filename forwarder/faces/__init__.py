@@ -1,0 +1,1 @@
+"""asyncio faces: thin adapters between sockets and the sans-I/O forwarder core."""

@@ -1,0 +1,45 @@
+"""What every transport-backed face offers the daemon."""
+from __future__ import annotations
+
+import ipaddress
+from typing import Callable, Protocol
+
+from ..face_table import FaceInfo
+
+# Bytes queued toward one face beyond which further packets are dropped (and counted).
+QUEUE_LIMIT_BYTES = 4 << 20
+
+
+class FaceOwner(Protocol):
+    """The daemon, as faces see it."""
+
+    def face_up(self, face: "Face", local: bool, remote_uri: str, local_uri: str,
+                persistency: int) -> FaceInfo: ...
+
+    def receive(self, face: "Face", wire: bytes) -> None: ...
+
+    def face_down(self, face: "Face") -> None: ...
+
+
+class Face:
+    info: FaceInfo
+    on_send: Callable[[bytes], None] | None = None
+
+    def send(self, wire: bytes) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def ip_uri(scheme: str, host: str, port: int) -> str:
+    if ":" in host:
+        return f"{scheme}6://[{host}]:{port}"
+    return f"{scheme}4://{host}:{port}"

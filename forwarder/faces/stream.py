@@ -1,0 +1,107 @@
+"""Stream faces (unix and TCP): TLV framing on a byte stream."""
+from __future__ import annotations
+
+import asyncio
+
+from ..face_table import FaceInfo
+from ..tlv import MAX_PACKET_SIZE, outer_length
+from .base import QUEUE_LIMIT_BYTES, Face, FaceOwner, ip_uri, is_loopback
+from .link import LinkEmulator, LinkParams
+
+
+class StreamFace(Face, asyncio.Protocol):
+    def __init__(self, owner: FaceOwner, kind: str, persistency: int = 1,
+                 link: LinkParams | None = None, local: bool | None = None) -> None:
+        self._owner = owner
+        self._kind = kind                 # "unix" or "tcp"
+        self._persistency = persistency
+        self._link = link
+        self._force_local = local
+        self._buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.info: FaceInfo | None = None
+        self._emu: LinkEmulator | None = None
+        self._closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        if self._kind == "unix":
+            path = transport.get_extra_info("sockname") or ""
+            fd = transport.get_extra_info("socket").fileno()
+            remote, local_uri, local = f"fd://{fd}", f"unix://{path}", True
+        else:
+            peer = transport.get_extra_info("peername")
+            sock = transport.get_extra_info("sockname")
+            remote = ip_uri("tcp", peer[0], peer[1])
+            local_uri = ip_uri("tcp", sock[0], sock[1])
+            local = is_loopback(peer[0])
+        if self._force_local is not None:
+            local = self._force_local
+        self.info = self._owner.face_up(self, local, remote, local_uri, self._persistency)
+        if self._link is not None and self._link.active:
+            self._emu = LinkEmulator(self._link, self._write, self.info)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        if not buf:
+            # common case: whole packets in one read, slice without copying into the buffer
+            off = self._deliver_complete(data)
+            if off is None:
+                return
+            if off < len(data):
+                buf += data[off:]
+            return
+        buf += data
+        off = self._deliver_complete(buf)
+        if off is None:
+            return
+        del buf[:off]
+
+    def _deliver_complete(self, data: bytes | bytearray) -> int | None:
+        """Hand every complete packet in `data` to the owner; return bytes consumed, or None
+        if the face was closed (oversize packet)."""
+        off = 0
+        n = len(data)
+        receive = self._owner.receive
+        while off < n:
+            hdr = outer_length(data, off)
+            if hdr is None:
+                break
+            total = hdr[0] + hdr[1]
+            if total > MAX_PACKET_SIZE:
+                # NFD closes a stream face that sends an oversize packet: framing is lost
+                self.info.drop("oversize")
+                self.close()
+                return None
+            if off + total > n:
+                break
+            receive(self, bytes(data[off:off + total]))
+            if self._closed:
+                return None
+            off += total
+        return off
+
+    def send(self, wire: bytes) -> None:
+        if self._emu is not None:
+            self._emu.send(wire)
+        else:
+            self._write(wire)
+
+    def _write(self, wire: bytes) -> None:
+        t = self.transport
+        if t is None or self._closed:
+            return
+        if t.get_write_buffer_size() > QUEUE_LIMIT_BYTES:
+            self.info.drop("queue_full")
+            return
+        t.write(wire)
+
+    def close(self) -> None:
+        if not self._closed and self.transport is not None:
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._closed:
+            self._closed = True
+            if self.info is not None:
+                self._owner.face_down(self)

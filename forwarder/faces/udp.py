@@ -1,0 +1,100 @@
+"""UDP faces: one datagram per packet, as NFD's unicast UDP faces.
+
+A channel owns one listening socket. Datagrams from a new remote address open an on-demand
+face (closed after `idle_timeout` without traffic); faces toward other forwarders are created
+on the same socket, so the peer sees our well-known port as the source and recognises us.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ..face_table import FaceInfo
+from ..tlv import MAX_PACKET_SIZE
+from .base import Face, FaceOwner, ip_uri, is_loopback
+from .link import LinkEmulator, LinkParams
+
+ON_DEMAND, PERSISTENT, PERMANENT = 1, 0, 2
+
+
+class UdpFace(Face):
+    def __init__(self, channel: "UdpChannel", addr: tuple, persistency: int,
+                 link: LinkParams | None, local: bool | None = None) -> None:
+        self.channel = channel
+        self.addr = addr
+        self.last_seen = time.monotonic()
+        self._emu: LinkEmulator | None = None
+        sock = channel.transport.get_extra_info("sockname")
+        is_local = is_loopback(addr[0]) if local is None else local
+        self.info: FaceInfo = channel.owner.face_up(
+            self, is_local, ip_uri("udp", addr[0], addr[1]), ip_uri("udp", sock[0], sock[1]),
+            persistency)
+        if link is not None and link.active:
+            self._emu = LinkEmulator(link, self._write, self.info)
+
+    def send(self, wire: bytes) -> None:
+        if self._emu is not None:
+            self._emu.send(wire)
+        else:
+            self._write(wire)
+
+    def _write(self, wire: bytes) -> None:
+        if len(wire) > MAX_PACKET_SIZE:
+            self.info.drop("oversize_out")
+            return
+        t = self.channel.transport
+        if t is not None and not t.is_closing():
+            t.sendto(wire, self.addr)
+
+    def close(self) -> None:
+        self.channel.close_face(self)
+
+
+class UdpChannel(asyncio.DatagramProtocol):
+    def __init__(self, owner: FaceOwner, idle_timeout: float = 600.0) -> None:
+        self.owner = owner
+        self.idle_timeout = idle_timeout
+        self.transport: asyncio.DatagramTransport | None = None
+        self.faces: dict[tuple, UdpFace] = {}
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple) -> None:
+        key = addr[:2]
+        face = self.faces.get(key)
+        if face is None:
+            face = self.faces[key] = UdpFace(self, key, ON_DEMAND, None)
+        face.last_seen = time.monotonic()
+        if len(data) > MAX_PACKET_SIZE:
+            face.info.drop("oversize")
+            return
+        self.owner.receive(face, data)
+
+    def error_received(self, exc: Exception) -> None:
+        # e.g. ICMP port unreachable from a peer that is down: the face stays, as in NFD
+        pass
+
+    def open_face(self, host: str, port: int, persistency: int = PERSISTENT,
+                  link: LinkParams | None = None, local: bool | None = False) -> UdpFace:
+        key = (host, port)
+        face = self.faces.get(key)
+        if face is None:
+            face = self.faces[key] = UdpFace(self, key, persistency, link, local)
+        return face
+
+    def close_face(self, face: UdpFace) -> None:
+        if self.faces.get(face.addr) is face:
+            del self.faces[face.addr]
+            self.owner.face_down(face)
+
+    def expire_idle(self, now: float) -> None:
+        for face in [f for f in self.faces.values()
+                     if f.info.persistency == ON_DEMAND and now - f.last_seen > self.idle_timeout]:
+            self.close_face(face)
+
+    def close(self) -> None:
+        for face in list(self.faces.values()):
+            self.close_face(face)
+        if self.transport is not None:
+            self.transport.close()

@@ -1,0 +1,262 @@
+"""Decode just enough of an incoming packet to forward it; encode what the forwarder adds.
+
+The forwarder never re-encodes a Data: it forwards the bytes it received (wrapped in an
+NDNLPv2 header only when a PIT token must be echoed). An Interest is forwarded as received,
+except its HopLimit byte, which is decremented in place.
+"""
+from __future__ import annotations
+
+import os
+
+from .tlv import (
+    CAN_BE_PREFIX, DATA, DecodeError, FRESHNESS_PERIOD, HOP_LIMIT, INTEREST, INTEREST_LIFETIME,
+    LP_ACK, LP_CACHE_POLICY, LP_CONGESTION_MARK, LP_FRAG_COUNT, LP_FRAG_INDEX, LP_FRAGMENT,
+    LP_INCOMING_FACE_ID, LP_NACK, LP_NACK_REASON, LP_NEXT_HOP_FACE_ID, LP_NON_DISCOVERY, LP_PACKET,
+    LP_PIT_TOKEN, LP_PREFIX_ANNOUNCEMENT, LP_SEQUENCE, LP_TX_SEQUENCE, META_INFO, MUST_BE_FRESH,
+    NAME, NONCE, decode_nonneg, encode_tlv, encode_varnum, read_tl,
+)
+
+DEFAULT_LIFETIME_MS = 4000
+
+# Nack reasons (NDNLPv2)
+NACK_CONGESTION = 50
+NACK_DUPLICATE = 100
+NACK_NO_ROUTE = 150
+# Least severe first: a downstream Nack carries the least severe reason its upstreams gave.
+_SEVERITY = {NACK_CONGESTION: 0, NACK_DUPLICATE: 1, NACK_NO_ROUTE: 2}
+
+_KNOWN_LP_HEADERS = frozenset((
+    LP_SEQUENCE, LP_PIT_TOKEN, LP_INCOMING_FACE_ID, LP_NEXT_HOP_FACE_ID, LP_CACHE_POLICY,
+    LP_CONGESTION_MARK, LP_ACK, LP_TX_SEQUENCE, LP_NON_DISCOVERY, LP_PREFIX_ANNOUNCEMENT,
+))
+
+
+# ForwardingHint, ApplicationParameters, InterestSignatureInfo/Value: carried, not inspected.
+_CARRIED_INTEREST_ELEMENTS = frozenset((0x1E, 0x24, 0x2C, 0x2E))
+
+
+class Interest:
+    """The fields forwarding needs, plus the received wire."""
+
+    __slots__ = ("wire", "name", "can_be_prefix", "must_be_fresh", "nonce", "lifetime",
+                 "hop_limit", "hop_limit_at", "pit_token")
+
+    def __init__(self, wire: bytes, name: bytes, can_be_prefix: bool, must_be_fresh: bool,
+                 nonce: bytes | None, lifetime: int, hop_limit: int | None, hop_limit_at: int,
+                 pit_token: bytes | None = None) -> None:
+        self.wire = wire
+        self.name = name                  # Name TLV-VALUE: concatenated component TLVs
+        self.can_be_prefix = can_be_prefix
+        self.must_be_fresh = must_be_fresh
+        self.nonce = nonce
+        self.lifetime = lifetime          # milliseconds
+        self.hop_limit = hop_limit
+        self.hop_limit_at = hop_limit_at  # offset of the HopLimit value byte in wire, or -1
+        self.pit_token = pit_token
+
+    def wire_for_forwarding(self) -> bytes:
+        """The received bytes with HopLimit decremented (the caller checked it is > 0)."""
+        if self.hop_limit is None:
+            return self.wire
+        at = self.hop_limit_at
+        return self.wire[:at] + bytes((self.hop_limit - 1,)) + self.wire[at + 1:]
+
+
+class Data:
+    __slots__ = ("wire", "name", "freshness", "pit_token")
+
+    def __init__(self, wire: bytes, name: bytes, freshness: int, pit_token: bytes | None = None):
+        self.wire = wire
+        self.name = name
+        self.freshness = freshness        # FreshnessPeriod in ms, 0 when absent
+        self.pit_token = pit_token
+
+
+class Nack:
+    __slots__ = ("interest", "reason")
+
+    def __init__(self, interest: Interest, reason: int) -> None:
+        self.interest = interest
+        self.reason = reason
+
+
+class LpIdle(Exception):
+    """An LpPacket without a fragment (IDLE / ack-only): nothing to forward."""
+
+
+class LpFragmented(Exception):
+    """An NDNLPv2 fragment (FragCount > 1): this forwarder does not reassemble."""
+
+
+def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None = None) -> Interest:
+    """`wire[start:end]` is a whole Interest TLV; `start` is where its TYPE begins."""
+    typ, off, vend = read_tl(wire, start, end)
+    if typ != INTEREST or vend != end:
+        raise DecodeError("not an Interest")
+    if start or end != len(wire):
+        wire = wire[start:end]
+        off -= start
+        vend -= start
+    typ, noff, nend = read_tl(wire, off, vend)
+    if typ != NAME:
+        raise DecodeError("Interest does not start with a Name")
+    name = wire[noff:nend]
+    if not name:
+        raise DecodeError("Interest with an empty Name")
+    cbp = mbf = False
+    nonce = None
+    lifetime = DEFAULT_LIFETIME_MS
+    hop = None
+    hop_at = -1
+    off = nend
+    while off < vend:
+        typ, voff, off = read_tl(wire, off, vend)
+        if typ == CAN_BE_PREFIX:
+            cbp = True
+        elif typ == MUST_BE_FRESH:
+            mbf = True
+        elif typ == NONCE:
+            if off - voff != 4:
+                raise DecodeError("Nonce must be 4 bytes")
+            nonce = wire[voff:off]
+        elif typ == INTEREST_LIFETIME:
+            lifetime = decode_nonneg(wire, voff, off)
+        elif typ == HOP_LIMIT:
+            if off - voff != 1:
+                raise DecodeError("HopLimit must be 1 byte")
+            hop = wire[voff]
+            hop_at = voff
+        elif typ not in _CARRIED_INTEREST_ELEMENTS and (typ < 32 or typ & 1):
+            # an unrecognised critical element makes the packet invalid (v0.3 evolvability)
+            raise DecodeError(f"unexpected critical element 0x{typ:x} in Interest")
+    return Interest(wire, name, cbp, mbf, nonce, lifetime, hop, hop_at, pit_token)
+
+
+def decode_data(wire: bytes, start: int, end: int, pit_token: bytes | None = None) -> Data:
+    typ, off, vend = read_tl(wire, start, end)
+    if typ != DATA or vend != end:
+        raise DecodeError("not a Data")
+    if start or end != len(wire):
+        wire = wire[start:end]
+        off -= start
+        vend -= start
+    typ, noff, nend = read_tl(wire, off, vend)
+    if typ != NAME:
+        raise DecodeError("Data does not start with a Name")
+    freshness = 0
+    if nend < vend:
+        typ, moff, mend = read_tl(wire, nend, vend)
+        if typ == META_INFO:
+            while moff < mend:
+                typ, voff, moff = read_tl(wire, moff, mend)
+                if typ == FRESHNESS_PERIOD:
+                    freshness = decode_nonneg(wire, voff, moff)
+    return Data(wire, wire[noff:nend], freshness, pit_token)
+
+
+def decode(wire: bytes) -> Interest | Data | Nack:
+    """Decode one packet received on a face (bare network packet or LpPacket).
+
+    Raises DecodeError (malformed), LpIdle or LpFragmented; the caller counts and drops.
+    """
+    first = wire[0] if wire else -1
+    if first == INTEREST:
+        return decode_interest(wire, 0, len(wire))
+    if first == DATA:
+        return decode_data(wire, 0, len(wire))
+    if first != LP_PACKET:
+        raise DecodeError(f"unknown packet type 0x{first:x}" if first >= 0 else "empty packet")
+    typ, off, end = read_tl(wire, 0, len(wire))
+    if end != len(wire):
+        raise DecodeError("trailing bytes after LpPacket")
+    pit_token = None
+    nack_reason = None
+    frag = None
+    while off < end:
+        typ, voff, off = read_tl(wire, off, end)
+        if frag is not None:
+            raise DecodeError("LpPacket field after Fragment")
+        if typ == LP_FRAGMENT:
+            frag = (voff, off)
+        elif typ == LP_PIT_TOKEN:
+            if not 1 <= off - voff <= 32:
+                raise DecodeError("PitToken must be 1..32 bytes")
+            pit_token = wire[voff:off]
+        elif typ == LP_NACK:
+            nack_reason = 0
+            while voff < off:
+                t, v, voff = read_tl(wire, voff, off)
+                if t == LP_NACK_REASON:
+                    nack_reason = decode_nonneg(wire, v, voff)
+        elif typ == LP_FRAG_COUNT:
+            if decode_nonneg(wire, voff, off) > 1:
+                raise LpFragmented()
+        elif typ == LP_FRAG_INDEX:
+            if decode_nonneg(wire, voff, off) > 0:
+                raise LpFragmented()
+        elif typ not in _KNOWN_LP_HEADERS and not (800 <= typ <= 959 and typ & 3 == 0):
+            raise DecodeError(f"unknown NDNLPv2 header field 0x{typ:x}")
+    if frag is None:
+        raise LpIdle()
+    fstart, fend = frag
+    if fstart == fend:
+        raise LpIdle()
+    inner = wire[fstart]
+    if nack_reason is not None:
+        if inner != INTEREST:
+            raise DecodeError("Nack fragment is not an Interest")
+        return Nack(decode_interest(wire, fstart, fend, pit_token), nack_reason)
+    if inner == INTEREST:
+        return decode_interest(wire, fstart, fend, pit_token)
+    if inner == DATA:
+        return decode_data(wire, fstart, fend, pit_token)
+    raise DecodeError(f"unknown fragment type 0x{inner:x}")
+
+
+# ---- encoding what the forwarder originates -------------------------------------------------
+
+def lp_wrap(packet: bytes, pit_token: bytes | None = None, nack_reason: int | None = None) -> bytes:
+    """Wrap a network-layer packet in an LpPacket carrying a PIT token and/or a Nack."""
+    head = b""
+    if pit_token is not None:
+        head += encode_tlv(LP_PIT_TOKEN, pit_token)
+    if nack_reason is not None:
+        # Always with a NackReason: python-ndn reads a reason-less Nack as an Interest.
+        head += encode_tlv(LP_NACK, encode_tlv(LP_NACK_REASON, bytes((nack_reason,))))
+    body = head + encode_varnum(LP_FRAGMENT) + encode_varnum(len(packet)) + packet
+    return encode_varnum(LP_PACKET) + encode_varnum(len(body)) + body
+
+
+def data_for(data: Data, pit_token: bytes | None) -> bytes:
+    """The bytes to send a Data downstream: as received, tokened when the Interest was."""
+    return data.wire if pit_token is None else lp_wrap(data.wire, pit_token)
+
+
+def nack_for(interest: Interest, reason: int, pit_token: bytes | None) -> bytes:
+    return lp_wrap(interest.wire, pit_token, reason)
+
+
+def less_severe(a: int, b: int) -> int:
+    return a if _SEVERITY.get(a, 3) <= _SEVERITY.get(b, 3) else b
+
+
+def new_nonce() -> bytes:
+    return os.urandom(4)
+
+
+def with_nonce(interest: Interest) -> Interest:
+    """An Interest received without a Nonce gets one before forwarding (as NFD does)."""
+    nonce = new_nonce()
+    _, off, vend = read_tl(interest.wire, 0, len(interest.wire))
+    _, _, nend = read_tl(interest.wire, off, vend)
+    # Nonce goes after Name/CanBePrefix/MustBeFresh/ForwardingHint; inserting it right after
+    # those keeps element order valid.
+    pos = nend
+    while pos < vend:
+        t, _, e = read_tl(interest.wire, pos, vend)
+        if t not in (CAN_BE_PREFIX, MUST_BE_FRESH, 0x1E):
+            break
+        pos = e
+    value = interest.wire[off:pos] + encode_tlv(NONCE, nonce) + interest.wire[pos:vend]
+    wire = encode_tlv(INTEREST, value)
+    return decode_interest(wire, 0, len(wire), interest.pit_token)

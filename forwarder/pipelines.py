@@ -1,0 +1,401 @@
+"""The forwarding pipelines, sans-I/O: `on_receive(face, bytes)` returns what to send where.
+
+Stage names follow NFD's developer guide (onIncomingInterest, onContentStoreMiss, ...). The
+persistent-PIT rules sit beside onIncomingData: `*insert*` / `*remove*` Interests update the
+persistent entry of their stripped name and are routed by it; `*distribute*` Data go to every
+face of the longest persistent entry, once per face, as well as to ordinary PIT downstreams.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ndnps.names import DISTRIBUTE, INSERT, REMOVE
+
+from .face_table import INTERNAL_FACE, FaceInfo, FaceTable
+from .packet import (
+    NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode, nack_for,
+    with_nonce,
+)
+from .strategy import BestRoute, Strategy
+from .tables.cs import ContentStore
+from .tables.dead_nonce_list import DeadNonceList
+from .tables.fib import Fib
+from .tables.persistent_pit import PersistentPit
+from .tables.pit import InRecord, OutRecord, Pit, PitEntry, PitFull
+from .tables.rib import Rib
+from .tables.strategy_choice import StrategyChoice
+from .tlv import GENERIC_COMPONENT, DecodeError, component_offsets, encode_tlv
+
+LOCALHOST = encode_tlv(GENERIC_COMPONENT, b"localhost")
+INSERT_COMPONENT = encode_tlv(GENERIC_COMPONENT, INSERT)
+REMOVE_COMPONENT = encode_tlv(GENERIC_COMPONENT, REMOVE)
+DISTRIBUTE_COMPONENT = encode_tlv(GENERIC_COMPONENT, DISTRIBUTE)
+
+# What on_receive returns: (face id, bytes) to send; toward INTERNAL_FACE the item is
+# (INTERNAL_FACE, (Interest, in-face id)) so management knows who asked.
+Action = tuple[int, object]
+
+
+@dataclass
+class Limits:
+    pit_entries: int = 65536
+    cs_packets: int = 65536
+    cs_bytes: int = 256 << 20
+    dead_nonce_lifetime: float = 6.0
+    dead_nonce_capacity: int = 1 << 16
+    ppit_lifetime: float = 60.0
+    ppit_entries: int = 4096
+    ppit_faces_per_entry: int = 1024
+    ppit_entries_per_face: int = 64
+    ppit_inserts_per_face_per_s: float = 50.0
+
+
+@dataclass
+class ForwarderCounters:
+    in_interests: int = 0
+    in_data: int = 0
+    in_nacks: int = 0
+    out_interests: int = 0
+    out_data: int = 0
+    out_nacks: int = 0
+    satisfied: int = 0
+    unsatisfied: int = 0
+    cs_hits: int = 0
+    unsolicited: int = 0
+    pushes_in: int = 0          # *distribute* Data received
+    pushes_out: int = 0         # copies sent along persistent entries
+
+
+class Forwarder:
+    def __init__(self, limits: Limits | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = lim = limits or Limits()
+        self.clock = clock
+        self.faces = FaceTable()
+        self.fib = Fib()
+        self.rib = Rib(self.fib)
+        self.pit = Pit(lim.pit_entries)
+        self.cs = ContentStore(lim.cs_packets, lim.cs_bytes)
+        self.dnl = DeadNonceList(lim.dead_nonce_lifetime, lim.dead_nonce_capacity)
+        self.ppit = PersistentPit(lim.ppit_lifetime, lim.ppit_entries, lim.ppit_faces_per_entry,
+                                  lim.ppit_entries_per_face, lim.ppit_inserts_per_face_per_s)
+        self.strategy_choice = StrategyChoice(BestRoute())
+        self.counters = ForwarderCounters()
+        self._out: list[Action] = []
+
+    # ---- faces ---------------------------------------------------------------------------
+
+    def add_face(self, local: bool, remote_uri: str = "", local_uri: str = "",
+                 persistency: int = 0) -> FaceInfo:
+        return self.faces.add(local, remote_uri, local_uri, persistency)
+
+    def remove_face(self, face_id: int) -> None:
+        """A closed face leaves the RIB/FIB, every PIT record and every persistent entry."""
+        if self.faces.remove(face_id) is None:
+            return
+        self.rib.remove_face(face_id)
+        self.pit.remove_face(face_id)
+        self.ppit.remove_face(face_id)
+
+    def can_send_interest(self, face_id: int, interest: Interest) -> bool:
+        face = self.faces.get(face_id)
+        if face is None:
+            return False
+        if not face.local:
+            if interest.name.startswith(LOCALHOST):
+                return False            # /localhost never leaves the host
+            if interest.hop_limit == 0:
+                return False
+        return True
+
+    # ---- entry point ---------------------------------------------------------------------
+
+    def on_receive(self, face_id: int, wire: bytes) -> list[Action]:
+        """One packet arrived on a face: decode what forwarding needs and run the pipelines."""
+        out = self._out = []
+        face = self.faces.get(face_id)
+        if face is None:
+            return out
+        face.counters.in_bytes += len(wire)
+        try:
+            pkt = decode(wire)
+            kind = type(pkt)
+            if kind is Interest:
+                self.on_incoming_interest(face, pkt)
+            elif kind is Data:
+                self.on_incoming_data(face, pkt)
+            else:
+                self.on_incoming_nack(face, pkt)
+        except DecodeError:
+            face.drop("malformed")
+        except LpIdle:
+            face.drop("lp_idle")
+        except LpFragmented:
+            face.drop("lp_fragment")
+        return out
+
+    def inject_interest(self, face_id: int, interest: Interest) -> list[Action]:
+        """Run an already-decoded Interest through the pipelines (tests, internal use)."""
+        out = self._out = []
+        face = self.faces.get(face_id)
+        if face is not None:
+            self.on_incoming_interest(face, interest)
+        return out
+
+    # ---- Interest pipelines --------------------------------------------------------------
+
+    def on_incoming_interest(self, face: FaceInfo, interest: Interest) -> None:
+        face.counters.in_interests += 1
+        self.counters.in_interests += 1
+        name = interest.name
+        if not face.local:
+            if name.startswith(LOCALHOST):
+                face.drop("localhost_scope")
+                return
+            if interest.hop_limit == 0:
+                face.drop("hop_limit")
+                return
+        if interest.nonce is None:
+            interest = with_nonce(interest)
+        now = self.clock()
+        offsets = component_offsets(name)
+        route_name, route_offsets = name, offsets
+        if name.startswith(INSERT_COMPONENT) or name.startswith(REMOVE_COMPONENT):
+            route_name, route_offsets = _strip_first(name, offsets)
+            if not self.on_persistent_interest(face, name, route_name, route_offsets, now):
+                return
+
+        if self.dnl.has(name, interest.nonce, now):
+            self.on_interest_loop(face, interest)
+            return
+        entry = self.pit.find(interest)
+        if entry is not None and entry.expires > now:
+            if _duplicate_nonce(entry, interest.nonce, face.id):
+                self.on_interest_loop(face, interest)
+                return
+        else:
+            if entry is not None:               # expired but not yet swept
+                self._finalize(entry, satisfied=False)
+            hit = self.cs.lookup(interest, now) if not face.id == INTERNAL_FACE else None
+            if hit is not None:
+                self.on_content_store_hit(face, interest, hit)
+                return
+            try:
+                entry, _ = self.pit.insert(interest)
+            except PitFull:
+                face.drop("pit_full")
+                return
+        self.on_content_store_miss(face, entry, interest, route_name, route_offsets, now)
+
+    def on_persistent_interest(self, face: FaceInfo, name: bytes, prefix: bytes,
+                               offsets: list[int], now: float) -> bool:
+        """`*insert*` joins `face` to the persistent entry of the stripped name; `*remove*`
+        takes it out. Both then travel upstream like ordinary Interests. False: refused."""
+        if name.startswith(REMOVE_COMPONENT):
+            self.ppit.remove(prefix, face.id)
+            return True
+        if not prefix:
+            face.drop("ppit_empty_prefix")
+            return False
+        result = self.ppit.insert(prefix, len(offsets), face.id, now)
+        if not result.accepted:
+            face.drop(result.value)
+            return False
+        return True
+
+    def on_interest_loop(self, face: FaceInfo, interest: Interest) -> None:
+        face.drop("loop")
+        self._send_nack(face.id, interest, NACK_DUPLICATE, interest.pit_token)
+
+    def on_content_store_hit(self, face: FaceInfo, interest: Interest, data: Data) -> None:
+        self.counters.cs_hits += 1
+        self._send_data(face.id, data, interest.pit_token)
+
+    def on_content_store_miss(self, face: FaceInfo, entry: PitEntry, interest: Interest,
+                              route_name: bytes, route_offsets: list[int], now: float) -> None:
+        expires = now + interest.lifetime / 1000.0
+        entry.in_records[face.id] = InRecord(face.id, interest, expires)
+        if expires > entry.expires:
+            self.pit.set_expiry(entry, expires)
+        fib_entry = self.fib.lookup(route_name, route_offsets)
+        strategy: Strategy = self.strategy_choice.find(route_name, route_offsets)
+        strategy.after_receive_interest(self, entry, interest, face.id, fib_entry, now)
+
+    def send_interest(self, entry: PitEntry, face_id: int, interest: Interest, now: float) -> None:
+        """onOutgoingInterest: record the out-record and send (HopLimit decremented)."""
+        entry.out_records[face_id] = OutRecord(face_id, interest.nonce, now,
+                                               now + interest.lifetime / 1000.0)
+        face = self.faces.get(face_id)
+        face.counters.out_interests += 1
+        self.counters.out_interests += 1
+        if face_id == INTERNAL_FACE:
+            in_face = next(iter(entry.in_records))
+            self._out.append((INTERNAL_FACE, (interest, in_face)))
+            return
+        wire = interest.wire_for_forwarding()
+        face.counters.out_bytes += len(wire)
+        self._out.append((face_id, wire))
+
+    def reject_pending_interest(self, entry: PitEntry, reason: int,
+                                only_face: int | None = None) -> None:
+        """Nack the downstreams (or only `only_face`) and drop them from the entry."""
+        faces = [only_face] if only_face is not None else list(entry.in_records)
+        for face_id in faces:
+            rec = entry.in_records.pop(face_id, None)
+            if rec is not None:
+                self._send_nack(face_id, rec.interest, reason, rec.pit_token)
+        if not entry.in_records:
+            self._finalize(entry, satisfied=False)
+
+    def count_suppressed(self, face_id: int) -> None:
+        self.faces.get(face_id).drop("retx_suppressed")
+
+    # ---- Data pipelines ------------------------------------------------------------------
+
+    def on_incoming_data(self, face: FaceInfo, data: Data) -> None:
+        face.counters.in_data += 1
+        self.counters.in_data += 1
+        name = data.name
+        if not face.local and name.startswith(LOCALHOST):
+            face.drop("localhost_scope")
+            return
+        now = self.clock()
+        offsets = component_offsets(name)
+        if name.startswith(DISTRIBUTE_COMPONENT):
+            self.on_incoming_distribute(face, data, offsets, now)
+            return
+        matches = self.pit.data_matches(name, offsets, now)
+        if not matches:
+            self.on_data_unsolicited(face, data)
+            return
+        if face.id != INTERNAL_FACE:
+            self.cs.insert(data, now)
+        for face_id, token in self._satisfy(matches, face.id).items():
+            self._send_data(face_id, data, token)
+
+    def on_incoming_distribute(self, face: FaceInfo, data: Data, offsets: list[int],
+                               now: float) -> None:
+        """A pushed Data: every face of the longest persistent entry of the stripped name,
+        plus ordinary PIT downstreams of its exact name (probes) and of its `*insert*` twin
+        (the registration confirmation). Each face gets one copy."""
+        self.counters.pushes_in += 1
+        face.counters.in_distribute += 1
+        rest, rest_offsets = _strip_first(data.name, offsets)
+        pushed = [f for f in self.ppit.downstreams(rest, rest_offsets, now) if f != face.id]
+        matches = self.pit.data_matches(data.name, offsets, now)
+        insert_name = INSERT_COMPONENT + rest
+        matches += self.pit.data_matches(insert_name, component_offsets(insert_name), now)
+        if not pushed and not matches:
+            self.on_data_unsolicited(face, data)
+            return
+        self.cs.insert(data, now)
+        downstream = self._satisfy(matches, face.id)
+        for face_id in pushed:
+            downstream.setdefault(face_id, None)
+        for face_id, token in downstream.items():
+            self.counters.pushes_out += 1
+            self.faces.get(face_id).counters.out_distribute += 1
+            self._send_data(face_id, data, token)
+
+    def _satisfy(self, matches: list[PitEntry], in_face: int) -> dict[int, bytes | None]:
+        """Erase the satisfied entries; return each downstream face once, with its PIT token."""
+        downstream: dict[int, bytes | None] = {}
+        for entry in matches:
+            for face_id, rec in entry.in_records.items():
+                if face_id != in_face and face_id not in downstream:
+                    downstream[face_id] = rec.pit_token
+            self._finalize(entry, satisfied=True)
+        return downstream
+
+    def on_data_unsolicited(self, face: FaceInfo, data: Data) -> None:
+        # NFD's default unsolicited-data policy: drop (and we count it)
+        self.counters.unsolicited += 1
+        face.drop("unsolicited_data")
+
+    # ---- Nack pipeline -------------------------------------------------------------------
+
+    def on_incoming_nack(self, face: FaceInfo, nack: Nack) -> None:
+        face.counters.in_nacks += 1
+        self.counters.in_nacks += 1
+        entry = self.pit.find(nack.interest)
+        now = self.clock()
+        if entry is None or entry.expires <= now:
+            face.drop("nack_no_pit")
+            return
+        rec = entry.out_records.get(face.id)
+        if rec is None or rec.nonce != nack.interest.nonce:
+            face.drop("nack_stale")
+            return
+        rec.nack_reason = nack.reason
+        name, offsets = nack.interest.name, component_offsets(nack.interest.name)
+        if name.startswith(INSERT_COMPONENT) or name.startswith(REMOVE_COMPONENT):
+            name, offsets = _strip_first(name, offsets)
+        strategy: Strategy = self.strategy_choice.find(name, offsets)
+        strategy.after_receive_nack(self, entry, nack, face.id, now)
+
+    # ---- outgoing ------------------------------------------------------------------------
+
+    def _send_data(self, face_id: int, data: Data, token: bytes | None) -> None:
+        face = self.faces.get(face_id)
+        if face is None:
+            return
+        wire = data_for(data, token)
+        face.counters.out_data += 1
+        face.counters.out_bytes += len(wire)
+        self.counters.out_data += 1
+        self._out.append((face_id, wire))
+
+    def _send_nack(self, face_id: int, interest: Interest, reason: int,
+                   token: bytes | None) -> None:
+        face = self.faces.get(face_id)
+        if face is None or face_id == INTERNAL_FACE:
+            return
+        wire = nack_for(interest, reason, token)
+        face.counters.out_nacks += 1
+        face.counters.out_bytes += len(wire)
+        self.counters.out_nacks += 1
+        self._out.append((face_id, wire))
+
+    def _finalize(self, entry: PitEntry, satisfied: bool) -> None:
+        """onInterestFinalize: remember the nonces in the dead-nonce list, erase the entry."""
+        if entry.erased:
+            return
+        self._remember_nonces(entry, self.clock())
+        if satisfied:
+            self.counters.satisfied += 1
+        else:
+            self.counters.unsatisfied += 1
+        self.pit.erase(entry)
+
+    def _remember_nonces(self, entry: PitEntry, now: float) -> None:
+        for rec in entry.out_records.values():
+            self.dnl.add(entry.name, rec.nonce, now)
+
+    # ---- timers --------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Expire soft state; the I/O layer calls this a few times a second."""
+        now = self.clock()
+        for entry in self.pit.expire(now):
+            self._remember_nonces(entry, now)
+            self.counters.unsatisfied += 1
+        self.dnl.expire(now)
+        self.ppit.expire(now)
+        self.rib.expire(now)
+
+
+def _strip_first(name: bytes, offsets: list[int]) -> tuple[bytes, list[int]]:
+    """The name without its first component (a marker), and its component offsets."""
+    cut = offsets[0]
+    return name[cut:], [o - cut for o in offsets[1:]]
+
+
+def _duplicate_nonce(entry: PitEntry, nonce: bytes, face_id: int) -> bool:
+    """The same nonce from another downstream, or sent upstream already: a loop. The same
+    nonce from the same (point-to-point) downstream is a retransmission, not a loop."""
+    for f, rec in entry.in_records.items():
+        if rec.nonce == nonce and f != face_id:
+            return True
+    return any(rec.nonce == nonce for rec in entry.out_records.values())

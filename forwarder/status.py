@@ -1,0 +1,96 @@
+"""`python -m forwarder status`: print a running forwarder's faces, FIB, persistent PIT and
+counters (what `nfdc status` shows for NFD)."""
+from __future__ import annotations
+
+import json
+import socket
+from urllib.parse import urlsplit
+
+from ndn.encoding import Component, InterestParam, Name, make_interest, parse_data
+
+from .tlv import MAX_PACKET_SIZE, outer_length
+
+
+def _connect(transport: str, timeout: float) -> socket.socket:
+    parts = urlsplit(transport)
+    if parts.scheme == "unix":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        address: object = parts.path
+    elif parts.scheme in ("tcp", "tcp4"):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        address = (parts.hostname or "127.0.0.1", parts.port or 6363)
+    else:
+        raise ValueError(f"unsupported transport {transport!r} (unix:///path or tcp://host:port)")
+    sock.settimeout(timeout)
+    sock.connect(address)
+    return sock
+
+
+def _read_packet(sock: socket.socket, buf: bytearray) -> bytes:
+    while True:
+        hdr = outer_length(buf, 0)
+        if hdr is not None and len(buf) >= hdr[0] + hdr[1]:
+            total = hdr[0] + hdr[1]
+            pkt = bytes(buf[:total])
+            del buf[:total]
+            return pkt
+        chunk = sock.recv(MAX_PACKET_SIZE * 2)
+        if not chunk:
+            raise ConnectionError("forwarder closed the connection")
+        buf += chunk
+
+
+def fetch_dataset(transport: str, path: str, timeout: float = 3.0) -> bytes:
+    """Fetch a whole segmented management dataset, e.g. path='/localhost/nfd/faces/list'."""
+    sock = _connect(transport, timeout)
+    buf = bytearray()
+    try:
+        name = Name.from_str(path)
+        sock.sendall(make_interest(name, InterestParam(can_be_prefix=True, must_be_fresh=True,
+                                                       lifetime=int(timeout * 1000))))
+        parts = []
+        while True:
+            pkt = _read_packet(sock, buf)
+            if pkt[0] != 0x06:
+                raise ConnectionError(f"no answer for {path} (got packet type 0x{pkt[0]:x})")
+            data_name, meta, content, _ = parse_data(pkt)
+            parts.append(bytes(content or b""))
+            seg = Component.to_number(data_name[-1])
+            last = Component.to_number(meta.final_block_id) if meta.final_block_id else seg
+            if seg >= last:
+                return b"".join(parts)
+            sock.sendall(make_interest(data_name[:-1] + [Component.from_segment(seg + 1)],
+                                       InterestParam(lifetime=int(timeout * 1000))))
+    finally:
+        sock.close()
+
+
+def fetch_status(transport: str, timeout: float = 3.0) -> dict:
+    return json.loads(fetch_dataset(transport, "/localhost/nfd/ndnps/status", timeout))
+
+
+def print_status(status: dict) -> None:
+    c = status["counters"]
+    t = status["tables"]
+    print(f"tables: fib={t['fib']} pit={t['pit']} cs={t['cs']} ({t['cs_bytes']} B) "
+          f"dead-nonces={t['dead_nonces']} persistent={t['ppit']}")
+    print(f"counters: in I/D/N={c['in_interests']}/{c['in_data']}/{c['in_nacks']} "
+          f"out I/D/N={c['out_interests']}/{c['out_data']}/{c['out_nacks']} "
+          f"satisfied={c['satisfied']} unsatisfied={c['unsatisfied']} cs-hits={c['cs_hits']} "
+          f"pushes in/out={c['pushes_in']}/{c['pushes_out']}")
+    print("faces:")
+    for f in status["faces"]:
+        k = f["counters"]
+        drops = ", ".join(f"{r}={n}" for r, n in sorted(k["drops"].items())) or "-"
+        print(f"  {f['id']:>5} {f['remote']:<28} {f['scope']:<9} "
+              f"in I/D/N={k['in_interests']}/{k['in_data']}/{k['in_nacks']} "
+              f"out I/D/N={k['out_interests']}/{k['out_data']}/{k['out_nacks']} "
+              f"bytes in/out={k['in_bytes']}/{k['out_bytes']} drops: {drops}")
+    print("fib:")
+    for e in status["fib"]:
+        hops = " ".join(f"face={h['face']}(cost={h['cost']})" for h in e["nexthops"])
+        print(f"  {e['prefix']} {hops}")
+    print("persistent pit:")
+    for e in status["ppit"]:
+        faces = " ".join(f"face={f}({ttl:.1f}s)" for f, ttl in e["faces"].items())
+        print(f"  {e['prefix']} {faces}")

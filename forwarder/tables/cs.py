@@ -1,0 +1,89 @@
+"""Content Store: LRU bounded by packets and bytes; exact-name and CanBePrefix matching;
+MustBeFresh honoured through FreshnessPeriod.
+
+Names are kept in a sorted index of their raw bytes: every name under a prefix P sorts in the
+contiguous range starting at P, so a CanBePrefix lookup is a short range scan.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from sortedcontainers import SortedList
+
+from ..packet import Data, Interest
+
+# A CanBePrefix lookup gives up after this many candidates that are all stale.
+_MAX_PREFIX_SCAN = 64
+
+
+class CsEntry:
+    __slots__ = ("data", "fresh_until")
+
+    def __init__(self, data: Data, fresh_until: float) -> None:
+        self.data = data
+        self.fresh_until = fresh_until
+
+
+class ContentStore:
+    def __init__(self, max_packets: int = 65536, max_bytes: int = 256 << 20) -> None:
+        self.max_packets = max_packets
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[bytes, CsEntry] = OrderedDict()
+        self._index = SortedList()
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def insert(self, data: Data, now: float) -> None:
+        if self.max_packets <= 0 or len(data.wire) > self.max_bytes:
+            return
+        name = data.name
+        old = self._entries.pop(name, None)
+        if old is not None:
+            self.bytes -= len(old.data.wire)
+        else:
+            self._index.add(name)
+        self._entries[name] = CsEntry(data, now + data.freshness / 1000.0)
+        self.bytes += len(data.wire)
+        while len(self._entries) > self.max_packets or self.bytes > self.max_bytes:
+            self._evict_oldest()
+
+    def _evict_oldest(self) -> None:
+        name, entry = self._entries.popitem(last=False)
+        self._index.remove(name)
+        self.bytes -= len(entry.data.wire)
+        self.evictions += 1
+
+    def lookup(self, interest: Interest, now: float) -> Data | None:
+        entry = self._find(interest, now)
+        if entry is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._entries.move_to_end(entry.data.name)
+        return entry.data
+
+    def _find(self, interest: Interest, now: float) -> CsEntry | None:
+        mbf = interest.must_be_fresh
+        if not interest.can_be_prefix:
+            entry = self._entries.get(interest.name)
+            if entry is not None and (not mbf or entry.fresh_until > now):
+                return entry
+            return None
+        prefix = interest.name
+        for i, name in enumerate(self._index.irange(minimum=prefix)):
+            if not name.startswith(prefix) or i >= _MAX_PREFIX_SCAN:
+                return None
+            entry = self._entries[name]
+            if not mbf or entry.fresh_until > now:
+                return entry
+        return None
+
+    def erase_all(self) -> None:
+        self._entries.clear()
+        self._index.clear()
+        self.bytes = 0

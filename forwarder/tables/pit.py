@@ -1,0 +1,148 @@
+"""PIT: pending Interests keyed by (name, CanBePrefix, MustBeFresh), with in- and out-records.
+
+Entries are grouped by name so a Data finds its matches with one dict lookup per prefix of its
+name. Expiry is lazy: a heap of (deadline, entry) is drained by `expire()`, and lookups ignore
+entries whose deadline has passed.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+
+from ..packet import Interest
+
+
+class InRecord:
+    __slots__ = ("face", "nonce", "expires", "pit_token", "interest")
+
+    def __init__(self, face: int, interest: Interest, expires: float) -> None:
+        self.face = face
+        self.nonce = interest.nonce
+        self.expires = expires
+        self.pit_token = interest.pit_token
+        self.interest = interest
+
+
+class OutRecord:
+    __slots__ = ("face", "nonce", "expires", "last_sent", "nack_reason")
+
+    def __init__(self, face: int, nonce: bytes, now: float, expires: float) -> None:
+        self.face = face
+        self.nonce = nonce
+        self.last_sent = now
+        self.expires = expires
+        self.nack_reason: int | None = None
+
+
+class PitEntry:
+    __slots__ = ("name", "can_be_prefix", "must_be_fresh", "in_records", "out_records",
+                 "expires", "retx_interval", "erased")
+
+    def __init__(self, interest: Interest) -> None:
+        self.name = interest.name
+        self.can_be_prefix = interest.can_be_prefix
+        self.must_be_fresh = interest.must_be_fresh
+        self.in_records: dict[int, InRecord] = {}
+        self.out_records: dict[int, OutRecord] = {}
+        self.expires = 0.0
+        self.retx_interval = 0.0     # best-route retransmission suppression state
+        self.erased = False
+
+    @property
+    def key(self) -> tuple[bool, bool]:
+        return self.can_be_prefix, self.must_be_fresh
+
+    def interest(self) -> Interest:
+        """A representative Interest: the most recent in-record's."""
+        return next(reversed(self.in_records.values())).interest
+
+    def has_unexpired_out_records(self, now: float) -> bool:
+        return any(o.expires > now for o in self.out_records.values())
+
+
+class PitFull(Exception):
+    """The PIT is at capacity; the Interest is dropped and counted."""
+
+
+class Pit:
+    def __init__(self, max_entries: int = 65536) -> None:
+        self.max_entries = max_entries
+        self._by_name: dict[bytes, dict[tuple[bool, bool], PitEntry]] = {}
+        self._count = 0
+        self._heap: list[tuple[float, int, PitEntry]] = []
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self):
+        for group in list(self._by_name.values()):
+            yield from list(group.values())
+
+    def find(self, interest: Interest) -> PitEntry | None:
+        group = self._by_name.get(interest.name)
+        return group.get((interest.can_be_prefix, interest.must_be_fresh)) if group else None
+
+    def insert(self, interest: Interest) -> tuple[PitEntry, bool]:
+        """Find or create the entry for this Interest; returns (entry, created)."""
+        group = self._by_name.get(interest.name)
+        key = (interest.can_be_prefix, interest.must_be_fresh)
+        if group is not None:
+            entry = group.get(key)
+            if entry is not None:
+                return entry, False
+        if self._count >= self.max_entries:
+            raise PitFull()
+        entry = PitEntry(interest)
+        if group is None:
+            group = self._by_name[interest.name] = {}
+        group[key] = entry
+        self._count += 1
+        return entry, True
+
+    def set_expiry(self, entry: PitEntry, expires: float) -> None:
+        entry.expires = expires
+        heapq.heappush(self._heap, (expires, next(self._seq), entry))
+
+    def erase(self, entry: PitEntry) -> None:
+        if entry.erased:
+            return
+        entry.erased = True
+        group = self._by_name.get(entry.name)
+        if group is not None and group.get(entry.key) is entry:
+            del group[entry.key]
+            if not group:
+                del self._by_name[entry.name]
+            self._count -= 1
+
+    def data_matches(self, name: bytes, offsets: list[int], now: float) -> list[PitEntry]:
+        """Unexpired entries a Data of this name satisfies: exact-name entries, and
+        CanBePrefix entries for every prefix of the name."""
+        matches = []
+        by_name = self._by_name
+        group = by_name.get(name)
+        if group:
+            matches.extend(e for e in group.values() if e.expires > now)
+        for end in offsets[:-1]:
+            group = by_name.get(name[:end])
+            if group:
+                matches.extend(e for e in group.values() if e.can_be_prefix and e.expires > now)
+        return matches
+
+    def expire(self, now: float) -> list[PitEntry]:
+        """Erase and return entries whose deadline has passed."""
+        gone = []
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            deadline, _, entry = heapq.heappop(heap)
+            if not entry.erased and entry.expires == deadline:
+                self.erase(entry)
+                gone.append(entry)
+        return gone
+
+    def remove_face(self, face: int) -> None:
+        """A face that closed leaves every record; entries left with no downstream go."""
+        for entry in list(self):
+            entry.out_records.pop(face, None)
+            if entry.in_records.pop(face, None) is not None and not entry.in_records:
+                self.erase(entry)

@@ -1,0 +1,192 @@
+"""Minimal NDN TLV primitives (packet format v0.3): just what the forwarder's hot path needs.
+
+Every function works on `bytes` and offsets; nothing is copied until a caller slices.
+"""
+from __future__ import annotations
+
+MAX_PACKET_SIZE = 8800
+
+# Network layer
+INTEREST = 0x05
+DATA = 0x06
+NAME = 0x07
+GENERIC_COMPONENT = 0x08
+IMPLICIT_DIGEST = 0x01
+PARAMS_DIGEST = 0x02
+VERSION_COMPONENT = 0x36
+SEGMENT_COMPONENT = 0x32
+CAN_BE_PREFIX = 0x21
+MUST_BE_FRESH = 0x12
+FORWARDING_HINT = 0x1E
+NONCE = 0x0A
+INTEREST_LIFETIME = 0x0C
+HOP_LIMIT = 0x22
+APP_PARAMETERS = 0x24
+META_INFO = 0x14
+CONTENT_TYPE = 0x18
+FRESHNESS_PERIOD = 0x19
+FINAL_BLOCK_ID = 0x1A
+CONTENT = 0x15
+SIGNATURE_INFO = 0x16
+SIGNATURE_VALUE = 0x17
+SIGNATURE_TYPE = 0x1B
+
+# NDNLPv2
+LP_PACKET = 0x64
+LP_FRAGMENT = 0x50
+LP_SEQUENCE = 0x51
+LP_FRAG_INDEX = 0x52
+LP_FRAG_COUNT = 0x53
+LP_PIT_TOKEN = 0x62
+LP_NACK = 0x0320
+LP_NACK_REASON = 0x0321
+LP_INCOMING_FACE_ID = 0x032C
+LP_NEXT_HOP_FACE_ID = 0x0330
+LP_CACHE_POLICY = 0x0334
+LP_CONGESTION_MARK = 0x0340
+LP_ACK = 0x0344
+LP_TX_SEQUENCE = 0x0348
+LP_NON_DISCOVERY = 0x034C
+LP_PREFIX_ANNOUNCEMENT = 0x0350
+
+
+class DecodeError(ValueError):
+    """The bytes are not a well-formed TLV structure of the expected kind."""
+
+
+def read_varnum(buf: bytes, off: int) -> tuple[int, int]:
+    """Read one TLV-TYPE or TLV-LENGTH number; return (value, offset after it)."""
+    try:
+        first = buf[off]
+    except IndexError:
+        raise DecodeError("truncated TLV number") from None
+    if first < 253:
+        return first, off + 1
+    size = 2 if first == 253 else 4 if first == 254 else 8
+    end = off + 1 + size
+    if end > len(buf):
+        raise DecodeError("truncated TLV number")
+    return int.from_bytes(buf[off + 1:end], "big"), end
+
+
+def read_tl(buf: bytes, off: int, end: int) -> tuple[int, int, int]:
+    """Read TYPE and LENGTH at `off`; return (type, value offset, value end). Checks bounds."""
+    typ, off = read_varnum(buf, off)
+    length, off = read_varnum(buf, off)
+    vend = off + length
+    if vend > end:
+        raise DecodeError(f"TLV 0x{typ:x} length {length} exceeds its container")
+    return typ, off, vend
+
+
+def encode_varnum(n: int) -> bytes:
+    if n < 253:
+        return bytes((n,))
+    if n <= 0xFFFF:
+        return b"\xfd" + n.to_bytes(2, "big")
+    if n <= 0xFFFFFFFF:
+        return b"\xfe" + n.to_bytes(4, "big")
+    return b"\xff" + n.to_bytes(8, "big")
+
+
+def encode_tlv(typ: int, value: bytes) -> bytes:
+    return encode_varnum(typ) + encode_varnum(len(value)) + value
+
+
+def encode_nonneg(n: int) -> bytes:
+    """NonNegativeInteger: 1, 2, 4 or 8 bytes, big endian."""
+    if n <= 0xFF:
+        return bytes((n,))
+    if n <= 0xFFFF:
+        return n.to_bytes(2, "big")
+    if n <= 0xFFFFFFFF:
+        return n.to_bytes(4, "big")
+    return n.to_bytes(8, "big")
+
+
+def decode_nonneg(buf: bytes, start: int, end: int) -> int:
+    size = end - start
+    if size not in (1, 2, 4, 8):
+        raise DecodeError(f"NonNegativeInteger of {size} bytes")
+    return int.from_bytes(buf[start:end], "big")
+
+
+def outer_length(buf: bytes | bytearray, off: int) -> tuple[int, int] | None:
+    """For stream framing: (header size, value length) of the TLV at `off`, or None if the
+    header itself is not complete yet."""
+    n = len(buf) - off
+    if n < 2:
+        return None
+    # TYPE
+    t0 = buf[off]
+    tsize = 1 if t0 < 253 else 3 if t0 == 253 else 5 if t0 == 254 else 9
+    if n < tsize + 1:
+        return None
+    l0 = buf[off + tsize]
+    if l0 < 253:
+        return tsize + 1, l0
+    lsize = 3 if l0 == 253 else 5 if l0 == 254 else 9
+    if n < tsize + lsize:
+        return None
+    length = int.from_bytes(buf[off + tsize + 1:off + tsize + lsize], "big")
+    return tsize + lsize, length
+
+
+# ---- names -------------------------------------------------------------------------------
+
+def component_offsets(name: bytes) -> list[int]:
+    """End offsets of each component in a Name TLV-VALUE (the concatenated component TLVs).
+
+    offsets[k-1] is the byte length of the k-component prefix, so `name[:offsets[k-1]]` is
+    that prefix: prefixes of a name are byte prefixes of its encoding, which lets every
+    table key names by raw bytes.
+    """
+    offs = []
+    off = 0
+    end = len(name)
+    while off < end:
+        t = name[off]
+        if t < 253 and off + 1 < end and name[off + 1] < 253:
+            off += 2 + name[off + 1]
+            if off > end:
+                raise DecodeError("name component exceeds the name")
+        else:
+            _, _, off = read_tl(name, off, end)
+        offs.append(off)
+    return offs
+
+
+def name_from_str(uri: str) -> bytes:
+    """Name TLV-VALUE from an NDN URI with generic components only (`/a/b%2Ac`).
+
+    For configuration and tests; the apps use python-ndn's Name for typed components.
+    """
+    from urllib.parse import unquote_to_bytes
+
+    out = b""
+    for part in uri.strip("/").split("/"):
+        if part:
+            out += encode_tlv(GENERIC_COMPONENT, unquote_to_bytes(part))
+    return out
+
+
+def name_to_str(name: bytes) -> str:
+    """NDN URI of a Name TLV-VALUE (generic components percent-encoded; typed ones as T=hex)."""
+    parts = []
+    off = 0
+    end = len(name)
+    while off < end:
+        t, v, off = read_tl(name, off, end)
+        val = name[v:off]
+        if t == GENERIC_COMPONENT:
+            parts.append("".join(
+                chr(b) if (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b in b"-._~")
+                else f"%{b:02X}" for b in val))
+        elif t == VERSION_COMPONENT:
+            parts.append(f"v={int.from_bytes(val, 'big')}")
+        elif t == SEGMENT_COMPONENT:
+            parts.append(f"seg={int.from_bytes(val, 'big')}")
+        else:
+            parts.append(f"{t}={val.hex()}")
+    return "/" + "/".join(parts)
+
