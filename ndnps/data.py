@@ -81,7 +81,7 @@ def shard(n: int, num_shards: int, index: int, seed: int) -> np.ndarray:
     if num_shards < 1 or not 0 <= index < num_shards:
         raise ValueError(f"bad shard {index} of {num_shards}")
     perm = _rng(_SHARD, num_shards, seed).permutation(n)
-    return np.sort(np.array_split(np.arange(n), num_shards)[index])
+    return np.sort(np.array_split(perm, num_shards)[index])
 
 
 def epoch_order(n: int, epoch: int, seed: int | Sequence[int]) -> np.ndarray:
