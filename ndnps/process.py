@@ -1,0 +1,137 @@
+"""Child processes for experiments and tests: start, wait until ready, stop, show log tails.
+
+Used by the scenario runner and the integration tests alike, so both clean up the same way.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class ProcessFailed(RuntimeError):
+    """A child exited badly or never became ready; the message carries its log tail."""
+
+
+class ManagedProcess:
+    def __init__(self, name: str, argv: list[str], log_path: Path,
+                 env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = Path(log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        full_env = dict(os.environ)
+        full_env.setdefault("PYTHONUNBUFFERED", "1")
+        if env:
+            full_env.update(env)
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=full_env, cwd=cwd, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def fail(self, why: str) -> ProcessFailed:
+        return ProcessFailed(f"{self.name} {why}; last lines of {self.log_path}:\n{self.tail()}")
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise self.fail(f"did not exit within {timeout:.0f} s") from None
+
+    def stop(self, grace: float = 5.0) -> int | None:
+        """SIGTERM, then SIGKILL after `grace` seconds; the whole process group goes."""
+        if self.proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.proc.wait(5)
+        self._log.close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+        self.proc.wait(5)
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def wait_until(check, timeout: float, proc: ManagedProcess | None = None,
+               what: str = "ready") -> None:
+    """Poll `check()` until true; fail early with the log tail if `proc` dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise proc.fail(f"exited with code {proc.poll()} before it was {what}")
+        time.sleep(0.05)
+    if proc is not None:
+        raise proc.fail(f"was not {what} within {timeout:.0f} s")
+    raise TimeoutError(f"not {what} within {timeout:.0f} s")
+
+
+def unix_socket_accepts(path: str) -> bool:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_port(kind: int = socket.SOCK_DGRAM) -> int:
+    """A port free for both UDP and TCP on 127.0.0.1 at the time of the call."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, kind) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        other = socket.SOCK_STREAM if kind == socket.SOCK_DGRAM else socket.SOCK_DGRAM
+        try:
+            with socket.socket(socket.AF_INET, other) as s2:
+                s2.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port found")
+
+
+def start_forwarder(name: str, workdir: Path, udp: int = 0, tcp: int = 0,
+                    config: Path | None = None, log_level: str = "INFO",
+                    extra_env: dict[str, str] | None = None,
+                    ready_timeout: float = 15.0) -> tuple[ManagedProcess, str]:
+    """Start `python -m forwarder` on a unix socket in `workdir`; returns (process, socket path)
+    once the socket accepts connections."""
+    workdir = Path(workdir)
+    sock = str(workdir / f"{name}.sock")
+    argv = [sys.executable, "-m", "forwarder", "--unix", sock, "--tcp", str(tcp),
+            "--udp", str(udp), "--host", "127.0.0.1", "--log-level", log_level]
+    if config is not None:
+        argv += ["--config", str(config)]
+    proc = ManagedProcess(name, argv, workdir / f"{name}.log", env=extra_env)
+    wait_until(lambda: unix_socket_accepts(sock), ready_timeout, proc, "listening")
+    return proc, sock

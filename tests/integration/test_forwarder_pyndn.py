@@ -1,0 +1,111 @@
+"""python-ndn clients (appv2 and the legacy NDNApp) against a real forwarder process."""
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+PRODUCER = textwrap.dedent('''
+    import sys
+    from ndn.appv2 import NDNApp
+    from ndn.security import DigestSha256Signer
+    app = NDNApp()
+    signer = DigestSha256Signer()
+
+    @app.route(sys.argv[1])
+    def on_interest(name, param, reply, context):
+        reply(app.make_data(name, b"hello from " + sys.argv[1].encode(), signer=signer,
+                            freshness_period=1000))
+
+    async def ready():
+        print("READY", flush=True)
+    app.run_forever(after_start=ready())
+''')
+
+CONSUMER = textwrap.dedent('''
+    import sys
+    from ndn.appv2 import NDNApp, pass_all
+    from ndn.encoding import Name
+    from ndn.types import InterestNack
+    app = NDNApp()
+
+    async def main():
+        try:
+            name, content, _ = await app.express(Name.from_str(sys.argv[1]), validator=pass_all,
+                                                 lifetime=2000, can_be_prefix=False)
+            print("DATA", Name.to_str(name), bytes(content).decode(), flush=True)
+        except InterestNack as e:
+            print("NACK", e.reason, flush=True)
+        finally:
+            app.shutdown()
+    app.run_forever(after_start=main())
+''')
+
+LEGACY_PRODUCER = textwrap.dedent('''
+    import sys
+    from ndn.app import NDNApp
+    from ndn.security import KeychainDigest
+    app = NDNApp(keychain=KeychainDigest())
+
+    @app.route(sys.argv[1])
+    def on_interest(name, param, app_param):
+        app.put_data(name, b"legacy " + sys.argv[1].encode(), freshness_period=1000)
+
+    async def ready():
+        print("READY", flush=True)
+    app.run_forever(after_start=ready())
+''')
+
+LEGACY_CONSUMER = textwrap.dedent('''
+    import sys
+    from ndn.app import NDNApp
+    from ndn.encoding import Name
+    from ndn.security import KeychainDigest
+    app = NDNApp(keychain=KeychainDigest())
+
+    async def main():
+        try:
+            name, meta, content = await app.express_interest(sys.argv[1], lifetime=2000,
+                                                             must_be_fresh=False)
+            print("DATA", Name.to_str(name), bytes(content).decode(), flush=True)
+        finally:
+            app.shutdown()
+    app.run_forever(after_start=main())
+''')
+
+
+def _run(procs, name, script, sock, *args, wait_ready=False):
+    env = {"NDN_CLIENT_TRANSPORT": f"unix://{sock}"}
+    proc = procs.spawn(name, [sys.executable, "-c", script, *args], env=env)
+    if wait_ready:
+        from ndnps.process import wait_until
+        wait_until(lambda: "READY" in proc.tail(), 15, proc, "registered")
+    return proc
+
+
+def _output(proc, timeout=20) -> str:
+    proc.wait(timeout)
+    return proc.tail()
+
+
+def test_appv2_producer_and_consumer_exchange(procs):
+    sock = procs.forwarder()
+    _run(procs, "producer", PRODUCER, sock, "/hello", wait_ready=True)
+    consumer = _run(procs, "consumer", CONSUMER, sock, "/hello/world")
+    assert "DATA /hello/world hello from /hello" in _output(consumer)
+
+
+def test_legacy_app_with_keychain_digest(procs):
+    sock = procs.forwarder()
+    _run(procs, "producer", LEGACY_PRODUCER, sock, "/legacy", wait_ready=True)
+    consumer = _run(procs, "consumer", LEGACY_CONSUMER, sock, "/legacy/x")
+    assert "DATA /legacy/x legacy /legacy" in _output(consumer)
+
+
+def test_unrouted_name_is_nacked_no_route(procs):
+    sock = procs.forwarder()
+    consumer = _run(procs, "consumer", CONSUMER, sock, "/nobody/home")
+    assert "NACK 150" in _output(consumer)
