@@ -192,10 +192,12 @@ class Forwarder:
     def on_persistent_interest(self, face: FaceInfo, name: bytes, prefix: bytes,
                                offsets: list[int], now: float) -> bool:
         """`*insert*` joins `face` to the persistent entry of the stripped name; `*remove*`
-        takes it out. Both then travel upstream like ordinary Interests. False: refused."""
+        takes it out. Both then travel upstream like ordinary Interests. False: not forwarded."""
         if name.startswith(REMOVE_COMPONENT):
             self.ppit.remove(prefix, face.id)
-            return True
+            # Like a multicast prune: upstream hears of it only when no downstream is left,
+            # since upstream keeps one entry per link, not per worker.
+            return not self.ppit.downstreams(prefix, offsets, now, exact=True)
         if not prefix:
             face.drop("ppit_empty_prefix")
             return False

@@ -112,12 +112,18 @@ class PersistentPit:
             self.remove(prefix, face)
         self._buckets.pop(face, None)
 
-    def downstreams(self, name: bytes, offsets: list[int], now: float) -> list[int]:
-        """Unexpired faces of the longest entry that is a prefix of `name`."""
-        hit = self._table.longest_match(name, offsets)
-        if hit is None:
+    def downstreams(self, name: bytes, offsets: list[int], now: float,
+                    exact: bool = False) -> list[int]:
+        """Unexpired faces of the longest entry that is a prefix of `name` (or, with `exact`,
+        of the entry for exactly `name`)."""
+        if exact:
+            entry = self._table.get(name)
+        else:
+            hit = self._table.longest_match(name, offsets)
+            entry = hit[1] if hit else None
+        if entry is None:
             return []
-        return [f for f, exp in hit[1].faces.items() if exp > now]
+        return [f for f, exp in entry.faces.items() if exp > now]
 
     def expire(self, now: float) -> int:
         n = 0
