@@ -109,3 +109,60 @@ def test_unrouted_name_is_nacked_no_route(procs):
     sock = procs.forwarder()
     consumer = _run(procs, "consumer", CONSUMER, sock, "/nobody/home")
     assert "NACK 150" in _output(consumer)
+
+
+SEGMENT_PRODUCER = textwrap.dedent('''
+    import hashlib
+    from ndn.appv2 import NDNApp
+    from ndn.encoding import Component, Name
+    from ndn.security import DigestSha256Signer
+    app = NDNApp()
+    signer = DigestSha256Signer()
+    blob = hashlib.shake_256(b"ndnps").digest(1 << 20)
+    segs = [blob[i:i + 8000] for i in range(0, len(blob), 8000)]
+    prefix = Name.from_str("/big/v=1")
+
+    @app.route("/big")
+    def on_interest(name, param, reply, context):
+        seg = Component.to_number(name[-1]) if len(name) == 3 else 0
+        if seg >= len(segs):
+            return
+        reply(app.make_data(prefix + [Component.from_segment(seg)], segs[seg], signer=signer,
+                            final_block_id=Component.from_segment(len(segs) - 1)))
+
+    async def ready():
+        print("READY", flush=True)
+    app.run_forever(after_start=ready())
+''')
+
+SEGMENT_CONSUMER = textwrap.dedent('''
+    import hashlib
+    from ndn.app import NDNApp
+    from ndn.app_support.segment_fetcher import segment_fetcher
+    from ndn.security import KeychainDigest
+    app = NDNApp(keychain=KeychainDigest())
+
+    async def main():
+        try:
+            got = b"".join([bytes(s) async for s in segment_fetcher(app, "/big")])
+            ok = got == hashlib.shake_256(b"ndnps").digest(1 << 20)
+            print("FETCHED", len(got), "OK" if ok else "MISMATCH", flush=True)
+        finally:
+            app.shutdown()
+    app.run_forever(after_start=main())
+''')
+
+
+def test_one_megabyte_segmented_through_two_forwarders_over_udp(procs):
+    from ndnps.process import free_port, wait_until
+    port_a, port_b = free_port(), free_port()
+    conf_a = procs.workdir / "a.toml"
+    conf_a.write_text(f'[[faces]]\nname = "b"\nuri = "udp4://127.0.0.1:{port_b}"\n')
+    conf_b = procs.workdir / "b.toml"
+    conf_b.write_text(f'[[faces]]\nname = "a"\nuri = "udp4://127.0.0.1:{port_a}"\n'
+                      '[[routes]]\nprefix = "/big"\nface = "a"\n')
+    sock_a = procs.forwarder("a", udp=port_a, config=conf_a)
+    sock_b = procs.forwarder("b", udp=port_b, config=conf_b)
+    producer = _run(procs, "producer", SEGMENT_PRODUCER, sock_a, wait_ready=True)
+    consumer = _run(procs, "consumer", SEGMENT_CONSUMER, sock_b)
+    assert f"FETCHED {1 << 20} OK" in _output(consumer, timeout=60), producer.tail()
