@@ -304,9 +304,10 @@ class Forwarder:
     def _satisfy(self, matches: list[PitEntry], in_face: int) -> dict[int, bytes | None]:
         """Erase the satisfied entries; return each downstream face once, with its PIT token."""
         downstream: dict[int, bytes | None] = {}
+        now = self.clock()
         for entry in matches:
             for face_id, rec in entry.in_records.items():
-                if face_id != in_face and face_id not in downstream:
+                if face_id != in_face and face_id not in downstream and rec.expires > now:
                     downstream[face_id] = rec.pit_token
             self._finalize(entry, satisfied=True)
         return downstream
