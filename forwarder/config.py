@@ -10,6 +10,12 @@
     cs_packets = 65536
     ppit_lifetime = 60.0
 
+    [app_links]                   # emulation on faces the listeners accept (apps' links):
+    loss = 0.0                    # both directions, since the app emulates nothing
+    delay_ms = 0.0                # delay, jitter, rate: on what the forwarder sends
+    jitter_ms = 0.0
+    rate_mbps = 0.0
+
     [[faces]]                     # faces toward other forwarders
     name = "root"
     uri = "udp4://127.0.0.1:6364"
@@ -66,6 +72,7 @@ class Config:
     udp: int = DEFAULT_PORT
     host: str = "0.0.0.0"
     limits: Limits = field(default_factory=Limits)
+    app_link: LinkParams = field(default_factory=LinkParams)
     faces: list[FaceConfig] = field(default_factory=list)
     routes: list[RouteConfig] = field(default_factory=list)
     strategies: dict[str, str] = field(default_factory=dict)
@@ -92,7 +99,7 @@ def _check_keys(table: dict, allowed: set[str], where: str) -> None:
 
 def parse_config(data: dict) -> Config:
     cfg = Config()
-    _check_keys(data, {"listen", "tables", "faces", "routes", "strategies"}, "config")
+    _check_keys(data, {"listen", "tables", "app_links", "faces", "routes", "strategies"}, "config")
     listen = _expect(data.get("listen", {}), dict, "listen")
     _check_keys(listen, {"unix", "tcp", "udp", "host"}, "listen")
     cfg.unix = _expect(listen.get("unix", cfg.unix), str, "listen.unix")
@@ -113,12 +120,16 @@ def parse_config(data: dict) -> Config:
             raise ConfigError(f"tables.{key}: must be >= 0")
         setattr(cfg.limits, key, type(default)(value))
 
+    app_links = _expect(data.get("app_links", {}), dict, "app_links")
+    _check_keys(app_links, _LINK_KEYS, "app_links")
+    cfg.app_link = _link_params(app_links, "app_links")
+    cfg.app_link.ingress_loss = cfg.app_link.loss
+
     names = set()
     for i, face in enumerate(_expect(data.get("faces", []), list, "faces")):
         where = f"faces[{i}]"
         _expect(face, dict, where)
-        _check_keys(face, {"name", "uri", "loss", "delay_ms", "jitter_ms", "rate_mbps",
-                           "queue_bytes"}, where)
+        _check_keys(face, {"name", "uri"} | _LINK_KEYS, where)
         uri = _expect(face.get("uri"), str, f"{where}.uri")
         if not uri.startswith(("udp4://", "udp6://", "tcp4://", "tcp6://", "udp://", "tcp://")):
             raise ConfigError(f"{where}.uri: expected udp4://HOST:PORT or tcp4://HOST:PORT, got {uri!r}")
@@ -126,16 +137,7 @@ def parse_config(data: dict) -> Config:
         if name in names:
             raise ConfigError(f"{where}.name: duplicate face name {name!r}")
         names.add(name)
-        link = LinkParams()
-        for key in ("loss", "delay_ms", "jitter_ms", "rate_mbps"):
-            if key in face:
-                setattr(link, key, float(_expect(face[key], (int, float), f"{where}.{key}")))
-        if "queue_bytes" in face:
-            link.queue_bytes = _expect(face["queue_bytes"], int, f"{where}.queue_bytes")
-        try:
-            link.validate()
-        except ValueError as e:
-            raise ConfigError(f"{where}: {e}") from None
+        link = _link_params(face, where)
         cfg.faces.append(FaceConfig(name, uri, link))
 
     for i, route in enumerate(_expect(data.get("routes", []), list, "routes")):
@@ -159,6 +161,23 @@ def parse_config(data: dict) -> Config:
             raise ConfigError(f"{where}.strategy: unknown {strategy!r} (known: {', '.join(STRATEGIES)})")
         cfg.strategies[prefix] = strategy
     return cfg
+
+
+_LINK_KEYS = {"loss", "delay_ms", "jitter_ms", "rate_mbps", "queue_bytes"}
+
+
+def _link_params(table: dict, where: str) -> LinkParams:
+    link = LinkParams()
+    for key in ("loss", "delay_ms", "jitter_ms", "rate_mbps"):
+        if key in table:
+            setattr(link, key, float(_expect(table[key], (int, float), f"{where}.{key}")))
+    if "queue_bytes" in table:
+        link.queue_bytes = _expect(table["queue_bytes"], int, f"{where}.queue_bytes")
+    try:
+        link.validate()
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    return link
 
 
 def load_config(path: str | Path | None) -> Config:

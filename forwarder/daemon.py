@@ -129,14 +129,15 @@ class ForwarderDaemon:
             _remove_stale_socket(cfg.unix)
             os.makedirs(os.path.dirname(cfg.unix) or ".", exist_ok=True)
             self._servers.append(await loop.create_unix_server(
-                lambda: StreamFace(self, "unix"), cfg.unix))
+                lambda: StreamFace(self, "unix", link=cfg.app_link), cfg.unix))
             os.chmod(cfg.unix, 0o666)
         if cfg.tcp:
             self._servers.append(await loop.create_server(
-                lambda: StreamFace(self, "tcp"), cfg.host, cfg.tcp, reuse_address=True))
+                lambda: StreamFace(self, "tcp", link=cfg.app_link), cfg.host, cfg.tcp,
+                reuse_address=True))
         if cfg.udp:
             _, self._udp = await loop.create_datagram_endpoint(
-                lambda: UdpChannel(self), local_addr=(cfg.host, cfg.udp))
+                lambda: UdpChannel(self, app_link=cfg.app_link), local_addr=(cfg.host, cfg.udp))
         for face_cfg in cfg.faces:
             face_id, _ = await self.create_face(face_cfg.uri, PERSISTENT, face_cfg.link)
             self._face_by_name[face_cfg.name] = face_id

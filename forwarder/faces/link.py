@@ -1,5 +1,6 @@
-"""Link emulation on a face's send side: loss, delay with jitter, and a rate limit with a
-bounded queue (like a netem qdisc, in user space)."""
+"""Link emulation on a face: loss, delay with jitter, and a rate limit with a bounded queue on
+what it sends (like a netem qdisc, in user space), and optionally loss on what it receives —
+for links whose other end (an app) emulates nothing itself."""
 from __future__ import annotations
 
 import asyncio
@@ -17,14 +18,17 @@ class LinkParams:
     jitter_ms: float = 0.0     # uniform in [-jitter, +jitter], clipped at 0
     rate_mbps: float = 0.0     # 0 = unlimited
     queue_bytes: int = 1 << 20
+    ingress_loss: float = 0.0  # probability a received packet is dropped
 
     @property
     def active(self) -> bool:
-        return bool(self.loss or self.delay_ms or self.jitter_ms or self.rate_mbps)
+        return bool(self.loss or self.delay_ms or self.jitter_ms or self.rate_mbps
+                    or self.ingress_loss)
 
     def validate(self) -> None:
-        if not 0.0 <= self.loss <= 1.0:
-            raise ValueError("loss must be within [0, 1]")
+        for key in ("loss", "ingress_loss"):
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                raise ValueError(f"{key} must be within [0, 1]")
         for key in ("delay_ms", "jitter_ms", "rate_mbps"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key} must be >= 0")
@@ -43,6 +47,13 @@ class LinkEmulator:
         self._loop = asyncio.get_running_loop()
         self._busy_until = 0.0
         self._queued = 0
+
+    def admit(self) -> bool:
+        """Whether a received packet survives the link (ingress loss)."""
+        if self.params.ingress_loss and self._rng.random() < self.params.ingress_loss:
+            self._info.drop("emulated_loss_in")
+            return False
+        return True
 
     def send(self, wire: bytes) -> None:
         p = self.params

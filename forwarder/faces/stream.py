@@ -75,9 +75,10 @@ class StreamFace(Face, asyncio.Protocol):
                 return None
             if off + total > n:
                 break
-            receive(self, bytes(data[off:off + total]))
-            if self._closed:
-                return None
+            if self._emu is None or self._emu.admit():
+                receive(self, bytes(data[off:off + total]))
+                if self._closed:
+                    return None
             off += total
         return off
 

@@ -23,18 +23,18 @@ class UdpFace(Face):
         self.channel = channel
         self.addr = addr
         self.last_seen = time.monotonic()
-        self._emu: LinkEmulator | None = None
+        self.emu: LinkEmulator | None = None
         sock = channel.transport.get_extra_info("sockname")
         is_local = is_loopback(addr[0]) if local is None else local
         self.info: FaceInfo = channel.owner.face_up(
             self, is_local, ip_uri("udp", addr[0], addr[1]), ip_uri("udp", sock[0], sock[1]),
             persistency)
         if link is not None and link.active:
-            self._emu = LinkEmulator(link, self._write, self.info)
+            self.emu = LinkEmulator(link, self._write, self.info)
 
     def send(self, wire: bytes) -> None:
-        if self._emu is not None:
-            self._emu.send(wire)
+        if self.emu is not None:
+            self.emu.send(wire)
         else:
             self._write(wire)
 
@@ -51,8 +51,10 @@ class UdpFace(Face):
 
 
 class UdpChannel(asyncio.DatagramProtocol):
-    def __init__(self, owner: FaceOwner, idle_timeout: float = 600.0) -> None:
+    def __init__(self, owner: FaceOwner, idle_timeout: float = 600.0,
+                 app_link: LinkParams | None = None) -> None:
         self.owner = owner
+        self.app_link = app_link       # emulation on faces opened by a remote peer
         self.idle_timeout = idle_timeout
         self.transport: asyncio.DatagramTransport | None = None
         self.faces: dict[tuple, UdpFace] = {}
@@ -64,12 +66,13 @@ class UdpChannel(asyncio.DatagramProtocol):
         key = addr[:2]
         face = self.faces.get(key)
         if face is None:
-            face = self.faces[key] = UdpFace(self, key, ON_DEMAND, None)
+            face = self.faces[key] = UdpFace(self, key, ON_DEMAND, self.app_link)
         face.last_seen = time.monotonic()
         if len(data) > MAX_PACKET_SIZE:
             face.info.drop("oversize")
             return
-        self.owner.receive(face, data)
+        if face.emu is None or face.emu.admit():
+            self.owner.receive(face, data)
 
     def error_received(self, exc: Exception) -> None:
         # e.g. ICMP port unreachable from a peer that is down: the face stays, as in NFD
