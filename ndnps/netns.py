@@ -1,0 +1,113 @@
+"""Hosts in Linux network namespaces joined by veth pairs, as Mini-NDN does with Mininet.
+
+Every namespace, link and qdisc made here is removed by `close()` — also on an exception,
+and the scenario runner calls it from its Ctrl-C/SIGTERM path. Needs root and iproute2.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+
+class NetnsUnavailable(RuntimeError):
+    """Not root, or `ip netns` is missing: the caller skips or fails with this message."""
+
+
+def check_available() -> None:
+    if os.geteuid() != 0:
+        raise NetnsUnavailable("network namespaces need root (run as root or drop --netns)")
+    if shutil.which("ip") is None:
+        raise NetnsUnavailable("`ip` (iproute2) is not installed")
+    probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise NetnsUnavailable(f"`ip netns` does not work here: {probe.stderr.strip()}")
+
+
+def _ip(*args: str) -> None:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+
+
+@dataclass
+class Link:
+    a: str
+    b: str
+    dev_a: str
+    dev_b: str
+    addr_a: str
+    addr_b: str
+
+
+@dataclass
+class Netns:
+    """A set of hosts (namespaces) named `<tag>-<host>` and the point-to-point links between
+    them, each on its own /30 of `subnet`."""
+    tag: str
+    subnet: str = "10.231.0.0/16"
+    hosts: dict[str, str] = field(default_factory=dict)   # host -> namespace
+    links: list[Link] = field(default_factory=list)
+    netem_supported: bool | None = None
+
+    def __post_init__(self) -> None:
+        self._subnets = ipaddress.ip_network(self.subnet).subnets(new_prefix=30)
+
+    def add_host(self, host: str) -> str:
+        ns = f"{self.tag}-{host}"
+        _ip("netns", "add", ns)
+        self.hosts[host] = ns
+        _ip("-n", ns, "link", "set", "lo", "up")
+        return ns
+
+    def link(self, a: str, b: str) -> Link:
+        net = next(self._subnets)
+        addr_a, addr_b = (str(h) for h in list(net.hosts())[:2])
+        n = len(self.links)
+        dev_a, dev_b = f"{self.tag[:6]}{n}a", f"{self.tag[:6]}{n}b"
+        _ip("link", "add", dev_a, "type", "veth", "peer", "name", dev_b)
+        for dev, host, addr in ((dev_a, a, addr_a), (dev_b, b, addr_b)):
+            ns = self.hosts[host]
+            _ip("link", "set", dev, "netns", ns)
+            _ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+            _ip("-n", ns, "link", "set", dev, "up")
+        link = Link(a, b, dev_a, dev_b, addr_a, addr_b)
+        self.links.append(link)
+        return link
+
+    def netem(self, host: str, dev: str, loss: float = 0.0, delay_ms: float = 0.0) -> bool:
+        """Kernel netem on one veth end; False when the kernel has no netem qdisc."""
+        if self.netem_supported is False:
+            return False
+        args = ["tc", "qdisc", "add", "dev", dev, "root", "netem"]
+        if loss:
+            args += ["loss", f"{loss * 100:.3f}%"]
+        if delay_ms:
+            args += ["delay", f"{delay_ms}ms"]
+        proc = subprocess.run(["ip", "netns", "exec", self.hosts[host], *args],
+                              capture_output=True, text=True)
+        self.netem_supported = proc.returncode == 0
+        return self.netem_supported
+
+    def exec_argv(self, host: str, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.hosts[host], *argv]
+
+    def close(self) -> None:
+        """Delete every namespace made here (their veth ends and qdiscs go with them)."""
+        for ns in list(self.hosts.values()):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self.hosts.clear()
+        self.links.clear()
+
+    def __enter__(self) -> "Netns":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def leftover_namespaces(tag: str) -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(f"{tag}-")]
