@@ -13,7 +13,7 @@ from .tlv import (
     LP_ACK, LP_CACHE_POLICY, LP_CONGESTION_MARK, LP_FRAG_COUNT, LP_FRAG_INDEX, LP_FRAGMENT,
     LP_INCOMING_FACE_ID, LP_NACK, LP_NACK_REASON, LP_NEXT_HOP_FACE_ID, LP_NON_DISCOVERY, LP_PACKET,
     LP_PIT_TOKEN, LP_PREFIX_ANNOUNCEMENT, LP_SEQUENCE, LP_TX_SEQUENCE, META_INFO, MUST_BE_FRESH,
-    NAME, NONCE, decode_nonneg, encode_tlv, encode_varnum, read_tl,
+    NAME, NONCE, decode_nonneg, encode_nonneg, encode_tlv, encode_varnum, read_tl,
 )
 
 DEFAULT_LIFETIME_MS = 4000
@@ -222,7 +222,7 @@ def lp_wrap(packet: bytes, pit_token: bytes | None = None, nack_reason: int | No
         head += encode_tlv(LP_PIT_TOKEN, pit_token)
     if nack_reason is not None:
         # Always with a NackReason: python-ndn reads a reason-less Nack as an Interest.
-        head += encode_tlv(LP_NACK, encode_tlv(LP_NACK_REASON, bytes((nack_reason,))))
+        head += encode_tlv(LP_NACK, encode_tlv(LP_NACK_REASON, encode_nonneg(nack_reason)))
     body = head + encode_varnum(LP_FRAGMENT) + encode_varnum(len(packet)) + packet
     return encode_varnum(LP_PACKET) + encode_varnum(len(body)) + body
 
