@@ -166,7 +166,10 @@ def name_from_str(uri: str) -> bytes:
     out = b""
     for part in uri.strip("/").split("/"):
         if part:
-            out += encode_tlv(GENERIC_COMPONENT, unquote_to_bytes(part))
+            value = unquote_to_bytes(part)
+            if len(value) >= 3 and not value.strip(b"."):
+                value = value[3:]       # NDN URI: "..." is the empty component, "...." is "."
+            out += encode_tlv(GENERIC_COMPONENT, value)
     return out
 
 
@@ -179,6 +182,9 @@ def name_to_str(name: bytes) -> str:
         t, v, off = read_tl(name, off, end)
         val = name[v:off]
         if t == GENERIC_COMPONENT:
+            if not val.strip(b"."):     # only periods (or empty): three more, as the scheme says
+                parts.append("..." + "." * len(val))
+                continue
             parts.append("".join(
                 chr(b) if (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b in b"-._~")
                 else f"%{b:02X}" for b in val))
