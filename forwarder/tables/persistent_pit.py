@@ -18,6 +18,7 @@ class InsertResult(Enum):
     ENTRY_FULL = "ppit_entry_full"
     FACE_QUOTA = "ppit_face_quota"
     RATE_LIMITED = "ppit_rate_limited"
+    TOO_DEEP = "ppit_too_deep"
 
     @property
     def accepted(self) -> bool:
@@ -49,6 +50,7 @@ class PersistentPit:
         self.max_faces_per_entry = max_faces_per_entry
         self.max_entries_per_face = max_entries_per_face
         self.rate = inserts_per_face_per_s
+        self.burst = max(1.0, inserts_per_face_per_s)   # below 1/s a bucket must still fill to 1
         self._table: PrefixTable[PersistentEntry] = PrefixTable()
         self._per_face: dict[int, set[bytes]] = {}
         self._buckets: dict[int, _TokenBucket] = {}
@@ -60,6 +62,8 @@ class PersistentPit:
         return [e for _, e in self._table.items()]
 
     def insert(self, prefix: bytes, depth: int, face: int, now: float) -> InsertResult:
+        if depth > self._table.max_depth:
+            return InsertResult.TOO_DEEP
         if not self._take_token(face, now):
             return InsertResult.RATE_LIMITED
         entry = self._table.get(prefix)
@@ -83,8 +87,8 @@ class PersistentPit:
     def _take_token(self, face: int, now: float) -> bool:
         bucket = self._buckets.get(face)
         if bucket is None:
-            bucket = self._buckets[face] = _TokenBucket(self.rate, now)
-        bucket.tokens = min(self.rate, bucket.tokens + (now - bucket.stamp) * self.rate)
+            bucket = self._buckets[face] = _TokenBucket(self.burst, now)
+        bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.stamp) * self.rate)
         bucket.stamp = now
         if bucket.tokens < 1.0:
             return False
