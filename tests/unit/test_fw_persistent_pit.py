@@ -6,10 +6,9 @@ import pytest
 from ndn.encoding import Component
 
 from forwarder.packet import NACK_DUPLICATE, NACK_NO_ROUTE
+from forwarder.tlv import name_to_str
 
-from fwkit import (
-    DISTRIBUTE, INSERT, REMOVE, Bench, brief, data, interest, lp, marked, nv, vs,
-)
+from fwkit import DISTRIBUTE, INSERT, REMOVE, Bench, data, interest, lp, marked, vs
 
 INS = marked(INSERT, "/ps/t")            # /*insert*/ps/t
 REM = marked(REMOVE, "/ps/t")            # /*remove*/ps/t
@@ -18,7 +17,6 @@ CONFIRM = marked(DISTRIBUTE, "/ps/t")    # /*distribute*/ps/t
 
 def members(b: Bench) -> dict[str, list[int]]:
     """Persistent entries: prefix URI -> member faces."""
-    from forwarder.tlv import name_to_str
     return {name_to_str(e.prefix): sorted(e.faces) for e in b.fw.ppit.entries()}
 
 
