@@ -106,8 +106,8 @@ class Forwarder:
         if not face.local:
             if interest.name.startswith(LOCALHOST):
                 return False            # /localhost never leaves the host
-            if interest.hop_limit == 0:
-                return False
+            if interest.hop_limit == 1:
+                return False            # it would leave with HopLimit 0
         return True
 
     # ---- entry point ---------------------------------------------------------------------
@@ -147,38 +147,37 @@ class Forwarder:
     # ---- Interest pipelines --------------------------------------------------------------
 
     def on_incoming_interest(self, face: FaceInfo, interest: Interest) -> None:
+        name = interest.name
+        offsets = component_offsets(name)       # a malformed name raises before any counting
         face.counters.in_interests += 1
         self.counters.in_interests += 1
-        name = interest.name
-        if not face.local:
-            if name.startswith(LOCALHOST):
-                face.drop("localhost_scope")
-                return
-            if interest.hop_limit == 0:
-                face.drop("hop_limit")
-                return
+        if interest.hop_limit == 0:
+            face.drop("hop_limit")
+            return
+        if not face.local and name.startswith(LOCALHOST):
+            face.drop("localhost_scope")
+            return
         if interest.nonce is None:
             interest = with_nonce(interest)
         now = self.clock()
-        offsets = component_offsets(name)
-        route_name, route_offsets = name, offsets
-        if name.startswith(INSERT_COMPONENT) or name.startswith(REMOVE_COMPONENT):
-            route_name, route_offsets = _strip_first(name, offsets)
-            if not self.on_persistent_interest(face, name, route_name, route_offsets, now):
-                return
+        route_name, route_offsets = _routing_name(name, offsets)
 
         if self.dnl.has(name, interest.nonce, now):
             self.on_interest_loop(face, interest)
             return
         entry = self.pit.find(interest)
-        if entry is not None and entry.expires > now:
-            if _duplicate_nonce(entry, interest.nonce, face.id):
-                self.on_interest_loop(face, interest)
+        pending = entry is not None and entry.expires > now
+        if pending and _duplicate_nonce(entry, interest.nonce, face.id):
+            self.on_interest_loop(face, interest)
+            return
+        if route_name is not name and not name.startswith(DISTRIBUTE_COMPONENT):
+            # *insert* / *remove*: membership changes only for Interests that are not loops
+            if not self.on_persistent_interest(face, name, route_name, route_offsets, now):
                 return
-        else:
+        if not pending:
             if entry is not None:               # expired but not yet swept
                 self._finalize(entry, satisfied=False)
-            hit = self.cs.lookup(interest, now) if not face.id == INTERNAL_FACE else None
+            hit = self.cs.lookup(interest, now) if face.id != INTERNAL_FACE else None
             if hit is not None:
                 self.on_content_store_hit(face, interest, hit)
                 return
@@ -257,14 +256,14 @@ class Forwarder:
     # ---- Data pipelines ------------------------------------------------------------------
 
     def on_incoming_data(self, face: FaceInfo, data: Data) -> None:
+        name = data.name
+        offsets = component_offsets(name)       # a malformed name raises before any counting
         face.counters.in_data += 1
         self.counters.in_data += 1
-        name = data.name
         if not face.local and name.startswith(LOCALHOST):
             face.drop("localhost_scope")
             return
         now = self.clock()
-        offsets = component_offsets(name)
         if name.startswith(DISTRIBUTE_COMPONENT):
             self.on_incoming_distribute(face, data, offsets, now)
             return
@@ -274,7 +273,7 @@ class Forwarder:
             return
         if face.id != INTERNAL_FACE:
             self.cs.insert(data, now)
-        for face_id, token in self._satisfy(matches, face.id).items():
+        for face_id, token in self._satisfy(matches, face.id, data).items():
             self._send_data(face_id, data, token)
 
     def on_incoming_distribute(self, face: FaceInfo, data: Data, offsets: list[int],
@@ -293,7 +292,7 @@ class Forwarder:
             self.on_data_unsolicited(face, data)
             return
         self.cs.insert(data, now)
-        downstream = self._satisfy(matches, face.id)
+        downstream = self._satisfy(matches, face.id, data)
         for face_id in pushed:
             downstream.setdefault(face_id, None)
         for face_id, token in downstream.items():
@@ -301,7 +300,8 @@ class Forwarder:
             self.faces.get(face_id).counters.out_distribute += 1
             self._send_data(face_id, data, token)
 
-    def _satisfy(self, matches: list[PitEntry], in_face: int) -> dict[int, bytes | None]:
+    def _satisfy(self, matches: list[PitEntry], in_face: int,
+                 data: Data) -> dict[int, bytes | None]:
         """Erase the satisfied entries; return each downstream face once, with its PIT token."""
         downstream: dict[int, bytes | None] = {}
         now = self.clock()
@@ -309,7 +309,7 @@ class Forwarder:
             for face_id, rec in entry.in_records.items():
                 if face_id != in_face and face_id not in downstream and rec.expires > now:
                     downstream[face_id] = rec.pit_token
-            self._finalize(entry, satisfied=True)
+            self._finalize(entry, satisfied=True, data=data)
         return downstream
 
     def on_data_unsolicited(self, face: FaceInfo, data: Data) -> None:
@@ -332,9 +332,7 @@ class Forwarder:
             face.drop("nack_stale")
             return
         rec.nack_reason = nack.reason
-        name, offsets = nack.interest.name, component_offsets(nack.interest.name)
-        if name.startswith(INSERT_COMPONENT) or name.startswith(REMOVE_COMPONENT):
-            name, offsets = _strip_first(name, offsets)
+        name, offsets = _routing_name(nack.interest.name, component_offsets(nack.interest.name))
         strategy: Strategy = self.strategy_choice.find(name, offsets)
         strategy.after_receive_nack(self, entry, nack, face.id, now)
 
@@ -361,15 +359,20 @@ class Forwarder:
         self.counters.out_nacks += 1
         self._out.append((face_id, wire))
 
-    def _finalize(self, entry: PitEntry, satisfied: bool) -> None:
-        """onInterestFinalize: remember the nonces in the dead-nonce list, erase the entry."""
+    def _finalize(self, entry: PitEntry, satisfied: bool, data: Data | None = None) -> None:
+        """onInterestFinalize: erase the entry; remember its nonces in the dead-nonce list when
+        a looping copy could still arrive and not be answered by the CS (as NFD: unsatisfied,
+        or MustBeFresh satisfied by Data that goes stale before the list forgets)."""
         if entry.erased:
             return
-        self._remember_nonces(entry, self.clock())
-        if satisfied:
-            self.counters.satisfied += 1
-        else:
+        if not satisfied:
+            self._remember_nonces(entry, self.clock())
             self.counters.unsatisfied += 1
+        else:
+            if entry.must_be_fresh and data is not None and \
+                    data.freshness < self.limits.dead_nonce_lifetime * 1000:
+                self._remember_nonces(entry, self.clock())
+            self.counters.satisfied += 1
         self.pit.erase(entry)
 
     def _remember_nonces(self, entry: PitEntry, now: float) -> None:
@@ -395,9 +398,21 @@ def _strip_first(name: bytes, offsets: list[int]) -> tuple[bytes, list[int]]:
     return name[cut:], [o - cut for o in offsets[1:]]
 
 
+def _routing_name(name: bytes, offsets: list[int]) -> tuple[bytes, list[int]]:
+    """Markers (`*insert*`, `*remove*`, `*distribute*`) are routed by the stripped name, so
+    only `/<ps>` and `/<gpu>` need routes. Returns `name` itself when it has no marker."""
+    if name.startswith(INSERT_COMPONENT) or name.startswith(REMOVE_COMPONENT) or \
+            name.startswith(DISTRIBUTE_COMPONENT):
+        return _strip_first(name, offsets)
+    return name, offsets
+
+
 def _duplicate_nonce(entry: PitEntry, nonce: bytes, face_id: int) -> bool:
     """The same nonce from another downstream, or sent upstream already: a loop. The same
     nonce from the same (point-to-point) downstream is a retransmission, not a loop."""
+    own = entry.in_records.get(face_id)
+    if own is not None and own.nonce == nonce:
+        return False
     for f, rec in entry.in_records.items():
         if rec.nonce == nonce and f != face_id:
             return True

@@ -57,7 +57,7 @@ class PitEntry:
         return next(reversed(self.in_records.values())).interest
 
     def has_unexpired_out_records(self, now: float) -> bool:
-        return any(o.expires > now for o in self.out_records.values())
+        return any(o.expires > now and o.nack_reason is None for o in self.out_records.values())
 
 
 class PitFull(Exception):

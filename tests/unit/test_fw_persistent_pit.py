@@ -302,22 +302,12 @@ def test_unusable_insert_names_are_refused(net, n, reason):
 
 # ---- known gaps ----------------------------------------------------------------------------
 
-@pytest.mark.xfail(reason="BUG: pipelines.py on_incoming_interest strips only *insert* and "
-                          "*remove* for routing; a probe /*distribute*/<ps>/... is routed by "
-                          "its full name, so with only /<ps> routed (DESIGN: 'Markers are "
-                          "routed by the FIB entry of the stripped name') a CS miss is Nacked "
-                          "NoRoute", strict=True)
 def test_probe_is_routed_by_the_stripped_name(net):
     b, ps, w1, _, _ = net
     probe = interest(vs("/ps/t", 3, 1))
     assert b.raw(w1, probe) == [(ps, probe)]
 
 
-@pytest.mark.xfail(reason="BUG: pipelines.py on_incoming_interest runs on_persistent_interest "
-                          "before the dead-nonce-list and PIT loop checks, so a looping insert "
-                          "Interest (Nacked Duplicate) still joins its in-face to the "
-                          "persistent entry and pushes then flow back along the loop",
-                   strict=True)
 def test_looping_insert_does_not_join(net):
     b, ps, w1, w2, _ = net
     ins = interest(INS, nonce=1234)

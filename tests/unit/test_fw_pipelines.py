@@ -178,11 +178,6 @@ def test_duplicate_nonce_from_another_face_is_nacked(b):
     assert (face, p.kind, p.reason) == (up, "N", NACK_DUPLICATE)
 
 
-@pytest.mark.xfail(reason="BUG: pipelines.py _duplicate_nonce reports a loop when the nonce "
-                          "matches an out-record even if the in-record of the same face has "
-                          "it; NFD (point-to-point face) never treats DUPLICATE_NONCE_IN_SAME as "
-                          "a loop, so a consumer's own retransmission gets Nack Duplicate here",
-                   strict=True)
 def test_same_nonce_from_the_same_face_is_a_retransmission_not_a_loop(b):
     d, up = b.faces(2)
     b.route("/a", up)
@@ -221,11 +216,6 @@ def test_dead_nonce_list_detects_a_loop_after_the_entry_expired(b):
     assert (face, p.kind, p.reason) == (d2, "N", NACK_DUPLICATE)
 
 
-@pytest.mark.xfail(reason="DEVIATION from NFD: _finalize puts every out-record nonce in the "
-                          "dead-nonce list even when satisfied; NFD (insertDeadNonceList) does "
-                          "so on satisfaction only for MustBeFresh Interests whose Data "
-                          "FreshnessPeriod < the list's lifetime, since the CS answers any "
-                          "other looping copy", strict=True)
 def test_satisfied_interest_without_must_be_fresh_leaves_no_dead_nonce(b):
     d1, d2, up = b.faces(3)
     b.route("/a", up)
@@ -389,20 +379,12 @@ def test_hop_limit_one_can_reach_a_local_face(b):
     assert b.raw(d, wire) == [(app, with_hop(wire, 0))]
 
 
-@pytest.mark.xfail(reason="BUG: pipelines.py on_incoming_interest drops HopLimit=0 only from "
-                          "non-local faces; from a local face it is forwarded and "
-                          "Interest.wire_for_forwarding computes bytes((-1,)) -> ValueError",
-                   strict=True)
 def test_hop_limit_zero_from_a_local_face_is_dropped_as_nfd_does(b):
     app, producer = b.faces(2, local=True)
     b.route("/a", producer)
     assert b.raw(app, interest("/a", hop=0)) == []
 
 
-@pytest.mark.xfail(reason="DEVIATION from NFD: HopLimit is checked before the decrement, so an "
-                          "Interest received with HopLimit 1 leaves on a non-local face with "
-                          "HopLimit 0 (NFD decrements on receipt and never sends HopLimit 0 to "
-                          "a non-local face)", strict=True)
 def test_hop_limit_one_does_not_leave_on_a_non_local_face(b):
     d, up = b.faces(2)
     b.route("/a", up)
