@@ -26,6 +26,7 @@ from .tables.persistent_pit import PersistentPit
 from .tables.pit import InRecord, OutRecord, Pit, PitEntry, PitFull
 from .tables.rib import Rib
 from .tables.strategy_choice import StrategyChoice
+from .tracer import RateTracer
 from .tlv import GENERIC_COMPONENT, DecodeError, component_offsets, encode_tlv
 
 LOCALHOST = encode_tlv(GENERIC_COMPONENT, b"localhost")
@@ -65,7 +66,7 @@ class ForwarderCounters:
     cs_hits: int = 0
     unsolicited: int = 0
     pushes_in: int = 0          # *distribute* Data received
-    pushes_out: int = 0         # copies sent along persistent entries
+    pushes_out: int = 0         # copies sent along persistent entries (not probe answers)
 
 
 class Forwarder:
@@ -83,6 +84,7 @@ class Forwarder:
                                   lim.ppit_entries_per_face, lim.ppit_inserts_per_face_per_s)
         self.strategy_choice = StrategyChoice(BestRoute())
         self.counters = ForwarderCounters()
+        self.tracer: RateTracer | None = None
         self._out: list[Action] = []
 
     # ---- faces ---------------------------------------------------------------------------
@@ -151,6 +153,8 @@ class Forwarder:
         offsets = component_offsets(name)       # a malformed name raises before any counting
         face.counters.in_interests += 1
         self.counters.in_interests += 1
+        if self.tracer is not None:
+            self.tracer.interest(face.id, True, name, len(interest.wire))
         if interest.hop_limit == 0:
             face.drop("hop_limit")
             return
@@ -237,6 +241,8 @@ class Forwarder:
             return
         wire = interest.wire_for_forwarding()
         face.counters.out_bytes += len(wire)
+        if self.tracer is not None:
+            self.tracer.interest(face_id, False, interest.name, len(wire))
         self._out.append((face_id, wire))
 
     def reject_pending_interest(self, entry: PitEntry, reason: int,
@@ -260,6 +266,8 @@ class Forwarder:
         offsets = component_offsets(name)       # a malformed name raises before any counting
         face.counters.in_data += 1
         self.counters.in_data += 1
+        if self.tracer is not None:
+            self.tracer.data(face.id, True, name, len(data.wire))
         if not face.local and name.startswith(LOCALHOST):
             face.drop("localhost_scope")
             return
@@ -295,10 +303,12 @@ class Forwarder:
         downstream = self._satisfy(matches, face.id, data)
         for face_id in pushed:
             downstream.setdefault(face_id, None)
+        pushed_to = set(pushed)
         for face_id, token in downstream.items():
-            self.counters.pushes_out += 1
-            self.faces.get(face_id).counters.out_distribute += 1
-            self._send_data(face_id, data, token)
+            if face_id in pushed_to:
+                self.counters.pushes_out += 1
+                self.faces.get(face_id).counters.out_distribute += 1
+            self._send_data(face_id, data, token, pulled=face_id not in pushed_to)
 
     def _satisfy(self, matches: list[PitEntry], in_face: int,
                  data: Data) -> dict[int, bytes | None]:
@@ -322,6 +332,8 @@ class Forwarder:
     def on_incoming_nack(self, face: FaceInfo, nack: Nack) -> None:
         face.counters.in_nacks += 1
         self.counters.in_nacks += 1
+        if self.tracer is not None:
+            self.tracer.nack(face.id, True, len(nack.interest.wire))
         entry = self.pit.find(nack.interest)
         now = self.clock()
         if entry is None or entry.expires <= now:
@@ -338,7 +350,9 @@ class Forwarder:
 
     # ---- outgoing ------------------------------------------------------------------------
 
-    def _send_data(self, face_id: int, data: Data, token: bytes | None) -> None:
+    def _send_data(self, face_id: int, data: Data, token: bytes | None,
+                   pulled: bool = True) -> None:
+        """`pulled`: answers an Interest (PIT or CS), rather than following a persistent entry."""
         face = self.faces.get(face_id)
         if face is None:
             return
@@ -346,6 +360,10 @@ class Forwarder:
         face.counters.out_data += 1
         face.counters.out_bytes += len(wire)
         self.counters.out_data += 1
+        if self.tracer is not None:
+            cls = self.tracer.classify(data.name, True)
+            self.tracer.data(face_id, False, data.name, len(wire),
+                             "probe" if pulled and cls == "distribute" else cls)
         self._out.append((face_id, wire))
 
     def _send_nack(self, face_id: int, interest: Interest, reason: int,
@@ -356,6 +374,8 @@ class Forwarder:
         wire = nack_for(interest, reason, token)
         face.counters.out_nacks += 1
         face.counters.out_bytes += len(wire)
+        if self.tracer is not None:
+            self.tracer.nack(face_id, False, len(wire))
         self.counters.out_nacks += 1
         self._out.append((face_id, wire))
 
