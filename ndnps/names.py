@@ -1,10 +1,281 @@
 """Every name of the training protocol, built and parsed here and nowhere else.
 
 The forwarder reads only the three marker components; the apps build and parse the rest.
+Each ``<part>`` is one generic component, ``<v>`` a VersionNameComponent, ``<s>`` a
+SegmentNameComponent (NDN naming conventions)::
+
+    task        /<gpu>/<ps>/<train>                     PS -> worker: will you train?
+    content     /<ps>/<train>/<gpu>/<s>                 worker -> PS: spec, hyper-params, shard, params
+    insert      /*insert*/<ps>/<train>                  worker -> PS: join the persistent entry
+    confirm     /*distribute*/<ps>/<train>              the PS's (Data) answer to insert
+    collect     /<gpu>/<ps>/<train>/<v>/<s>             PS -> worker: gradient of step v
+    distribute  /*distribute*/<ps>/<train>/<v>/<s>      PS push of parameters version v; a probe
+                                                        is an ordinary Interest for the same name
+    remove      /*remove*/<ps>/<train>                  worker -> PS: leave
+    params      /<ps>/<train>/<gpu>/params/<v>/<s>      unicast baseline (no persistent PIT):
+                                                        each worker fetches each version itself
+    key         /<ps>/<train>/KEY                       KeyLocator of the training's HMAC key
+
+The collect ``<v>`` is the gradient's *step*: in sync mode the parameter version it is computed
+on; in async mode the worker's own step counter (the version it used travels in the content),
+so every collect name is new and no cache can answer it with an older gradient.
 """
 from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+from ndn.encoding import Component, FormalName
 
 # Marker components (generic NameComponents). The NDN URI form percent-encodes '*'.
 INSERT = b"*insert*"
 DISTRIBUTE = b"*distribute*"
 REMOVE = b"*remove*"
+PARAMS = b"params"
+KEY = b"KEY"
+
+_GENERIC = Component.TYPE_GENERIC
+_VERSION = Component.TYPE_VERSION
+_SEGMENT = Component.TYPE_SEGMENT
+
+_MARKERS = (INSERT, DISTRIBUTE, REMOVE)
+
+# Pattern elements: bytes = that literal generic component; these three = a variable part.
+ID, VER, SEG = "id", "ver", "seg"
+
+
+class BadName(ValueError):
+    """An identifier that cannot be one name component."""
+
+
+def check_id(ident: str, what: str = "name") -> str:
+    """An identifier (gpu, ps, train) must be one non-empty generic component: no '/'."""
+    if not isinstance(ident, str) or not ident or "/" in ident or ident in (".", ".."):
+        raise BadName(f"{what} {ident!r} must be a non-empty string without '/'")
+    if ident.encode() in _MARKERS:
+        raise BadName(f"{what} {ident!r} is a reserved marker")
+    return ident
+
+
+def _component(kind, value) -> bytes:
+    if isinstance(kind, bytes):
+        return Component.from_bytes(kind)
+    if kind == ID:
+        return Component.from_bytes(check_id(value).encode())
+    if kind == VER:
+        return Component.from_version(int(value))
+    return Component.from_segment(int(value))
+
+
+def _build(pattern: Sequence, *values) -> FormalName:
+    it = iter(values)
+    return [_component(k, k if isinstance(k, bytes) else next(it)) for k in pattern]
+
+
+def _match(name: FormalName, pattern: Sequence) -> list | None:
+    """The variable parts of `name` if it has exactly the shape `pattern`, else None."""
+    if len(name) != len(pattern):
+        return None
+    out = []
+    for comp, kind in zip(name, pattern):
+        try:
+            typ = Component.get_type(comp)
+            if isinstance(kind, bytes):
+                if typ != _GENERIC or bytes(Component.get_value(comp)) != kind:
+                    return None
+            elif kind == ID:
+                value = bytes(Component.get_value(comp))
+                if typ != _GENERIC or value in _MARKERS or not value:
+                    return None
+                out.append(value.decode())
+            else:
+                if typ != (_VERSION if kind == VER else _SEGMENT):
+                    return None
+                out.append(Component.to_number(comp))
+        except (ValueError, IndexError, UnicodeDecodeError):
+            return None
+    return out
+
+
+# ---- shapes ---------------------------------------------------------------------------------
+
+TASK = (ID, ID, ID)                                  # gpu ps train
+CONTENT = (ID, ID, ID, SEG)                          # ps train gpu seg
+INSERT_NAME = (INSERT, ID, ID)                       # ps train
+CONFIRM = (DISTRIBUTE, ID, ID)                       # ps train
+REMOVE_NAME = (REMOVE, ID, ID)                       # ps train
+COLLECT = (ID, ID, ID, VER, SEG)                     # gpu ps train step seg
+DISTRIBUTE_NAME = (DISTRIBUTE, ID, ID, VER, SEG)     # ps train version seg
+UNICAST = (ID, ID, ID, PARAMS, VER, SEG)             # ps train gpu version seg
+
+
+class Task(NamedTuple):
+    gpu: str
+    ps: str
+    train: str
+
+
+class Content(NamedTuple):
+    ps: str
+    train: str
+    gpu: str
+    segment: int
+
+
+class Training(NamedTuple):
+    ps: str
+    train: str
+
+
+class Collect(NamedTuple):
+    gpu: str
+    ps: str
+    train: str
+    step: int
+    segment: int
+
+
+class Distribute(NamedTuple):
+    ps: str
+    train: str
+    version: int
+    segment: int
+
+
+class Params(NamedTuple):
+    ps: str
+    train: str
+    gpu: str
+    version: int
+    segment: int
+
+
+# ---- builders -------------------------------------------------------------------------------
+
+def task(gpu: str, ps: str, train: str) -> FormalName:
+    return _build(TASK, gpu, ps, train)
+
+
+def content(ps: str, train: str, gpu: str, seg: int) -> FormalName:
+    return _build(CONTENT, ps, train, gpu, seg)
+
+
+def insert(ps: str, train: str) -> FormalName:
+    return _build(INSERT_NAME, ps, train)
+
+
+def confirm(ps: str, train: str) -> FormalName:
+    return _build(CONFIRM, ps, train)
+
+
+def remove(ps: str, train: str) -> FormalName:
+    return _build(REMOVE_NAME, ps, train)
+
+
+def collect(gpu: str, ps: str, train: str, step: int, seg: int) -> FormalName:
+    return _build(COLLECT, gpu, ps, train, step, seg)
+
+
+def distribute(ps: str, train: str, version: int, seg: int) -> FormalName:
+    """A pushed parameter segment, and the name a probe asks for."""
+    return _build(DISTRIBUTE_NAME, ps, train, version, seg)
+
+
+def params(ps: str, train: str, gpu: str, version: int, seg: int) -> FormalName:
+    """Unicast baseline: worker `gpu`'s own copy of parameters `version`."""
+    return _build(UNICAST, ps, train, gpu, version, seg)
+
+
+def key(ps: str, train: str) -> FormalName:
+    """KeyLocator name of the training's HMAC key (never fetched)."""
+    return _build((ID, ID, KEY), ps, train)
+
+
+# Registration prefixes and handler attachment points.
+
+def node(ident: str) -> FormalName:
+    """`/<gpu>` or `/<ps>`: the prefix a worker or a PS registers."""
+    return _build((ID,), ident)
+
+
+def insert_prefix(ps: str) -> FormalName:
+    return _build((INSERT, ID), ps)
+
+
+def remove_prefix(ps: str) -> FormalName:
+    return _build((REMOVE, ID), ps)
+
+
+def distribute_prefix(ps: str) -> FormalName:
+    return _build((DISTRIBUTE, ID), ps)
+
+
+# ---- parsers: the variable parts, or None when the name has another shape ------------------
+
+def parse_task(name: FormalName) -> Task | None:
+    m = _match(name, TASK)
+    return Task(*m) if m else None
+
+
+def parse_content(name: FormalName) -> Content | None:
+    m = _match(name, CONTENT)
+    return Content(*m) if m else None
+
+
+def parse_insert(name: FormalName) -> Training | None:
+    m = _match(name, INSERT_NAME)
+    return Training(*m) if m else None
+
+
+def parse_confirm(name: FormalName) -> Training | None:
+    m = _match(name, CONFIRM)
+    return Training(*m) if m else None
+
+
+def parse_remove(name: FormalName) -> Training | None:
+    m = _match(name, REMOVE_NAME)
+    return Training(*m) if m else None
+
+
+def parse_collect(name: FormalName) -> Collect | None:
+    m = _match(name, COLLECT)
+    return Collect(*m) if m else None
+
+
+def parse_distribute(name: FormalName) -> Distribute | None:
+    m = _match(name, DISTRIBUTE_NAME)
+    return Distribute(*m) if m else None
+
+
+def parse_params(name: FormalName) -> Params | None:
+    m = _match(name, UNICAST)
+    return Params(*m) if m else None
+
+
+def is_distribute(name: FormalName) -> bool:
+    """True for any Data whose first component is the `*distribute*` marker (push, confirm)."""
+    return bool(name) and bytes(name[0]) == _DISTRIBUTE_TLV
+
+
+_DISTRIBUTE_TLV = bytes(Component.from_bytes(DISTRIBUTE))
+
+
+def segment_number(component: bytes | None) -> int | None:
+    """The number in a FinalBlockId (a SegmentNameComponent), or None."""
+    if not component:
+        return None
+    try:
+        if Component.get_type(component) != _SEGMENT:
+            return None
+        return Component.to_number(component)
+    except (ValueError, IndexError):
+        return None
+
+
+def final_block_id(last_segment: int) -> bytes:
+    return bytes(Component.from_segment(last_segment))
+
+
+def to_str(name: FormalName) -> str:
+    """For logs only."""
+    from ndn.encoding import Name
+    return Name.to_str(name)

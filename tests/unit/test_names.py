@@ -1,0 +1,88 @@
+"""ndnps.names: every exchange's name is built and parsed in one place, with typed components."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from ndn.encoding import Component, Name
+
+from ndnps import names
+
+ids = st.text(st.characters(blacklist_characters="/", blacklist_categories=("Cs",)),
+              min_size=1, max_size=12).filter(
+    lambda s: s not in (".", "..") and s.encode() not in (names.INSERT, names.DISTRIBUTE, names.REMOVE))
+nums = st.integers(min_value=0, max_value=2**40)
+
+ROUND_TRIPS = [
+    (names.task, names.parse_task, ("w1", "ps", "t1")),
+    (names.content, names.parse_content, ("ps", "t1", "w1", 3)),
+    (names.insert, names.parse_insert, ("ps", "t1")),
+    (names.confirm, names.parse_confirm, ("ps", "t1")),
+    (names.remove, names.parse_remove, ("ps", "t1")),
+    (names.collect, names.parse_collect, ("w1", "ps", "t1", 7, 2)),
+    (names.distribute, names.parse_distribute, ("ps", "t1", 7, 2)),
+    (names.params, names.parse_params, ("ps", "t1", "w1", 7, 2)),
+]
+
+
+@pytest.mark.parametrize("build,parse,args", ROUND_TRIPS)
+def test_round_trip(build, parse, args):
+    assert tuple(parse(build(*args))) == args
+
+
+@pytest.mark.parametrize("build,parse,args", ROUND_TRIPS)
+def test_every_parser_rejects_every_other_shape(build, parse, args):
+    name = build(*args)
+    for _, other_parse, _ in ROUND_TRIPS:
+        if other_parse is not parse:
+            assert other_parse(name) is None
+
+
+def test_uri_forms_match_the_design():
+    assert Name.to_str(names.insert("ps", "t1")) == "/%2Ainsert%2A/ps/t1"
+    assert Name.to_str(names.distribute("ps", "t1", 5, 0)) == "/%2Adistribute%2A/ps/t1/v=5/seg=0"
+    assert Name.to_str(names.collect("w1", "ps", "t1", 5, 1)) == "/w1/ps/t1/v=5/seg=1"
+    assert Name.to_str(names.params("ps", "t1", "w2", 3, 0)) == "/ps/t1/w2/params/v=3/seg=0"
+    # python-ndn's string form of the marker names is the same name
+    assert Name.from_str("/*insert*/ps/t1") == names.insert("ps", "t1")
+
+
+def test_versions_and_segments_are_typed_components():
+    name = names.distribute("ps", "t1", 5, 9)
+    assert Component.get_type(name[-2]) == Component.TYPE_VERSION
+    assert Component.get_type(name[-1]) == Component.TYPE_SEGMENT
+    # a generic component that merely looks like a number is not a version
+    fake = name[:-2] + [Component.from_str("5"), Component.from_segment(9)]
+    assert names.parse_distribute(fake) is None
+
+
+def test_is_distribute_and_prefixes():
+    assert names.is_distribute(names.distribute("ps", "t1", 1, 0))
+    assert names.is_distribute(names.confirm("ps", "t1"))
+    assert not names.is_distribute(names.insert("ps", "t1"))
+    assert not names.is_distribute([])
+    assert Name.is_prefix(names.insert_prefix("ps"), names.insert("ps", "t1"))
+    assert Name.is_prefix(names.remove_prefix("ps"), names.remove("ps", "t1"))
+    assert Name.is_prefix(names.distribute_prefix("ps"), names.distribute("ps", "t1", 1, 0))
+    assert Name.is_prefix(names.node("w1"), names.collect("w1", "ps", "t1", 0, 0))
+
+
+def test_final_block_id():
+    assert names.segment_number(names.final_block_id(41)) == 41
+    assert names.segment_number(bytes(Component.from_version(41))) is None
+    assert names.segment_number(None) is None
+    assert names.segment_number(b"\x32") is None          # truncated
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", ".", "..", "*insert*", "*distribute*", "*remove*", 5])
+def test_bad_identifiers_are_refused(bad):
+    with pytest.raises(names.BadName):
+        names.task(bad, "ps", "t1")
+
+
+@given(ids, ids, ids, nums, nums)
+def test_round_trip_any_identifier(gpu, ps, train, version, seg):
+    assert names.parse_collect(names.collect(gpu, ps, train, version, seg)) == \
+        (gpu, ps, train, version, seg)
+    assert names.parse_distribute(Name.from_bytes(Name.to_bytes(
+        names.distribute(ps, train, version, seg)))) == (ps, train, version, seg)
