@@ -1,0 +1,157 @@
+"""Timing estimators: when the PS should ask a worker for its gradient, and when a worker should
+give up waiting for a push and probe.
+
+* ``MeanDeviation``: the smoothed mean and mean deviation of TCP's RTT estimator (RFC 6298).
+* ``RtoEstimator``: mean + k * deviation, clamped, doubled on every expiry (exponential backoff)
+  until a fresh sample arrives.  Workers use it for the probe timer ("gradient sent -> parameters
+  received"), fetchers for per-segment retransmission.
+* ``ProbeTimer``: an asyncio timer driven by an RtoEstimator; re-arms itself with backoff after
+  each expiry, takes a sample only when no probe fired (Karn's rule).
+* ``FinishTimeEstimator``: the PS's per-worker estimate of "reference instant -> gradient
+  ready", and how long after the reference to send the collect Interest.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+
+class MeanDeviation:
+    """srtt / rttvar of RFC 6298 (alpha = 1/8, beta = 1/4 by default)."""
+
+    def __init__(self, alpha: float = 0.125, beta: float = 0.25) -> None:
+        self.alpha, self.beta = alpha, beta
+        self.mean: float | None = None
+        self.dev = 0.0
+        self.samples = 0
+
+    def update(self, sample: float) -> None:
+        sample = max(0.0, float(sample))
+        if self.mean is None:
+            self.mean, self.dev = sample, sample / 2
+        else:
+            self.dev = (1 - self.beta) * self.dev + self.beta * abs(self.mean - sample)
+            self.mean = (1 - self.alpha) * self.mean + self.alpha * sample
+        self.samples += 1
+
+
+class RtoEstimator:
+    """Retransmission timeout: ``clamp(mean + k * dev) * 2**backoffs``, clamped again."""
+
+    def __init__(self, initial: float = 1.0, k: float = 4.0, min_rto: float = 0.05,
+                 max_rto: float = 10.0) -> None:
+        if not 0 < min_rto <= max_rto:
+            raise ValueError("need 0 < min_rto <= max_rto")
+        self.initial, self.k, self.min_rto, self.max_rto = initial, k, min_rto, max_rto
+        self.stats = MeanDeviation()
+        self.backoffs = 0
+
+    def observe(self, sample: float) -> None:
+        """A measured duration (never one that needed a retransmission: Karn)."""
+        self.stats.update(sample)
+        self.backoffs = 0
+
+    def backoff(self) -> None:
+        if self.rto < self.max_rto:
+            self.backoffs += 1
+
+    @property
+    def base(self) -> float:
+        s = self.stats
+        base = self.initial if s.mean is None else s.mean + self.k * s.dev
+        return min(max(base, self.min_rto), self.max_rto)
+
+    @property
+    def rto(self) -> float:
+        return min(self.base * (2 ** self.backoffs), self.max_rto)
+
+
+class ProbeTimer:
+    """Armed when a worker sends its gradient; `satisfied()` when the parameters it waits for are
+    complete.  On expiry it calls `on_expiry()`, backs off and re-arms, until satisfied or
+    cancelled.  `clock` and `call_later` are the running loop's unless given (tests)."""
+
+    def __init__(self, estimator: RtoEstimator, on_expiry: Callable[[], None],
+                 clock: Callable[[], float] | None = None,
+                 call_later: Callable | None = None) -> None:
+        self.estimator = estimator
+        self.on_expiry = on_expiry
+        self._clock = clock
+        self._call_later = call_later
+        self._handle = None
+        self._armed_at: float | None = None
+        self._fired_since_arm = 0
+        self.fired = 0
+
+    def _now(self) -> float:
+        return self._clock() if self._clock else asyncio.get_running_loop().time()
+
+    def _schedule(self, delay: float) -> None:
+        call_later = self._call_later or asyncio.get_running_loop().call_later
+        self._handle = call_later(delay, self._expire)
+
+    @property
+    def armed(self) -> bool:
+        return self._armed_at is not None
+
+    def arm(self) -> None:
+        self.cancel()
+        self._armed_at = self._now()
+        self._fired_since_arm = 0
+        self._schedule(self.estimator.rto)
+
+    def satisfied(self) -> float | None:
+        """The wait is over: sample it if no probe fired, disarm; returns the waited time."""
+        if self._armed_at is None:
+            return None
+        waited = self._now() - self._armed_at
+        if self._fired_since_arm == 0:
+            self.estimator.observe(waited)
+        self.cancel()
+        return waited
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._armed_at = None
+
+    def _expire(self) -> None:
+        self._handle = None
+        if self._armed_at is None:
+            return
+        self.fired += 1
+        self._fired_since_arm += 1
+        self.estimator.backoff()
+        self._schedule(self.estimator.rto)
+        self.on_expiry()
+
+
+class FinishTimeEstimator:
+    """Per worker: smoothed "reference -> gradient ready" (the reference is the push of the
+    version it computes on, or in async mode the arrival of its previous gradient).
+
+    ``send_delay()`` is when to send the collect Interest after the reference: early by
+    k deviations, since the worker holds an early Interest for free but a late one costs the
+    whole gap.  An answer that came back at once (``held=False``) only says the gradient was
+    ready *before* the Interest (a censored sample): it is taken as ready at half the send
+    delay, which pulls the estimate down, so an over-estimate cannot persist; the next, earlier
+    Interest is held and measures the truth again.
+    """
+
+    def __init__(self, k: float = 2.0, guard: float = 0.0) -> None:
+        self.k, self.guard = k, guard
+        self.stats = MeanDeviation(alpha=0.25, beta=0.25)
+
+    def observe(self, ready_after: float, sent_after: float, held: bool) -> None:
+        self.stats.update(ready_after if held else 0.5 * min(ready_after, sent_after))
+
+    @property
+    def expected(self) -> float | None:
+        return self.stats.mean
+
+    def send_delay(self) -> float:
+        s = self.stats
+        if s.mean is None:
+            return 0.0
+        return max(0.0, s.mean - self.k * s.dev - self.guard)

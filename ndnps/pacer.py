@@ -1,0 +1,53 @@
+"""Pacing for bursts of Data (pushes, answers to probes): a token bucket limits the rate, and
+every `burst` packets the sender waits for its socket to drain and yields to the event loop, so
+thousands of segments never sit in one queue at once (ours, or a forwarder's face queue)."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Awaitable, Callable
+
+
+class Pacer:
+    def __init__(self, rate_mbps: float = 0.0, burst: int = 16,
+                 drain: Callable[[], Awaitable[None]] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        if rate_mbps < 0 or burst < 1:
+            raise ValueError("need rate_mbps >= 0 and burst >= 1")
+        self.rate = rate_mbps * 1e6 / 8          # bytes per second; 0 = unlimited
+        self.burst = burst
+        self._drain = drain
+        self._clock, self._sleep = clock, sleep
+        self._capacity = burst * 8800.0
+        self._tokens = self._capacity
+        self._stamp = clock()
+        self._since_yield = 0
+        self.waited = 0.0                        # seconds spent waiting for tokens
+
+    async def send(self, wire: bytes, send: Callable[[bytes], object]) -> None:
+        if self.rate:
+            now = self._clock()
+            self._tokens = min(self._capacity, self._tokens + (now - self._stamp) * self.rate)
+            self._stamp = now
+            if self._tokens < len(wire):
+                pause = (len(wire) - self._tokens) / self.rate
+                self.waited += pause
+                await self._sleep(pause)
+                self._tokens = len(wire)
+                self._stamp = self._clock()
+            self._tokens -= len(wire)
+        send(wire)
+        self._since_yield += 1
+        if self._since_yield >= self.burst:
+            self._since_yield = 0
+            if self._drain is not None:
+                await self._drain()
+            await self._sleep(0)
+
+    async def send_all(self, wires, send: Callable[[bytes], object]) -> int:
+        n = 0
+        for wire in wires:
+            await self.send(wire, send)
+            n += 1
+        return n

@@ -1,0 +1,101 @@
+"""Segmented objects on both sides: a producer cuts a blob into signed Data packets (content
+<= SEGMENT_SIZE, FinalBlockId on every one); a receiver assembles segments that arrive in any
+order, duplicated or not at all, and says which are missing.  `Recent` keeps the last few
+objects by key (versions, steps), bounded."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Callable, Generic, TypeVar
+
+from ndn.encoding import FormalName, MetaInfo, Signer, make_data
+
+from . import names
+from .codec import SEGMENT_SIZE, segment
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def sign_segments(blob: bytes, name_of: Callable[[int], FormalName], signer: Signer,
+                  freshness_ms: int | None = None, size: int = SEGMENT_SIZE) -> list[bytes]:
+    """The wire Data packets of `blob`, segment i named `name_of(i)`."""
+    parts = segment(blob, size)
+    meta = MetaInfo(freshness_period=freshness_ms, final_block_id=names.final_block_id(len(parts) - 1))
+    return [bytes(make_data(name_of(i), meta, part, signer=signer)) for i, part in enumerate(parts)]
+
+
+class Assembly:
+    """One object's segments as they arrive.  Conflicting FinalBlockIds or a segment beyond the
+    final one mark the assembly `corrupt` (the caller drops it and refetches)."""
+
+    def __init__(self, key) -> None:
+        self.key = key
+        self.parts: dict[int, bytes] = {}
+        self.final: int | None = None
+        self.highest = -1
+        self.corrupt = False
+        self.duplicates = 0
+
+    def add(self, number: int, content: bytes, final: int | None) -> bool:
+        """Store one segment; False if it was a duplicate or is inconsistent."""
+        if final is not None:
+            if self.final is not None and final != self.final:
+                self.corrupt = True
+                return False
+            self.final = final
+        if number < 0 or (self.final is not None and (number > self.final or self.highest > self.final)):
+            self.corrupt = True
+            return False
+        if number in self.parts:
+            self.duplicates += 1
+            return False
+        self.parts[number] = bytes(content)
+        self.highest = max(self.highest, number)
+        return True
+
+    @property
+    def complete(self) -> bool:
+        return self.final is not None and len(self.parts) == self.final + 1
+
+    def missing(self) -> list[int]:
+        """Missing segments among those known to exist (all up to FinalBlockId when known)."""
+        top = self.final if self.final is not None else self.highest
+        return [s for s in range(top + 1) if s not in self.parts]
+
+    @property
+    def has_gap(self) -> bool:
+        return any(s not in self.parts for s in range(self.highest))
+
+    def blob(self) -> bytes:
+        if not self.complete:
+            raise ValueError("assembly not complete")
+        return b"".join(self.parts[s] for s in range(self.final + 1))
+
+
+class Recent(Generic[K, V]):
+    """The last `keep` items by insertion; the oldest goes first."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = max(1, keep)
+        self._items: OrderedDict[K, V] = OrderedDict()
+
+    def put(self, key: K, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.keep:
+            self._items.popitem(last=False)
+
+    def get(self, key: K) -> V | None:
+        return self._items.get(key)
+
+    def pop(self, key: K) -> V | None:
+        return self._items.pop(key, None)
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def keys(self) -> list[K]:
+        return list(self._items)

@@ -1,0 +1,145 @@
+"""ndnps.estimator: RTO arithmetic, the probe timer (fake clock) and the PS's finish-time
+estimate."""
+from __future__ import annotations
+
+import pytest
+
+from ndnps.estimator import FinishTimeEstimator, MeanDeviation, ProbeTimer, RtoEstimator
+
+
+class FakeLoop:
+    """clock + call_later for ProbeTimer, advanced by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.timers: list[list] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def call_later(self, delay, fn):
+        entry = [self.now + delay, fn, False]
+        self.timers.append(entry)
+
+        class Handle:
+            def cancel(self_inner):
+                entry[2] = True
+        return Handle()
+
+    def advance(self, dt: float) -> None:
+        end = self.now + dt
+        while True:
+            due = [t for t in self.timers if not t[2] and t[0] <= end]
+            if not due:
+                break
+            first = min(due, key=lambda t: t[0])
+            first[2] = True
+            self.now = first[0]
+            first[1]()
+        self.now = end
+
+
+def test_mean_deviation_is_rfc6298():
+    md = MeanDeviation()
+    md.update(1.0)
+    assert (md.mean, md.dev) == (1.0, 0.5)
+    md.update(2.0)
+    assert md.dev == pytest.approx(0.75 * 0.5 + 0.25 * 1.0)
+    assert md.mean == pytest.approx(0.875 * 1.0 + 0.125 * 2.0)
+
+
+def test_rto_initial_then_mean_plus_k_dev_clamped():
+    rto = RtoEstimator(initial=1.0, k=4, min_rto=0.05, max_rto=10)
+    assert rto.rto == 1.0
+    rto.observe(0.1)
+    assert rto.rto == pytest.approx(0.1 + 4 * 0.05)
+    for _ in range(50):
+        rto.observe(0.001)
+    assert rto.rto == 0.05                     # lower bound
+    big = RtoEstimator(initial=1.0, max_rto=2.0)
+    big.observe(100)
+    assert big.rto == 2.0                      # upper bound
+
+
+def test_backoff_doubles_caps_and_resets_on_a_sample():
+    rto = RtoEstimator(initial=0.5, max_rto=3.0)
+    seen = []
+    for _ in range(5):
+        seen.append(rto.rto)
+        rto.backoff()
+    assert seen == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert rto.backoffs == 3                   # stops counting at the cap
+    rto.observe(0.2)
+    assert rto.backoffs == 0
+    assert rto.rto == pytest.approx(0.2 + 4 * 0.1)
+
+
+def test_probe_timer_fires_backs_off_and_rearms():
+    loop = FakeLoop()
+    fired = []
+    timer = ProbeTimer(RtoEstimator(initial=1.0, max_rto=8), lambda: fired.append(loop.now),
+                       clock=loop.clock, call_later=loop.call_later)
+    timer.arm()
+    loop.advance(0.99)
+    assert fired == []
+    loop.advance(0.02)
+    assert fired == [pytest.approx(1.0)]
+    loop.advance(2.0)                          # re-armed with 2 s
+    assert fired == [pytest.approx(1.0), pytest.approx(3.0)]
+    loop.advance(4.0)
+    assert len(fired) == 3 and timer.fired == 3
+    # satisfied after probes: no sample (Karn), disarmed
+    assert timer.satisfied() == pytest.approx(7.01)
+    assert timer.estimator.stats.samples == 0
+    loop.advance(100)
+    assert len(fired) == 3 and not timer.armed
+
+
+def test_probe_timer_samples_when_no_probe_fired_and_adapts():
+    loop = FakeLoop()
+    fired = []
+    timer = ProbeTimer(RtoEstimator(initial=1.0, k=4, min_rto=0.01), lambda: fired.append(1),
+                       clock=loop.clock, call_later=loop.call_later)
+    for _ in range(20):                        # "gradient sent -> parameters in" = 50 ms
+        timer.arm()
+        loop.advance(0.05)
+        assert timer.satisfied() == pytest.approx(0.05)
+    assert fired == []
+    assert timer.estimator.rto == pytest.approx(0.05, abs=0.02)
+    timer.arm()                                # a lost push: fires after ~rto, not after 1 s
+    loop.advance(0.2)
+    assert fired
+    timer.cancel()
+
+
+def test_cancel_and_rearm():
+    loop = FakeLoop()
+    fired = []
+    timer = ProbeTimer(RtoEstimator(initial=1.0), lambda: fired.append(1), clock=loop.clock,
+                       call_later=loop.call_later)
+    timer.arm()
+    timer.cancel()
+    loop.advance(5)
+    assert fired == [] and timer.satisfied() is None
+    timer.arm()
+    loop.advance(0.5)
+    timer.arm()                                # re-arming restarts the wait
+    loop.advance(0.9)
+    assert fired == []
+
+
+def test_finish_time_estimator_sends_early_and_corrects_overestimates():
+    est = FinishTimeEstimator(k=2)
+    assert est.send_delay() == 0.0             # no history: ask at once
+    for _ in range(10):
+        est.observe(ready_after=0.100, sent_after=0.0, held=True)
+    assert est.expected == pytest.approx(0.1, abs=1e-3)
+    assert 0.0 < est.send_delay() <= 0.1
+    # over-estimate: it sends late, the worker answers at once (not held) -> pulled down
+    high = FinishTimeEstimator(k=0)
+    high.observe(1.0, 0.0, held=True)
+    before = high.send_delay()
+    for _ in range(10):
+        sent = high.send_delay()
+        high.observe(ready_after=sent + 0.001, sent_after=sent, held=False)
+    assert high.send_delay() < before
