@@ -47,6 +47,19 @@ class RawFace:
             except (TimeoutError, asyncio.TimeoutError):
                 return out
 
+    async def recv_until(self, done, timeout: float = 10.0, quiet: float = 0.3) -> list[bytes]:
+        """Packets until `done(packets)` holds (or `timeout`), then any that follow within
+        `quiet` seconds, so duplicates still show."""
+        out: list[bytes] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not done(out) and loop.time() < deadline:
+            try:
+                out.append(await self.recv(max(0.01, deadline - loop.time())))
+            except (TimeoutError, asyncio.TimeoutError):
+                break
+        return out + await self.recv_all(quiet)
+
     async def register(self, prefix: str) -> int:
         cmd = make_interest(make_command_v2("rib", "register", name=prefix), InterestParam(),
                             app_param=b"", signer=DigestSha256Signer(for_interest=True))
