@@ -214,6 +214,7 @@ async def test_unrefreshed_entry_expires_and_pushes_stop(procs):
             await asyncio.sleep(0.5)
             fresh.express(marker(INSERT, "/ps/t"), lifetime=1000)
         await fresh.recv_all(quiet=0.3)
+        await stale.recv_all(quiet=0.3)       # confirmations of fresh's refreshes, while it lasted
         assert _status(socks["leaf2"])["ppit"] == []
         before = _status(socks["root"])
         _push(ps, 1)
