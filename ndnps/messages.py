@@ -1,0 +1,119 @@
+"""What the Data of each exchange carry, encoded and checked in one place.
+
+Tensors travel as one flat float32 vector in the codec's blob (msgpack header + raw bytes);
+small control answers are msgpack maps.  Every parser raises CodecError on anything malformed,
+truncated or inconsistent (wrong size, wrong step/version, non-finite numbers), so a bad Data
+is counted and refetched, never applied.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .codec import CodecError, decode_tensors, encode_tensors, pack, unpack
+
+# ---- task assignment (step 2) -----------------------------------------------------------------
+
+
+def task_reply(accept: bool, reason: str = "") -> bytes:
+    return pack({"accept": bool(accept), "reason": str(reason)})
+
+
+def parse_task_reply(buf: bytes) -> tuple[bool, str]:
+    msg = unpack(buf)
+    if not isinstance(msg, dict) or not isinstance(msg.get("accept"), bool):
+        raise CodecError("bad task reply")
+    return msg["accept"], str(msg.get("reason", ""))
+
+
+# ---- training content (step 3) ----------------------------------------------------------------
+
+CONTENT_KEYS = ("ps", "train", "gpu", "index", "workers", "mode", "push_mode", "model_spec",
+                "param_spec", "dataset", "dataset_kwargs", "seed", "batch", "steps_per_epoch",
+                "total_steps", "hyper", "knobs")
+
+
+def content_blob(params: np.ndarray, info: dict[str, Any]) -> bytes:
+    return encode_tensors([np.asarray(params, np.float32)], kind="content", **info)
+
+
+def parse_content(blob: bytes) -> tuple[np.ndarray, dict[str, Any]]:
+    tensors, meta = decode_tensors(blob)
+    if meta.get("kind") != "content" or any(k not in meta for k in CONTENT_KEYS):
+        raise CodecError("bad training content header")
+    vec = _one_vector(tensors, None)
+    n = sum(int(np.prod(shape)) for _, shape in meta["param_spec"])
+    if vec.size != n:
+        raise CodecError(f"content carries {vec.size} parameters, spec says {n}")
+    return vec, meta
+
+
+# ---- parameters (steps 6, 9 and the unicast baseline) -----------------------------------------
+
+
+@dataclass
+class Params:
+    version: int
+    vector: np.ndarray
+    done: bool
+    collected: dict[str, int]  # async: each worker's last step the PS has collected
+
+
+def params_blob(vector: np.ndarray, version: int, done: bool,
+                collected: dict[str, int] | None = None) -> bytes:
+    return encode_tensors([np.asarray(vector, np.float32)], kind="params", version=int(version),
+                          done=bool(done), collected=dict(collected or {}))
+
+
+def parse_params(blob: bytes, n_params: int, version: int) -> Params:
+    tensors, meta = decode_tensors(blob)
+    if meta.get("kind") != "params" or meta.get("version") != version:
+        raise CodecError(f"not parameters version {version}")
+    collected = meta.get("collected", {})
+    if not isinstance(collected, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) for k, v in collected.items()):
+        raise CodecError("bad collected map")
+    return Params(version, _one_vector(tensors, n_params), bool(meta.get("done", False)),
+                  collected)
+
+
+# ---- gradients (step 5) -----------------------------------------------------------------------
+
+
+@dataclass
+class Gradient:
+    step: int
+    base_version: int          # parameter version it was computed on
+    vector: np.ndarray
+    loss: float
+    compute: float             # seconds the worker spent computing it
+
+
+def gradient_blob(vector: np.ndarray, step: int, base_version: int, loss: float,
+                  compute: float) -> bytes:
+    return encode_tensors([np.asarray(vector, np.float32)], kind="gradient", step=int(step),
+                          base_version=int(base_version), loss=float(loss), compute=float(compute))
+
+
+def parse_gradient(blob: bytes, n_params: int, step: int) -> Gradient:
+    tensors, meta = decode_tensors(blob)
+    if meta.get("kind") != "gradient" or meta.get("step") != step:
+        raise CodecError(f"not the gradient of step {step}")
+    base = meta.get("base_version")
+    if not isinstance(base, int) or base < 0:
+        raise CodecError("bad base_version")
+    return Gradient(step, base, _one_vector(tensors, n_params), float(meta.get("loss", 0.0)),
+                    float(meta.get("compute", 0.0)))
+
+
+def _one_vector(tensors, n: int | None) -> np.ndarray:
+    if not isinstance(tensors, list) or len(tensors) != 1:
+        raise CodecError("expected exactly one tensor")
+    vec = tensors[0]
+    if vec.dtype != np.float32 or vec.ndim != 1 or (n is not None and vec.size != n):
+        raise CodecError(f"expected a float32 vector of {n}, got {vec.dtype} {vec.shape}")
+    if not np.isfinite(vec).all():
+        raise CodecError("non-finite values")
+    return vec

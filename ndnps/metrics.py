@@ -1,0 +1,66 @@
+"""Metrics as JSON lines: one object per line, one line per version (PS) or step (worker),
+plus a final ``"event": "end"`` summary.  Counters are cumulative inside the apps; each line
+carries the change since the previous line (`Delta`)."""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import IO, Any
+
+
+class Delta:
+    """The change of a dict of cumulative counters since the previous `take`."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+
+    def take(self, counters: dict[str, float]) -> dict[str, float]:
+        out = {k: v - self._last.get(k, 0) for k, v in counters.items()}
+        self._last = dict(counters)
+        return out
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 6) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item"):                   # numpy scalars
+        return _clean(value.item())
+    return value
+
+
+class MetricsWriter:
+    """Writes to `path` (appending, line-buffered); no path: records are dropped. `static`
+    fields (role, name, ...) go into every line, with `t`, seconds since the writer began."""
+
+    def __init__(self, path: str | Path | None, **static: Any) -> None:
+        self.static = static
+        self.start = time.monotonic()
+        self.lines = 0
+        self._f: IO[str] | None = None
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._f = open(path, "a", buffering=1)
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.lines += 1
+        if self._f is None:
+            return
+        line = {**self.static, "t": time.monotonic() - self.start, **record}
+        self._f.write(json.dumps(_clean(line), separators=(",", ":")) + "\n")
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """All records of a metrics file (for tests and the scenario runner)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

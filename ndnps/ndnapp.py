@@ -1,0 +1,112 @@
+"""python-ndn's NDNApp, adapted in one place for what ndnps needs.
+
+1. Pushed Data reach app code.  ``NDNApp._on_data`` (python-ndn 0.5.2, pinned) hands a Data only
+   to pending Interests of its name and drops the rest, so a ``/*distribute*/...`` Data pushed
+   along a persistent PIT entry (for which the worker expressed no Interest) would be lost, as
+   would the registration confirmation ``/*distribute*/<ps>/<train>`` answering
+   ``/*insert*/<ps>/<train>`` (another name).  ``App`` overrides ``_on_data``: every Data whose
+   first component is ``*distribute*`` is first given to ``on_distribute(name, meta_info,
+   content, sig_ptrs)``, then the normal path runs (so a probe's own pending Interest is still
+   satisfied).  This is the only python-ndn internal we touch; no library global is patched.
+
+2. Byte and packet counters, and back-pressure.  ``CountingFace`` wraps the transport face
+   python-ndn would have built (unix/tcp/udp from NDN_CLIENT_TRANSPORT or the client.conf) and
+   counts what passes; ``drain()`` waits until the socket's write buffer has drained (pacing).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ndn.appv2 import NDNApp
+from ndn.client_conf import default_face, read_client_conf
+from ndn.transport.face import Face
+
+from . import names
+
+OnDistribute = Callable[..., None]
+
+
+class CountingFace(Face):
+    """Delegates to `inner`, counting packets and bytes in and out."""
+
+    def __init__(self, inner: Face) -> None:
+        self.inner = inner
+        super().__init__()
+        self.packets_in = self.packets_out = 0
+        self.bytes_in = self.bytes_out = 0
+
+    @property
+    def running(self) -> bool:                    # type: ignore[override]
+        return self.inner.running
+
+    @running.setter
+    def running(self, value: bool) -> None:
+        self.inner.running = value
+
+    async def open(self) -> None:
+        await self.inner.open()
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def send(self, data: bytes) -> None:
+        self.packets_out += 1
+        self.bytes_out += len(data)
+        self.inner.send(data)
+
+    async def run(self) -> None:
+        self.inner.callback = self._received
+        await self.inner.run()
+
+    async def _received(self, typ: int, data: bytes) -> None:
+        self.packets_in += 1
+        self.bytes_in += len(data)
+        await self.callback(typ, data)
+
+    def isLocalFace(self):
+        return self.inner.isLocalFace()
+
+    def write_buffer_size(self) -> int:
+        writer = getattr(self.inner, "writer", None)
+        if writer is None or writer.transport is None:
+            return 0
+        return writer.transport.get_write_buffer_size()
+
+    async def drain(self) -> None:
+        writer = getattr(self.inner, "writer", None)
+        if writer is not None and self.inner.running:
+            try:
+                await writer.drain()
+            except (ConnectionError, RuntimeError):
+                pass
+
+
+class App(NDNApp):
+    """NDNApp that sees pushed Data.  ``transport``: unix:///path or tcp://host:port; default
+    from NDN_CLIENT_TRANSPORT / client.conf, as python-ndn does."""
+
+    def __init__(self, transport: str | None = None,
+                 on_distribute: OnDistribute | None = None) -> None:
+        transport = transport or read_client_conf()["transport"]
+        self.transport = transport
+        self.counting = CountingFace(default_face(transport))
+        super().__init__(face=self.counting)
+        self.on_distribute = on_distribute
+
+    async def _on_data(self, name, meta_info, content, sig, raw_packet):
+        if self.on_distribute is not None and names.is_distribute(name):
+            self.on_distribute(name, meta_info, content, sig)
+        await super()._on_data(name, meta_info, content, sig, raw_packet)
+
+    def send_data(self, wire: bytes) -> None:
+        """Send a Data nobody asked for (a push); it goes where the forwarder's persistent PIT
+        entry says."""
+        self.face.send(wire)
+
+    async def drain(self) -> None:
+        await self.counting.drain()
+
+    def traffic(self) -> dict[str, int]:
+        c = self.counting
+        return {"bytes_sent": c.bytes_out, "bytes_received": c.bytes_in,
+                "packets_sent": c.packets_out, "packets_received": c.packets_in}

@@ -1,0 +1,250 @@
+"""The parameters of one training: a dataclass loaded from the ``[training]`` table of a TOML file
+(the scenario file) and/or command-line flags (flags win), validated with errors that name the
+offending key (``training.lr: must be > 0, got -1``).
+
+Every field is a flag of ``python -m apps.ps`` (``--min-workers 3``); lists are comma-separated
+(``--workers w1,w2,w3``, ``--hidden 64,32``).  The PS sends the worker-side knobs (probe timer,
+window, refresh interval...) in the training content, so workers need only ``key``.
+"""
+from __future__ import annotations
+
+import argparse
+import tomllib
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from . import names
+
+
+class ConfigError(ValueError):
+    """A bad training parameter; the message starts with the key (``training.<key>: ...``)."""
+
+
+def _f(default, help: str, *, choices: tuple | None = None, low: float | None = None,
+       high: float | None = None, strict_low: bool = False):
+    meta = {"help": help, "choices": choices, "low": low, "high": high, "strict_low": strict_low}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class TrainingConfig:
+    # who
+    ps: str = _f("ps", "PS name, one name component: the PS registers /<ps>")
+    train: str = _f("t1", "training name, one name component")
+    workers: list[str] = _f(["w1", "w2", "w3"], "candidate workers (names), in worker-index order")
+    min_workers: int = _f(1, "fewest workers that must accept (else the PS fails)", low=1)
+    # how
+    mode: str = _f("sync", "sync or async SGD", choices=("sync", "async"))
+    push_mode: str = _f("persistent", "persistent (pushes along the persistent PIT) or unicast "
+                        "(baseline: each worker fetches each version)",
+                        choices=("persistent", "unicast"))
+    # what
+    dataset: str = _f("digits", "dataset", choices=("digits", "synthetic"))
+    n_samples: int = _f(0, "synthetic: samples (0 = dataset default)", low=0)
+    n_features: int = _f(0, "synthetic: features (0 = dataset default)", low=0)
+    n_classes: int = _f(0, "synthetic: classes (0 = dataset default)", low=0)
+    model: str = _f("mlp", "model", choices=("mlp", "softmax"))
+    hidden: list[int] = _f([64], "MLP hidden layer sizes")
+    seed: int = _f(0, "seed of data split, shards, batches and initial parameters", low=0)
+    batch: int = _f(32, "minibatch per worker", low=1)
+    lr: float = _f(0.1, "learning rate", low=0, strict_low=True)
+    momentum: float = _f(0.9, "SGD momentum", low=0, high=1)
+    weight_decay: float = _f(0.0, "L2 weight decay", low=0)
+    epochs: int = _f(20, "epochs over each worker's shard", low=1)
+    max_versions: int = _f(0, "stop after this many versions (0 = epochs decide)", low=0)
+    target_accuracy: float = _f(0.0, "stop once test accuracy reaches this (0 = off)", low=0, high=1)
+    max_staleness: int = _f(8, "async: drop gradients computed this many versions back or more "
+                            "(staleness > max_staleness is dropped)", low=0)
+    # security
+    key: str = _f("", "HMAC-SHA256 key of this training (empty: DigestSha256 only)")
+    # timing and limits (seconds unless stated)
+    task_timeout: float = _f(1.0, "lifetime of one task-assignment Interest", low=0, strict_low=True)
+    task_tries: int = _f(5, "task-assignment tries per worker", low=1)
+    worker_timeout: float = _f(30.0, "a worker silent this long is dropped", low=0, strict_low=True)
+    collect_lifetime: float = _f(2.0, "lifetime of a (held) collect Interest", low=0, strict_low=True)
+    register_interval: float = _f(10.0, "workers refresh their *insert* this often", low=0,
+                                  strict_low=True)
+    register_timeout: float = _f(0.5, "wait this long for the registration confirmation", low=0,
+                                 strict_low=True)
+    register_tries: int = _f(20, "registration tries before a worker gives up", low=1)
+    segment_timeout: float = _f(1.0, "initial retransmission timeout of a segment Interest", low=0,
+                                strict_low=True)
+    max_tries: int = _f(8, "tries per segment before a fetch fails", low=1)
+    window: int = _f(16, "segment Interests in flight per fetch", low=1)
+    probe_initial: float = _f(1.0, "probe timer before any history", low=0, strict_low=True)
+    probe_k: float = _f(4.0, "probe timer = mean + k * deviation", low=0)
+    probe_min: float = _f(0.05, "probe timer lower bound", low=0, strict_low=True)
+    probe_max: float = _f(8.0, "probe timer upper bound (backoff stops there)", low=0, strict_low=True)
+    gap_delay: float = _f(0.05, "wait this long after a gap in a push before fetching the hole",
+                          low=0)
+    push_rate_mbps: float = _f(0.0, "pace pushes to this rate (0 = only socket back-pressure)",
+                               low=0)
+    push_burst: int = _f(16, "segments pushed between yields to the event loop", low=1)
+    keep_versions: int = _f(4, "parameter versions the PS keeps to answer probes", low=1)
+    eval_every: int = _f(1, "PS evaluates test accuracy every this many versions", low=1)
+    linger: float = _f(3.0, "PS stays this long after the final push for late probes", low=0)
+    ps_timeout: float = _f(60.0, "a worker that hears nothing from its PS this long gives up",
+                           low=0, strict_low=True)
+
+    # ---- derived -----------------------------------------------------------------------------
+
+    def validate(self) -> "TrainingConfig":
+        for f in fields(self):
+            value = getattr(self, f.name)
+            _check(f.name, value, f.type, f.metadata)
+        for key in ("ps", "train"):
+            _check_id(key, getattr(self, key))
+        if not self.workers:
+            raise ConfigError("training.workers: need at least one worker")
+        for i, w in enumerate(self.workers):
+            _check_id(f"workers[{i}]", w)
+        if len(set(self.workers)) != len(self.workers):
+            raise ConfigError("training.workers: duplicate worker name")
+        if self.min_workers > len(self.workers):
+            raise ConfigError(f"training.min_workers: {self.min_workers} > "
+                              f"{len(self.workers)} candidate workers")
+        if self.model == "mlp" and (not self.hidden or any(h < 1 for h in self.hidden)):
+            raise ConfigError(f"training.hidden: need positive layer sizes, got {self.hidden}")
+        if self.probe_min > self.probe_max:
+            raise ConfigError("training.probe_min: must be <= probe_max")
+        if self.dataset != "synthetic":
+            for key in ("n_samples", "n_features", "n_classes"):
+                if getattr(self, key):
+                    raise ConfigError(f"training.{key}: applies to dataset = \"synthetic\" only")
+        return self
+
+    @property
+    def key_bytes(self) -> bytes | None:
+        return self.key.encode() if self.key else None
+
+    def dataset_kwargs(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in ("n_samples", "n_features", "n_classes")
+                if getattr(self, k)}
+
+    def model_spec(self) -> dict[str, Any]:
+        return {"kind": self.model, **({"hidden": list(self.hidden)} if self.model == "mlp" else {})}
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _type_name(t) -> str:
+    return {"str": "a string", "int": "an integer", "float": "a number",
+            "list[str]": "a list of strings", "list[int]": "a list of integers"}[str(t)]
+
+
+def _check_id(key: str, value: str) -> None:
+    try:
+        names.check_id(value, key)
+    except names.BadName as e:
+        raise ConfigError(f"training.{key}: {e}") from None
+
+
+def _check(key: str, value: Any, typ, meta) -> None:
+    t = str(typ)
+    ok = {
+        "str": isinstance(value, str),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "list[str]": isinstance(value, list) and all(isinstance(v, str) for v in value),
+        "list[int]": isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                     for v in value),
+    }[t]
+    if not ok:
+        raise ConfigError(f"training.{key}: expected {_type_name(t)}, got {value!r}")
+    if meta.get("choices") and value not in meta["choices"]:
+        raise ConfigError(f"training.{key}: must be one of {', '.join(meta['choices'])}, got {value!r}")
+    low, high = meta.get("low"), meta.get("high")
+    if low is not None and (value < low or (meta.get("strict_low") and value == low)):
+        raise ConfigError(f"training.{key}: must be {'>' if meta.get('strict_low') else '>='} "
+                          f"{low}, got {value!r}")
+    if high is not None and value > high:
+        raise ConfigError(f"training.{key}: must be <= {high}, got {value!r}")
+
+
+def _coerce(key: str, value: Any, typ) -> Any:
+    """TOML ints are fine where floats are expected."""
+    if str(typ) == "float" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def from_table(table: dict[str, Any]) -> TrainingConfig:
+    """A validated config from a ``[training]`` table; unknown keys are errors."""
+    if not isinstance(table, dict):
+        raise ConfigError("training: expected a table")
+    known = {f.name: f for f in fields(TrainingConfig)}
+    for key in table:
+        if key not in known:
+            raise ConfigError(f"training.{key}: unknown key (known: {', '.join(sorted(known))})")
+    values = {k: _coerce(k, v, known[k].type) for k, v in table.items()}
+    cfg = TrainingConfig()
+    for k, v in values.items():
+        setattr(cfg, k, v)
+    return cfg.validate()
+
+
+def read_table(path: str | Path) -> dict[str, Any]:
+    """The ``[training]`` table of a TOML file (empty if it has none)."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return data.get("training", {})
+
+
+# ---- command line ----------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
+    """One flag per field (or per field in `only`), default None: unset flags leave the TOML
+    value (or the dataclass default) alone."""
+    group = parser.add_argument_group("training parameters (override the [training] table)")
+    for f in fields(TrainingConfig):
+        if only is not None and f.name not in only:
+            continue
+        default = f.default if f.default is not MISSING else f.default_factory()
+        t = str(f.type)
+        shown = ",".join(map(str, default)) if isinstance(default, list) else default
+        kw: dict[str, Any] = {"default": None, "dest": f.name,
+                              "help": f"{f.metadata['help']} (default: {shown!r})"}
+        if f.metadata.get("choices"):
+            kw["choices"] = f.metadata["choices"]
+        if t == "int":
+            kw["type"], kw["metavar"] = int, "N"
+        elif t == "float":
+            kw["type"], kw["metavar"] = float, "X"
+        elif t == "list[str]":
+            kw["type"], kw["metavar"] = _str_list, "A,B,..."
+        elif t == "list[int]":
+            kw["type"], kw["metavar"] = _int_list, "N,N,..."
+        else:
+            kw["metavar"] = "TEXT" if not f.metadata.get("choices") else None
+        group.add_argument("--" + f.name.replace("_", "-"), **kw)
+
+
+def _str_list(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(p) for p in _str_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def load(config_path: str | Path | None, args: argparse.Namespace | None = None) -> TrainingConfig:
+    """TOML ``[training]`` (if a file is given) overridden by the flags that were set."""
+    table = dict(read_table(config_path)) if config_path else {}
+    if args is not None:
+        for f in fields(TrainingConfig):
+            value = getattr(args, f.name, None)
+            if value is not None:
+                table[f.name] = value
+    return from_table(table)
