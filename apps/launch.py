@@ -1,0 +1,73 @@
+"""Running an app process: logging, the event loop (uvloop when present), the connection to the
+forwarder, signals, and the exit code.
+
+``launch(make_app, main)`` connects ``make_app()``'s face, runs the face's receive loop and
+``main(app)`` side by side, and returns main's exit code.  SIGINT/SIGTERM cancel main (which
+cleans up: a worker still sends its ``*remove*``); a lost forwarder connection ends the run with
+exit code 1 instead of leaving it waiting for ever.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Awaitable, Callable
+
+from ndnps.ndnapp import App
+
+EXIT_OK = 0
+EXIT_ERROR = 1            # connection lost, unexpected error
+EXIT_USAGE = 2            # bad configuration or flags
+EXIT_JOB_FAILED = 3       # the training cannot go on (too few workers, PS silent, ...)
+EXIT_SIGNAL = 128 + signal.SIGTERM
+
+log = logging.getLogger("launch")
+
+
+def setup_logging(level: str, who: str) -> None:
+    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s {who} %(name)s: %(message)s")
+    if level != "DEBUG":
+        # python-ndn logs every late reply and undecodable packet at WARNING
+        logging.getLogger("ndn").setLevel(logging.ERROR)
+
+
+def launch(make_app: Callable[[], App], main: Callable[[App], Awaitable[int]]) -> int:
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:           # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+    return runner(_serve(make_app, main))
+
+
+async def _serve(make_app: Callable[[], App], main: Callable[[App], Awaitable[int]]) -> int:
+    app = make_app()
+    try:
+        await app.face.open()
+    except (OSError, ConnectionError) as e:
+        log.error("cannot connect to the forwarder at %s: %s", app.transport, e)
+        return EXIT_ERROR
+    face_task = asyncio.create_task(app.face.run())
+    main_task = asyncio.create_task(main(app))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, main_task.cancel)
+    try:
+        await asyncio.wait({face_task, main_task}, return_when=asyncio.FIRST_COMPLETED)
+        if not main_task.done():
+            log.error("lost the connection to the forwarder at %s", app.transport)
+            main_task.cancel()
+            await asyncio.gather(main_task, return_exceptions=True)
+            return EXIT_ERROR
+        if main_task.cancelled():
+            return EXIT_SIGNAL
+        exc = main_task.exception()
+        if exc is not None:
+            log.error("failed", exc_info=exc)
+            return EXIT_ERROR
+        return main_task.result()
+    finally:
+        await app.drain()
+        app.shutdown()
+        face_task.cancel()
+        await asyncio.gather(face_task, return_exceptions=True)

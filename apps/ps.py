@@ -1,0 +1,589 @@
+"""The parameter server: ``python -m apps.ps [--config scenario.toml] [flags]``.
+
+Seed steps, from the PS's side (names in ndnps/names.py):
+
+  2  assign_task      /<gpu>/<ps>/<train> to each candidate; accept, or decline with a reason
+  3  serve_content    /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard, initial params
+  4  on_register      /*insert*/<ps>/<train> -> Data /*distribute*/<ps>/<train> (confirmation)
+  5  collect          /<gpu>/<ps>/<train>/<step>/<seg>, sent when the worker's history says its
+                      gradient will be ready; the worker holds it until then
+  6  push             /*distribute*/<ps>/<train>/<version>/<seg>, paced
+  9  on_probe         answers probes for the last few versions (the forwarder's CS may first)
+     on_remove        /*remove*/<ps>/<train>: a worker leaves
+     serve_params     unicast baseline: /<ps>/<train>/<gpu>/params/<version>/<seg>
+
+Sync mode averages all live workers' gradients of version v in worker-index order (the same
+arithmetic as ndnps.train.train_sync_reference), steps SGD and pushes v+1.  Async mode applies
+each gradient as it arrives (dropping those more than ``max_staleness`` versions old) and pushes
+every new version.  The run ends after the configured epochs/versions or at the target accuracy:
+the last version is pushed with ``done``; the model is saved (``--save``, .npz); exit 0.
+Exit 2: bad configuration; 3: the training cannot go on (too few workers); 1: other errors.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import math
+import sys
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from ndn.types import InterestNack, InterestTimeout, ValidationFailure
+
+from ndnps import messages, names
+from ndnps.codec import CodecError, flatten, param_spec, segment, unflatten
+from ndnps.data import load_dataset
+from ndnps.estimator import FinishTimeEstimator, RtoEstimator
+from ndnps.fetcher import FetchError, FetchStats, SegmentFetcher
+from ndnps.metrics import Delta, MetricsWriter
+from ndnps.models import SGD, build_model
+from ndnps.pacer import Pacer
+from ndnps.pending import HeldInterests
+from ndnps.security import Security
+from ndnps.segments import Recent, sign_segments
+from ndnps.train import average_grads, steps_per_epoch
+from ndnps.training_config import ConfigError, TrainingConfig, add_arguments, load
+
+from .launch import EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, launch, setup_logging
+
+log = logging.getLogger("ps")
+
+PUSH_FRESHNESS_MS = 10_000      # probes ask MustBeFresh: a cache answers only recent pushes
+CONFIRM_FRESHNESS_MS = 1_000
+
+
+class JobFailed(Exception):
+    """The training cannot go on (the message says why)."""
+
+
+@dataclass
+class WorkerState:
+    gpu: str
+    index: int
+    estimator: FinishTimeEstimator = field(default_factory=FinishTimeEstimator)
+    live: bool = True
+    steps_done: int = 0
+    final_fetched: bool = False
+
+
+@dataclass
+class PsCounters:
+    registrations: int = 0
+    removes: int = 0
+    probes_answered: int = 0
+    segments_pushed: int = 0
+    params_served: int = 0          # unicast baseline segments
+    gradients: int = 0
+    malformed: int = 0
+    stale_dropped: int = 0
+    workers_dropped: int = 0
+
+
+class ParameterServer:
+    def __init__(self, cfg: TrainingConfig, app, metrics: MetricsWriter | None = None,
+                 save_path: str | None = None) -> None:
+        self.cfg, self.app = cfg, app
+        self.metrics = metrics or MetricsWriter(None)
+        self.save_path = save_path
+        self.sec = Security(cfg.key_bytes, names.key(cfg.ps, cfg.train))
+        self.dataset = load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs())
+        ds = self.dataset
+        self.spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **cfg.model_spec()}
+        self.model = build_model(self.spec, cfg.seed)          # = train_sync_reference's
+        self.pspec = param_spec(self.model.params)
+        self.n_params = self.model.n_params
+        self.opt = SGD(cfg.lr, cfg.momentum, cfg.weight_decay)
+        self.version = 0
+        self.collected: dict[str, int] = {}         # async: last step collected per worker
+        self.accuracy: float | None = None
+        self.done = False
+        self.workers: list[WorkerState] = []
+        self.counters = PsCounters()
+        self.fetch_stats = FetchStats()
+        self.fetcher = SegmentFetcher(
+            app.express, self.sec.validator, cfg.window,
+            RtoEstimator(cfg.segment_timeout, min_rto=0.1, max_rto=4 * cfg.segment_timeout),
+            cfg.max_tries, self.fetch_stats)
+        self.held = HeldInterests()
+        self.contents: dict[str, list[bytes]] = {}
+        self.pushed: Recent[int, list[bytes]] = Recent(cfg.keep_versions)      # signed pushes
+        self.blobs: Recent[int, list[bytes]] = Recent(max(cfg.keep_versions,   # unicast
+                                                           4 * len(cfg.workers) + 4))
+        self.pacer = Pacer(cfg.push_rate_mbps, cfg.push_burst, app.drain)
+        self.delta = Delta()
+        self.loop_time = lambda: asyncio.get_running_loop().time()
+        self.collect_tries = max(1, math.ceil(cfg.worker_timeout / cfg.collect_lifetime))
+        self.removed = asyncio.Event()
+
+    # ---- life cycle ------------------------------------------------------------------------
+
+    @property
+    def live(self) -> list[WorkerState]:
+        return [w for w in self.workers if w.live]
+
+    def attach(self) -> None:
+        """The PS answers under /<ps>; the marker names reach it by the stripped name's route,
+        so their handlers are attached without registering them."""
+        ps = self.cfg.ps
+        self.app.attach_handler(names.node(ps), self.on_interest)
+        self.app.attach_handler(names.insert_prefix(ps), self.on_register)
+        self.app.attach_handler(names.remove_prefix(ps), self.on_remove)
+        self.app.attach_handler(names.distribute_prefix(ps), self.on_probe)
+
+    async def run(self) -> int:
+        cfg = self.cfg
+        self.attach()
+        if not await self.app.register(names.node(cfg.ps)):
+            raise JobFailed(f"the forwarder refused to register /{cfg.ps}")
+        try:
+            accepted = await self.assign_tasks()
+            self.prepare_content(accepted)
+            if cfg.mode == "sync":
+                await self.run_sync()
+            else:
+                await self.run_async()
+        except JobFailed as e:
+            log.error("training %s/%s cannot go on: %s", cfg.ps, cfg.train, e)
+            self.metrics.write({"event": "failed", "reason": str(e)})
+            return EXIT_JOB_FAILED
+        await self.finish()
+        return EXIT_OK
+
+    # ---- step 2: task assignment -----------------------------------------------------------
+
+    async def assign_task(self, gpu: str) -> tuple[bool, str]:
+        """Ask one candidate; (accepted, reason)."""
+        cfg = self.cfg
+        why = "no answer"
+        for _ in range(cfg.task_tries):
+            try:
+                _, content, _ = await self.app.express(
+                    names.task(gpu, cfg.ps, cfg.train), self.sec.validator,
+                    lifetime=int(cfg.task_timeout * 1000), must_be_fresh=True, can_be_prefix=False)
+            except InterestTimeout:
+                why = "no answer"
+                continue
+            except InterestNack as e:
+                why = f"Nack {e.reason} (not running?)"
+                await asyncio.sleep(cfg.task_timeout / 2)
+                continue
+            except ValidationFailure:
+                why = "answer failed the signature check (wrong key?)"
+                continue
+            try:
+                return messages.parse_task_reply(bytes(content))
+            except CodecError as e:
+                why = f"malformed answer: {e}"
+        return False, f"{why} after {cfg.task_tries} tries"
+
+    async def assign_tasks(self) -> list[str]:
+        cfg = self.cfg
+        answers = await asyncio.gather(*(self.assign_task(g) for g in cfg.workers))
+        accepted = []
+        for gpu, (ok, reason) in zip(cfg.workers, answers):
+            log.info("worker %s %s%s", gpu, "accepted" if ok else "declined",
+                     f": {reason}" if reason else "")
+            self.metrics.write({"event": "task", "worker": gpu, "accepted": ok, "reason": reason})
+            if ok:
+                accepted.append(gpu)
+        if len(accepted) < cfg.min_workers:
+            declined = {g: r for g, (ok, r) in zip(cfg.workers, answers) if not ok}
+            raise JobFailed(f"only {len(accepted)} of {len(cfg.workers)} workers accepted, "
+                            f"min_workers = {cfg.min_workers}; declined: {declined}")
+        return accepted
+
+    # ---- step 3: training content ----------------------------------------------------------
+
+    @property
+    def total_steps(self) -> int:
+        """Steps (sync: versions) per worker: epochs over the shard, capped by max_versions."""
+        spe = steps_per_epoch(len(self.dataset.X_train), len(self.workers), self.cfg.batch)
+        if spe < 1:
+            raise JobFailed(f"{len(self.dataset.X_train)} samples over {len(self.workers)} "
+                            f"workers give no full batch of {self.cfg.batch}")
+        total = self.cfg.epochs * spe
+        if self.cfg.max_versions:
+            total = min(total, self.cfg.max_versions)
+        return total
+
+    def prepare_content(self, accepted: list[str]) -> None:
+        cfg = self.cfg
+        self.workers = [WorkerState(g, i) for i, g in enumerate(accepted)]
+        n = len(self.workers)
+        vec = flatten(self.model.params)
+        common = {
+            "ps": cfg.ps, "train": cfg.train, "workers": n, "mode": cfg.mode,
+            "push_mode": cfg.push_mode, "model_spec": self.spec,
+            "param_spec": [[k, list(s)] for k, s in self.pspec], "dataset": cfg.dataset,
+            "dataset_kwargs": cfg.dataset_kwargs(), "seed": cfg.seed, "batch": cfg.batch,
+            "steps_per_epoch": steps_per_epoch(len(self.dataset.X_train), n, cfg.batch),
+            "total_steps": self.total_steps,
+            "hyper": {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay,
+                      "max_staleness": cfg.max_staleness},
+            "knobs": {k: getattr(cfg, k) for k in (
+                "window", "segment_timeout", "max_tries", "probe_initial", "probe_k",
+                "probe_min", "probe_max", "gap_delay", "register_interval", "register_timeout",
+                "register_tries", "collect_lifetime", "ps_timeout")},
+        }
+        for w in self.workers:
+            blob = messages.content_blob(vec, {**common, "gpu": w.gpu, "index": w.index})
+            self.contents[w.gpu] = sign_segments(
+                blob, lambda s, g=w.gpu: names.content(cfg.ps, cfg.train, g, s), self.sec.signer)
+            for key in [k for k in self.held.keys() if k[0] == "content" and k[1] == w.gpu]:
+                self.held.release(key, self.contents[w.gpu][key[2]])
+        log.info("training %s/%s: %d workers, %d parameters (%d segments), %d steps, %s/%s",
+                 cfg.ps, cfg.train, n, self.n_params, len(segment(messages.params_blob(vec, 0, False))),
+                 self.total_steps, cfg.mode, cfg.push_mode)
+        self.metrics.write({"event": "start", "workers": accepted, "n_params": self.n_params,
+                            "total_steps": self.total_steps, "mode": cfg.mode,
+                            "push_mode": cfg.push_mode})
+
+    def on_interest(self, name, _param, reply, ctx) -> None:
+        """Everything under /<ps>: training content, and the unicast baseline's parameters."""
+        cfg = self.cfg
+        c = names.parse_content(name)
+        if c is not None and (c.ps, c.train) == (cfg.ps, cfg.train):
+            self.serve_content(c, reply, ctx)
+            return
+        p = names.parse_params(name)
+        if p is not None and (p.ps, p.train) == (cfg.ps, cfg.train):
+            self.serve_params(p, reply, ctx)
+
+    def serve_content(self, c: names.Content, reply, ctx) -> None:
+        wires = self.contents.get(c.gpu)
+        if wires is None:
+            if c.gpu in self.cfg.workers and not self.workers:      # assignment still running
+                self.held.hold(("content", c.gpu, c.segment), reply, ctx["deadline"])
+            return
+        if c.segment < len(wires):
+            reply(wires[c.segment])
+
+    # ---- step 4: registration, and leaving ---------------------------------------------------
+
+    def on_register(self, name, _param, reply, _ctx) -> None:
+        t = names.parse_insert(name)
+        if t is None or (t.ps, t.train) != (self.cfg.ps, self.cfg.train):
+            return
+        self.counters.registrations += 1
+        reply(self.app.make_data(names.confirm(t.ps, t.train), b"", signer=self.sec.signer,
+                                 freshness_period=CONFIRM_FRESHNESS_MS))
+
+    def on_remove(self, name, _param, reply, _ctx) -> None:
+        t = names.parse_remove(name)
+        if t is None or (t.ps, t.train) != (self.cfg.ps, self.cfg.train):
+            return
+        self.counters.removes += 1
+        self.removed.set()
+        reply(self.app.make_data(name, b"", signer=self.sec.signer))
+
+    # ---- step 5: collect -----------------------------------------------------------------------
+
+    async def collect(self, w: WorkerState, step: int, ref: float) -> messages.Gradient | None:
+        """Worker w's gradient of `step`, asked for when its history says it will be ready
+        (relative to `ref`).  None: the worker was dropped (silent for worker_timeout)."""
+        cfg = self.cfg
+        delay = ref + w.estimator.send_delay() - self.loop_time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+        def name_of(s: int):
+            return names.collect(w.gpu, cfg.ps, cfg.train, step, s)
+
+        for attempt in range(3):
+            sent = self.loop_time()
+            try:
+                first = await self.fetcher.fetch_one(name_of(0), cfg.collect_lifetime,
+                                                     self.collect_tries, held=True, fresh=True)
+                arrived = self.loop_time()
+                if attempt == 0:
+                    quick = 2 * (self.fetcher.rto.stats.mean or 0.002) + 0.002
+                    w.estimator.observe(arrived - ref, sent - ref, held=arrived - sent > quick)
+                final = first.final or 0
+                rest = await self.fetcher.fetch_many(name_of, list(range(1, final + 1)), fresh=True)
+            except FetchError as e:
+                self.drop(w, f"silent for {cfg.worker_timeout:.0f} s ({e})")
+                return None
+            blob = first.content + b"".join(rest[s].content for s in range(1, final + 1))
+            try:
+                grad = messages.parse_gradient(blob, self.n_params, step)
+            except CodecError as e:
+                self.counters.malformed += 1
+                log.warning("malformed gradient from %s, step %d: %s; refetching", w.gpu, step, e)
+                continue
+            self.counters.gradients += 1
+            return grad
+        self.drop(w, "malformed gradients")
+        return None
+
+    def drop(self, w: WorkerState, why: str) -> None:
+        if not w.live:
+            return
+        w.live = False
+        self.counters.workers_dropped += 1
+        log.warning("dropping worker %s: %s", w.gpu, why)
+        self.metrics.write({"event": "dropped", "worker": w.gpu, "reason": why})
+        if len(self.live) < self.cfg.min_workers:
+            raise JobFailed(f"{len(self.live)} live workers left, min_workers = "
+                            f"{self.cfg.min_workers} (last dropped {w.gpu}: {why})")
+
+    # ---- steps 6 and 9: push, probes, unicast baseline ---------------------------------------
+
+    def publish(self, version: int, done: bool) -> list[bytes] | None:
+        """Parameters `version` as Data: signed push segments (kept for probes), or in unicast
+        mode the raw segments each worker's copy is signed from (Interests held until now are
+        answered).  Returns the push segments (None in unicast mode)."""
+        cfg = self.cfg
+        collected = self.collected if cfg.mode == "async" else None
+        blob = messages.params_blob(flatten(self.model.params), version, done, collected)
+        if cfg.push_mode == "unicast":
+            parts = segment(blob)
+            self.blobs.put(version, parts)
+            for key in [k for k in self.held.keys() if k[0] == "params" and k[2] == version]:
+                _, gpu, _, seg = key
+                if seg < len(parts):
+                    n = self.held.release(key, self.unicast_wire(gpu, version, seg, parts))
+                    self.counters.params_served += n
+            return None
+        wires = sign_segments(blob, lambda s: names.distribute(cfg.ps, cfg.train, version, s),
+                              self.sec.signer, PUSH_FRESHNESS_MS)
+        self.pushed.put(version, wires)
+        return wires
+
+    async def push(self, version: int, done: bool) -> float:
+        """Step 6: publish `version` and push it along the persistent PIT entry, paced.
+        Returns the seconds spent."""
+        t0 = self.loop_time()
+        wires = self.publish(version, done)
+        if wires is not None:
+            self.counters.segments_pushed += await self.pacer.send_all(wires, self.app.send_data)
+        return self.loop_time() - t0
+
+    def on_probe(self, name, _param, reply, _ctx) -> None:
+        """Step 9: a worker missed segments of a push.  Versions not produced yet are not
+        answered: the forwarder keeps the probe's PIT entry and the push satisfies it."""
+        d = names.parse_distribute(name)
+        if d is None or (d.ps, d.train) != (self.cfg.ps, self.cfg.train):
+            return
+        wires = self.pushed.get(d.version)
+        if wires is not None and d.segment < len(wires):
+            self.counters.probes_answered += 1
+            reply(wires[d.segment])
+
+    def unicast_wire(self, gpu: str, version: int, seg: int, parts: list[bytes]) -> bytes:
+        cfg = self.cfg
+        return bytes(self.app.make_data(
+            names.params(cfg.ps, cfg.train, gpu, version, seg), parts[seg], signer=self.sec.signer,
+            final_block_id=names.final_block_id(len(parts) - 1)))
+
+    def serve_params(self, p: names.Params, reply, ctx) -> None:
+        w = next((w for w in self.workers if w.gpu == p.gpu), None)
+        if w is None:
+            return
+        parts = self.blobs.get(p.version)
+        if parts is None:
+            if p.version > self.version:
+                self.held.hold(("params", p.gpu, p.version, p.segment), reply, ctx["deadline"])
+            return
+        if p.segment < len(parts):
+            self.counters.params_served += 1
+            reply(self.unicast_wire(p.gpu, p.version, p.segment, parts))
+            if self.done and p.version == self.version:
+                w.final_fetched = True
+                if all(x.final_fetched for x in self.live):
+                    self.removed.set()
+
+    # ---- training modes ------------------------------------------------------------------------
+
+    def evaluate(self, force: bool = False) -> float | None:
+        if force or self.version % self.cfg.eval_every == 0:
+            ds = self.dataset
+            self.accuracy = self.model.accuracy(ds.X_test, ds.y_test)
+            return self.accuracy
+        return None
+
+    def is_done(self, accuracy: float | None) -> bool:
+        target = self.cfg.target_accuracy
+        return bool(target and accuracy is not None and accuracy >= target)
+
+    async def run_sync(self) -> None:
+        """Steps 5-7, sync: all live workers' gradients of v, averaged in worker-index order,
+        one SGD step, push v+1."""
+        total = self.total_steps
+        ref = self.loop_time()
+        while not self.done:
+            v = self.version
+            t0 = self.loop_time()
+            live = self.live
+            grads = await asyncio.gather(*(self.collect(w, v, ref) for w in live))
+            got = [(w, g) for w, g in zip(live, grads) if g is not None and w.live]
+            if not got:
+                raise JobFailed("no gradient arrived")
+            t1 = self.loop_time()
+            avg = average_grads([unflatten(g.vector, self.pspec) for _, g in got])
+            self.opt.step(self.model.params, avg)
+            self.version = v + 1
+            accuracy = self.evaluate(force=self.version >= total)
+            self.done = self.version >= total or self.is_done(accuracy)
+            t2 = self.loop_time()
+            ref = t2
+            push_time = await self.push(self.version, self.done)
+            self.record(collect_wait=t1 - t0, apply=t2 - t1, push=push_time,
+                        loss=float(np.mean([g.loss for _, g in got])),
+                        compute=float(np.mean([g.compute for _, g in got])),
+                        gradients=len(got), accuracy=accuracy)
+
+    async def run_async(self) -> None:
+        """Async: each gradient is applied as it arrives and every new version pushed (a
+        pusher coalesces versions produced while a push is under way)."""
+        self.new_version = asyncio.Event()
+        self.stopped = asyncio.Event()
+        pusher = asyncio.create_task(self.pusher())
+        stop = asyncio.create_task(self.stopped.wait())
+        pending = {asyncio.create_task(self.serve_worker_async(w)) for w in self.workers}
+        loops = set(pending)
+        try:
+            while pending and not self.done:
+                finished, pending = await asyncio.wait(pending | {stop},
+                                                       return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(stop)
+                for t in finished - {stop}:
+                    if t.exception() is not None:
+                        raise t.exception()
+        finally:
+            for t in loops | {stop}:
+                t.cancel()
+            await asyncio.gather(*loops, stop, return_exceptions=True)
+        self.done = True
+        self.new_version.set()
+        await pusher
+        # the closing version: the same parameters, marked done, under a fresh version number
+        self.version += 1
+        self.evaluate(force=True)
+        push_time = await self.push(self.version, True)
+        self.record(push=push_time, accuracy=self.accuracy, closing=True)
+
+    async def serve_worker_async(self, w: WorkerState) -> None:
+        total = self.total_steps
+        ref = self.loop_time()
+        while not self.done and w.steps_done < total:
+            g = await self.collect(w, w.steps_done, ref)
+            ref = self.loop_time()
+            if g is None or self.done:          # the target was reached meanwhile
+                return
+            w.steps_done += 1
+            self.collected[w.gpu] = g.step
+            self.apply_async(w, g)
+
+    def apply_async(self, w: WorkerState, g: messages.Gradient) -> None:
+        staleness = self.version - g.base_version
+        if staleness > self.cfg.max_staleness or staleness < 0:
+            self.counters.stale_dropped += 1
+            self.record(worker=w.gpu, step=g.step, staleness=staleness, applied=False,
+                        loss=g.loss, version_unchanged=True)
+            return
+        t0 = self.loop_time()
+        self.opt.step(self.model.params, unflatten(g.vector, self.pspec))
+        self.version += 1
+        accuracy = self.evaluate()
+        if self.is_done(accuracy):
+            self.done = True
+            self.stopped.set()
+        if self.cfg.push_mode == "unicast":
+            self.publish(self.version, False)
+        else:
+            self.new_version.set()
+        self.record(worker=w.gpu, step=g.step, staleness=staleness, applied=True, loss=g.loss,
+                    compute=g.compute, apply=self.loop_time() - t0, accuracy=accuracy)
+
+    async def pusher(self) -> None:
+        while not self.done:
+            await self.new_version.wait()
+            self.new_version.clear()
+            if self.done:
+                return
+            await self.push(self.version, False)
+
+    # ---- end -------------------------------------------------------------------------------------
+
+    def record(self, **fields) -> None:
+        counters = {**self.app.traffic(), **asdict(self.counters), **asdict(self.fetch_stats)}
+        self.metrics.write({"version": self.version, "workers": len(self.live), **fields,
+                            **self.delta.take(counters)})
+
+    async def finish(self) -> None:
+        cfg = self.cfg
+        if self.accuracy is None:
+            self.evaluate(force=True)
+        log.info("training %s/%s done: version %d, test accuracy %.4f", cfg.ps, cfg.train,
+                 self.version, self.accuracy)
+        if self.save_path:
+            self.save(self.save_path)
+        # Stay for late probes (and unicast fetches) until every worker left, or `linger`.
+        deadline = self.loop_time() + cfg.linger
+        while self.loop_time() < deadline:
+            if cfg.push_mode == "persistent" and self.counters.removes >= len(self.live):
+                break
+            if cfg.push_mode == "unicast" and all(w.final_fetched for w in self.live):
+                break
+            self.removed.clear()
+            try:
+                await asyncio.wait_for(self.removed.wait(), deadline - self.loop_time())
+            except TimeoutError:
+                break
+        self.metrics.write({"event": "end", "version": self.version, "accuracy": self.accuracy,
+                            "workers": [w.gpu for w in self.live], **asdict(self.counters),
+                            **asdict(self.fetch_stats), **self.app.traffic()})
+
+    def save(self, path: str) -> None:
+        meta = {"ps": self.cfg.ps, "train": self.cfg.train, "version": self.version,
+                "accuracy": self.accuracy, "model_spec": self.spec, "mode": self.cfg.mode}
+        with open(path, "wb") as f:       # keeps the exact file name (np.savez appends .npz)
+            np.savez(f, **self.model.params, __meta__=np.array(json.dumps(meta)))
+        log.info("model saved to %s", path)
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m apps.ps",
+        description="ndnps parameter server: assigns the training to workers, serves the "
+                    "training content, collects gradients, pushes parameters along the "
+                    "persistent PIT (or serves them per worker in unicast mode).",
+        epilog="The forwarder is reached as python-ndn does: NDN_CLIENT_TRANSPORT "
+               "(e.g. unix:///tmp/fwd.sock) or --transport. Exit codes: 0 done, 1 error, "
+               "2 bad configuration, 3 the training cannot go on.")
+    p.add_argument("--config", metavar="FILE", help="TOML file with a [training] table "
+                   "(the scenario file); flags override it")
+    p.add_argument("--metrics", metavar="FILE", help="append JSON lines, one per version")
+    p.add_argument("--save", metavar="FILE.npz", help="save the final model here")
+    p.add_argument("--transport", metavar="URI", help="forwarder, e.g. unix:///run/nfd/nfd.sock")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_arguments(p)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.log_level, "ps")
+    try:
+        cfg = load(args.config, args)
+    except ConfigError as e:
+        print(f"ps: bad configuration: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    metrics = MetricsWriter(args.metrics, role="ps", name=cfg.ps, train=cfg.train)
+    from ndnps.ndnapp import App
+
+    async def run(app) -> int:
+        return await ParameterServer(cfg, app, metrics, args.save).run()
+
+    try:
+        return launch(lambda: App(args.transport), run)
+    finally:
+        metrics.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

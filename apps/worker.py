@@ -1,0 +1,631 @@
+"""A worker ("GPU"): ``python -m apps.worker --name w1 [--config scenario.toml] [flags]``.
+
+Seed steps, from the worker's side (names in ndnps/names.py):
+
+  2  on_task          /<gpu>/<ps>/<train>: accept, or decline when busy with another training
+  3  fetch_content    /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard, initial params
+  4  register         /*insert*/<ps>/<train> until /*distribute*/<ps>/<train> confirms;
+                      refreshed every register_interval (soft state); leave sends *remove*
+  5  answer_collect   /<gpu>/<ps>/<train>/<step>/<seg>: answered at once, or held until the
+                      gradient is ready (re-expressed Interests are held and answered too)
+  6  on_push          /*distribute*/<ps>/<train>/<version>/<seg> pushed Data, assembled
+  7  train_sync/async compute the next gradient on the new parameters
+  9  probe            the probe timer (mean + k * dev of "gradient sent -> parameters received",
+                      backed off) or a gap in the segments: fetch only the missing segments
+
+The worker serves one training, then leaves and exits 0 when the PS's last version (marked
+done) arrives.  Exit 3: the training failed (no content, no confirmation, PS silent for
+ps_timeout); 1: other errors; 2: bad flags.
+
+Fault injection for tests (documented, off by default): --drop-pushes-prob drops received
+pushed segments before they are processed (as if lost on the last link); --forge-gradient-at
+answers the first Interest for each segment of that step with a gradient signed under a wrong key
+(as an attacker would), the next ones with the real gradient.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+from ndn.types import InterestCanceled, InterestNack, InterestTimeout, NetworkError, ValidationFailure
+
+from ndnps import messages, names
+from ndnps.codec import CodecError, flatten, param_spec, unflatten
+from ndnps.data import load_dataset
+from ndnps.estimator import ProbeTimer, RtoEstimator
+from ndnps.fetcher import FetchError, FetchStats, SegmentFetcher
+from ndnps.metrics import Delta, MetricsWriter
+from ndnps.models import build_model
+from ndnps.pending import HeldInterests
+from ndnps.security import HmacSigner, Security
+from ndnps.segments import Assembly, Recent, sign_segments
+from ndnps.train import WorkerBatches
+from ndnps.training_config import ConfigError, read_table
+
+from .launch import EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, launch, setup_logging
+
+log = logging.getLogger("worker")
+
+
+class JobFailed(Exception):
+    """This training cannot go on for this worker (the message says why)."""
+
+
+@dataclass
+class Faults:
+    drop_pushes_prob: float = 0.0
+    forge_gradient_at: int = -1
+    seed: int | None = None
+
+
+@dataclass
+class WorkerCounters:
+    segments_pushed: int = 0         # pushed segments accepted
+    probes: int = 0                  # probe timer expiries
+    collect_probes: int = 0          # fetches started by a collect for a version we lack
+    gap_fetches: int = 0             # fetches started by a gap in a push
+    probe_segments: int = 0          # segments asked for by probes and gap fetches
+    rejected: int = 0                # pushed Data failing the signature check
+    malformed: int = 0               # assembled versions that failed to decode
+    dropped_injected: int = 0        # fault injection
+    forged_sent: int = 0             # fault injection
+    register_tries: int = 0
+    gradients_sent: int = 0
+
+
+class Job:
+    """One accepted training, steps 3-9 from this worker's side."""
+
+    def __init__(self, worker: "Worker", ps: str, train: str) -> None:
+        self.worker, self.app = worker, worker.app
+        self.gpu, self.ps, self.train = worker.gpu, ps, train
+        self.sec = Security(worker.key, names.key(ps, train))
+        self.counters = WorkerCounters()
+        self.fetch_stats = FetchStats()
+        self.fetcher = SegmentFetcher(self.app.express, self.sec.validator, stats=self.fetch_stats)
+        self.knobs: dict = {}
+        self.mode = self.push_mode = None           # known once the content is in
+        self.held = HeldInterests()
+        self.gradients: Recent[int, list[bytes]] = Recent(4)      # step -> signed segments
+        self.assemblies: Recent[int, Assembly] = Recent(4)        # versions being received
+        self.probing: set[int] = set()
+        self.gap_pending: set[int] = set()
+        self.newest = -1
+        self.applied = -1                           # async: our last step the PS has collected
+        self.params: np.ndarray | None = None
+        self.done = False
+        self.version_event = asyncio.Event()
+        self.confirmed = asyncio.Event()
+        self.sent_event = asyncio.Event()
+        self.sent_steps: dict[int, float] = {}
+        self.ready_at: dict[int, float] = {}
+        self.expected: int | None = None
+        self.timer: ProbeTimer | None = None
+        self.last_from_ps = self.now()
+        self.forged: dict[int, bytes] = {}
+        self.delta = Delta()
+        self.tasks: set[asyncio.Task] = set()
+        self.rng = random.Random(worker.faults.seed)
+
+    @staticmethod
+    def now() -> float:
+        return time.monotonic()
+
+    def spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # ---- the whole job -------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        try:
+            await self.fetch_content()
+            if self.push_mode == "persistent":
+                await self.register()
+                self.spawn(self.refresh())
+            if self.mode == "sync":
+                await self.train_sync()
+            else:
+                await self.train_async()
+            log.info("training %s/%s done at version %d", self.ps, self.train, self.newest)
+            return EXIT_OK
+        except JobFailed as e:
+            log.error("training %s/%s failed: %s", self.ps, self.train, e)
+            self.worker.metrics.write({"event": "failed", "reason": str(e)})
+            return EXIT_JOB_FAILED
+        finally:
+            await self.leave()
+
+    # ---- step 3: training content --------------------------------------------------------------
+
+    async def fetch_content(self) -> None:
+        def name_of(s: int):
+            return names.content(self.ps, self.train, self.gpu, s)
+
+        for _ in range(3):
+            try:
+                parts = await self.fetcher.fetch(name_of, first_lifetime=2.0, first_tries=15,
+                                                 fresh=True)
+            except FetchError as e:
+                raise JobFailed(f"no training content: {e}") from None
+            try:
+                vec, info = messages.parse_content(b"".join(parts))
+                self.setup(vec, info)
+                return
+            except (CodecError, ValueError, KeyError, TypeError) as e:
+                self.counters.malformed += 1
+                log.warning("malformed training content (%s); refetching", e)
+        raise JobFailed("training content malformed three times")
+
+    def setup(self, vec: np.ndarray, info: dict) -> None:
+        self.info = info
+        self.mode, self.push_mode = info["mode"], info["push_mode"]
+        self.total_steps = int(info["total_steps"])
+        self.knobs = k = info["knobs"]
+        self.model = build_model(info["model_spec"], int(info["seed"]))
+        self.pspec = [(n, tuple(s)) for n, s in info["param_spec"]]
+        if param_spec(self.model.params) != self.pspec:
+            raise CodecError("parameter spec does not match the model spec")
+        self.n_params = self.model.n_params
+        ds = load_dataset(info["dataset"], int(info["seed"]), **info["dataset_kwargs"])
+        self.batches = WorkerBatches(ds, int(info["workers"]), int(info["index"]),
+                                     int(info["batch"]), int(info["seed"]))
+        self.fetcher.window = int(k["window"])
+        self.fetcher.max_tries = int(k["max_tries"])
+        self.fetcher.rto = RtoEstimator(k["segment_timeout"], min_rto=0.1,
+                                        max_rto=4 * k["segment_timeout"])
+        self.timer = ProbeTimer(RtoEstimator(k["probe_initial"], k["probe_k"], k["probe_min"],
+                                             k["probe_max"]), self.on_probe_timer)
+        self.params = np.array(vec, np.float32)
+        self.newest = 0
+        log.info("worker %s is %d of %d in %s/%s (%s, %s): %d parameters, %d steps",
+                 self.gpu, info["index"], info["workers"], self.ps, self.train, self.mode,
+                 self.push_mode, self.n_params, self.total_steps)
+
+    # ---- step 4: registration, refresh, leave ----------------------------------------------
+
+    def send_insert(self) -> None:
+        self.app.express(names.insert(self.ps, self.train), self.sec.validator,
+                         lifetime=int(self.knobs["register_timeout"] * 1000),
+                         must_be_fresh=True, no_response=True)
+
+    async def register(self) -> None:
+        """Insert until the PS's confirmation comes back (it is a *distribute* Data, so it
+        arrives through App.on_distribute, not as the answer to a pending Interest)."""
+        k = self.knobs
+        for attempt in range(int(k["register_tries"])):
+            self.counters.register_tries += 1
+            self.confirmed.clear()
+            self.send_insert()
+            try:
+                await asyncio.wait_for(self.confirmed.wait(),
+                                       k["register_timeout"] * min(2 ** attempt, 8))
+                return
+            except TimeoutError:
+                continue
+        raise JobFailed(f"registration not confirmed after {k['register_tries']} tries")
+
+    async def refresh(self) -> None:
+        while True:
+            await asyncio.sleep(self.knobs["register_interval"])
+            self.send_insert()
+
+    async def leave(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        if self.timer is not None:
+            self.timer.cancel()
+        if getattr(self, "push_mode", None) != "persistent":
+            return
+        try:
+            await self.app.express(names.remove(self.ps, self.train), self.sec.validator,
+                                   lifetime=500, must_be_fresh=True)
+        except (InterestTimeout, InterestNack, ValidationFailure, InterestCanceled, NetworkError):
+            pass
+
+    # ---- step 5: gradients and the collect exchange ----------------------------------------------
+
+    def compute(self, step: int) -> None:
+        """The gradient of `step` on the newest parameters, published for the collect."""
+        base = self.newest
+        t0 = time.perf_counter()
+        self.model.load_params(unflatten(self.params, self.pspec))
+        X, y = self.batches.for_step(step)
+        loss, grads = self.model.loss_and_grad(X, y)
+        vec = flatten(grads)
+        compute = time.perf_counter() - t0
+        self.step_record = {"step": step, "base_version": base, "loss": loss, "compute": compute}
+        blob = messages.gradient_blob(vec, step, base, loss, compute)
+
+        def name_of(s: int):
+            return names.collect(self.gpu, self.ps, self.train, step, s)
+
+        wires = sign_segments(blob, name_of, self.sec.signer)
+        if step == self.worker.faults.forge_gradient_at:
+            poisoned = messages.gradient_blob(vec * 1e3, step, base, loss, compute)
+            forged = sign_segments(poisoned, name_of, HmacSigner(b"not-the-training-key",
+                                                                 names.key(self.ps, self.train)))
+            self.forged = dict(enumerate(forged))
+        self.gradients.put(step, wires)
+        self.ready_at[step] = self.now()
+        for key in [k for k in self.held.keys() if k[0] == step]:
+            if key[1] < len(wires):
+                if self.held.release(key, self.wire_for(step, key[1])) and key[1] == 0:
+                    self.gradient_sent(step)
+
+    def wire_for(self, step: int, seg: int) -> bytes:
+        if step == self.worker.faults.forge_gradient_at and seg in self.forged:
+            self.counters.forged_sent += 1
+            return self.forged.pop(seg)
+        return self.gradients.get(step)[seg]
+
+    def answer_collect(self, c: names.Collect, reply, deadline: int) -> None:
+        self.last_from_ps = self.now()
+        wires = self.gradients.get(c.step)
+        if wires is None:
+            if self.gradients.keys() and c.step < min(self.gradients.keys()):
+                return                              # long gone
+            self.held.hold((c.step, c.segment), reply, deadline)
+            if (self.mode == "sync" and self.push_mode == "persistent" and c.step > self.newest
+                    and c.segment == 0):
+                # the PS asks for a step whose parameters we lack: a push was lost
+                if self.spawn_probe(c.step, "collect"):
+                    self.counters.collect_probes += 1
+            return
+        if c.segment >= len(wires):
+            return
+        reply(self.wire_for(c.step, c.segment))
+        if c.segment == 0:
+            self.gradient_sent(c.step)
+
+    def gradient_sent(self, step: int) -> None:
+        if step in self.sent_steps:
+            return
+        self.sent_steps[step] = self.now()
+        self.counters.gradients_sent += 1
+        self.sent_event.set()
+        if self.push_mode == "persistent" and self.timer is not None and not self.done:
+            self.timer.arm()
+
+    # ---- steps 6 and 9: receiving parameters --------------------------------------------------
+
+    def on_push(self, name, meta_info, content, sig) -> None:
+        """A *distribute* Data for this training (push, probe answer or confirmation)."""
+        conf = names.parse_confirm(name)
+        if conf is not None:
+            if (conf.ps, conf.train) == (self.ps, self.train) and self.sec.verify(sig):
+                self.last_from_ps = self.now()
+                self.confirmed.set()
+            return
+        d = names.parse_distribute(name)
+        if d is None or (d.ps, d.train) != (self.ps, self.train):
+            return
+        p = self.worker.faults.drop_pushes_prob
+        if p and self.rng.random() < p:
+            self.counters.dropped_injected += 1
+            return
+        if not self.sec.verify(sig):
+            self.counters.rejected += 1
+            return
+        self.counters.segments_pushed += 1
+        self.receive_segment(d.version, d.segment, bytes(content or b""),
+                             names.segment_number(meta_info.final_block_id))
+
+    def receive_segment(self, version: int, seg: int, content: bytes, final: int | None) -> None:
+        if version <= self.newest or self.params is None:
+            return
+        asm = self.assemblies.get(version)
+        if asm is None:
+            asm = Assembly(version)
+            self.assemblies.put(version, asm)
+        asm.add(seg, content, final)
+        if asm.corrupt:
+            self.counters.malformed += 1
+            self.assemblies.pop(version)
+            return
+        if asm.complete:
+            self.complete(asm)
+        elif asm.has_gap and version not in self.gap_pending:
+            self.gap_pending.add(version)
+            asyncio.get_running_loop().call_later(self.knobs["gap_delay"], self.on_gap, version)
+
+    def on_gap(self, version: int) -> None:
+        self.gap_pending.discard(version)
+        asm = self.assemblies.get(version)
+        if asm is not None and version > self.newest and asm.has_gap:
+            self.counters.gap_fetches += 1
+            self.spawn_probe(version, "gap")
+
+    def complete(self, asm: Assembly) -> None:
+        version = asm.key
+        self.assemblies.pop(version)
+        try:
+            p = messages.parse_params(asm.blob(), self.n_params, version)
+        except CodecError as e:
+            self.counters.malformed += 1
+            log.warning("parameters version %d malformed (%s); refetching", version, e)
+            return
+        for v in [v for v in self.assemblies.keys() if v < version]:
+            self.assemblies.pop(v)
+        self.newest, self.params, self.done = version, np.array(p.vector), p.done
+        self.applied = max(self.applied, p.collected.get(self.gpu, -1))
+        self.last_from_ps = self.now()
+        if self.expected is not None and version >= self.expected and self.timer is not None:
+            self.received_after = self.timer.satisfied()
+        self.version_event.set()
+        self.sent_event.set()                       # wakes wait_sent when the run is done
+
+    def on_probe_timer(self) -> None:
+        self.counters.probes += 1
+        version = self.expected if self.expected is not None else self.newest + 1
+        self.spawn_probe(version, "timer")
+
+    def spawn_probe(self, version: int, why: str) -> bool:
+        if version in self.probing or version <= self.newest:
+            return False
+        self.probing.add(version)
+        log.debug("probe version %d (%s)", version, why)
+        self.spawn(self.probe(version))
+        return True
+
+    async def probe(self, version: int) -> None:
+        """Fetch only the segments of `version` we lack, by ordinary Interests (the nearest
+        cache or the PS answers; a version not pushed yet waits in the forwarder's PIT)."""
+        def name_of(s: int):
+            return names.distribute(self.ps, self.train, version, s)
+
+        def got(seg) -> None:
+            self.receive_segment(version, seg.number, seg.content, seg.final)
+
+        try:
+            asm = self.assemblies.get(version)
+            if asm is None or asm.final is None:
+                self.counters.probe_segments += 1
+                lifetime = self.timer.estimator.rto if self.timer else 1.0
+                got(await self.fetcher.fetch_one(name_of(0), lifetime, tries=1, fresh=True))
+                asm = self.assemblies.get(version)
+            if asm is not None and version > self.newest:
+                missing = asm.missing()
+                self.counters.probe_segments += len(missing)
+                await self.fetcher.fetch_many(name_of, missing, on_segment=got, fresh=True)
+        except FetchError:
+            pass                                    # the timer fires again, backed off
+        finally:
+            self.probing.discard(version)
+
+    async def fetch_unicast(self, version: int) -> None:
+        """Unicast baseline: our own copy of `version`, held by the PS until it exists."""
+        def name_of(s: int):
+            return names.params(self.ps, self.train, self.gpu, version, s)
+
+        lifetime = self.knobs["collect_lifetime"]
+        try:
+            parts = await self.fetcher.fetch(
+                name_of, first_lifetime=lifetime, fresh=True,
+                first_tries=max(1, math.ceil(self.knobs["ps_timeout"] / lifetime)))
+        except FetchError as e:
+            raise JobFailed(f"no parameters version {version}: {e}") from None
+        for i, part in enumerate(parts):
+            self.receive_segment(version, i, part, len(parts) - 1)
+
+    async def wait_params(self, until: Callable[[], bool], patience: float | None = None) -> None:
+        """Wait for parameters until `until()` holds, expecting version newest+1 meanwhile (the
+        probe timer runs; unicast: fetched version by version).  Fails after ps_timeout without
+        a word from the PS; with `patience`, just returns after that long."""
+        self.received_after = None
+        give_up = None if patience is None else self.now() + patience
+        try:
+            while not until():
+                if self.push_mode == "unicast":
+                    await self.fetch_unicast(self.newest + 1)
+                    continue
+                self.expected = self.newest + 1
+                if not self.timer.armed:
+                    self.timer.arm()
+                self.version_event.clear()
+                left = self.knobs["ps_timeout"] - (self.now() - self.last_from_ps)
+                if left <= 0:
+                    raise JobFailed(f"nothing from the PS for {self.knobs['ps_timeout']:.0f} s "
+                                    f"(waiting for version {self.expected})")
+                if give_up is not None:
+                    if self.now() >= give_up:
+                        return
+                    left = min(left, give_up - self.now())
+                try:
+                    await asyncio.wait_for(self.version_event.wait(), left)
+                except TimeoutError:
+                    pass
+        finally:
+            self.expected = None
+            if self.timer is not None and (until() or patience is None):
+                self.timer.cancel()
+
+    async def wait_sent(self, step: int) -> None:
+        """Until the PS has collected `step` (or the run is over); fails after ps_timeout."""
+        while step not in self.sent_steps and not self.done:
+            self.sent_event.clear()
+            left = self.knobs["ps_timeout"] - (self.now() - self.last_from_ps)
+            if left <= 0:
+                raise JobFailed(f"the PS did not collect step {step} for "
+                                f"{self.knobs['ps_timeout']:.0f} s")
+            try:
+                await asyncio.wait_for(self.sent_event.wait(), left)
+            except TimeoutError:
+                pass
+
+    # ---- step 7: the training loops ----------------------------------------------------------------
+
+    async def train_sync(self) -> None:
+        """Gradient of version v on batch for_step(v); wait for v+1; until a version says done."""
+        while not self.done:
+            v = self.newest
+            if v < self.total_steps:
+                self.compute(v)
+            await self.wait_params(lambda: self.newest > v or self.done)
+            self.record(v)
+
+    async def train_async(self) -> None:
+        """Step k on the newest parameters held; once the PS has collected it, wait (boundedly)
+        for a version that includes it, then go on."""
+        k = 0
+        while not self.done:
+            if k < self.total_steps:
+                self.compute(k)
+                await self.wait_sent(k)
+                await self.wait_params(lambda: self.applied >= k or self.done,
+                                       patience=self.knobs["probe_max"])
+                self.record(k)
+                k += 1
+            else:
+                await self.wait_params(lambda: self.done)
+
+    def record(self, step: int) -> None:
+        sent = self.sent_steps.get(step)
+        rec = dict(getattr(self, "step_record", {}))
+        rec.update(version=self.newest, done=self.done,
+                   wait_collect=(sent - self.ready_at[step]) if sent and step in self.ready_at else None,
+                   distribute_latency=self.received_after,
+                   probe_rto=self.timer.estimator.rto if self.timer else None)
+        counters = {**self.app.traffic(), **asdict(self.counters), **asdict(self.fetch_stats)}
+        self.worker.metrics.write({**rec, **self.delta.take(counters)})
+        self.ready_at.pop(step - 8, None)
+        self.sent_steps.pop(step - 8, None)
+
+
+class Worker:
+    """Serves /<gpu>: takes one training (declining others while busy), runs it, exits."""
+
+    def __init__(self, gpu: str, key: bytes | None, app, metrics: MetricsWriter | None = None,
+                 faults: Faults | None = None) -> None:
+        self.gpu, self.key, self.app = names.check_id(gpu, "worker name"), key, app
+        self.metrics = metrics or MetricsWriter(None)
+        self.faults = faults or Faults()
+        self.job: Job | None = None
+        self.job_task: asyncio.Task | None = None
+        self.finished: asyncio.Future | None = None
+        app.on_distribute = self.on_distribute
+
+    async def run(self) -> int:
+        self.finished = asyncio.get_running_loop().create_future()
+        self.app.attach_handler(names.node(self.gpu), self.on_interest)
+        if not await self.app.register(names.node(self.gpu)):
+            log.error("the forwarder refused to register /%s", self.gpu)
+            return EXIT_JOB_FAILED
+        log.info("worker %s ready", self.gpu)
+        try:
+            return await self.finished
+        except asyncio.CancelledError:              # SIGTERM: leave properly first
+            if self.job_task is not None:
+                self.job_task.cancel()
+                await asyncio.gather(self.job_task, return_exceptions=True)
+            raise
+
+    def on_interest(self, name, _param, reply, ctx) -> None:
+        t = names.parse_task(name)
+        if t is not None and t.gpu == self.gpu:
+            self.on_task(t, reply)
+            return
+        c = names.parse_collect(name)
+        job = self.job
+        if c is not None and c.gpu == self.gpu and job is not None and \
+                (c.ps, c.train) == (job.ps, job.train):
+            job.answer_collect(c, reply, ctx["deadline"])
+
+    def on_task(self, t: names.Task, reply) -> None:
+        """Step 2: accept (again, if the PS re-asks), or decline while busy elsewhere."""
+        job = self.job
+        if job is None:
+            self.job = job = Job(self, t.ps, t.train)
+            self.job_task = asyncio.get_running_loop().create_task(self.run_job(job))
+            accept, reason = True, ""
+        elif (job.ps, job.train) == (t.ps, t.train):
+            accept, reason = True, ""
+        else:
+            accept, reason = False, f"busy with training /{job.ps}/{job.train}"
+        sec = Security(self.key, names.key(t.ps, t.train))
+        reply(self.app.make_data(names.task(self.gpu, t.ps, t.train),
+                                 messages.task_reply(accept, reason), signer=sec.signer))
+        log.info("task %s/%s: %s %s", t.ps, t.train, "accepted" if accept else "declined", reason)
+
+    async def run_job(self, job: Job) -> None:
+        code = await job.run()
+        self.metrics.write({"event": "end", "code": code, "version": job.newest,
+                            **asdict(job.counters), **asdict(job.fetch_stats), **self.app.traffic()})
+        if not self.finished.done():
+            self.finished.set_result(code)
+
+    def on_distribute(self, name, meta_info, content, sig) -> None:
+        if self.job is not None:
+            self.job.on_push(name, meta_info, content, sig)
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m apps.worker",
+        description="ndnps worker: registers /<name>, accepts one training from a PS, trains "
+                    "on its shard, answers the PS's collect Interests, receives pushed "
+                    "parameters (probing for lost ones), then leaves.",
+        epilog="The forwarder is reached as python-ndn does: NDN_CLIENT_TRANSPORT "
+               "(e.g. unix:///tmp/fwd.sock) or --transport. Exit codes: 0 done, 1 error, "
+               "2 bad flags, 3 the training failed.")
+    p.add_argument("--name", required=True, help="this worker's name (one name component)")
+    p.add_argument("--config", metavar="FILE", help="TOML file with a [training] table; "
+                   "only its key is used (the PS sends everything else)")
+    p.add_argument("--key", help="HMAC key of the training (overrides the config's)")
+    p.add_argument("--metrics", metavar="FILE", help="append JSON lines, one per step")
+    p.add_argument("--transport", metavar="URI", help="forwarder, e.g. unix:///run/nfd/nfd.sock")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    f = p.add_argument_group("fault injection (tests only)")
+    f.add_argument("--drop-pushes-prob", type=float, default=0.0, metavar="P",
+                   help="drop each received pushed segment with probability P, as if lost")
+    f.add_argument("--forge-gradient-at", type=int, default=-1, metavar="STEP",
+                   help="first answer each segment of STEP's gradient signed with a wrong key")
+    f.add_argument("--fault-seed", type=int, help="seed of the fault injection")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.log_level, args.name)
+    try:
+        names.check_id(args.name, "--name")
+        key = args.key
+        if key is None and args.config:
+            key = read_table(args.config).get("key", "")
+            if not isinstance(key, str):
+                raise ConfigError(f"training.key: expected a string, got {key!r}")
+        if not 0.0 <= args.drop_pushes_prob <= 1.0:
+            raise ConfigError("--drop-pushes-prob: must be within [0, 1]")
+    except (ConfigError, names.BadName) as e:
+        print(f"worker: bad configuration: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    faults = Faults(args.drop_pushes_prob, args.forge_gradient_at, args.fault_seed)
+    # load_dataset imports scikit-learn (~1 s of CPU): do it before we say we are ready, not
+    # between accepting a task and fetching its content
+    import sklearn.datasets  # noqa: F401
+    import sklearn.model_selection  # noqa: F401
+    metrics = MetricsWriter(args.metrics, role="worker", name=args.name)
+    from ndnps.ndnapp import App
+
+    async def run(app) -> int:
+        return await Worker(args.name, key.encode() if key else None, app, metrics, faults).run()
+
+    try:
+        return launch(lambda: App(args.transport), run)
+    finally:
+        metrics.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""The apps' supporting pieces: training configuration (TOML and flags, errors naming the key),
+message payloads, metrics lines, pacing, held Interests, and the command lines' --help."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ndnps import messages
+from ndnps.codec import CodecError, encode_tensors
+from ndnps.metrics import Delta, MetricsWriter, read_metrics
+from ndnps.pacer import Pacer
+from ndnps.pending import HeldInterests
+from ndnps.training_config import ConfigError, TrainingConfig, add_arguments, from_table, load
+
+# ---- training configuration --------------------------------------------------------------------
+
+
+def test_defaults_are_valid_and_match_the_reference_defaults():
+    from ndnps.train import DEFAULTS
+    cfg = from_table({})
+    assert (cfg.dataset, cfg.model, cfg.hidden, cfg.epochs, cfg.batch, cfg.lr, cfg.momentum) == \
+        (DEFAULTS["dataset"], DEFAULTS["model"], DEFAULTS["hidden"], DEFAULTS["epochs"],
+         DEFAULTS["batch"], DEFAULTS["lr"], DEFAULTS["momentum"])
+
+
+def test_toml_table_then_flags_override(tmp_path):
+    path = tmp_path / "scenario.toml"
+    path.write_text('[forwarders]\nx = 1\n\n[training]\nps = "lab"\nworkers = ["a", "b"]\n'
+                    'lr = 1\nmode = "async"\nkey = "s3cret"\n')
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--lr", "0.5", "--workers", "a,b,c", "--hidden", "32,16"])
+    cfg = load(path, args)
+    assert (cfg.ps, cfg.workers, cfg.lr, cfg.mode, cfg.hidden) == \
+        ("lab", ["a", "b", "c"], 0.5, "async", [32, 16])
+    assert isinstance(load(path).lr, float) and load(path).key_bytes == b"s3cret"
+
+
+@pytest.mark.parametrize("table,message", [
+    ({"lr": 0}, "training.lr: must be > 0"),
+    ({"lr": "fast"}, "training.lr: expected a number"),
+    ({"epochs": 2.5}, "training.epochs: expected an integer"),
+    ({"epochs": True}, "training.epochs: expected an integer"),
+    ({"mode": "semi"}, "training.mode: must be one of sync, async"),
+    ({"push_mode": "x"}, "training.push_mode: must be one of"),
+    ({"workers": []}, "training.workers: need at least one"),
+    ({"workers": ["a", "a"]}, "training.workers: duplicate"),
+    ({"workers": ["a/b"]}, "training.workers[0]"),
+    ({"ps": "*insert*"}, "training.ps"),
+    ({"min_workers": 4}, "training.min_workers: 4 > 3"),
+    ({"momentum": 1.5}, "training.momentum: must be <= 1"),
+    ({"target_accuracy": -0.1}, "training.target_accuracy: must be >= 0"),
+    ({"hidden": [0]}, "training.hidden"),
+    ({"n_features": 10}, "training.n_features: applies to dataset"),
+    ({"colour": "red"}, "training.colour: unknown key"),
+    ({"probe_min": 5.0, "probe_max": 1.0}, "training.probe_min"),
+])
+def test_errors_name_the_offending_key(table, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("*", r"\*")):
+        from_table(table)
+
+
+def test_bad_toml_file(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("[training\n")
+    with pytest.raises(ConfigError, match="bad.toml"):
+        load(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize("module", ["apps.ps", "apps.worker"])
+def test_help_documents_the_flags(module):
+    out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0
+    for flag in ("--config", "--metrics", "--transport"):
+        assert flag in out.stdout
+    if module == "apps.ps":
+        for flag in ("--workers", "--min-workers", "--mode", "--push-mode", "--key",
+                     "--max-staleness", "--target-accuracy", "--save", "--worker-timeout"):
+            assert flag in out.stdout
+    else:
+        for flag in ("--name", "--key", "--drop-pushes-prob", "--forge-gradient-at"):
+            assert flag in out.stdout
+
+
+def test_ps_rejects_a_bad_flag_with_exit_2():
+    out = subprocess.run([sys.executable, "-m", "apps.ps", "--lr", "-1"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "training.lr" in out.stderr
+
+
+def test_every_field_has_a_flag():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    flags = {a.dest for a in parser._actions}
+    assert {f for f in TrainingConfig.__dataclass_fields__} <= flags
+
+
+# ---- messages -----------------------------------------------------------------------------------
+
+def test_message_round_trips():
+    vec = np.arange(10, dtype=np.float32)
+    assert messages.parse_task_reply(messages.task_reply(False, "busy")) == (False, "busy")
+    p = messages.parse_params(messages.params_blob(vec, 7, True, {"w1": 3}), 10, 7)
+    assert p.version == 7 and p.done and p.collected == {"w1": 3}
+    np.testing.assert_array_equal(p.vector, vec)
+    g = messages.parse_gradient(messages.gradient_blob(vec, 4, 2, 0.5, 0.01), 10, 4)
+    assert (g.step, g.base_version, g.loss) == (4, 2, 0.5)
+
+
+@pytest.mark.parametrize("blob,parse", [
+    (messages.params_blob(np.zeros(10, np.float32), 7, False), lambda b: messages.parse_params(b, 10, 8)),
+    (messages.params_blob(np.zeros(9, np.float32), 7, False), lambda b: messages.parse_params(b, 10, 7)),
+    (messages.params_blob(np.zeros(10, np.float32), 7, False)[:-1], lambda b: messages.parse_params(b, 10, 7)),
+    (messages.gradient_blob(np.zeros(10, np.float32), 3, 1, 0, 0), lambda b: messages.parse_gradient(b, 10, 4)),
+    (messages.gradient_blob(np.full(10, np.nan, np.float32), 3, 1, 0, 0), lambda b: messages.parse_gradient(b, 10, 3)),
+    (encode_tensors([np.zeros(10, np.float64)], kind="gradient", step=3, base_version=0),
+     lambda b: messages.parse_gradient(b, 10, 3)),
+    (encode_tensors([np.zeros(10, np.float32)], kind="gradient", step=3, base_version=-1),
+     lambda b: messages.parse_gradient(b, 10, 3)),
+    (b"\x81\xa6accept\xa3yes", messages.parse_task_reply),
+    (b"garbage", messages.parse_task_reply),
+    (encode_tensors([np.zeros(3, np.float32)], kind="content"), messages.parse_content),
+])
+def test_malformed_payloads_raise_codec_error(blob, parse):
+    with pytest.raises(CodecError):
+        parse(blob)
+
+
+# ---- metrics ------------------------------------------------------------------------------------
+
+def test_metrics_lines_and_deltas(tmp_path):
+    d = Delta()
+    assert d.take({"a": 5, "b": 1}) == {"a": 5, "b": 1}
+    assert d.take({"a": 7, "b": 1}) == {"a": 2, "b": 0}
+    path = tmp_path / "m" / "x.jsonl"
+    m = MetricsWriter(path, role="ps")
+    m.write({"version": 1, "loss": np.float32(0.5), "acc": float("nan")})
+    m.close()
+    (rec,) = read_metrics(path)
+    assert rec["role"] == "ps" and rec["loss"] == 0.5 and rec["acc"] is None and "t" in rec
+    json.dumps(rec)
+    MetricsWriter(None).write({"x": 1})             # no path: nothing, no error
+
+
+# ---- pacing and held Interests -----------------------------------------------------------------
+
+@pytest.mark.asyncio
+async def test_pacer_limits_the_rate_and_yields():
+    clock = [0.0]
+    sleeps = []
+
+    async def sleep(dt):
+        sleeps.append(dt)
+        clock[0] += dt
+    drained = []
+
+    async def drain():
+        drained.append(1)
+    pacer = Pacer(rate_mbps=8.0, burst=4, drain=drain, clock=lambda: clock[0], sleep=sleep)
+    sent = []
+    await pacer.send_all([b"x" * 8000] * 20, sent.append)
+    assert len(sent) == 20 and len(drained) == 5
+    # 20 x 8000 bytes at 1 MB/s, less the initial burst allowance of 4 x 8800: ~0.125 s
+    assert sum(s for s in sleeps if s) == pytest.approx(0.16 - 4 * 0.0088, rel=0.01)
+
+
+def test_held_interests_bounded_and_expiring():
+    now = [1000]
+    held = HeldInterests(limit=3, clock=lambda: now[0])
+    got = []
+    held.hold("a", lambda w: got.append(("a1", w)), 2000)
+    held.hold("a", lambda w: got.append(("a2", w)), 1500)
+    held.hold("b", lambda w: got.append(("b", w)), 2000)
+    held.hold("c", lambda w: got.append(("c", w)), 2000)      # over the limit: oldest goes
+    assert len(held) == 3 and held.dropped == 1
+    now[0] = 1600
+    assert held.release("a", b"A") == 0 and held.expired == 1  # a2 expired
+    assert held.release("b", b"B") == 1 and got == [("b", b"B")]
+    now[0] = 3000
+    held.purge()
+    assert len(held) == 0
+
+
+@pytest.mark.asyncio
+async def test_pacer_without_rate_only_yields():
+    pacer = Pacer(burst=2)
+    sent = []
+    await asyncio.wait_for(pacer.send_all([b"a"] * 5, sent.append), 1)
+    assert sent == [b"a"] * 5 and pacer.waited == 0

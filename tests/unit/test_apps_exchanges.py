@@ -1,0 +1,259 @@
+"""Each exchange of apps.ps / apps.worker on its own, with in-process fakes (ndnps.memnet, or
+plain reply callables): task assignment, training content, registration, collect, probes,
+leaving."""
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from ndn import utils
+from ndn.encoding import parse_data
+
+from apps.ps import ParameterServer
+from apps.worker import Job, Worker
+from ndnps import messages, names
+from ndnps.memnet import MemNet
+from ndnps.training_config import from_table
+
+KEY = b"k"
+
+
+def config(**kw):
+    return from_table({"workers": ["w1", "w2"], "min_workers": 1, "key": KEY.decode(),
+                       "task_timeout": 0.2, "task_tries": 2, "linger": 0.1, "max_versions": 2,
+                       **kw})
+
+
+async def started(net, *gpus):
+    workers = [Worker(g, KEY, net.app()) for g in gpus]
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    await asyncio.sleep(0)
+    return workers, tasks
+
+
+def stop(*tasks):
+    for t in tasks:
+        t.cancel()
+
+
+# ---- step 2: task assignment ------------------------------------------------------------------
+
+@pytest.mark.asyncio
+async def test_task_accepted_reasked_accepted_busy_declined():
+    net = MemNet()
+    (w1,), tasks = await started(net, "w1")
+    ps_a = ParameterServer(config(train="tA"), net.app())
+    ps_b = ParameterServer(config(train="tB"), net.app())
+    assert await ps_a.assign_task("w1") == (True, "")
+    assert await ps_a.assign_task("w1") == (True, "")      # the same PS again: still yes
+    ok, reason = await ps_b.assign_task("w1")
+    assert not ok and reason == "busy with training /ps/tA"
+    assert (w1.job.ps, w1.job.train) == ("ps", "tA")
+    stop(*tasks, w1.job_task)
+
+
+@pytest.mark.asyncio
+async def test_too_few_acceptances_fail_clearly(caplog):
+    net = MemNet()
+    _, tasks = await started(net, "w1")
+    busy = ParameterServer(config(train="other", workers=["w1"]), net.app())
+    assert (await busy.assign_task("w1"))[0]
+    ps = ParameterServer(config(workers=["w1", "w2"], min_workers=1), net.app())
+    assert await ps.run() == 3                 # w1 busy, w2 not running
+    assert "only 0 of 2 workers accepted" in caplog.text
+    assert "busy with training /ps/other" in caplog.text and "w2" in caplog.text
+    stop(*tasks)
+
+
+@pytest.mark.asyncio
+async def test_goes_on_with_those_that_accept():
+    net = MemNet()
+    _, tasks = await started(net, "w1")
+    ps = ParameterServer(config(workers=["w1", "w2"], min_workers=1), net.app())
+    assert await ps.run() == 0
+    assert [w.gpu for w in ps.workers] == ["w1"]
+    stop(*tasks)
+
+
+# ---- step 3: training content ----------------------------------------------------------------
+
+def content_of(ps: ParameterServer, gpu: str):
+    blob = b"".join(bytes(parse_data(w)[2]) for w in ps.contents[gpu])
+    return messages.parse_content(blob)
+
+
+def test_content_carries_spec_hyper_parameters_shard_and_initial_params():
+    ps = ParameterServer(config(workers=["w1", "w2", "w3"]), MemNet().app())
+    ps.prepare_content(["w1", "w3"])
+    for index, gpu in enumerate(["w1", "w3"]):
+        vec, info = content_of(ps, gpu)
+        assert info["gpu"] == gpu and info["index"] == index and info["workers"] == 2
+        assert info["model_spec"] == {"n_in": 64, "n_classes": 10, "kind": "mlp", "hidden": [64]}
+        assert info["hyper"]["lr"] == 0.1 and info["batch"] == 32 and info["dataset"] == "digits"
+        assert info["total_steps"] == 2
+        np.testing.assert_array_equal(vec, np.concatenate(
+            [v.reshape(-1) for v in ps.model.params.values()]))
+    assert len(ps.contents["w1"]) == 3               # 4810 float32 in 8000-byte segments
+
+
+@pytest.mark.asyncio
+async def test_content_interest_is_held_until_the_assignment_is_over():
+    ps = ParameterServer(config(workers=["w1", "w2"]), MemNet().app())
+    got = []
+    far = utils.timestamp() + 10_000
+    ps.serve_content(names.Content("ps", "t1", "w1", 1), got.append, {"deadline": far})
+    ps.serve_content(names.Content("ps", "t1", "w9", 0), got.append, {"deadline": far})
+    assert got == [] and len(ps.held) == 1           # w9 is no candidate: not even held
+    ps.prepare_content(["w1", "w2"])
+    assert got == [ps.contents["w1"][1]]
+
+
+# ---- step 4: registration ----------------------------------------------------------------------
+
+@pytest.mark.asyncio
+async def test_registration_is_retried_until_confirmed_and_removed_on_leaving():
+    lost = []
+
+    def drop(kind, name, app):                 # the first insert is lost
+        if kind == "interest" and names.parse_insert(name) and not lost:
+            lost.append(name)
+            return True
+        return False
+
+    net = MemNet(drop)
+    (w1,), tasks = await started(net, "w1")
+    ps = ParameterServer(config(workers=["w1"], register_timeout=0.05), net.app())
+    assert await ps.run() == 0
+    await asyncio.wait_for(tasks[0], 5)
+    assert lost and w1.job.counters.register_tries == 2
+    assert ps.counters.registrations >= 1 and ps.counters.removes == 1
+    key = tuple(bytes(c) for c in names.node("ps") + names.node("t1"))
+    assert not net.ppit.get(key)                    # *remove* took w1 out again
+
+
+# ---- step 5: collect, held until the gradient is ready -----------------------------------------
+
+def ready_job(**kw) -> Job:
+    net = MemNet()
+    ps = ParameterServer(config(workers=["w1"], **kw), net.app())
+    ps.prepare_content(["w1"])
+    worker = Worker("w1", KEY, net.app())
+    job = Job(worker, "ps", "t1")
+    job.setup(*content_of(ps, "w1"))
+    return job
+
+
+@pytest.mark.asyncio
+async def test_collect_is_held_then_answered_with_every_reexpression():
+    job = ready_job()
+    first, again, expired = [], [], []
+    now = utils.timestamp()
+    c0 = names.Collect("w1", "ps", "t1", 0, 0)
+    job.answer_collect(c0, first.append, now + 2000)
+    job.answer_collect(c0, again.append, now + 2000)       # re-expressed, new PIT token
+    job.answer_collect(c0, expired.append, now - 1)        # its lifetime is over
+    assert first == again == expired == []
+    job.compute(0)
+    assert first == again == [job.gradients.get(0)[0]] and expired == []
+    assert 0 in job.sent_steps and job.timer.armed          # probe timer armed on sending
+    late = []
+    job.answer_collect(names.Collect("w1", "ps", "t1", 0, 1), late.append, now + 2000)
+    assert late == [job.gradients.get(0)[1]]                # ready: answered at once
+    g = messages.parse_gradient(b"".join(bytes(parse_data(w)[2]) for w in job.gradients.get(0)),
+                                job.n_params, 0)
+    assert g.step == 0 and g.base_version == 0 and g.loss > 0
+    job.timer.cancel()
+
+
+@pytest.mark.asyncio
+async def test_collect_for_a_missing_version_starts_a_probe():
+    job = ready_job()
+    job.push_mode, job.mode = "persistent", "sync"
+    started_probes = []
+    job.spawn_probe = lambda v, why: started_probes.append((v, why)) or True
+    job.answer_collect(names.Collect("w1", "ps", "t1", 3, 0), lambda w: None,
+                       utils.timestamp() + 1000)
+    assert started_probes == [(3, "collect")] and job.counters.collect_probes == 1
+
+
+@pytest.mark.asyncio
+async def test_ps_collect_sends_when_the_estimate_says_and_learns():
+    net = MemNet()
+    (w1,), tasks = await started(net, "w1")
+    ps = ParameterServer(config(workers=["w1"], max_versions=6), net.app())
+    assert await ps.run() == 0
+    est = ps.workers[0].estimator
+    assert est.stats.samples == 6 and est.expected is not None and est.expected < 1.0
+    stop(*tasks)
+
+
+# ---- steps 6 and 9: pushes, gaps, probes ------------------------------------------------------
+
+@pytest.mark.asyncio
+async def test_push_segments_out_of_order_duplicated_or_corrupt_never_corrupt_the_model():
+    job = ready_job(hidden=[256])
+    job.knobs["gap_delay"] = 10.0              # keep the gap fetch out of this test
+    blob = messages.params_blob(np.arange(job.n_params, dtype=np.float32), 1, False)
+    from ndnps.codec import segment
+    parts = segment(blob)
+    final = len(parts) - 1
+    for s in reversed(range(1, len(parts))):
+        job.receive_segment(1, s, parts[s], final)
+        job.receive_segment(1, s, parts[s], final)          # duplicate
+    assert job.newest == 0
+    job.receive_segment(1, 0, parts[0], final)
+    assert job.newest == 1 and job.params[5] == 5.0
+    # a version whose segments disagree on the FinalBlockId is dropped, counted
+    job.receive_segment(2, 0, parts[0], final)
+    job.receive_segment(2, 1, parts[1], final + 1)
+    assert job.counters.malformed == 1 and job.assemblies.get(2) is None
+    # a version whose blob does not decode (truncated) is dropped, counted, not applied
+    short = segment(blob[:-4])
+    for s, p in enumerate(short):
+        job.receive_segment(3, s, p, len(short) - 1)
+    assert job.counters.malformed == 2 and job.newest == 1
+    # wrong version inside the blob
+    other = segment(messages.params_blob(np.zeros(job.n_params, np.float32), 9, False))
+    for s, p in enumerate(other):
+        job.receive_segment(4, s, p, len(other) - 1)
+    assert job.counters.malformed == 3 and job.newest == 1
+    # old versions are ignored
+    job.receive_segment(1, 0, parts[0], final)
+    assert job.newest == 1
+
+
+@pytest.mark.asyncio
+async def test_probe_fetches_only_the_missing_segments():
+    job = ready_job(hidden=[256])
+    blob = messages.params_blob(np.ones(job.n_params, np.float32), 1, False)
+    from ndnps.codec import segment
+    from ndnps.segments import sign_segments
+    parts = segment(blob)
+    wires = sign_segments(blob, lambda s: names.distribute("ps", "t1", 1, s), job.sec.signer)
+    asked = []
+
+    async def express(name, validator, **kw):
+        d = names.parse_distribute(name)
+        asked.append(d.segment)
+        n, meta, content, sig = parse_data(wires[d.segment])
+        return n, content, {"meta_info": meta}
+    job.fetcher.express = express
+    for s in range(len(parts)):
+        if s not in (2, 5):
+            job.receive_segment(1, s, parts[s], len(parts) - 1)
+    await job.probe(1)
+    assert sorted(asked) == [2, 5] and job.newest == 1
+
+
+@pytest.mark.asyncio
+async def test_ps_answers_probes_for_kept_versions_only():
+    ps = ParameterServer(config(workers=["w1"], keep_versions=2), MemNet().app())
+    for v in (1, 2, 3):
+        ps.version = v
+        ps.publish(v, False)
+    got = []
+    for v in (1, 3, 4):
+        ps.on_probe(names.distribute("ps", "t1", v, 0), None, got.append, {})
+    assert got == [ps.pushed.get(3)[0]]            # 1 evicted, 4 not produced yet
+    assert ps.counters.probes_answered == 1
