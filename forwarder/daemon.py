@@ -126,15 +126,6 @@ class ForwarderDaemon:
         cfg = self.config
         if cfg.unix:
             _check_socket_free(cfg.unix)
-            _remove_stale_socket(cfg.unix)
-            os.makedirs(os.path.dirname(cfg.unix) or ".", exist_ok=True)
-            self._servers.append(await loop.create_unix_server(
-                lambda: StreamFace(self, "unix", link=cfg.app_link), cfg.unix))
-            os.chmod(cfg.unix, 0o666)
-        if cfg.tcp:
-            self._servers.append(await loop.create_server(
-                lambda: StreamFace(self, "tcp", link=cfg.app_link), cfg.host, cfg.tcp,
-                reuse_address=True))
         if cfg.udp:
             _, self._udp = await loop.create_datagram_endpoint(
                 lambda: UdpChannel(self, app_link=cfg.app_link), local_addr=(cfg.host, cfg.udp))
@@ -150,6 +141,17 @@ class ForwarderDaemon:
             prefix = name_from_str(prefix_uri)
             self.fw.strategy_choice.set(prefix, len(component_offsets(prefix)),
                                         strategy_by_name(strategy))
+        # listeners for apps last: whoever connects finds the routes and faces in place
+        if cfg.unix:
+            _remove_stale_socket(cfg.unix)
+            os.makedirs(os.path.dirname(cfg.unix) or ".", exist_ok=True)
+            self._servers.append(await loop.create_unix_server(
+                lambda: StreamFace(self, "unix", link=cfg.app_link), cfg.unix))
+            os.chmod(cfg.unix, 0o666)
+        if cfg.tcp:
+            self._servers.append(await loop.create_server(
+                lambda: StreamFace(self, "tcp", link=cfg.app_link), cfg.host, cfg.tcp,
+                reuse_address=True))
         self._tick_task = loop.create_task(self._tick())
         log.info("forwarder up: unix=%s tcp=%s udp=%s", cfg.unix or "off", cfg.tcp or "off",
                  cfg.udp or "off")

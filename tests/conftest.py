@@ -51,4 +51,5 @@ def procs() -> Procs:
     p = Procs(workdir)
     yield p
     p.stop_all()
-    shutil.rmtree(workdir, ignore_errors=True)
+    if not os.environ.get("NDNPS_KEEP_TEST_DIRS"):     # set it to keep logs for debugging
+        shutil.rmtree(workdir, ignore_errors=True)
