@@ -25,8 +25,8 @@ import argparse
 import asyncio
 import json
 import logging
-import math
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -114,7 +114,6 @@ class ParameterServer:
         self.pacer = Pacer(cfg.push_rate_mbps, cfg.push_burst, app.drain)
         self.delta = Delta()
         self.loop_time = lambda: asyncio.get_running_loop().time()
-        self.collect_tries = max(1, math.ceil(cfg.worker_timeout / cfg.collect_lifetime))
         self.removed = asyncio.Event()
 
     # ---- life cycle ------------------------------------------------------------------------
@@ -293,9 +292,16 @@ class ParameterServer:
 
         for attempt in range(3):
             sent = self.loop_time()
+            # The first Interest lives until shortly after the expected finish, so a lost one
+            # costs little; re-expressions double up to collect_lifetime while the worker
+            # computes, for worker_timeout at most.
+            expected = max(0.0, ref + (w.estimator.expected or 0.0) - sent)
+            rto = self.fetcher.rto.rto
+            lifetime = min(cfg.collect_lifetime, max(2 * rto, expected + rto))
             try:
-                first = await self.fetcher.fetch_one(name_of(0), cfg.collect_lifetime,
-                                                     self.collect_tries, held=True, fresh=True)
+                first = await self.fetcher.fetch_one(
+                    name_of(0), lifetime, held=True, fresh=True,
+                    max_lifetime=cfg.collect_lifetime, deadline=time.monotonic() + cfg.worker_timeout)
                 arrived = self.loop_time()
                 if attempt == 0:
                     quick = 2 * (self.fetcher.rto.stats.mean or 0.002) + 0.002

@@ -63,17 +63,28 @@ class SegmentFetcher:
         self.stats = stats or FetchStats()
 
     async def fetch_one(self, name: FormalName, lifetime: float | None = None,
-                        tries: int | None = None, held: bool = False,
-                        fresh: bool = False) -> Segment:
-        """One segment, retried.  ``lifetime`` (s) fixed for every try, or the RTO when None;
+                        tries: int | None = None, held: bool = False, fresh: bool = False,
+                        max_lifetime: float | None = None,
+                        deadline: float | None = None) -> Segment:
+        """One segment, retried.  ``lifetime`` (s) for the first try, or the RTO when None;
+        with ``max_lifetime`` it doubles after each expiry up to that, else it stays.
         ``held``: the producer may hold the Interest until it has the Data, so an expiry is not
-        counted as loss; ``fresh``: MustBeFresh from the first try."""
-        tries = tries or self.max_tries
+        counted as loss; ``fresh``: MustBeFresh from the first try.  Gives up after ``tries``
+        (default max_tries, unlimited when a ``deadline`` is given) or at ``deadline``
+        (time.monotonic())."""
+        if tries is None:
+            tries = self.max_tries if deadline is None else 1 << 30
         number = names_segment(name)
-        for attempt in range(tries):
-            life = lifetime if lifetime is not None else self.rto.rto
+        life = lifetime
+        attempt = 0
+        while attempt < tries and (deadline is None or attempt == 0 or time.monotonic() < deadline):
+            if lifetime is None:
+                life = self.rto.rto
+            if deadline is not None:
+                life = max(0.001, min(life, deadline - time.monotonic()))
             if attempt:
                 self.stats.retransmissions += 1
+            attempt += 1
             start = time.monotonic()
             try:
                 _, content, ctx = await self.express(
@@ -86,6 +97,8 @@ class SegmentFetcher:
                     self.stats.timeouts += 1
                     if lifetime is None:
                         self.rto.backoff()
+                if lifetime is not None and max_lifetime is not None:
+                    life = min(2 * life, max_lifetime)
                 continue
             except InterestNack:
                 self.stats.nacks += 1
@@ -95,7 +108,7 @@ class SegmentFetcher:
                 self.stats.rejected += 1
                 fresh = True
                 continue
-            if attempt == 0 and not held:
+            if attempt == 1 and not held:
                 self.rto.observe(time.monotonic() - start)
             content = bytes(content or b"")
             self.stats.segments += 1
@@ -103,7 +116,7 @@ class SegmentFetcher:
             meta = ctx.get("meta_info") if isinstance(ctx, dict) else None
             final = names.segment_number(meta.final_block_id) if meta is not None else None
             return Segment(number, content, final)
-        raise FetchError(f"{names.to_str(name)}: no valid Data after {tries} tries")
+        raise FetchError(f"{names.to_str(name)}: no valid Data after {attempt} tries")
 
     async def fetch_many(self, name_of: NameOf, numbers: list[int],
                          on_segment: Callable[[Segment], None] | None = None,

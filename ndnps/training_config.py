@@ -64,7 +64,9 @@ class TrainingConfig:
     task_timeout: float = _f(1.0, "lifetime of one task-assignment Interest", low=0, strict_low=True)
     task_tries: int = _f(5, "task-assignment tries per worker", low=1)
     worker_timeout: float = _f(30.0, "a worker silent this long is dropped", low=0, strict_low=True)
-    collect_lifetime: float = _f(2.0, "lifetime of a (held) collect Interest", low=0, strict_low=True)
+    collect_lifetime: float = _f(2.0, "longest lifetime of a (held) collect Interest: the first "
+                                 "lives until shortly after the expected finish, re-expressions "
+                                 "double up to this", low=0, strict_low=True)
     register_interval: float = _f(10.0, "workers refresh their *insert* this often", low=0,
                                   strict_low=True)
     register_timeout: float = _f(0.5, "wait this long for the registration confirmation", low=0,
@@ -76,7 +78,7 @@ class TrainingConfig:
     window: int = _f(16, "segment Interests in flight per fetch", low=1)
     probe_initial: float = _f(1.0, "probe timer before any history", low=0, strict_low=True)
     probe_k: float = _f(4.0, "probe timer = mean + k * deviation", low=0)
-    probe_min: float = _f(0.05, "probe timer lower bound", low=0, strict_low=True)
+    probe_min: float = _f(0.2, "probe timer lower bound", low=0, strict_low=True)
     probe_max: float = _f(8.0, "probe timer upper bound (backoff stops there)", low=0, strict_low=True)
     gap_delay: float = _f(0.05, "wait this long after a gap in a push before fetching the hole",
                           low=0)
