@@ -1,0 +1,247 @@
+"""Interest/Data exchanges per second through one forwarder process, against a byte relay.
+
+    python -m bench.forwarder [--size 8000] [--window 64] [--seconds 5] [--rounds 3]
+
+A consumer keeps `window` Interests in flight, a producer answers each with a Data of `size`
+Content bytes (both in bench/loadgen.py: separate uvloop processes, raw pre-encoded TLV).
+Side by side in one run they talk (a) through a trivial uvloop byte relay, the Python I/O
+ceiling of this machine, and (b) through `python -m forwarder`, the producer having registered
+/bench with rib/register. The runs alternate relay, forwarder, relay, forwarder ... so the noise
+of a shared machine falls on both alike; the figures are medians over the rounds.
+
+Each run reports the CPU share of every process over the measured window, so it shows which
+process was the bottleneck (a load generator near 100% while the forwarder idles would make
+the ratio meaningless).
+
+Writes bench/results.json (key "forwarder" -> "size_<N>", other keys kept) and prints one JSON
+line last: {"fwd_per_s": ..., "relay_per_s": ..., "ratio": ...}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ndnps.process import ManagedProcess, unix_socket_accepts, wait_until  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+
+
+def _env() -> dict[str, str]:
+    path = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"PYTHONPATH": os.pathsep.join(path)}
+
+
+def _py(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def _wait_line(proc: ManagedProcess, text: str, timeout: float) -> None:
+    def seen() -> bool:
+        try:
+            return text in proc.log_path.read_text(errors="replace")
+        except OSError:
+            return False
+    wait_until(seen, timeout, proc, f"printing {text}")
+
+
+def _tails(procs: list[ManagedProcess]) -> RuntimeError:
+    """Every process's log tail, as the cause of a failed run."""
+    return RuntimeError("\n".join(f"--- {p.name} (exit {p.poll()}):\n{p.tail(15)}"
+                                   for p in procs))
+
+
+def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, warmup: float,
+             digest: bool = False, fwd_argv: list[str] | None = None,
+             on_measure=None, pin: bool = False) -> dict:
+    """One measured run through the relay (mode "relay") or a forwarder (mode "fwd").
+
+    `fwd_argv` replaces the forwarder's command prefix (e.g. to run it under a profiler; the
+    flags --unix/--tcp/--udp/--log-level are appended). `on_measure(pids)` is called once
+    the consumer starts, for a profiler to attach. `pin`: the relay or forwarder on CPU 0,
+    consumer and producer on the other CPUs."""
+    ncpu = os.cpu_count() or 1
+
+    def place(proc: ManagedProcess, server_side: bool) -> None:
+        if pin and ncpu >= 2:
+            try:
+                os.sched_setaffinity(proc.pid, {0} if server_side else set(range(1, ncpu)))
+            except OSError:
+                pass
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = _env()
+    procs: list[ManagedProcess] = []
+    try:
+        if mode == "relay":
+            csock, psock = str(workdir / "c.sock"), str(workdir / "p.sock")
+            ready = workdir / "relay.ready"
+            server = ManagedProcess("relay", _py("-m", "bench.loadgen", "relay",
+                                                  "--consumer-sock", csock, "--producer-sock",
+                                                  psock, "--ready", str(ready)),
+                                    workdir / "relay.log", env=env, cwd=str(ROOT))
+            procs.append(server)
+            place(server, True)
+            wait_until(ready.exists, 15, server, "listening")
+            register = []
+        else:
+            csock = psock = str(workdir / "fwd.sock")
+            argv = (fwd_argv or _py("-m", "forwarder")) + [
+                "--unix", csock, "--tcp", "0", "--udp", "0", "--log-level", "WARNING"]
+            server = ManagedProcess("forwarder", argv, workdir / "forwarder.log", env=env,
+                                    cwd=str(ROOT))
+            procs.append(server)
+            place(server, True)
+            wait_until(lambda: unix_socket_accepts(csock), 30, server, "listening")
+            register = ["--register"]
+        producer = ManagedProcess("producer", _py("-m", "bench.loadgen", "producer", "--sock",
+                                                  psock, "--size", str(size), *register,
+                                                  *(["--digest"] if digest else [])),
+                                  workdir / "producer.log", env=env, cwd=str(ROOT))
+        procs.append(producer)
+        place(producer, False)
+        _wait_line(producer, "READY", 15)
+        out = workdir / "consumer.json"
+        if out.exists():
+            out.unlink()
+        consumer = ManagedProcess("consumer", _py("-m", "bench.loadgen", "consumer", "--sock",
+                                                  csock, "--window", str(window), "--warmup",
+                                                  str(warmup), "--seconds", str(seconds),
+                                                  "--watch-pids", f"{server.pid},{producer.pid}",
+                                                  "--out", str(out)),
+                                  workdir / "consumer.log", env=env, cwd=str(ROOT))
+        procs.append(consumer)
+        place(consumer, False)
+        if on_measure is not None:
+            on_measure({"server": server.pid, "producer": producer.pid, "consumer": consumer.pid})
+        rc = consumer.wait(warmup + seconds + 30)
+        if rc != 0 or not out.exists():
+            raise consumer.fail(f"exited with code {rc}") from _tails(procs)
+        for p in (server, producer):
+            if p.poll() is not None:
+                raise p.fail(f"exited with code {p.poll()} during the run") from _tails(procs)
+        result = json.loads(out.read_text())
+        cpu = result.pop("cpu")
+        result["cpu"] = {"consumer": round(cpu.get("consumer", 0.0), 3),
+                         "producer": round(cpu.get(str(producer.pid), 0.0), 3),
+                         mode: round(cpu.get(str(server.pid), 0.0), 3)}
+        return result
+    finally:
+        for p in reversed(procs):
+            p.stop()
+
+
+def revision() -> dict:
+    """The commit measured, and whether forwarder/ had uncommitted changes."""
+    import subprocess
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], cwd=str(ROOT), capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "forwarder_dirty": bool(git("status", "--porcelain", "--", "forwarder"))}
+
+
+def measure(size: int, window: int, seconds: float, rounds: int, warmup: float,
+            digest: bool = False, log=print, pin: bool = False) -> dict:
+    workdir = Path(tempfile.mkdtemp(prefix="fwdbench-"))
+    runs: dict[str, list[dict]] = {"relay": [], "fwd": []}
+    try:
+        for r in range(rounds):
+            for mode in ("relay", "fwd"):
+                try:
+                    res = run_once(mode, workdir / f"{mode}{r}", size, window, seconds, warmup,
+                                   digest, pin=pin)
+                except Exception as e:          # one retry: a shared host has hiccups
+                    log(f"round {r + 1} {mode}: run failed, retrying once: {e}")
+                    res = run_once(mode, workdir / f"{mode}{r}b", size, window, seconds, warmup,
+                                   digest, pin=pin)
+                runs[mode].append(res)
+                log(f"round {r + 1}/{rounds} {mode:5s}: {res['per_s']:9.0f} exchanges/s  "
+                    f"cpu {res['cpu']}  nacks {res['nacks']} lost {res['lost']}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    fwd = statistics.median(r["per_s"] for r in runs["fwd"])
+    relay = statistics.median(r["per_s"] for r in runs["relay"])
+    # ratio of the medians, and the median of the per-round ratios (both side by side)
+    per_round = [f["per_s"] / r["per_s"] for f, r in zip(runs["fwd"], runs["relay"])]
+    def cpu_us(mode: str, who: str) -> float:
+        return round(statistics.median(r["cpu"][who] / r["per_s"] * 1e6 for r in runs[mode]), 2)
+
+    return {
+        "fwd_per_s": round(fwd, 1),
+        "relay_per_s": round(relay, 1),
+        "ratio": round(fwd / relay, 4),
+        "ratio_per_round": [round(x, 4) for x in per_round],
+        # CPU µs per exchange (median over rounds): steadier than throughput on a noisy host
+        "cpu_us_per_exchange": {
+            "fwd": {"forwarder": cpu_us("fwd", "fwd"), "consumer": cpu_us("fwd", "consumer"),
+                    "producer": cpu_us("fwd", "producer")},
+            "relay": {"relay": cpu_us("relay", "relay"), "consumer": cpu_us("relay", "consumer"),
+                      "producer": cpu_us("relay", "producer")}},
+        "config": {"size": size, "window": window, "seconds": seconds, "rounds": rounds,
+                   "warmup": warmup, "digest": digest, "pin": pin},
+        "runs": runs,
+        "revision": revision(),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def save(key: str, figures: dict, path: Path = RESULTS) -> None:
+    """Merge `figures` into results.json under ["forwarder"][key], keeping every other key."""
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    section = data.get("forwarder")
+    if not isinstance(section, dict):
+        section = {}
+    section[key] = figures
+    data["forwarder"] = section
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.forwarder", description=__doc__.split("\n")[0])
+    p.add_argument("--size", type=int, default=8000, help="Content bytes per Data (default 8000)")
+    p.add_argument("--window", type=int, default=64, help="Interests in flight (default 64)")
+    p.add_argument("--seconds", type=float, default=5.0, help="measured seconds per run")
+    p.add_argument("--rounds", type=int, default=3, help="relay/forwarder pairs (default 3)")
+    p.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per run")
+    p.add_argument("--digest", action="store_true",
+                   help="producer computes real DigestSha256 signatures (default: fixed)")
+    p.add_argument("--pin", action="store_true",
+                   help="forwarder/relay on CPU 0, consumer and producer on the others")
+    p.add_argument("--no-save", action="store_true", help="do not write bench/results.json")
+    args = p.parse_args(argv)
+    if not 0 <= args.size <= 8500:
+        p.error("--size must be 0..8500 (max packet 8800)")
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    figures = measure(args.size, args.window, args.seconds, args.rounds, args.warmup,
+                      args.digest, log, args.pin)
+    if not args.no_save:
+        save(f"size_{args.size}", figures)
+    print(json.dumps({"fwd_per_s": figures["fwd_per_s"], "relay_per_s": figures["relay_per_s"],
+                      "ratio": figures["ratio"]}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

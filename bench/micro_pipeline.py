@@ -1,0 +1,255 @@
+"""Micro-benchmarks of the forwarder's hot path, in process, no sockets (not registered in
+bench/__init__: these are for optimisation work, not a headline figure).
+
+    python -m bench.micro_pipeline [--size 8000] [--n 60000] [--repeat 3]
+
+core      Forwarder.on_receive for one Interest (consumer face) and its Data (producer face),
+          unique names, with fw.tick() every 10 ms of wall time as the daemon does
+stages    the same exchange split into its parts (decode, tables, write) with timeit
+gc        the core loop with the default GC, with gc.freeze() + a larger gen-0 threshold,
+          and with the GC off: what the cyclic collector costs over a full CS/PIT/DNL
+tables    the table structures on the hot path (PIT expiry heap, CS index, strategy)
+
+    python -m bench.micro_pipeline --variants baseline,dnl,cs,decode,gc,dnl+cs+decode+gc
+
+runs the core loop with bench.fwd_variants patches applied, each variant in its own process,
+alternating over --repeat rounds, and prints the median µs per exchange of each.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+import timeit
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from forwarder import packet, tlv  # noqa: E402
+from forwarder.pipelines import Forwarder  # noqa: E402
+from forwarder.tables.rib import CHILD_INHERIT, Route  # noqa: E402
+
+
+def interest_wire(seq: int) -> bytes:
+    name = b"\x08\x05bench\x08\x08" + seq.to_bytes(8, "big")
+    v = tlv.encode_tlv(7, name) + b"\x0a\x04" + (seq & 0xFFFFFFFF).to_bytes(4, "big") + \
+        b"\x0c\x02\x0f\xa0"
+    return tlv.encode_tlv(5, v)
+
+
+def data_wire(seq: int, content: bytes) -> bytes:
+    name = b"\x08\x05bench\x08\x08" + seq.to_bytes(8, "big")
+    v = tlv.encode_tlv(7, name) + content + b"\x16\x03\x1b\x01\x00\x17\x20" + bytes(32)
+    return tlv.encode_tlv(6, v)
+
+
+def make_forwarder():
+    fw = Forwarder()
+    c = fw.add_face(True, "fd://1", "unix://x")
+    p = fw.add_face(True, "fd://2", "unix://x")
+    prefix = b"\x08\x05bench"
+    fw.rib.add(prefix, 1, Route(p.id, 0, 0, CHILD_INHERIT, None))
+    return fw, c.id, p.id
+
+
+def core_loop(n: int, size: int, start: int = 0) -> float:
+    """µs per exchange through a fresh forwarder (the first n//4 exchanges warm it up)."""
+    content = tlv.encode_tlv(0x15, bytes(size))
+    fw, c, p = make_forwarder()
+    ints = [interest_wire(start + i) for i in range(n)]
+    datas = [data_wire(start + i, content) for i in range(n)]
+    on_receive = fw.on_receive
+    clock = time.monotonic
+    warm = n // 4
+    next_tick = clock() + 0.01
+    t0 = 0.0
+    for i in range(n):
+        if i == warm:
+            t0 = time.perf_counter()
+        a = on_receive(c, ints[i])
+        assert a and a[0][0] == p, a
+        d = on_receive(p, datas[i])
+        assert d and d[0][0] == c, d
+        if i & 63 == 0 and clock() >= next_tick:
+            fw.tick()
+            next_tick += 0.01
+    return (time.perf_counter() - t0) / (n - warm) * 1e6
+
+
+def stages(size: int) -> dict[str, float]:
+    content = tlv.encode_tlv(0x15, bytes(size))
+    iw = interest_wire(12345)
+    dw = data_wire(12345, content)
+    name = packet.decode(iw).name
+    fw, c, p = make_forwarder()
+    num = 200000
+    res = {}
+
+    def t(label, stmt, number=num, **ns):
+        res[label] = min(timeit.repeat(stmt, globals={**globals(), **ns}, number=number,
+                                       repeat=3)) / number * 1e6
+
+    t("decode Interest", "packet.decode(iw)", iw=iw)
+    t("decode Data", "packet.decode(dw)", dw=dw)
+    t("outer_length (framing)", "tlv.outer_length(dw, 0)", dw=dw)
+    t("bytes(slice) of the Data (framing copy)", "bytes(buf[0:n])", buf=bytearray(dw * 2),
+      n=len(dw))
+    t("component_offsets", "tlv.component_offsets(name)", name=name)
+    t("wire_for_forwarding (no HopLimit)", "i.wire_for_forwarding()", i=packet.decode(iw))
+    t("fib.lookup", "fw.fib.lookup(name, offs)", fw=fw, name=name,
+      offs=tlv.component_offsets(name))
+    t("dnl.has", "fw.dnl.has(name, b'abcd', 1.0)", fw=fw, name=name)
+    return res
+
+
+def tables() -> dict[str, float]:
+    """Costs of the table structures on the hot path, at the sizes a loaded forwarder has."""
+    import heapq
+    import itertools
+    from collections import OrderedDict, deque
+
+    from sortedcontainers import SortedList
+
+    from forwarder import strategy
+    res = {}
+    num = 100000
+
+    def t(label, fn, number=num):
+        res[label] = min(timeit.repeat(fn, number=number, repeat=3)) / number * 1e6
+
+    # PIT expiry: a heap of 4 s of entries at ~12k Interests/s vs a FIFO per lifetime
+    heap = [(float(i), i, None) for i in range(48000)]
+    heapq.heapify(heap)
+    seq = itertools.count(48000)
+
+    def heap_op():
+        k = next(seq)
+        heapq.heappush(heap, (float(k), k, None))
+        heapq.heappop(heap)
+    t("PIT expiry heap push+pop (48k entries)", heap_op)
+    fifo = deque((float(i), None) for i in range(48000))
+
+    def fifo_op():
+        fifo.append((1.0, None))
+        fifo.popleft()
+    t("  alternative: FIFO per lifetime append+popleft", fifo_op)
+    # CS: sorted index maintenance per insert+evict at 32k names
+    names = [b"\x08\x05bench\x08\x08" + i.to_bytes(8, "big") for i in range(200000)]
+    sl = SortedList(names[:32768])
+    od = OrderedDict((n, None) for n in names[:32768])
+    it = iter(range(32768, 200000))
+
+    def cs_index():
+        i = next(it)
+        sl.add(names[i])
+        sl.remove(names[i - 32768])
+    t("CS SortedList add+remove (32k names)", cs_index, number=40000)
+    it2 = iter(range(32768, 200000))
+
+    def cs_lru():
+        i = next(it2)
+        od[names[i]] = None
+        od.popitem(last=False)
+    t("CS OrderedDict insert+evict (32k names)", cs_lru, number=40000)
+    # strategy: eligible next hops
+    fw, c, p = make_forwarder()
+    i = packet.decode(interest_wire(7))
+    offs = tlv.component_offsets(i.name)
+    fe = fw.fib.lookup(i.name, offs)
+    t("eligible_hops (1 next hop, closure + listcomp)",
+      lambda: strategy.eligible_hops(fw, fe, i, c))
+    faces = fw.faces
+
+    def inline_hops():
+        hops = fe.sorted_hops
+        if len(hops) == 1:
+            f = hops[0][1]
+            return [f] if f != c and faces.get(f).local else None
+    t("  alternative: single-hop fast path", inline_hops)
+    t("strategy_choice.find", lambda: fw.strategy_choice.find(i.name, offs))
+    t("Pit.data_matches (2-component name, no entry)", lambda: fw.pit.data_matches(i.name, offs, 0.0))
+    return res
+
+
+def gc_variants(n: int, size: int, repeat: int) -> dict[str, float]:
+    out: dict[str, list[float]] = {"default gc": [], "gc.freeze + threshold(50000)": [],
+                                   "gc disabled": []}
+    old = gc.get_threshold()
+    seq = 0
+    for _ in range(repeat):
+        for label in out:
+            gc.collect()
+            if label == "gc disabled":
+                gc.disable()
+            elif label.startswith("gc.freeze"):
+                gc.freeze()
+                gc.set_threshold(50000, old[1], old[2])
+            try:
+                out[label].append(core_loop(n, size, seq))
+            finally:
+                gc.enable()
+                gc.set_threshold(*old)
+                gc.unfreeze()
+            seq += n
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def variants(names: list[str], n: int, size: int, repeat: int) -> dict[str, float]:
+    import subprocess
+    res: dict[str, list[float]] = {v: [] for v in names}
+    for r in range(repeat):
+        for v in names:
+            out = subprocess.run([sys.executable, "-m", "bench.micro_pipeline", "--core-only", v,
+                                  "--n", str(n), "--size", str(size)], cwd=str(ROOT),
+                                 capture_output=True, text=True, check=True).stdout
+            res[v].append(float(out.split()[-1]))
+    return {v: statistics.median(x) for v, x in res.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.micro_pipeline")
+    ap.add_argument("--size", type=int, default=8000)
+    ap.add_argument("--n", type=int, default=60000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--variants", default="", help="comma-separated bench.fwd_variants patches")
+    ap.add_argument("--core-only", default="", metavar="VARIANT", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.core_only:
+        from bench.fwd_variants import PATCHES
+        for part in args.core_only.split("+"):
+            if part == "gc":
+                gc.collect()
+                gc.freeze()
+                gc.set_threshold(50000, 10, 10)
+            elif part != "batch":
+                PATCHES[part]()
+        print(core_loop(args.n, args.size))
+        return 0
+    if args.variants:
+        names = args.variants.split(",")
+        res = variants(names, args.n, args.size, args.repeat)
+        base = res.get("baseline")
+        print(f"core exchange µs (median of {args.repeat}, Data content {args.size} B):")
+        for v, us in res.items():
+            rel = f"  x{base / us:.2f} vs baseline" if base else ""
+            print(f"  {us:8.2f}  {v}{rel}")
+        return 0
+    print(f"Data content {args.size} bytes")
+    print("stages (µs per call):")
+    for k, v in stages(args.size).items():
+        print(f"  {v:8.3f}  {k}")
+    print("tables (µs per operation):")
+    for k, v in tables().items():
+        print(f"  {v:8.3f}  {k}")
+    print("core exchange (Interest + Data through Forwarder.on_receive), µs, median:")
+    for k, v in gc_variants(args.n, args.size, args.repeat).items():
+        print(f"  {v:8.2f}  {k}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
