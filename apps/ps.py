@@ -46,7 +46,7 @@ from ndnps.segments import Recent, sign_segments
 from ndnps.train import average_grads, steps_per_epoch
 from ndnps.training_config import ConfigError, TrainingConfig, add_arguments, load
 
-from .launch import EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, launch, setup_logging
+from .launch import EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, launch, limit_blas_threads, setup_logging
 
 log = logging.getLogger("ps")
 
@@ -65,6 +65,7 @@ class WorkerState:
     estimator: FinishTimeEstimator = field(default_factory=FinishTimeEstimator)
     live: bool = True
     steps_done: int = 0
+    last_segment: int | None = None     # of its last gradient: ask that many at once
     final_fetched: bool = False
 
 
@@ -291,29 +292,28 @@ class ParameterServer:
             return names.collect(w.gpu, cfg.ps, cfg.train, step, s)
 
         for attempt in range(3):
-            sent = self.loop_time()
-            # The first Interest lives until shortly after the expected finish, so a lost one
+            sent = time.monotonic()
+            # The first Interests live until shortly after the expected finish, so a lost one
             # costs little; re-expressions double up to collect_lifetime while the worker
             # computes, for worker_timeout at most.
-            expected = max(0.0, ref + (w.estimator.expected or 0.0) - sent)
+            expected = max(0.0, ref + (w.estimator.expected or 0.0) - self.loop_time())
             rto = self.fetcher.rto.rto
             lifetime = min(cfg.collect_lifetime, max(2 * rto, expected + rto))
             try:
-                first = await self.fetcher.fetch_one(
-                    name_of(0), lifetime, held=True, fresh=True,
-                    max_lifetime=cfg.collect_lifetime, deadline=time.monotonic() + cfg.worker_timeout)
-                arrived = self.loop_time()
-                if attempt == 0:
-                    quick = 2 * (self.fetcher.rto.stats.mean or 0.002) + 0.002
-                    w.estimator.observe(arrived - ref, sent - ref, held=arrived - sent > quick)
-                final = first.final or 0
-                rest = await self.fetcher.fetch_many(name_of, list(range(1, final + 1)), fresh=True)
+                parts, arrived = await self.fetcher.fetch_held(
+                    name_of, w.last_segment, lifetime, cfg.collect_lifetime,
+                    sent + cfg.worker_timeout)
             except FetchError as e:
                 self.drop(w, f"silent for {cfg.worker_timeout:.0f} s ({e})")
                 return None
-            blob = first.content + b"".join(rest[s].content for s in range(1, final + 1))
+            if attempt == 0:
+                quick = 2 * (self.fetcher.rto.stats.mean or 0.002) + 0.002
+                since_ref = self.loop_time() - ref - (time.monotonic() - sent)
+                w.estimator.observe(since_ref + arrived - sent, since_ref,
+                                    held=arrived - sent > quick)
+            w.last_segment = len(parts) - 1
             try:
-                grad = messages.parse_gradient(blob, self.n_params, step)
+                grad = messages.parse_gradient(b"".join(parts), self.n_params, step)
             except CodecError as e:
                 self.counters.malformed += 1
                 log.warning("malformed gradient from %s, step %d: %s; refetching", w.gpu, step, e)
@@ -574,6 +574,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.log_level, "ps")
+    limit_blas_threads()
     try:
         cfg = load(args.config, args)
     except ConfigError as e:

@@ -50,7 +50,7 @@ from ndnps.segments import Assembly, Recent, sign_segments
 from ndnps.train import WorkerBatches
 from ndnps.training_config import ConfigError, read_table
 
-from .launch import EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, launch, setup_logging
+from .launch import EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, launch, limit_blas_threads, setup_logging
 
 log = logging.getLogger("worker")
 
@@ -110,6 +110,7 @@ class Job:
         self.expected: int | None = None
         self.timer: ProbeTimer | None = None
         self.last_from_ps = self.now()
+        self.last_push_at = 0.0
         self.forged: dict[int, bytes] = {}
         self.delta = Delta()
         self.tasks: set[asyncio.Task] = set()
@@ -317,6 +318,7 @@ class Job:
             self.counters.rejected += 1
             return
         self.counters.segments_pushed += 1
+        self.last_push_at = self.now()
         self.receive_segment(d.version, d.segment, bytes(content or b""),
                              names.segment_number(meta_info.final_block_id))
 
@@ -365,6 +367,8 @@ class Job:
         self.sent_event.set()                       # wakes wait_sent when the run is done
 
     def on_probe_timer(self) -> None:
+        if self.now() - self.last_push_at < self.knobs["probe_min"]:
+            return                  # a push is still arriving: not lost (yet); backed off
         self.counters.probes += 1
         version = self.expected if self.expected is not None else self.newest + 1
         self.spawn_probe(version, "timer")
@@ -598,6 +602,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.log_level, args.name)
+    limit_blas_threads()
     try:
         names.check_id(args.name, "--name")
         key = args.key

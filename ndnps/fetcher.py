@@ -158,6 +158,38 @@ class SegmentFetcher:
         return [got[s] for s in range(final + 1)]
 
 
+    async def fetch_held(self, name_of: NameOf, last_hint: int | None, lifetime: float,
+                         max_lifetime: float, deadline: float,
+                         fresh: bool = True) -> tuple[list[bytes], float]:
+        """An object whose producer holds Interests until it exists (a gradient being
+        computed).  Segment 0 and, when ``last_hint`` says how many there were last time, up
+        to ``window`` more are asked at once, all held, so the whole object comes back in one
+        round trip once ready; the rest, if any, windowed.  Returns the segments and when the
+        first segment arrived (time.monotonic())."""
+        kw = dict(held=True, fresh=fresh, max_lifetime=max_lifetime, deadline=deadline)
+        early = range(1, min(last_hint or 0, self.window - 1) + 1)
+        tasks = {s: asyncio.ensure_future(self.fetch_one(name_of(s), lifetime, **kw))
+                 for s in early}
+        try:
+            first = await self.fetch_one(name_of(0), lifetime, **kw)
+            arrived = time.monotonic()
+            last = first.final or 0
+            got = {0: first.content}
+            for s, task in tasks.items():
+                if s <= last:
+                    got[s] = (await task).content
+                else:
+                    task.cancel()
+            missing = [s for s in range(1, last + 1) if s not in got]
+            for seg in (await self.fetch_many(name_of, missing, fresh=fresh)).values():
+                got[seg.number] = seg.content
+            return [got[s] for s in range(last + 1)], arrived
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+
 def names_segment(name: FormalName) -> int:
     """The segment number a name ends with (0 if it ends with none)."""
     n = names.segment_number(bytes(name[-1])) if name else None

@@ -257,3 +257,45 @@ async def test_ps_answers_probes_for_kept_versions_only():
         ps.on_probe(names.distribute("ps", "t1", v, 0), None, got.append, {})
     assert got == [ps.pushed.get(3)[0]]            # 1 evicted, 4 not produced yet
     assert ps.counters.probes_answered == 1
+
+
+@pytest.mark.asyncio
+async def test_registration_is_refreshed_periodically():
+    net = MemNet()
+    (w1,), tasks = await started(net, "w1")
+    ps = ParameterServer(config(workers=["w1"], register_interval=0.05, max_versions=400),
+                         net.app())
+    run = asyncio.create_task(ps.run())
+    await asyncio.sleep(0.5)
+    assert ps.counters.registrations >= 5          # one insert, then a refresh every 50 ms
+    run.cancel()
+    stop(*tasks, w1.job_task)
+
+
+@pytest.mark.asyncio
+async def test_worker_gives_up_when_the_ps_falls_silent():
+    net = MemNet()
+    (w1,), tasks = await started(net, "w1")
+    ps = ParameterServer(config(workers=["w1"], ps_timeout=0.3, max_versions=10_000), net.app())
+    run = asyncio.create_task(ps.run())
+    while w1.job is None or w1.job.newest < 3:
+        await asyncio.sleep(0.01)
+    run.cancel()                                    # the PS dies mid-training
+    assert await asyncio.wait_for(tasks[0], 5) == 3
+
+
+@pytest.mark.asyncio
+async def test_a_malformed_gradient_is_counted_and_refetched():
+    ps = ParameterServer(config(workers=["w1"]), MemNet().app())
+    ps.prepare_content(["w1"])
+    good = messages.gradient_blob(np.ones(ps.n_params, np.float32), 0, 0, 1.0, 0.0)
+    answers = [[good[:-8]], [messages.gradient_blob(np.ones(3, np.float32), 0, 0, 1.0, 0.0)],
+               [good[:100], good[100:]]]
+
+    async def fetch_held(name_of, hint, *args):
+        import time
+        return answers.pop(0), time.monotonic()
+    ps.fetcher.fetch_held = fetch_held
+    g = await ps.collect(ps.workers[0], 0, asyncio.get_running_loop().time())
+    assert g is not None and ps.counters.malformed == 2 and float(g.vector[0]) == 1.0
+    assert ps.workers[0].last_segment == 1
