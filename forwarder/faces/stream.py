@@ -22,6 +22,10 @@ class StreamFace(Face, asyncio.Protocol):
         self.info: FaceInfo | None = None
         self._emu: LinkEmulator | None = None
         self._closed = False
+        self._outq: list[bytes] = []
+        self._queued = 0
+        self._flush_scheduled = False
+        self._loop = asyncio.get_event_loop()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -89,13 +93,26 @@ class StreamFace(Face, asyncio.Protocol):
             self._write(wire)
 
     def _write(self, wire: bytes) -> None:
-        t = self.transport
-        if t is None or self._closed:
+        """Queue; everything queued while the loop handles one batch of input leaves in one
+        writev. One send per packet would wake the peer once per packet."""
+        if self.transport is None or self._closed:
             return
-        if t.get_write_buffer_size() > QUEUE_LIMIT_BYTES:
+        if self._queued + len(wire) > QUEUE_LIMIT_BYTES or \
+                self.transport.get_write_buffer_size() > QUEUE_LIMIT_BYTES:
             self.info.drop("queue_full")
             return
-        t.write(wire)
+        self._outq.append(wire)
+        self._queued += len(wire)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._outq and not self._closed:
+            self.transport.writelines(self._outq)
+        self._outq = []
+        self._queued = 0
 
     def close(self) -> None:
         if not self._closed and self.transport is not None:
