@@ -101,8 +101,9 @@ def test_async_run_reaches_the_target_accuracy(procs):
 def test_a_busy_worker_declines_and_the_ps_goes_on_with_the_others(procs):
     sock = procs.forwarder()
     workers = start_workers(procs, sock, ["w1", "w2", "w3"])
+    # long enough (~800 versions, a few seconds) to be still running when psb asks
     first = start_ps(procs, sock, "--ps", "psa", "--workers", "w1,w2", "--min-workers", "2",
-                     "--epochs", "8", name="psa")
+                     "--epochs", "40", name="psa")
     wait_until(lambda: "2 workers" in first.tail(), 30, first, "training")
     second = start_ps(procs, sock, "--ps", "psb", "--workers", "w2,w3", "--min-workers", "1",
                       "--max-versions", "10", name="psb")
