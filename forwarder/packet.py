@@ -110,7 +110,16 @@ def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None =
     hop_at = -1
     off = nend
     while off < vend:
-        typ, voff, off = read_tl(wire, off, vend)
+        # inline the common one-byte TYPE and LENGTH; read_tl handles the rest
+        typ = wire[off]
+        length = wire[off + 1] if off + 1 < vend else 255
+        if typ < 253 and length < 253:
+            voff = off + 2
+            off = voff + length
+            if off > vend:
+                raise DecodeError("element exceeds the Interest")
+        else:
+            typ, voff, off = read_tl(wire, off, vend)
         if typ == CAN_BE_PREFIX:
             cbp = True
         elif typ == MUST_BE_FRESH:

@@ -42,7 +42,11 @@ def eligible_hops(fw: "Forwarder", fib_entry: FibEntry | None, interest: Interes
                   in_face: int) -> list[int]:
     if fib_entry is None:
         return []
-    return [f for _, f in fib_entry.sorted_hops if f != in_face and fw.can_send_interest(f, interest)]
+    hops = fib_entry.sorted_hops
+    if len(hops) == 1:                          # the common case, without a comprehension
+        face = hops[0][1]
+        return [face] if face != in_face and fw.can_send_interest(face, interest) else []
+    return [f for _, f in hops if f != in_face and fw.can_send_interest(f, interest)]
 
 
 class BestRoute(Strategy):

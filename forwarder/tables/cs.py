@@ -2,7 +2,8 @@
 MustBeFresh honoured through FreshnessPeriod.
 
 Names are kept in a sorted index of their raw bytes: every name under a prefix P sorts in the
-contiguous range starting at P, so a CanBePrefix lookup is a short range scan.
+contiguous range starting at P, so a CanBePrefix lookup is a short range scan. Only those
+lookups need the index, so it is brought up to date lazily, when one happens.
 """
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ class ContentStore:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[bytes, CsEntry] = OrderedDict()
         self._index = SortedList()
+        self._index_adds: set[bytes] = set()        # in the store, not yet in the index
+        self._index_removes: set[bytes] = set()     # in the index, no longer in the store
         self.bytes = 0
         self.hits = 0
         self.misses = 0
@@ -45,8 +48,10 @@ class ContentStore:
         old = self._entries.pop(name, None)
         if old is not None:
             self.bytes -= len(old.data.wire)
+        elif name in self._index_removes:
+            self._index_removes.discard(name)
         else:
-            self._index.add(name)
+            self._index_adds.add(name)
         self._entries[name] = CsEntry(data, now + data.freshness / 1000.0)
         self.bytes += len(data.wire)
         while len(self._entries) > self.max_packets or self.bytes > self.max_bytes:
@@ -54,7 +59,10 @@ class ContentStore:
 
     def _evict_oldest(self) -> None:
         name, entry = self._entries.popitem(last=False)
-        self._index.remove(name)
+        if name in self._index_adds:
+            self._index_adds.discard(name)
+        else:
+            self._index_removes.add(name)
         self.bytes -= len(entry.data.wire)
         self.evictions += 1
 
@@ -75,6 +83,7 @@ class ContentStore:
                 return entry
             return None
         prefix = interest.name
+        self._sync_index()
         for i, name in enumerate(self._index.irange(minimum=prefix)):
             if not name.startswith(prefix) or i >= _MAX_PREFIX_SCAN:
                 return None
@@ -83,7 +92,18 @@ class ContentStore:
                 return entry
         return None
 
+    def _sync_index(self) -> None:
+        if self._index_removes:
+            for name in self._index_removes:
+                self._index.remove(name)
+            self._index_removes.clear()
+        if self._index_adds:
+            self._index.update(self._index_adds)
+            self._index_adds.clear()
+
     def erase_all(self) -> None:
         self._entries.clear()
         self._index.clear()
+        self._index_adds.clear()
+        self._index_removes.clear()
         self.bytes = 0

@@ -1,15 +1,17 @@
 """PIT: pending Interests keyed by (name, CanBePrefix, MustBeFresh), with in- and out-records.
 
 Entries are grouped by name so a Data finds its matches with one dict lookup per prefix of its
-name. Expiry is lazy: a heap of (deadline, entry) is drained by `expire()`, and lookups ignore
-entries whose deadline has passed.
+name. Expiry is lazy: entries wait in 100 ms buckets (a heap orders the buckets, not the
+entries) drained by `expire()`, and lookups ignore entries whose deadline has passed.
 """
 from __future__ import annotations
 
 import heapq
-import itertools
 
 from ..packet import Interest
+
+
+_BUCKETS_PER_S = 10
 
 
 class InRecord:
@@ -69,8 +71,9 @@ class Pit:
         self.max_entries = max_entries
         self._by_name: dict[bytes, dict[tuple[bool, bool], PitEntry]] = {}
         self._count = 0
-        self._heap: list[tuple[float, int, PitEntry]] = []
-        self._seq = itertools.count()
+        self._cbp_count = 0            # CanBePrefix entries: none means exact matching only
+        self._buckets: dict[int, list[tuple[float, PitEntry]]] = {}
+        self._bucket_heap: list[int] = []
 
     def __len__(self) -> int:
         return self._count
@@ -98,11 +101,17 @@ class Pit:
             group = self._by_name[interest.name] = {}
         group[key] = entry
         self._count += 1
+        self._cbp_count += entry.can_be_prefix
         return entry, True
 
     def set_expiry(self, entry: PitEntry, expires: float) -> None:
         entry.expires = expires
-        heapq.heappush(self._heap, (expires, next(self._seq), entry))
+        key = int(expires * _BUCKETS_PER_S) + 1       # the bucket is due once it has passed
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = []
+            heapq.heappush(self._bucket_heap, key)
+        bucket.append((expires, entry))
 
     def erase(self, entry: PitEntry) -> None:
         if entry.erased:
@@ -114,6 +123,7 @@ class Pit:
             if not group:
                 del self._by_name[entry.name]
             self._count -= 1
+            self._cbp_count -= entry.can_be_prefix
 
     def data_matches(self, name: bytes, offsets: list[int], now: float) -> list[PitEntry]:
         """Unexpired entries a Data of this name satisfies: exact-name entries, and
@@ -123,6 +133,8 @@ class Pit:
         group = by_name.get(name)
         if group:
             matches.extend(e for e in group.values() if e.expires > now)
+        if not self._cbp_count:
+            return matches
         for end in offsets[:-1]:
             group = by_name.get(name[:end])
             if group:
@@ -132,13 +144,24 @@ class Pit:
     def expire(self, now: float) -> list[PitEntry]:
         """Erase and return entries whose deadline has passed."""
         gone = []
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            deadline, _, entry = heapq.heappop(heap)
+        heap = self._bucket_heap
+        due = int(now * _BUCKETS_PER_S)
+        while heap and heap[0] <= due:
+            self._expire_filed(self._buckets.pop(heapq.heappop(heap)), gone)
+        current = self._buckets.get(due + 1)    # the bucket `now` falls in: only what is due
+        if current:
+            keep = [(d, e) for d, e in current if d > now]
+            if len(keep) < len(current):
+                self._expire_filed([(d, e) for d, e in current if d <= now], gone)
+                current[:] = keep
+        return gone
+
+    def _expire_filed(self, filed: list[tuple[float, PitEntry]], gone: list[PitEntry]) -> None:
+        for deadline, entry in filed:
+            # an entry renewed since it was filed here waits in a later bucket too
             if not entry.erased and entry.expires == deadline:
                 self.erase(entry)
                 gone.append(entry)
-        return gone
 
     def remove_face(self, face: int) -> None:
         """A face that closed leaves every record; entries left with no downstream go."""
