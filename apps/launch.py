@@ -8,6 +8,7 @@ exit code 1 instead of leaving it waiting for ever.
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import signal
@@ -22,6 +23,18 @@ EXIT_JOB_FAILED = 3       # the training cannot go on (too few workers, PS silen
 EXIT_SIGNAL = 128 + signal.SIGTERM
 
 log = logging.getLogger("launch")
+
+
+def app_parser(prog: str, description: str, exits: str, metrics: str) -> argparse.ArgumentParser:
+    """The flags both apps share: --metrics, --transport, --log-level."""
+    p = argparse.ArgumentParser(
+        prog=prog, description=description,
+        epilog="The forwarder is reached as python-ndn does: NDN_CLIENT_TRANSPORT "
+               f"(e.g. unix:///tmp/fwd.sock) or --transport. Exit codes: {exits}.")
+    p.add_argument("--metrics", metavar="FILE", help=f"append JSON lines, {metrics}")
+    p.add_argument("--transport", metavar="URI", help="forwarder, e.g. unix:///run/nfd/nfd.sock")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
 
 
 def setup_logging(level: str, who: str) -> None:
@@ -40,6 +53,14 @@ def limit_blas_threads(n: int = 1) -> None:
     except ImportError:                                  # pragma: no cover
         return
     threadpool_limits(n)
+
+
+def serve(transport: str | None, metrics, role: Callable[[App], Awaitable[int]]) -> int:
+    """Run `role(app)` on an App connected to `transport`; close `metrics` whatever happens."""
+    try:
+        return launch(lambda: App(transport), role)
+    finally:
+        metrics.close()
 
 
 def launch(make_app: Callable[[], App], main: Callable[[App], Awaitable[int]]) -> int:

@@ -46,7 +46,8 @@ from ndnps.segments import Recent, sign_segments
 from ndnps.train import average_grads, steps_per_epoch
 from ndnps.training_config import ConfigError, TrainingConfig, add_arguments, load
 
-from .launch import EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, launch, limit_blas_threads, setup_logging
+from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
+                     serve, setup_logging)
 
 log = logging.getLogger("ps")
 
@@ -553,20 +554,16 @@ class ParameterServer:
 # ---- command line ---------------------------------------------------------------------------
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m apps.ps",
-        description="ndnps parameter server: assigns the training to workers, serves the "
-                    "training content, collects gradients, pushes parameters along the "
-                    "persistent PIT (or serves them per worker in unicast mode).",
-        epilog="The forwarder is reached as python-ndn does: NDN_CLIENT_TRANSPORT "
-               "(e.g. unix:///tmp/fwd.sock) or --transport. Exit codes: 0 done, 1 error, "
-               "2 bad configuration, 3 the training cannot go on.")
+    p = app_parser(
+        "python -m apps.ps",
+        "ndnps parameter server: assigns the training to workers, serves the training "
+        "content, collects gradients, pushes parameters along the persistent PIT (or serves "
+        "them per worker in unicast mode).",
+        "0 done, 1 error, 2 bad configuration, 3 the training cannot go on",
+        "one per version")
     p.add_argument("--config", metavar="FILE", help="TOML file with a [training] table "
                    "(the scenario file); flags override it")
-    p.add_argument("--metrics", metavar="FILE", help="append JSON lines, one per version")
     p.add_argument("--save", metavar="FILE.npz", help="save the final model here")
-    p.add_argument("--transport", metavar="URI", help="forwarder, e.g. unix:///run/nfd/nfd.sock")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     add_arguments(p)
     return p.parse_args(argv)
 
@@ -581,15 +578,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ps: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE
     metrics = MetricsWriter(args.metrics, role="ps", name=cfg.ps, train=cfg.train)
-    from ndnps.ndnapp import App
-
-    async def run(app) -> int:
-        return await ParameterServer(cfg, app, metrics, args.save).run()
-
-    try:
-        return launch(lambda: App(args.transport), run)
-    finally:
-        metrics.close()
+    return serve(args.transport, metrics,
+                 lambda app: ParameterServer(cfg, app, metrics, args.save).run())
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ from ndnps.segments import Assembly, Recent, sign_segments
 from ndnps.train import WorkerBatches
 from ndnps.training_config import ConfigError, read_table
 
-from .launch import EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, launch, limit_blas_threads, setup_logging
+from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
+                     serve, setup_logging)
 
 log = logging.getLogger("worker")
 
@@ -575,21 +576,16 @@ class Worker:
 # ---- command line ---------------------------------------------------------------------------
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m apps.worker",
-        description="ndnps worker: registers /<name>, accepts one training from a PS, trains "
-                    "on its shard, answers the PS's collect Interests, receives pushed "
-                    "parameters (probing for lost ones), then leaves.",
-        epilog="The forwarder is reached as python-ndn does: NDN_CLIENT_TRANSPORT "
-               "(e.g. unix:///tmp/fwd.sock) or --transport. Exit codes: 0 done, 1 error, "
-               "2 bad flags, 3 the training failed.")
+    p = app_parser(
+        "python -m apps.worker",
+        "ndnps worker: registers /<name>, accepts one training from a PS, trains on its "
+        "shard, answers the PS's collect Interests, receives pushed parameters (probing for "
+        "lost ones), then leaves.",
+        "0 done, 1 error, 2 bad flags, 3 the training failed", "one per step")
     p.add_argument("--name", required=True, help="this worker's name (one name component)")
     p.add_argument("--config", metavar="FILE", help="TOML file with a [training] table; "
                    "only its key is used (the PS sends everything else)")
     p.add_argument("--key", help="HMAC key of the training (overrides the config's)")
-    p.add_argument("--metrics", metavar="FILE", help="append JSON lines, one per step")
-    p.add_argument("--transport", metavar="URI", help="forwarder, e.g. unix:///run/nfd/nfd.sock")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     f = p.add_argument_group("fault injection (tests only)")
     f.add_argument("--drop-pushes-prob", type=float, default=0.0, metavar="P",
                    help="drop each received pushed segment with probability P, as if lost")
@@ -621,15 +617,9 @@ def main(argv: list[str] | None = None) -> int:
     import sklearn.datasets  # noqa: F401
     import sklearn.model_selection  # noqa: F401
     metrics = MetricsWriter(args.metrics, role="worker", name=args.name)
-    from ndnps.ndnapp import App
-
-    async def run(app) -> int:
-        return await Worker(args.name, key.encode() if key else None, app, metrics, faults).run()
-
-    try:
-        return launch(lambda: App(args.transport), run)
-    finally:
-        metrics.close()
+    return serve(args.transport, metrics,
+                 lambda app: Worker(args.name, key.encode() if key else None, app, metrics,
+                                    faults).run())
 
 
 if __name__ == "__main__":

@@ -211,44 +211,22 @@ def distribute_prefix(ps: str) -> FormalName:
 
 # ---- parsers: the variable parts, or None when the name has another shape ------------------
 
-def parse_task(name: FormalName) -> Task | None:
-    m = _match(name, TASK)
-    return Task(*m) if m else None
+def _parser(pattern: Sequence, result: type):
+    def parse(name: FormalName):
+        m = _match(name, pattern)
+        return result(*m) if m else None
+    parse.__doc__ = f"A {result.__name__}, or None if the name has another shape."
+    return parse
 
 
-def parse_content(name: FormalName) -> Content | None:
-    m = _match(name, CONTENT)
-    return Content(*m) if m else None
-
-
-def parse_insert(name: FormalName) -> Training | None:
-    m = _match(name, INSERT_NAME)
-    return Training(*m) if m else None
-
-
-def parse_confirm(name: FormalName) -> Training | None:
-    m = _match(name, CONFIRM)
-    return Training(*m) if m else None
-
-
-def parse_remove(name: FormalName) -> Training | None:
-    m = _match(name, REMOVE_NAME)
-    return Training(*m) if m else None
-
-
-def parse_collect(name: FormalName) -> Collect | None:
-    m = _match(name, COLLECT)
-    return Collect(*m) if m else None
-
-
-def parse_distribute(name: FormalName) -> Distribute | None:
-    m = _match(name, DISTRIBUTE_NAME)
-    return Distribute(*m) if m else None
-
-
-def parse_params(name: FormalName) -> Params | None:
-    m = _match(name, UNICAST)
-    return Params(*m) if m else None
+parse_task = _parser(TASK, Task)
+parse_content = _parser(CONTENT, Content)
+parse_insert = _parser(INSERT_NAME, Training)
+parse_confirm = _parser(CONFIRM, Training)
+parse_remove = _parser(REMOVE_NAME, Training)
+parse_collect = _parser(COLLECT, Collect)
+parse_distribute = _parser(DISTRIBUTE_NAME, Distribute)
+parse_params = _parser(UNICAST, Params)
 
 
 def is_distribute(name: FormalName) -> bool:
