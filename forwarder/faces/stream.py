@@ -68,10 +68,17 @@ class StreamFace(Face, asyncio.Protocol):
         n = len(data)
         receive = self._owner.receive
         while off < n:
-            hdr = outer_length(data, off)
-            if hdr is None:
-                break
-            total = hdr[0] + hdr[1]
+            # inline the usual header (1-byte TYPE, 1- or 3-byte LENGTH); outer_length does
+            # the general case
+            if off + 4 <= n and data[off] < 253 and data[off + 1] <= 253:
+                length = data[off + 1]
+                total = 2 + length if length < 253 else \
+                    4 + ((data[off + 2] << 8) | data[off + 3])
+            else:
+                hdr = outer_length(data, off)
+                if hdr is None:
+                    break
+                total = hdr[0] + hdr[1]
             if total > MAX_PACKET_SIZE:
                 # NFD closes a stream face that sends an oversize packet: framing is lost
                 self.info.drop("oversize")
