@@ -148,9 +148,26 @@ class ParameterServer:
         except JobFailed as e:
             log.error("training %s/%s cannot go on: %s", cfg.ps, cfg.train, e)
             self.metrics.write({"event": "failed", "reason": str(e)})
+            await self.abort()
             return EXIT_JOB_FAILED
+        except asyncio.CancelledError:
+            log.warning("stopped: telling the workers the training is aborted")
+            await self.abort()
+            raise
         await self.finish()
         return EXIT_OK
+
+    async def abort(self) -> None:
+        """Best effort: one more version marked aborted, so workers leave now instead of
+        waiting ps_timeout for a PS that is gone."""
+        if not self.workers or self.done:
+            return
+        self.done = True
+        try:
+            await asyncio.wait_for(self.push(self.version + 1, True, aborted=True), 1.0)
+            await asyncio.sleep(0.05)             # let the socket flush before we go
+        except (asyncio.TimeoutError, OSError, ConnectionError):
+            pass
 
     # ---- step 2: task assignment -----------------------------------------------------------
 
@@ -337,13 +354,13 @@ class ParameterServer:
 
     # ---- steps 6 and 9: push, probes, unicast baseline ---------------------------------------
 
-    def publish(self, version: int, done: bool) -> list[bytes] | None:
+    def publish(self, version: int, done: bool, aborted: bool = False) -> list[bytes] | None:
         """Parameters `version` as Data: signed push segments (kept for probes), or in unicast
         mode the raw segments each worker's copy is signed from (Interests held until now are
         answered).  Returns the push segments (None in unicast mode)."""
         cfg = self.cfg
         collected = self.collected if cfg.mode == "async" else None
-        blob = messages.params_blob(flatten(self.model.params), version, done, collected)
+        blob = messages.params_blob(flatten(self.model.params), version, done, collected, aborted)
         if cfg.push_mode == "unicast":
             parts = segment(blob)
             self.blobs.put(version, parts)
@@ -358,11 +375,11 @@ class ParameterServer:
         self.pushed.put(version, wires)
         return wires
 
-    async def push(self, version: int, done: bool) -> float:
+    async def push(self, version: int, done: bool, aborted: bool = False) -> float:
         """Step 6: publish `version` and push it along the persistent PIT entry, paced.
         Returns the seconds spent."""
         t0 = self.loop_time()
-        wires = self.publish(version, done)
+        wires = self.publish(version, done, aborted)
         if wires is not None:
             self.counters.segments_pushed += await self.pacer.send_all(wires, self.app.send_data)
         return self.loop_time() - t0

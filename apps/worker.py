@@ -103,6 +103,7 @@ class Job:
         self.applied = -1                           # async: our last step the PS has collected
         self.params: np.ndarray | None = None
         self.done = False
+        self.aborted = False
         self.version_event = asyncio.Event()
         self.confirmed = asyncio.Event()
         self.sent_event = asyncio.Event()
@@ -138,6 +139,8 @@ class Job:
                 await self.train_sync()
             else:
                 await self.train_async()
+            if self.aborted:
+                raise JobFailed("the PS aborted the training")
             log.info("training %s/%s done at version %d", self.ps, self.train, self.newest)
             return EXIT_OK
         except JobFailed as e:
@@ -360,6 +363,7 @@ class Job:
         for v in [v for v in self.assemblies.keys() if v < version]:
             self.assemblies.pop(v)
         self.newest, self.params, self.done = version, np.array(p.vector), p.done
+        self.aborted = p.aborted
         self.applied = max(self.applied, p.collected.get(self.gpu, -1))
         self.last_from_ps = self.now()
         if self.expected is not None and version >= self.expected and self.timer is not None:

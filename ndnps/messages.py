@@ -59,12 +59,14 @@ class Params:
     vector: np.ndarray
     done: bool
     collected: dict[str, int]  # async: each worker's last step the PS has collected
+    aborted: bool = False      # done because the PS was stopped, not because training ended
 
 
 def params_blob(vector: np.ndarray, version: int, done: bool,
-                collected: dict[str, int] | None = None) -> bytes:
+                collected: dict[str, int] | None = None, aborted: bool = False) -> bytes:
     return encode_tensors([np.asarray(vector, np.float32)], kind="params", version=int(version),
-                          done=bool(done), collected=dict(collected or {}))
+                          done=bool(done or aborted), collected=dict(collected or {}),
+                          aborted=bool(aborted))
 
 
 def parse_params(blob: bytes, n_params: int, version: int) -> Params:
@@ -76,7 +78,7 @@ def parse_params(blob: bytes, n_params: int, version: int) -> Params:
             isinstance(k, str) and isinstance(v, int) for k, v in collected.items()):
         raise CodecError("bad collected map")
     return Params(version, _one_vector(tensors, n_params), bool(meta.get("done", False)),
-                  collected)
+                  collected, bool(meta.get("aborted", False)))
 
 
 # ---- gradients (step 5) -----------------------------------------------------------------------

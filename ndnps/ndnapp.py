@@ -9,17 +9,24 @@
    content, sig_ptrs)``, then the normal path runs (so a probe's own pending Interest is still
    satisfied).  This is the only python-ndn internal we touch; no library global is patched.
 
-2. Byte and packet counters, and back-pressure.  ``CountingFace`` wraps the transport face
+2. Cancellation stays cancellation.  ``NDNApp._wait_for_data`` turns the CancelledError of a
+   task cancelled while awaiting ``express`` into ``InterestCanceled`` (an ordinary
+   exception), so cancelling a coroutine would look like a failure; ``App`` re-raises
+   CancelledError when the current task is being cancelled.
+
+3. Byte and packet counters, and back-pressure.  ``CountingFace`` wraps the transport face
    python-ndn would have built (unix/tcp/udp from NDN_CLIENT_TRANSPORT or the client.conf) and
    counts what passes; ``drain()`` waits until the socket's write buffer has drained (pacing).
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Callable
 
 from ndn.appv2 import NDNApp
 from ndn.client_conf import default_face, read_client_conf
 from ndn.transport.face import Face
+from ndn.types import InterestCanceled
 
 from . import names
 
@@ -97,6 +104,15 @@ class App(NDNApp):
         if self.on_distribute is not None and names.is_distribute(name):
             self.on_distribute(name, meta_info, content, sig)
         await super()._on_data(name, meta_info, content, sig, raw_packet)
+
+    async def _wait_for_data(self, *args, **kwargs):
+        try:
+            return await super()._wait_for_data(*args, **kwargs)
+        except InterestCanceled:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError() from None
+            raise
 
     def send_data(self, wire: bytes) -> None:
         """Send a Data nobody asked for (a push); it goes where the forwarder's persistent PIT

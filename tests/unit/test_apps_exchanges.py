@@ -273,15 +273,31 @@ async def test_registration_is_refreshed_periodically():
 
 
 @pytest.mark.asyncio
-async def test_worker_gives_up_when_the_ps_falls_silent():
-    net = MemNet()
+async def test_worker_gives_up_when_the_ps_falls_silent(caplog):
+    silent = []
+    net = MemNet(lambda kind, name, app: bool(silent))      # then nothing gets through
     (w1,), tasks = await started(net, "w1")
     ps = ParameterServer(config(workers=["w1"], ps_timeout=0.3, max_versions=10_000), net.app())
     run = asyncio.create_task(ps.run())
     while w1.job is None or w1.job.newest < 3:
         await asyncio.sleep(0.01)
-    run.cancel()                                    # the PS dies mid-training
+    silent.append(True)
     assert await asyncio.wait_for(tasks[0], 5) == 3
+    assert "nothing from the PS for 0 s" in caplog.text
+    run.cancel()
+
+
+@pytest.mark.asyncio
+async def test_a_stopped_ps_tells_the_workers_to_leave(caplog):
+    net = MemNet()
+    (w1,), tasks = await started(net, "w1")
+    ps = ParameterServer(config(workers=["w1"], max_versions=10_000), net.app())
+    run = asyncio.create_task(ps.run())
+    while w1.job is None or w1.job.newest < 3:
+        await asyncio.sleep(0.01)
+    run.cancel()                                    # SIGTERM at the PS
+    assert await asyncio.wait_for(tasks[0], 2) == 3
+    assert "the PS aborted the training" in caplog.text
 
 
 @pytest.mark.asyncio
