@@ -32,6 +32,12 @@
     [[strategies]]
     prefix = "/ps"
     strategy = "multicast"        # or "best-route"
+
+    [trace]                       # rates per face and packet class, table sizes (TSV)
+    rates = "fwd-rates.tsv"       # ndnSIM L3RateTracer shape (forwarder/tracer.py)
+    tables = "fwd-tables.tsv"     # Time Node Pit PersistentEntries PersistentFaces Cs
+    interval = 1.0
+    node = "fwd"
 """
 from __future__ import annotations
 
@@ -66,6 +72,14 @@ class RouteConfig:
 
 
 @dataclass
+class TraceConfig:
+    rates: str = ""
+    tables: str = ""
+    interval: float = 1.0
+    node: str = "fwd"
+
+
+@dataclass
 class Config:
     unix: str = DEFAULT_UNIX
     tcp: int = DEFAULT_PORT
@@ -76,6 +90,7 @@ class Config:
     faces: list[FaceConfig] = field(default_factory=list)
     routes: list[RouteConfig] = field(default_factory=list)
     strategies: dict[str, str] = field(default_factory=dict)
+    trace: TraceConfig = field(default_factory=TraceConfig)
 
 
 def _expect(value, types, key: str):
@@ -99,7 +114,8 @@ def _check_keys(table: dict, allowed: set[str], where: str) -> None:
 
 def parse_config(data: dict) -> Config:
     cfg = Config()
-    _check_keys(data, {"listen", "tables", "app_links", "faces", "routes", "strategies"}, "config")
+    _check_keys(data, {"listen", "tables", "app_links", "faces", "routes", "strategies", "trace"},
+                "config")
     listen = _expect(data.get("listen", {}), dict, "listen")
     _check_keys(listen, {"unix", "tcp", "udp", "host"}, "listen")
     cfg.unix = _expect(listen.get("unix", cfg.unix), str, "listen.unix")
@@ -160,6 +176,15 @@ def parse_config(data: dict) -> Config:
         if strategy not in STRATEGIES:
             raise ConfigError(f"{where}.strategy: unknown {strategy!r} (known: {', '.join(STRATEGIES)})")
         cfg.strategies[prefix] = strategy
+
+    trace = _expect(data.get("trace", {}), dict, "trace")
+    _check_keys(trace, {"rates", "tables", "interval", "node"}, "trace")
+    for key in ("rates", "tables", "node"):
+        setattr(cfg.trace, key, _expect(trace.get(key, getattr(cfg.trace, key)), str,
+                                        f"trace.{key}"))
+    cfg.trace.interval = float(_expect(trace.get("interval", 1.0), (int, float), "trace.interval"))
+    if cfg.trace.interval <= 0:
+        raise ConfigError("trace.interval: must be > 0")
     return cfg
 
 

@@ -9,6 +9,8 @@ import socket
 import time
 from urllib.parse import urlsplit
 
+from ndnps.names import classify
+
 from .config import Config
 from .face_table import INTERNAL_FACE, FaceInfo
 from .faces.base import Face
@@ -20,6 +22,7 @@ from .pipelines import Forwarder
 from .strategy import strategy_by_name
 from .tables.rib import CHILD_INHERIT, Route
 from .tlv import component_offsets, name_from_str
+from .tracer import RateTracer
 
 log = logging.getLogger("forwarder")
 
@@ -39,6 +42,7 @@ class ForwarderDaemon:
         self._tasks: set[asyncio.Task] = set()
         self._tick_task: asyncio.Task | None = None
         self._face_by_name: dict[str, int] = {}
+        self._trace_files: list = []
 
     # ---- FaceOwner ------------------------------------------------------------------------
 
@@ -154,6 +158,8 @@ class ForwarderDaemon:
                 lambda: StreamFace(self, "tcp", link=cfg.app_link), cfg.host, cfg.tcp,
                 reuse_address=True))
         self._tick_task = loop.create_task(self._tick())
+        if cfg.trace.rates or cfg.trace.tables:
+            self._spawn(self._trace())
         # The tables hold many long-lived objects and the hot path allocates few cycles:
         # freeze what exists now and collect young objects far less often than every 700
         # allocations, or collections rescan the PIT/CS/dead-nonce list most of the time.
@@ -169,6 +175,30 @@ class ForwarderDaemon:
             if self._udp is not None:
                 self._udp.expire_idle(time.monotonic())
 
+    async def _trace(self) -> None:
+        """Write the rate and table traces every `trace.interval` seconds."""
+        cfg = self.config.trace
+        self._trace_start = start = time.monotonic()
+        tables = None
+        if cfg.rates:
+            out = open(cfg.rates, "w")
+            self._trace_files.append(out)
+            self.fw.tracer = RateTracer(cfg.node, classify, out)
+        if cfg.tables:
+            tables = open(cfg.tables, "w")
+            self._trace_files.append(tables)
+            tables.write("Time\tNode\tPit\tPersistentEntries\tPersistentFaces\tCs\n")
+        while True:
+            await asyncio.sleep(cfg.interval)
+            now = round(time.monotonic() - start, 3)
+            if self.fw.tracer is not None:
+                self.fw.tracer.flush(now)
+            if tables is not None:
+                ppit = self.fw.ppit.entries()
+                tables.write(f"{now}\t{cfg.node}\t{len(self.fw.pit)}\t{len(ppit)}\t"
+                             f"{sum(len(e.faces) for e in ppit)}\t{len(self.fw.cs)}\n")
+                tables.flush()
+
     async def stop(self) -> None:
         if self._tick_task is not None:
             self._tick_task.cancel()
@@ -182,6 +212,10 @@ class ForwarderDaemon:
             task.cancel()
         if self.config.unix:
             _remove_stale_socket(self.config.unix)
+        if self.fw.tracer is not None:
+            self.fw.tracer.flush(round(time.monotonic() - self._trace_start, 3))
+        for f in self._trace_files:
+            f.close()
 
 
 def _check_socket_free(path: str) -> None:

@@ -26,6 +26,8 @@ from typing import NamedTuple, Sequence
 
 from ndn.encoding import Component, FormalName
 
+from forwarder.tlv import DecodeError, component_offsets
+
 # Marker components (generic NameComponents). The NDN URI form percent-encodes '*'.
 INSERT = b"*insert*"
 DISTRIBUTE = b"*distribute*"
@@ -257,3 +259,28 @@ def to_str(name: FormalName) -> str:
     """For logs only."""
     from ndn.encoding import Name
     return Name.to_str(name)
+
+
+# ---- traffic classes (the forwarder's rate traces) -----------------------------------------
+
+_LOCALHOST_TLV = bytes(Component.from_bytes(b"localhost"))
+_CLASSES = ((TASK, "task"), (CONTENT, "content"), (INSERT_NAME, "insert"), (CONFIRM, "insert"),
+            (REMOVE_NAME, "remove"), (COLLECT, "collect"), (DISTRIBUTE_NAME, "distribute"),
+            (UNICAST, "params"))
+
+
+def classify(name: bytes, is_data: bool) -> str:
+    """The exchange a packet belongs to, from its raw Name TLV-VALUE: task, content, insert,
+    remove, collect, distribute (a push; an Interest for a pushed name is a probe), params
+    (unicast baseline), mgmt, or other."""
+    try:
+        offsets = component_offsets(name)
+    except DecodeError:
+        return "other"
+    comps = [name[a:b] for a, b in zip([0] + offsets[:-1], offsets)]
+    if comps and comps[0] == _LOCALHOST_TLV:
+        return "mgmt"
+    for shape, cls in _CLASSES:
+        if _match(comps, shape) is not None:
+            return "probe" if cls == "distribute" and not is_data else cls
+    return "other"

@@ -1,0 +1,235 @@
+"""A scenario: topology, link conditions, forwarder tables, per-worker quirks, run limits and
+the training itself, read from TOML (scenarios/*.toml), with `--set key=value` overrides.
+
+    description = "..."
+    [topology]   kind = "star" | "tree"; workers = 4; leaves = 2 (tree)
+    [links]      loss, delay_ms, jitter_ms, rate_mbps: every link (apps' and forwarders')
+    [forwarder]  forwarder table limits, e.g. ppit_lifetime = 60.0 (forwarder/config.py)
+    [workers]    slowdown = { w4 = 3.0 }   compute time multiplied (stragglers)
+    [run]        timeout = 300; trace_interval = 0.5
+    [netns]      enabled = false; netem = true
+    [training]   everything `python -m apps.ps --help` lists (ndnps/training_config.py)
+
+Every error names the offending key; nothing starts until the whole scenario is valid.
+"""
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from forwarder.pipelines import Limits
+
+from . import training_config
+from .training_config import TrainingConfig
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+# The default experiment, embedded so the main job runs wherever the package is installed.
+DEFAULT_SYNC_SGD = """\
+description = "Sync SGD: one forwarder, the PS and 4 workers, digits MLP"
+
+[topology]
+kind = "star"
+workers = 4
+
+[training]
+mode = "sync"
+model = "mlp"
+hidden = [64]
+dataset = "digits"
+epochs = 20
+batch = 32
+lr = 0.1
+key = "sync-sgd-demo-key"
+"""
+
+
+class ScenarioError(ValueError):
+    """A bad scenario; the message starts with the offending key."""
+
+
+@dataclass
+class Links:
+    loss: float = 0.0
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
+    rate_mbps: float = 0.0
+
+    def as_table(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str = ""
+    topology: str = "star"
+    workers: int = 4
+    leaves: int = 2
+    links: Links = field(default_factory=Links)
+    forwarder: dict[str, Any] = field(default_factory=dict)
+    slowdown: dict[str, float] = field(default_factory=dict)
+    timeout: float = 300.0
+    trace_interval: float = 0.5
+    netns: bool = False
+    netem: bool = True
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    raw: dict[str, Any] = field(default_factory=dict)    # the document as run
+
+    @property
+    def worker_names(self) -> list[str]:
+        return list(self.training.workers)
+
+
+_TOP = {"description", "topology", "links", "forwarder", "workers", "run", "netns", "training"}
+_TABLE_KEYS = {
+    "topology": {"kind", "workers", "leaves"},
+    "links": {f.name for f in fields(Links)},
+    "workers": {"slowdown"},
+    "run": {"timeout", "trace_interval"},
+    "netns": {"enabled", "netem"},
+}
+
+
+def _number(value: Any, key: str, low: float = 0.0, high: float | None = None,
+            integer: bool = False) -> Any:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if not ok or isinstance(value, bool):
+        raise ScenarioError(f"{key}: expected {'an integer' if integer else 'a number'}, "
+                            f"got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"within [{low}, {high}]"
+        raise ScenarioError(f"{key}: must be {bound}, got {value!r}")
+    return value if integer else float(value)
+
+
+def parse(doc: dict[str, Any], name: str) -> Scenario:
+    for key in doc:
+        if key not in _TOP:
+            raise ScenarioError(f"{key}: unknown key (known: {', '.join(sorted(_TOP))})")
+    for table, allowed in _TABLE_KEYS.items():
+        value = doc.get(table, {})
+        if not isinstance(value, dict):
+            raise ScenarioError(f"{table}: expected a table")
+        for key in value:
+            if key not in allowed:
+                raise ScenarioError(f"{table}.{key}: unknown key "
+                                    f"(known: {', '.join(sorted(allowed))})")
+    sc = Scenario(name=name, raw=copy.deepcopy(doc))
+    sc.description = str(doc.get("description", ""))
+
+    topo = doc.get("topology", {})
+    sc.topology = topo.get("kind", sc.topology)
+    if sc.topology not in ("star", "tree"):
+        raise ScenarioError(f"topology.kind: must be star or tree, got {sc.topology!r}")
+    sc.workers = _number(topo.get("workers", sc.workers), "topology.workers", 1, 64, True)
+    sc.leaves = _number(topo.get("leaves", sc.leaves), "topology.leaves", 1, 16, True)
+
+    links = doc.get("links", {})
+    for f in fields(Links):
+        if f.name in links:
+            high = 1.0 if f.name == "loss" else None
+            setattr(sc.links, f.name, _number(links[f.name], f"links.{f.name}", 0.0, high))
+
+    fwd = doc.get("forwarder", {})
+    if not isinstance(fwd, dict):
+        raise ScenarioError("forwarder: expected a table")
+    limit_fields = {f.name for f in fields(Limits)}
+    for key, value in fwd.items():
+        if key not in limit_fields:
+            raise ScenarioError(f"forwarder.{key}: unknown key (known: "
+                                f"{', '.join(sorted(limit_fields))})")
+        _number(value, f"forwarder.{key}")
+    sc.forwarder = dict(fwd)
+
+    run = doc.get("run", {})
+    sc.timeout = _number(run.get("timeout", sc.timeout), "run.timeout", 1.0)
+    sc.trace_interval = _number(run.get("trace_interval", sc.trace_interval),
+                                "run.trace_interval", 0.05)
+
+    ns = doc.get("netns", {})
+    for key in ("enabled", "netem"):
+        if key in ns and not isinstance(ns[key], bool):
+            raise ScenarioError(f"netns.{key}: expected true or false, got {ns[key]!r}")
+    sc.netns = ns.get("enabled", False)
+    sc.netem = ns.get("netem", True)
+
+    table = dict(doc.get("training", {}))
+    if not isinstance(doc.get("training", {}), dict):
+        raise ScenarioError("training: expected a table")
+    table.setdefault("workers", [f"w{i + 1}" for i in range(sc.workers)])
+    table.setdefault("min_workers", len(table["workers"]))
+    try:
+        sc.training = training_config.from_table(table)
+    except training_config.ConfigError as e:
+        raise ScenarioError(str(e)) from None
+    if len(sc.training.workers) != sc.workers and "workers" in doc.get("training", {}):
+        raise ScenarioError(f"training.workers: {len(sc.training.workers)} names for "
+                            f"topology.workers = {sc.workers}")
+
+    slow = doc.get("workers", {}).get("slowdown", {})
+    if not isinstance(slow, dict):
+        raise ScenarioError("workers.slowdown: expected a table such as { w4 = 3.0 }")
+    for worker, factor in slow.items():
+        if worker not in sc.training.workers:
+            raise ScenarioError(f"workers.slowdown.{worker}: no such worker "
+                                f"(workers: {', '.join(sc.training.workers)})")
+        sc.slowdown[worker] = _number(factor, f"workers.slowdown.{worker}", 1.0)
+    return sc
+
+
+def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """`--set a.b=value`: the value is read as TOML (3, 0.5, true, [1,2], "x"), else a string."""
+    doc = copy.deepcopy(doc)
+    for item in overrides:
+        if "=" not in item:
+            raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. training.epochs=3")
+        key, text = item.split("=", 1)
+        key = key.strip()
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        parts = key.split(".")
+        if not all(parts):
+            raise ScenarioError(f"--set {item!r}: bad key {key!r}")
+        node = doc
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ScenarioError(f"{key}: {part} is not a table")
+            node = child
+        node[parts[-1]] = value
+    return doc
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml")) if SCENARIO_DIR.is_dir() else []
+
+
+def load(name_or_path: str | None, overrides: list[str] | None = None) -> Scenario:
+    """A scenario by built-in name (scenarios/NAME.toml), by path, or the embedded default."""
+    if name_or_path is None:
+        name, text = "sync-sgd", DEFAULT_SYNC_SGD
+    else:
+        path = Path(name_or_path)
+        if path.suffix != ".toml":
+            path = SCENARIO_DIR / f"{name_or_path}.toml"
+            if not path.exists():
+                if name_or_path == "sync-sgd":
+                    return load(None, overrides)
+                raise ScenarioError(f"unknown scenario {name_or_path!r} (known: "
+                                    f"{', '.join(builtin_names()) or 'none'}; or a .toml path)")
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise ScenarioError(f"cannot read {path}: {e.strerror}") from None
+        name = path.stem
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{name}: {e}") from None
+    return parse(apply_overrides(doc, overrides or []), name)
