@@ -133,7 +133,8 @@ class ForwarderDaemon:
             _check_socket_free(cfg.unix)
         if cfg.udp:
             _, self._udp = await loop.create_datagram_endpoint(
-                lambda: UdpChannel(self, app_link=cfg.app_link), local_addr=(cfg.host, cfg.udp))
+                lambda: UdpChannel(self, app_link=cfg.app_link),
+                sock=_udp_socket(cfg.host, cfg.udp))
         for face_cfg in cfg.faces:
             face_id, _ = await self.create_face(face_cfg.uri, PERSISTENT, face_cfg.link)
             self._face_by_name[face_cfg.name] = face_id
@@ -216,6 +217,25 @@ class ForwarderDaemon:
             self.fw.tracer.flush(round(time.monotonic() - self._trace_start, 3))
         for f in self._trace_files:
             f.close()
+
+
+UDP_BUFFER_BYTES = 16 << 20
+
+
+def _udp_socket(host: str, port: int) -> socket.socket:
+    """A bound UDP socket with large kernel buffers: a push or a round of gradients is a burst
+    of 8800-byte datagrams, and the default ~200 KiB receive buffer overflows (silent loss)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    for force, plain in ((getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF),
+                         (getattr(socket, "SO_SNDBUFFORCE", None), socket.SO_SNDBUF)):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, force or plain, UDP_BUFFER_BYTES)
+        except (OSError, TypeError):      # not root: as much as net.core.*mem_max allows
+            sock.setsockopt(socket.SOL_SOCKET, plain, UDP_BUFFER_BYTES)
+    sock.bind((host, port))
+    sock.setblocking(False)
+    return sock
 
 
 def _check_socket_free(path: str) -> None:

@@ -1,0 +1,442 @@
+"""python -m ndnps.scenario [NAME|FILE.toml|list] [--set KEY=VALUE ...] [--out DIR] [--netns]
+
+Runs a whole experiment as separate processes — forwarders, the PS, the workers — shows live
+progress, and leaves a run directory: summary.json, the scenario as run, every process's log
+and metrics, per-face rate traces (TSV, ndnSIM L3RateTracer shape), plots and a Chrome-trace
+timeline. With no NAME it runs the embedded `sync-sgd`. Every child is stopped on success,
+error and Ctrl-C; a child that fails fails the run, with the tail of its log shown.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from forwarder.status import fetch_status
+
+from . import report, scenario_spec, topology
+from .netns import Netns, NetnsUnavailable, check_available
+from .process import ManagedProcess, ProcessFailed, unix_socket_accepts, wait_until
+from .scenario_spec import Scenario, ScenarioError
+
+READY_TIMEOUT = 30.0
+
+
+class RunFailed(RuntimeError):
+    pass
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _to_toml(doc: dict) -> str:
+    """TOML for the scenario documents we write: top-level scalars, then one [table] per
+    dict, whose own dicts are written inline ({ w4 = 3.0 })."""
+    def value(v) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{json.dumps(k)} = {value(x)}" for k, x in v.items()) + " }"
+        raise TypeError(f"cannot write {v!r} as TOML")
+
+    out = "".join(f"{k} = {value(v)}\n" for k, v in doc.items() if not isinstance(v, dict))
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            out += f"\n[{k}]\n" + "".join(f"{kk} = {value(vv)}\n" for kk, vv in v.items())
+    return out
+
+
+class Runner:
+    def __init__(self, sc: Scenario, run_dir: Path, live: bool = True) -> None:
+        self.sc = sc
+        self.run_dir = run_dir
+        self.live = live
+        self.procs: list[ManagedProcess] = []
+        self.sockets: dict[str, str] = {}        # forwarder -> unix socket
+        self.netns: Netns | None = None
+        self.notes: list[str] = []
+        self.face_labels: dict[tuple[str, int], str] = {}
+
+    # ---- set-up ----------------------------------------------------------------------------------
+
+    def prepare(self) -> Path:
+        for sub in ("logs", "metrics", "traces", "plots", "config", "sockets"):
+            (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        doc = dict(self.sc.raw)
+        doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
+        doc.setdefault("topology", {})["workers"] = self.sc.workers
+        path = self.run_dir / "scenario.toml"
+        path.write_text(f"# scenario {self.sc.name!r} as run\n" + _to_toml(doc))
+        return path
+
+    def plan(self) -> topology.Plan:
+        if not self.sc.netns:
+            return topology.plan_local(self.sc)
+        check_available()
+        plan = topology.plan_netns(self.sc)
+        self.netns = Netns(tag=f"ndnps{time.time_ns() % 100000}")
+        for name in plan.forwarders:
+            self.netns.add_host(name)
+        addrs = []
+        link = self.sc.links.as_table()
+        kernel = False
+        for a, b in plan.host_links:
+            veth = self.netns.link(a, b)
+            addrs.append((veth.addr_a, veth.addr_b))
+            if self.sc.netem and (self.sc.links.loss or self.sc.links.delay_ms):
+                kernel = self.netns.netem(a, veth.dev_a, self.sc.links.loss, self.sc.links.delay_ms) \
+                    and self.netns.netem(b, veth.dev_b, self.sc.links.loss, self.sc.links.delay_ms)
+        if link and not kernel:
+            if self.sc.netem:
+                self.notes.append("kernel netem unavailable: link conditions emulated in the "
+                                  "forwarders' faces")
+        topology.assign_addresses(plan, addrs, {} if kernel else link)
+        return plan
+
+    def _wrap(self, node: topology.ForwarderNode | None) -> list[str]:
+        if self.netns is None or node is None or node.host is None:
+            return []
+        return self.netns.exec_argv(node.host, [])
+
+    def start_forwarders(self, plan: topology.Plan) -> None:
+        tables = self.sc.forwarder
+        for name, node in plan.forwarders.items():
+            conf = self.run_dir / "config" / f"{name}.toml"
+            conf.write_text(node.config(self.run_dir, tables, self.sc.trace_interval))
+            sock = str(self.run_dir / "sockets" / f"{name}.sock")
+            host = "0.0.0.0" if self.netns else "127.0.0.1"
+            argv = self._wrap(node) + [sys.executable, "-m", "forwarder", "--unix", sock,
+                                       "--tcp", "0", "--udp", str(node.udp), "--host", host,
+                                       "--config", str(conf)]
+            proc = self._spawn(f"fwd-{name}", argv)
+            wait_until(lambda s=sock: unix_socket_accepts(s), READY_TIMEOUT, proc, "listening")
+            self.sockets[name] = sock
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ManagedProcess:
+        proc = ManagedProcess(name, argv, self.run_dir / "logs" / f"{name}.log", env=env)
+        self.procs.append(proc)
+        return proc
+
+    def start_apps(self, plan: topology.Plan, config: Path) -> tuple[ManagedProcess, dict]:
+        workers = {}
+        ps_node = None
+        for app in plan.apps:
+            node = plan.forwarders[app.forwarder]
+            env = {"NDN_CLIENT_TRANSPORT": f"unix://{self.sockets[app.forwarder]}"}
+            metrics = self.run_dir / "metrics" / f"{app.name}.jsonl"
+            if app.role == "ps":
+                ps_node = (app, node, env, metrics)
+                continue
+            argv = self._wrap(node) + [sys.executable, "-m", "apps.worker", "--name", app.name,
+                                       "--config", str(config), "--metrics", str(metrics)]
+            if app.name in self.sc.slowdown:
+                argv += ["--slowdown", str(self.sc.slowdown[app.name])]
+            workers[app.name] = self._spawn(app.name, argv, env)
+        for name, proc in workers.items():
+            wait_until(lambda p=proc, n=name: f"worker {n} ready" in p.tail(5), READY_TIMEOUT,
+                       proc, "ready")
+        app, node, env, metrics = ps_node
+        argv = self._wrap(node) + [sys.executable, "-m", "apps.ps", "--config", str(config),
+                                   "--metrics", str(metrics),
+                                   "--save", str(self.run_dir / "model.npz")]
+        return self._spawn(app.name, argv, env), workers
+
+    # ---- the run -----------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        started = time.monotonic()
+        config = self.prepare()
+        display = Progress(self.sc, self.run_dir, self.live)
+        try:
+            plan = self.plan()
+            self.start_forwarders(plan)
+            ps, workers = self.start_apps(plan, config)
+            display.start()
+            self.supervise(ps, workers, started, display)
+            self.collect_status(plan)
+        except (ProcessFailed, RunFailed, NetnsUnavailable) as e:
+            display.stop()
+            print(f"\nrun failed: {e}", file=sys.stderr)
+            self._write_summary(started, ok=False, error=str(e))
+            return 1
+        except Interrupted:
+            display.stop()
+            print("\ninterrupted: stopping every process", file=sys.stderr)
+            self._write_summary(started, ok=False, error="interrupted")
+            return 130
+        finally:
+            self.shutdown()
+        display.stop()
+        summary = self._write_summary(started, ok=True)
+        report.plot_all(self.run_dir, self.sc)
+        report.timeline(self.run_dir, self.sc)
+        display.final(summary)
+        return 0
+
+    def supervise(self, ps: ManagedProcess, workers: dict[str, ManagedProcess], started: float,
+                  display: "Progress") -> None:
+        deadline = started + self.sc.timeout
+        forwarders = [p for p in self.procs if p.name.startswith("fwd-")]
+        next_look = 0.0
+        while True:
+            display.update()
+            if time.monotonic() > next_look:            # learn which face is which app
+                self.learn_face_labels()
+                next_look = time.monotonic() + 2.0
+            for proc in forwarders:
+                if proc.poll() is not None:
+                    raise proc.fail(f"exited with code {proc.poll()} during the run")
+            for proc in workers.values():
+                code = proc.poll()
+                if code not in (None, 0):
+                    raise proc.fail(f"exited with code {code}")
+            code = ps.poll()
+            if code is not None:
+                if code != 0:
+                    raise ps.fail(f"exited with code {code}")
+                break
+            if time.monotonic() > deadline:
+                raise RunFailed(f"not finished within run.timeout = {self.sc.timeout:.0f} s; "
+                                f"PS log tail:\n{ps.tail()}")
+            time.sleep(0.25)
+        for proc in workers.values():
+            code = proc.wait(30)
+            if code != 0:
+                raise proc.fail(f"exited with code {code}")
+        display.update()
+
+    def learn_face_labels(self) -> None:
+        """Apps' faces are known by the prefix they registered (/<ps>, /<gpu>): remember it
+        while they are connected, since the final status comes after they left."""
+        for name, sock in self.sockets.items():
+            try:
+                status = fetch_status(f"unix://{sock}", timeout=1.0)
+            except (OSError, ConnectionError, ValueError):
+                continue
+            for entry in status["fib"]:
+                for hop in entry["nexthops"]:
+                    prefix = entry["prefix"].lstrip("/")
+                    if prefix and not prefix.startswith("localhost"):
+                        self.face_labels.setdefault((name, hop["face"]), prefix)
+
+    def collect_status(self, plan: topology.Plan) -> None:
+        """Each forwarder's final status, with faces labelled by peer or app, for the report."""
+        peers = {}
+        for name, node in plan.forwarders.items():
+            for face in node.faces:
+                peers[(name, face.uri.split("://", 1)[1])] = face.name
+        for name, sock in self.sockets.items():
+            try:
+                status = fetch_status(f"unix://{sock}")
+            except (OSError, ConnectionError, ValueError) as e:
+                self.notes.append(f"status of {name} unavailable: {e}")
+                continue
+            labels = {str(face): label for (node, face), label in self.face_labels.items()
+                      if node == name}
+            for face in status["faces"]:
+                peer = peers.get((name, face["remote"].split("://", 1)[-1]))
+                if peer:
+                    labels[str(face["id"])] = peer
+            status["labels"] = labels         # apps' faces included, though they are gone
+            (self.run_dir / "traces" / f"{name}-status.json").write_text(json.dumps(status, indent=1))
+
+    def shutdown(self) -> None:
+        # apps first, then forwarders (which flush their traces on SIGTERM)
+        for proc in sorted(self.procs, key=lambda p: p.name.startswith("fwd-")):
+            proc.stop()
+        if self.netns is not None:
+            self.netns.close()
+
+    def _write_summary(self, started: float, ok: bool, error: str | None = None) -> dict:
+        extra = {"ok": ok, "notes": self.notes,
+                 "exit_codes": {p.name: p.poll() for p in self.procs}}
+        if error:
+            extra["error"] = error
+        try:
+            summary = report.summarize(self.run_dir, self.sc, time.monotonic() - started, extra)
+        except (OSError, ValueError, KeyError) as e:
+            summary = {"scenario": self.sc.name, "summary_error": str(e), **extra}
+        try:
+            summary["link_bytes"] = report.link_bytes(self.run_dir)
+        except (OSError, ValueError, KeyError):
+            pass
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        return summary
+
+
+class Progress:
+    """Live progress from the PS's metrics file (rich), or one line per few versions."""
+
+    def __init__(self, sc: Scenario, run_dir: Path, live: bool) -> None:
+        self.sc = sc
+        self.path = run_dir / "metrics" / f"{sc.training.ps}.jsonl"
+        self.live = live and sys.stdout.isatty()
+        self.records: list[dict] = []
+        self._pos = 0
+        self._live = None
+        self._last_print = 0.0
+
+    def start(self) -> None:
+        if self.live:
+            from rich.live import Live
+            self._live = Live(self._table(), refresh_per_second=4, transient=False)
+            self._live.start()
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def update(self) -> None:
+        try:
+            with open(self.path) as f:
+                f.seek(self._pos)
+                chunk = f.read()
+                complete = chunk[:chunk.rfind("\n") + 1]
+                self._pos += len(complete)
+        except FileNotFoundError:
+            return
+        for line in complete.splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if "version" in rec and "event" not in rec:
+                self.records.append(rec)
+        if self._live is not None:
+            self._live.update(self._table())
+        elif self.records and time.monotonic() - self._last_print > 2.0:
+            self._last_print = time.monotonic()
+            print(self._line(), flush=True)
+
+    def _stats(self) -> dict:
+        recs = self.records
+        last = recs[-1]
+        acc = next((r["accuracy"] for r in reversed(recs) if r.get("accuracy") is not None), None)
+        recent = recs[-11:]
+        it = ((recent[-1]["t"] - recent[0]["t"]) / (len(recent) - 1)) if len(recent) > 1 else None
+        return {"version": last["version"], "loss": last.get("loss"), "accuracy": acc,
+                "iteration": it,
+                "samples_per_s": (self.sc.training.batch * len(self.sc.worker_names) / it)
+                if it else None}
+
+    def _cells(self) -> list[str]:
+        s = self._stats()
+        return [str(s["version"]), _fmt(s["loss"], ".4f"), _fmt(s["accuracy"], ".4f"),
+                _fmt(s["iteration"] and s["iteration"] * 1000, ".1f"),
+                _fmt(s["samples_per_s"], ".0f")]
+
+    def _line(self) -> str:
+        return "  ".join(f"{label} {cell}" for label, cell in
+                         zip(("version", "loss", "accuracy", "iteration ms", "samples/s"),
+                             self._cells()))
+
+    def _table(self):
+        from rich.table import Table
+        table = Table(title=f"ndnps {self.sc.name} — {self.sc.training.mode}, "
+                            f"{len(self.sc.worker_names)} workers, {self.sc.topology}")
+        for col in ("version", "loss", "test accuracy", "iteration (ms)", "samples/s"):
+            table.add_column(col, justify="right")
+        if self.records:
+            table.add_row(*self._cells())
+        return table
+
+    def final(self, summary: dict) -> None:
+        rows = [("scenario", summary["scenario"]), ("mode", f"{summary['mode']} / "
+                                                            f"{summary['push_mode']}"),
+                ("workers", summary["workers"]), ("final accuracy", summary["final_accuracy"]),
+                ("versions", summary["versions"]), ("model bytes", summary["model_bytes"]),
+                ("PS bytes out per version / model",
+                 summary["ps_bytes_out_per_version_over_model"]),
+                ("iteration (median, s)", summary["iteration_seconds"]),
+                ("probes", summary["probes"]), ("retransmissions", summary["retransmissions"]),
+                ("wall seconds", summary["wall_seconds"])]
+        try:
+            from rich.console import Console
+            from rich.table import Table
+            table = Table(title="summary", show_header=False)
+            for k, v in rows:
+                table.add_row(k, _fmt(v, ".4f") if isinstance(v, float) else str(v))
+            Console().print(table)
+        except ImportError:                      # pragma: no cover - rich is a dependency
+            for k, v in rows:
+                print(f"{k:>36}: {v}")
+        for note in summary.get("notes", []):
+            print(f"note: {note}")
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _list() -> int:
+    for name in scenario_spec.builtin_names():
+        try:
+            sc = scenario_spec.load(name)
+            desc = sc.description
+        except ScenarioError as e:
+            desc = f"(invalid: {e})"
+        print(f"{name:<14} {desc}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ndnps.scenario", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", nargs="?", help="built-in name (see `list`), a .toml path, "
+                                               "or `list`; default: the embedded sync-sgd")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any field, e.g. --set training.epochs=3 --set links.loss=0.05")
+    p.add_argument("--out", type=Path, help="run directory (default runs/<time>-<name>)")
+    p.add_argument("--netns", action="store_true",
+                   help="each host in its own network namespace (needs root)")
+    p.add_argument("--plain", action="store_true", help="plain progress lines instead of a "
+                                                        "live table")
+    args = p.parse_args(argv)
+    if args.scenario == "list":
+        return _list()
+    try:
+        sc = scenario_spec.load(args.scenario, args.set)
+    except ScenarioError as e:
+        print(f"scenario error: {e}", file=sys.stderr)
+        return 2
+    if args.netns:
+        sc.netns = True
+    if sc.netns:
+        try:
+            check_available()
+        except NetnsUnavailable as e:
+            print(f"scenario error: {e}", file=sys.stderr)
+            return 2
+    run_dir = args.out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{sc.name}"
+    if run_dir.exists() and any(run_dir.iterdir()):
+        print(f"scenario error: --out {run_dir} exists and is not empty", file=sys.stderr)
+        return 2
+
+    def on_term(signum, frame):
+        raise Interrupted()
+    signal.signal(signal.SIGTERM, on_term)
+    print(f"ndnps: running scenario {sc.name!r} -> {run_dir}")
+    runner = Runner(sc, run_dir, live=not args.plain)
+    try:
+        code = runner.run()
+    except KeyboardInterrupt:
+        runner.shutdown()
+        print("\ninterrupted: every process stopped", file=sys.stderr)
+        return 130
+    print(f"run directory: {run_dir}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Where every process of a scenario runs and how the forwarders are joined.
+
+Local mode: the apps connect to their forwarder's unix socket; forwarders (one for `star`, a
+root and leaves for `tree`) are joined by UDP faces on 127.0.0.1. Link conditions go on every
+link: the apps' faces (`[app_links]`, loss both ways) and the forwarder-to-forwarder faces.
+
+Netns mode (`--netns`): every host — each router forwarder, the PS and each worker — is its own
+network namespace and runs its own forwarder, as Mini-NDN runs NFD on every node; the apps use
+their host's forwarder and hosts are joined by veth pairs carrying UDP faces.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .process import free_port
+from .scenario_spec import Scenario
+
+NDN_PORT = 6363
+
+
+@dataclass
+class Face:
+    name: str          # the peer forwarder
+    uri: str
+    link: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ForwarderNode:
+    name: str
+    host: str | None = None               # netns host, None locally
+    udp: int = NDN_PORT
+    faces: list[Face] = field(default_factory=list)
+    routes: list[tuple[str, str]] = field(default_factory=list)     # (prefix, face name)
+    app_link: dict[str, float] = field(default_factory=dict)
+
+    def config(self, run_dir: Path, tables: dict, trace_interval: float) -> str:
+        lines = []
+        if tables:
+            lines.append("[tables]")
+            lines += [f"{k} = {v!r}" for k, v in tables.items()]
+        if self.app_link:
+            lines.append("[app_links]")
+            lines += [f"{k} = {v!r}" for k, v in self.app_link.items()]
+        for face in self.faces:
+            lines += ["[[faces]]", f'name = "{face.name}"', f'uri = "{face.uri}"']
+            lines += [f"{k} = {v!r}" for k, v in face.link.items()]
+        for prefix, face in self.routes:
+            lines += ["[[routes]]", f'prefix = "{prefix}"', f'face = "{face}"']
+        traces = run_dir / "traces"
+        lines += ["[trace]", f'rates = "{traces / (self.name + "-rates.tsv")}"',
+                  f'tables = "{traces / (self.name + "-tables.tsv")}"',
+                  f"interval = {trace_interval}", f'node = "{self.name}"']
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class AppNode:
+    name: str
+    role: str                  # "ps" or "worker"
+    forwarder: str             # the forwarder it connects to
+
+
+@dataclass
+class Plan:
+    forwarders: dict[str, ForwarderNode]
+    apps: list[AppNode]
+    # netns only: (host a, host b) links in creation order, and the forwarder of each host
+    host_links: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _join(a: ForwarderNode, b: ForwarderNode, uri_of_b: str, uri_of_a: str,
+          link: dict[str, float]) -> None:
+    a.faces.append(Face(b.name, uri_of_b, dict(link)))
+    b.faces.append(Face(a.name, uri_of_a, dict(link)))
+
+
+def plan_local(sc: Scenario) -> Plan:
+    ps = sc.training.ps
+    link = sc.links.as_table()
+    if sc.topology == "star":
+        fwd = ForwarderNode("fwd", udp=0, app_link=dict(link))
+        apps = [AppNode(ps, "ps", "fwd")] + [AppNode(w, "worker", "fwd") for w in sc.worker_names]
+        return Plan({"fwd": fwd}, apps)
+    root = ForwarderNode("root", udp=free_port(), app_link=dict(link))
+    nodes = {"root": root}
+    leaves = []
+    for i in range(sc.leaves):
+        leaf = ForwarderNode(f"leaf{i + 1}", udp=free_port(), app_link=dict(link))
+        nodes[leaf.name] = leaf
+        leaves.append(leaf)
+        _join(root, leaf, f"udp4://127.0.0.1:{leaf.udp}", f"udp4://127.0.0.1:{root.udp}", link)
+        leaf.routes.append((f"/{ps}", "root"))
+    apps = [AppNode(ps, "ps", "root")]
+    for i, worker in enumerate(sc.worker_names):
+        leaf = leaves[i % len(leaves)]
+        root.routes.append((f"/{worker}", leaf.name))
+        apps.append(AppNode(worker, "worker", leaf.name))
+    return Plan(nodes, apps)
+
+
+def plan_netns(sc: Scenario) -> Plan:
+    """Routers as in local mode plus one forwarder per app host; every link is a veth pair.
+    Addresses are filled in by the runner once the veths exist (`assign_addresses`)."""
+    ps = sc.training.ps
+    routers = ["fwd"] if sc.topology == "star" else ["root"] + [f"leaf{i + 1}"
+                                                                 for i in range(sc.leaves)]
+    nodes = {r: ForwarderNode(r, host=r) for r in routers}
+    links: list[tuple[str, str]] = []
+    routes: dict[str, list[tuple[str, str]]] = {r: [] for r in routers}
+    ps_router = routers[0]
+    if sc.topology == "tree":
+        for leaf in routers[1:]:
+            links.append(("root", leaf))
+            routes[leaf].append((f"/{ps}", "root"))
+    apps = []
+    app_hosts = [(ps, "ps", ps_router)]
+    for i, worker in enumerate(sc.worker_names):
+        router = "fwd" if sc.topology == "star" else routers[1 + i % sc.leaves]
+        app_hosts.append((worker, "worker", router))
+        if sc.topology == "tree":
+            routes["root"].append((f"/{worker}", router))
+    for host, role, router in app_hosts:
+        hf = f"h-{host}"
+        nodes[hf] = ForwarderNode(hf, host=hf)
+        links.append((hf, router))
+        routes[router].append((f"/{host}", hf))
+        routes[hf] = [(f"/{ps}", router)] if role == "worker" else \
+            [(f"/{w}", router) for w in sc.worker_names]
+        apps.append(AppNode(host, role, hf))
+    for name, rs in routes.items():
+        nodes[name].routes = rs
+    return Plan(nodes, apps, links)
+
+
+def assign_addresses(plan: Plan, addrs: list[tuple[str, str]], link: dict[str, float]) -> None:
+    """Faces over the veths: `addrs[i]` are the addresses of host_links[i]'s two ends."""
+    for (a, b), (addr_a, addr_b) in zip(plan.host_links, addrs):
+        _join(plan.forwarders[a], plan.forwarders[b], f"udp4://{addr_b}:{NDN_PORT}",
+              f"udp4://{addr_a}:{NDN_PORT}", link)
