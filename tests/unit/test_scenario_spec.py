@@ -1,0 +1,84 @@
+"""Scenario files: every built-in one is valid; bad keys and values are named; --set works."""
+from __future__ import annotations
+
+import pytest
+
+from ndnps import scenario_spec
+from ndnps.scenario import _to_toml
+from ndnps.scenario_spec import ScenarioError, apply_overrides, load, parse
+
+
+@pytest.mark.parametrize("name", scenario_spec.builtin_names())
+def test_every_builtin_scenario_is_valid(name):
+    sc = load(name)
+    assert sc.name == name and sc.description
+    assert len(sc.training.workers) == sc.workers
+
+
+def test_the_required_scenarios_exist():
+    assert set(scenario_spec.builtin_names()) >= {"sync-sgd", "async-sgd", "lossy", "tree",
+                                                   "straggler", "unicast"}
+
+
+def test_default_is_the_embedded_sync_sgd():
+    sc = load(None)
+    assert (sc.name, sc.topology, sc.workers, sc.training.mode) == ("sync-sgd", "star", 4, "sync")
+
+
+def test_overrides_reach_any_field():
+    sc = load("sync-sgd", ["training.epochs=3", "links.loss=0.05", "topology.workers=8",
+                           "workers.slowdown={ w2 = 2.0 }", "training.hidden=[32, 16]"])
+    assert sc.training.epochs == 3 and sc.links.loss == 0.05 and sc.workers == 8
+    assert sc.training.workers == [f"w{i}" for i in range(1, 9)]
+    assert sc.slowdown == {"w2": 2.0} and sc.training.hidden == [32, 16]
+
+
+@pytest.mark.parametrize("doc, key", [
+    ({"topolgy": {}}, "topolgy"),
+    ({"topology": {"kind": "ring"}}, "topology.kind"),
+    ({"topology": {"workers": 0}}, "topology.workers"),
+    ({"topology": {"workers": "4"}}, "topology.workers"),
+    ({"links": {"loss": 1.5}}, "links.loss"),
+    ({"links": {"lossy": 0.1}}, "links.lossy"),
+    ({"forwarder": {"pit_entries": -1}}, "forwarder.pit_entries"),
+    ({"forwarder": {"nope": 1}}, "forwarder.nope"),
+    ({"workers": {"slowdown": {"w9": 2.0}}}, "workers.slowdown.w9"),
+    ({"workers": {"slowdown": {"w1": 0.5}}}, "workers.slowdown.w1"),
+    ({"run": {"timeout": 0}}, "run.timeout"),
+    ({"netns": {"enabled": "yes"}}, "netns.enabled"),
+    ({"training": {"lr": -1}}, "training.lr"),
+    ({"training": {"mode": "lockstep"}}, "training.mode"),
+    ({"training": {"epoch": 3}}, "training.epoch"),
+])
+def test_bad_values_name_the_key(doc, key):
+    with pytest.raises(ScenarioError) as e:
+        parse(doc, "bad")
+    assert str(e.value).startswith(key)
+
+
+def test_bad_override_syntax():
+    with pytest.raises(ScenarioError, match="KEY=VALUE"):
+        apply_overrides({}, ["training.epochs"])
+    with pytest.raises(ScenarioError, match="not a table"):
+        apply_overrides({"description": "x"}, ["description.y=1"])
+
+
+def test_unknown_scenario_and_unreadable_file(tmp_path):
+    with pytest.raises(ScenarioError, match="unknown scenario"):
+        load("no-such-scenario")
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load(str(tmp_path / "missing.toml"))
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[topology\nkind = 1")
+    with pytest.raises(ScenarioError, match="broken"):
+        load(str(broken))
+
+
+def test_scenario_as_run_round_trips_through_toml(tmp_path):
+    sc = load("straggler", ["training.epochs=2"])
+    doc = dict(sc.raw)
+    doc["training"] = sc.training.as_dict()
+    path = tmp_path / "as-run.toml"
+    path.write_text(_to_toml(doc))
+    again = load(str(path))
+    assert again.training == sc.training and again.slowdown == sc.slowdown
