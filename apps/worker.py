@@ -242,13 +242,18 @@ class Job:
     def compute(self, step: int) -> None:
         """The gradient of `step` on the newest parameters, published for the collect."""
         base = self.newest
+        started = time.time()
         t0 = time.perf_counter()
         self.model.load_params(unflatten(self.params, self.pspec))
         X, y = self.batches.for_step(step)
         loss, grads = self.model.loss_and_grad(X, y)
         vec = flatten(grads)
         compute = time.perf_counter() - t0
-        self.step_record = {"step": step, "base_version": base, "loss": loss, "compute": compute}
+        if self.worker.slowdown > 1.0:           # a slower device: the same work takes longer
+            time.sleep(compute * (self.worker.slowdown - 1.0))
+            compute = time.perf_counter() - t0
+        self.step_record = {"step": step, "base_version": base, "loss": loss, "compute": compute,
+                            "compute_at": started}
         blob = messages.gradient_blob(vec, step, base, loss, compute)
 
         def name_of(s: int):
@@ -514,10 +519,11 @@ class Worker:
     """Serves /<gpu>: takes one training (declining others while busy), runs it, exits."""
 
     def __init__(self, gpu: str, key: bytes | None, app, metrics: MetricsWriter | None = None,
-                 faults: Faults | None = None) -> None:
+                 faults: Faults | None = None, slowdown: float = 1.0) -> None:
         self.gpu, self.key, self.app = names.check_id(gpu, "worker name"), key, app
         self.metrics = metrics or MetricsWriter(None)
         self.faults = faults or Faults()
+        self.slowdown = slowdown
         self.job: Job | None = None
         self.job_task: asyncio.Task | None = None
         self.finished: asyncio.Future | None = None
@@ -590,6 +596,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--config", metavar="FILE", help="TOML file with a [training] table; "
                    "only its key is used (the PS sends everything else)")
     p.add_argument("--key", help="HMAC key of the training (overrides the config's)")
+    p.add_argument("--slowdown", type=float, default=1.0, metavar="X",
+                   help="emulate a device X times slower: each gradient takes X times its "
+                        "compute time (stragglers, heterogeneous workers)")
     f = p.add_argument_group("fault injection (tests only)")
     f.add_argument("--drop-pushes-prob", type=float, default=0.0, metavar="P",
                    help="drop each received pushed segment with probability P, as if lost")
@@ -612,6 +621,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"training.key: expected a string, got {key!r}")
         if not 0.0 <= args.drop_pushes_prob <= 1.0:
             raise ConfigError("--drop-pushes-prob: must be within [0, 1]")
+        if args.slowdown < 1.0:
+            raise ConfigError("--slowdown: must be >= 1")
     except (ConfigError, names.BadName) as e:
         print(f"worker: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -623,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = MetricsWriter(args.metrics, role="worker", name=args.name)
     return serve(args.transport, metrics,
                  lambda app: Worker(args.name, key.encode() if key else None, app, metrics,
-                                    faults).run())
+                                    faults, args.slowdown).run())
 
 
 if __name__ == "__main__":

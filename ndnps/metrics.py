@@ -36,7 +36,8 @@ def _clean(value: Any) -> Any:
 
 class MetricsWriter:
     """Writes to `path` (appending, line-buffered); no path: records are dropped. `static`
-    fields (role, name, ...) go into every line, with `t`, seconds since the writer began."""
+    fields (role, name, ...) go into every line, with `t`, seconds since the writer began, and
+    `ts`, the wall clock (seconds since the epoch)."""
 
     def __init__(self, path: str | Path | None, **static: Any) -> None:
         self.static = static
@@ -51,7 +52,8 @@ class MetricsWriter:
         self.lines += 1
         if self._f is None:
             return
-        line = {**self.static, "t": time.monotonic() - self.start, **record}
+        # t: seconds since this writer began; ts: wall clock, to line processes up
+        line = {**self.static, "t": time.monotonic() - self.start, "ts": time.time(), **record}
         self._f.write(json.dumps(_clean(line), separators=(",", ":")) + "\n")
 
     def close(self) -> None:

@@ -114,6 +114,18 @@ class App(NDNApp):
                 raise asyncio.CancelledError() from None
             raise
 
+    async def register(self, name, tries: int = 8) -> bool:
+        """python-ndn sends one command and gives up at its first timeout; on a lossy link
+        the command or its answer may be lost, so ask again (bounded, with backoff)."""
+        delay = 0.2
+        for attempt in range(tries):
+            if await super().register(name):
+                return True
+            if attempt + 1 < tries:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        return False
+
     def send_data(self, wire: bytes) -> None:
         """Send a Data nobody asked for (a push); it goes where the forwarder's persistent PIT
         entry says."""
