@@ -78,6 +78,9 @@ def test_sync_run_matches_the_single_process_reference(procs):
     # the PS pushed each version once, whatever the number of workers
     versions = [r for r in records if "collect_wait" in r]
     assert len(versions) == 70 and all(r["segments_pushed"] == 3 for r in versions)
+    model_bytes = 4810 * 4
+    sent = np.median([r["bytes_sent"] for r in versions])
+    assert model_bytes < sent < 1.3 * model_bytes
     for gpu in WORKERS:
         w = worker_end(procs, gpu)
         assert w["code"] == 0 and w["segments_pushed"] >= 70 * 3 and w["rejected"] == 0
@@ -95,6 +98,22 @@ def test_async_run_reaches_the_target_accuracy(procs):
     assert end["accuracy"] >= 0.95
     applied = [r for r in records if "staleness" in r]
     assert applied and all(r["staleness"] <= 6 for r in applied if r["applied"])
+
+
+@pytest.mark.timeout(120)
+def test_unicast_baseline_costs_the_ps_one_copy_per_worker(procs):
+    sock = procs.forwarder()
+    workers = start_workers(procs, sock)
+    ps = start_ps(procs, sock, "--workers", ",".join(WORKERS), "--min-workers", "3",
+                  "--epochs", "3", "--push-mode", "unicast")
+    codes, end, records = finish(procs, ps, workers)
+    assert codes == {g: 0 for g in WORKERS}
+    assert abs(end["accuracy"] - reference_accuracy(3, 3)) <= 0.01
+    versions = [r for r in records if "collect_wait" in r]
+    assert all(r["segments_pushed"] == 0 for r in versions)
+    sent = np.median([r["bytes_sent"] for r in versions[1:]])
+    assert sent > 2.5 * 4810 * 4                  # ~3 copies of the model, one per worker
+    assert end["params_served"] >= 3 * 3 * len(versions)    # each worker its own copy
 
 
 @pytest.mark.timeout(120)
