@@ -1,0 +1,174 @@
+"""The scenario runner end to end: short real runs, their outputs, failure and Ctrl-C."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from ndnps.process import ManagedProcess, wait_until
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+SHORT = ["--set", "training.epochs=2", "--plain"]
+
+
+def run_scenario(out: Path, *args: str, timeout: float = 150) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ndnps.scenario", *args, "--out", str(out)],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def check_outputs(out: Path, workers: int) -> dict:
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("final_accuracy", "versions", "mode", "workers", "model_bytes",
+                "ps_bytes_out_per_version", "wall_seconds", "iteration_seconds", "probes",
+                "retransmissions"):
+        assert summary.get(key) is not None, key
+    assert summary["ok"] is True and summary["workers"] == workers
+    assert summary["final_accuracy"] > 0.5          # chance is 0.1 on digits
+    tomllib.loads((out / "scenario.toml").read_text())
+    for name in ["ps"] + [f"w{i + 1}" for i in range(workers)]:
+        assert (out / "logs" / f"{name}.log").stat().st_size > 0
+        lines = (out / "metrics" / f"{name}.jsonl").read_text().splitlines()
+        assert lines and all(json.loads(line) for line in lines)
+    rates = sorted((out / "traces").glob("*-rates.tsv"))
+    assert rates
+    for path in rates:
+        rows = path.read_text().splitlines()
+        assert rows[0].split("\t") == ["Time", "Node", "FaceId", "Type", "Class", "Packets",
+                                       "Bytes"]
+        classes = {row.split("\t")[4] for row in rows[1:]}
+        assert {"task", "content", "insert", "collect", "distribute"} <= classes
+    for png in ("loss_accuracy", "iteration_time", "link_bytes", "pit_size"):
+        assert (out / "plots" / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    timeline = json.loads((out / "timeline.json").read_text())
+    spans = [e for e in timeline["traceEvents"] if e.get("ph") == "X"]
+    assert {e["name"] for e in spans} == {"compute", "communication"}
+    assert (out / "model.npz").exists()
+    return summary
+
+
+@pytest.mark.timeout(200)
+def test_sync_sgd_short_run_writes_every_output(tmp_path):
+    out = tmp_path / "run"
+    proc = run_scenario(out, "sync-sgd", *SHORT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = check_outputs(out, 4)
+    assert summary["mode"] == "sync" and summary["versions"] > 0
+    # one copy of the parameters per version leaves the PS, whatever the number of workers
+    assert summary["ps_bytes_out_per_version_over_model"] < 1.5
+
+
+@pytest.mark.timeout(200)
+def test_async_sgd_short_run(tmp_path):
+    out = tmp_path / "run"
+    proc = run_scenario(out, "async-sgd", "--set", "training.epochs=4", "--plain")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert check_outputs(out, 4)["mode"] == "async"
+
+
+@pytest.mark.timeout(200)
+def test_lossy_short_run_recovers(tmp_path):
+    out = tmp_path / "run"
+    proc = run_scenario(out, "lossy", *SHORT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = check_outputs(out, 4)
+    assert summary["probes"] + summary["retransmissions"] > 0   # losses happened, recovered
+
+
+def test_bad_scenario_is_refused_before_anything_starts(tmp_path):
+    out = tmp_path / "run"
+    proc = run_scenario(out, "sync-sgd", "--set", "links.loss=7")
+    assert proc.returncode == 2 and "links.loss" in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_child_fails_the_run_with_its_log_tail(tmp_path):
+    out = tmp_path / "run"
+    runner = ManagedProcess("runner", [sys.executable, "-m", "ndnps.scenario", "sync-sgd",
+                                       "--set", "training.epochs=200", "--plain", "--out",
+                                       str(out)], tmp_path / "runner.log",
+                            env={"PYTHONPATH": str(ROOT)})
+    try:
+        metrics = out / "metrics" / "w2.jsonl"
+        wait_until(lambda: metrics.exists() and metrics.stat().st_size > 0, 60, runner,
+                   "training")
+        (pid,) = [p for p in _descendants(runner.pid) if _cmdline(p)[-6:-4] == ["--name", "w2"]]
+        os.kill(pid, signal.SIGKILL)
+        assert runner.wait(60) == 1
+        log = runner.tail(60)
+        assert "run failed" in log and "w2" in log and "last lines of" in log
+        assert json.loads((out / "summary.json").read_text())["ok"] is False
+    finally:
+        runner.stop()
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_stops_every_process(tmp_path):
+    out = tmp_path / "run"
+    runner = ManagedProcess("runner", [sys.executable, "-m", "ndnps.scenario", "sync-sgd",
+                                       "--set", "training.epochs=200", "--plain", "--out",
+                                       str(out)], tmp_path / "runner.log",
+                            env={"PYTHONPATH": str(ROOT)})
+    try:
+        metrics = out / "metrics" / "ps.jsonl"
+        wait_until(lambda: metrics.exists() and metrics.stat().st_size > 0, 60, runner,
+                   "training")
+        children = _descendants(runner.pid)
+        assert len(children) >= 6                    # forwarder, PS, 4 workers
+        os.kill(runner.pid, signal.SIGINT)
+        assert runner.wait(60) == 130
+        time.sleep(0.5)
+        assert [p for p in children if _alive(p)] == []
+    finally:
+        runner.stop()
+
+
+@pytest.mark.timeout(200)
+def test_netns_run(tmp_path):
+    from ndnps.netns import NetnsUnavailable, check_available
+    try:
+        check_available()
+    except NetnsUnavailable as e:
+        pytest.skip(f"netns mode unavailable here: {e}")
+    out = tmp_path / "run"
+    proc = run_scenario(out, "tree", "--netns", "--set", "topology.workers=4", *SHORT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = check_outputs(out, 4)
+    assert summary["netns"] is True
+    leftover = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "ndnps" not in leftover
+
+
+def _descendants(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True,
+                         text=True).stdout.split()
+    kids = [int(p) for p in out]
+    return kids + [g for k in kids for g in _descendants(k)]
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode().split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
