@@ -250,7 +250,11 @@ class Job:
         vec = flatten(grads)
         compute = time.perf_counter() - t0
         if self.worker.slowdown > 1.0:           # a slower device: the same work takes longer
-            time.sleep(compute * (self.worker.slowdown - 1.0))
+            until = t0 + compute * self.worker.slowdown
+            if until - time.perf_counter() > 0.002:
+                time.sleep(until - time.perf_counter() - 0.001)
+            while time.perf_counter() < until:      # sleep overshoots by ~1 ms: spin the rest
+                pass
             compute = time.perf_counter() - t0
         self.step_record = {"step": step, "base_version": base, "loss": loss, "compute": compute,
                             "compute_at": started}
