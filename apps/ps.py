@@ -136,9 +136,9 @@ class ParameterServer:
     async def run(self) -> int:
         cfg = self.cfg
         self.attach()
-        if not await self.app.register(names.node(cfg.ps)):
-            raise JobFailed(f"the forwarder refused to register /{cfg.ps}")
         try:
+            if not await self.app.register(names.node(cfg.ps)):
+                raise JobFailed(f"the forwarder refused to register /{cfg.ps}")
             accepted = await self.assign_tasks()
             self.prepare_content(accepted)
             if cfg.mode == "sync":
@@ -250,10 +250,12 @@ class ParameterServer:
             self.contents[w.gpu] = sign_segments(
                 blob, lambda s, g=w.gpu: names.content(cfg.ps, cfg.train, g, s), self.sec.signer)
             for key in [k for k in self.held.keys() if k[0] == "content" and k[1] == w.gpu]:
-                self.held.release(key, self.contents[w.gpu][key[2]])
+                if key[2] < len(self.contents[w.gpu]):
+                    self.held.release(key, self.contents[w.gpu][key[2]])
+        segments = len(segment(messages.params_blob(vec, 0, False)))
         log.info("training %s/%s: %d workers, %d parameters (%d segments), %d steps, %s/%s",
-                 cfg.ps, cfg.train, n, self.n_params, len(segment(messages.params_blob(vec, 0, False))),
-                 self.total_steps, cfg.mode, cfg.push_mode)
+                 cfg.ps, cfg.train, n, self.n_params, segments, self.total_steps, cfg.mode,
+                 cfg.push_mode)
         self.metrics.write({"event": "start", "workers": accepted, "n_params": self.n_params,
                             "total_steps": self.total_steps, "mode": cfg.mode,
                             "push_mode": cfg.push_mode})
@@ -310,13 +312,15 @@ class ParameterServer:
             return names.collect(w.gpu, cfg.ps, cfg.train, step, s)
 
         for attempt in range(3):
-            sent = time.monotonic()
+            sent, sent_loop = time.monotonic(), self.loop_time()
             # The first Interests live until shortly after the expected finish, so a lost one
             # costs little; re-expressions double up to collect_lifetime while the worker
             # computes, for worker_timeout at most.
-            expected = max(0.0, ref + (w.estimator.expected or 0.0) - self.loop_time())
-            rto = self.fetcher.rto.rto
-            lifetime = min(cfg.collect_lifetime, max(2 * rto, expected + rto))
+            rtt = self.fetcher.min_rtt or 0.01
+            est = w.estimator
+            expected = max(0.0, ref + (est.expected or 0.0) - sent_loop)
+            lifetime = min(cfg.collect_lifetime,
+                           max(0.05, expected + 2 * est.stats.dev + 4 * rtt + 0.01))
             try:
                 parts, arrived = await self.fetcher.fetch_held(
                     name_of, w.last_segment, lifetime, cfg.collect_lifetime,
@@ -325,10 +329,9 @@ class ParameterServer:
                 self.drop(w, f"silent for {cfg.worker_timeout:.0f} s ({e})")
                 return None
             if attempt == 0:
-                quick = 2 * (self.fetcher.rto.stats.mean or 0.002) + 0.002
-                since_ref = self.loop_time() - ref - (time.monotonic() - sent)
-                w.estimator.observe(since_ref + arrived - sent, since_ref,
-                                    held=arrived - sent > quick)
+                waited = arrived - sent          # ~ one RTT if it was ready, more if held
+                est.observe(sent_loop - ref + waited, sent_loop - ref,
+                            held=waited > 2 * rtt + 0.002)
             w.last_segment = len(parts) - 1
             try:
                 grad = messages.parse_gradient(b"".join(parts), self.n_params, step)

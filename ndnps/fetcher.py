@@ -61,6 +61,9 @@ class SegmentFetcher:
         self.rto = rto or RtoEstimator(initial=1.0, min_rto=0.2, max_rto=4.0)
         self.max_tries = max_tries
         self.stats = stats or FetchStats()
+        # smallest round trip seen, held Interests included: some are answered at once, so
+        # this approaches the path's RTT even when every Interest may be held
+        self.min_rtt: float | None = None
 
     async def fetch_one(self, name: FormalName, lifetime: float | None = None,
                         tries: int | None = None, held: bool = False, fresh: bool = False,
@@ -108,8 +111,11 @@ class SegmentFetcher:
                 self.stats.rejected += 1
                 fresh = True
                 continue
-            if attempt == 1 and not held:
-                self.rto.observe(time.monotonic() - start)
+            if attempt == 1:
+                rtt = time.monotonic() - start
+                self.min_rtt = rtt if self.min_rtt is None else min(self.min_rtt, rtt)
+                if not held:
+                    self.rto.observe(rtt)
             content = bytes(content or b"")
             self.stats.segments += 1
             self.stats.bytes += len(content)
