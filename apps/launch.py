@@ -99,7 +99,10 @@ async def _serve(make_app: Callable[[], App], main: Callable[[App], Awaitable[in
             return EXIT_ERROR
         return main_task.result()
     finally:
-        await app.drain()
+        try:
+            await asyncio.wait_for(app.drain(), 1.0)     # let the last packets out
+        except (asyncio.TimeoutError, ConnectionError, OSError):
+            pass
         app.shutdown()
         face_task.cancel()
         await asyncio.gather(face_task, return_exceptions=True)

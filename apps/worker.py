@@ -50,8 +50,8 @@ from ndnps.segments import Assembly, Recent, sign_segments
 from ndnps.train import WorkerBatches
 from ndnps.training_config import ConfigError, read_table
 
-from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
-                     serve, setup_logging)
+from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNAL, EXIT_USAGE, app_parser,
+                     limit_blas_threads, serve, setup_logging)
 
 log = logging.getLogger("worker")
 
@@ -576,7 +576,13 @@ class Worker:
         log.info("task %s/%s: %s %s", t.ps, t.train, "accepted" if accept else "declined", reason)
 
     async def run_job(self, job: Job) -> None:
-        code = await job.run()
+        try:
+            code = await job.run()
+        except Exception:                   # a bug must end the process, not hang it
+            log.exception("training %s/%s crashed", job.ps, job.train)
+            code = 1
+        except asyncio.CancelledError:
+            code = EXIT_SIGNAL
         self.metrics.write({"event": "end", "code": code, "version": job.newest,
                             **asdict(job.counters), **asdict(job.fetch_stats), **self.app.traffic()})
         if not self.finished.done():

@@ -44,7 +44,14 @@ def start_ps(procs, sock, *args, name="ps", key=KEY):
 def finish(procs, ps, workers, timeout=90):
     """Exit codes of the PS and the workers, and the PS's final metrics record."""
     code = ps.wait(timeout)
-    codes = {g: p.wait(20) for g, p in workers.items()}
+    codes = {}
+    for gpu, proc in workers.items():
+        try:
+            codes[gpu] = proc.wait(30)
+        except Exception as e:             # say where it was: its last metrics lines
+            path = procs.workdir / f"{gpu}.jsonl"
+            tail = path.read_text().splitlines()[-3:] if path.exists() else []
+            raise AssertionError(f"{e}\nlast metrics of {gpu}: {tail}\nPS: {ps.tail(5)}") from e
     records = read_metrics(procs.workdir / f"{ps.name}.jsonl")
     end = [r for r in records if r.get("event") == "end"]
     assert code == 0 and end, ps.tail()
