@@ -18,7 +18,6 @@ from typing import Awaitable, Callable
 
 from ndn.app_support import nfd_mgmt as m
 from ndn.encoding import Component, MetaInfo, make_data
-from ndn.encoding.tlv_model import DecodeError as NdnDecodeError
 from ndn.security import DigestSha256Signer
 
 from .packet import Interest
@@ -122,16 +121,22 @@ class Management:
             return cp.cp
         except ControlError:
             raise
-        except (NdnDecodeError, IndexError, ValueError, TypeError):
+        except Exception:
+            # python-ndn's parser raises DecodeError, IndexError, struct.error ... on hostile
+            # input (found by fuzzing); any of them means the same: 400
             raise ControlError(400, "Malformed ControlParameters") from None
 
     def _name_of(self, params: m.ControlParametersValue) -> tuple[bytes, int]:
         if params.name is None:
             raise ControlError(400, "Name is required", params)
-        comps = [bytes(c) for c in params.name]
-        if len(comps) > self.fw.fib.max_depth:
+        prefix = b"".join(bytes(c) for c in params.name)
+        try:
+            depth = len(component_offsets(prefix))
+        except DecodeError:          # python-ndn parses a Name without checking its components
+            raise ControlError(400, "Malformed Name", None) from None
+        if depth > self.fw.fib.max_depth:
             raise ControlError(414, "Route prefix has too many components", params)
-        return b"".join(comps), len(comps)
+        return prefix, depth
 
     def _face_of(self, params: m.ControlParametersValue, in_face: int) -> int:
         face = params.face_id or in_face
@@ -211,7 +216,11 @@ class Management:
 
     def _reply(self, comps: list[bytes], code: int, text: str,
                params: m.ControlParametersValue | None) -> bytes:
-        content = _response(code, text, params)
+        try:
+            content = _response(code, text, params)
+        except (IndexError, ValueError, TypeError, OverflowError):
+            # parameters that parsed but cannot be encoded back (found by fuzzing): say so
+            content = _response(400, "Malformed ControlParameters", None)
         return bytes(make_data(comps, MetaInfo(), content, signer=self._signer))
 
     # ---- status datasets -----------------------------------------------------------------

@@ -1,0 +1,106 @@
+"""One fuzzing harness for the forwarder's sans-I/O core and management, shared by the
+hypothesis tests (tests/unit/test_fw_fuzz.py, in CI) and the long atheris run
+(fuzz/fuzz_forwarder.py, by hand).
+
+Each input is (face selector, bytes): the bytes go through `Forwarder.on_receive` on one of a
+local, a non-local and a second local face; whatever reaches the internal face goes through
+management. Anything raised is a bug; after every packet the tables must be within bounds.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+
+from ndn.app_support.nfd_mgmt import make_command, make_command_v2
+from ndn.encoding import Component, InterestParam, MetaInfo, Name, make_data, make_interest
+from ndn.security import DigestSha256Signer
+
+from forwarder.face_table import INTERNAL_FACE
+from forwarder.mgmt import MGMT_PREFIX, Management
+from forwarder.packet import lp_wrap
+from forwarder.pipelines import Forwarder, Limits
+from forwarder.tables.rib import CHILD_INHERIT, Route
+from forwarder.tlv import name_from_str
+
+LIMITS = Limits(pit_entries=256, cs_packets=64, cs_bytes=64 << 10, dead_nonce_capacity=256,
+                ppit_entries=16, ppit_faces_per_entry=4, ppit_entries_per_face=4)
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.fw = Forwarder(LIMITS, clock=lambda: self.now)
+        self.mgmt = Management(self.fw)
+        self.fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
+        self.faces = [self.fw.add_face(True).id, self.fw.add_face(False).id,
+                      self.fw.add_face(True).id]
+        for prefix, face in (("/ps", self.faces[1]), ("/w1", self.faces[2]), ("/a", self.faces[0])):
+            name = name_from_str(prefix)
+            self.fw.rib.add(name, 1, Route(face, 0, 0, CHILD_INHERIT, None))
+        self.packets = 0
+
+    def feed(self, selector: int, wire: bytes) -> None:
+        face = self.faces[selector % len(self.faces)]
+        pending = [(face, wire)]
+        while pending:                              # management replies re-enter the core
+            face, wire = pending.pop()
+            for out_face, item in self.fw.on_receive(face, wire):
+                if out_face == INTERNAL_FACE:
+                    reply = _run(self.mgmt.handle(*item))
+                    if reply is not None:
+                        pending.append((INTERNAL_FACE, reply))
+                else:
+                    assert isinstance(item, bytes) and len(item) <= 8800 + 64
+        self.packets += 1
+        if selector & 0x80:                         # time passes now and then
+            self.now += (selector & 0x7F) / 10.0
+            self.fw.tick()
+        self.check_bounds()
+
+    def check_bounds(self) -> None:
+        fw = self.fw
+        assert len(fw.pit) <= LIMITS.pit_entries
+        assert len(fw.cs) <= LIMITS.cs_packets and fw.cs.bytes <= LIMITS.cs_bytes
+        assert len(fw.dnl) <= LIMITS.dead_nonce_capacity
+        assert len(fw.ppit) <= LIMITS.ppit_entries
+        assert all(len(e.faces) <= LIMITS.ppit_faces_per_entry for e in fw.ppit.entries())
+
+
+def _run(coro):
+    """Management coroutines never wait on I/O here (no face creation): drive them inline."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise AssertionError("management awaited I/O in the harness")
+
+
+def seeds() -> list[bytes]:
+    """Valid packets of every kind the forwarder meets, for mutation."""
+    signer = DigestSha256Signer()
+    out = []
+    for uri in ("/a/b", "/ps/t/w1", "/w1/ps/t", "/*insert*/ps/t", "/*remove*/ps/t",
+                "/*distribute*/ps/t/v=1/seg=0", "/localhost/nfd/faces/list"):
+        name = Name.from_str(uri)
+        out.append(bytes(make_interest(name, InterestParam(can_be_prefix=True, must_be_fresh=True,
+                                                           hop_limit=4, lifetime=100,
+                                                           nonce=int.from_bytes(os.urandom(4),
+                                                                                "big")))))
+        out.append(bytes(make_data(name, MetaInfo(freshness_period=500,
+                                                  final_block_id=Component.from_segment(3)),
+                                   b"x" * 40, signer=signer)))
+    out.append(lp_wrap(out[0], b"\x01\x02\x03\x04"))
+    out.append(lp_wrap(out[0], None, 150))
+    out.append(b"\x64\x00")
+    for verb, kw in (("register", {"name": "/p", "cost": 3}), ("unregister", {"name": "/p"}),
+                     ("register", {"name": "/q", "expiration_period": 10})):
+        out.append(bytes(make_interest(make_command_v2("rib", verb, **kw), InterestParam(),
+                                       app_param=b"", signer=DigestSha256Signer(for_interest=True))))
+    out.append(bytes(make_interest(make_command("rib", "register", name="/legacy"),
+                                   InterestParam())))
+    out.append(bytes(make_interest(make_command_v2("strategy-choice", "set", name="/a",
+                                                   strategy="/localhost/nfd/strategy/multicast"),
+                                   InterestParam(), app_param=b"",
+                                   signer=DigestSha256Signer(for_interest=True))))
+    return out

@@ -1,0 +1,93 @@
+"""Management commands through the sans-I/O core: defaults as NFD, bad parameters answered with
+NFD's status codes and always with ControlParameters, nothing from non-local faces."""
+from __future__ import annotations
+
+from ndn.app_support.nfd_mgmt import ControlParameters, ControlParametersValue, make_command_v2, \
+    parse_response
+from ndn.encoding import Component, InterestParam, Name, make_interest, parse_data
+from ndn.security import DigestSha256Signer
+
+from fuzz.harness import _run
+from forwarder.face_table import INTERNAL_FACE
+from forwarder.mgmt import MGMT_PREFIX, Management
+from forwarder.pipelines import Forwarder
+from forwarder.tables.rib import CHILD_INHERIT, Route
+from forwarder.tlv import name_from_str
+
+
+def setup():
+    fw = Forwarder()
+    fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
+    return fw, Management(fw), fw.add_face(True).id
+
+
+def command(fw, mgmt, face, name) -> dict | None:
+    wire = make_interest(name, InterestParam(), app_param=b"",
+                         signer=DigestSha256Signer(for_interest=True))
+    for out_face, item in fw.on_receive(face, bytes(wire)):
+        assert out_face == INTERNAL_FACE
+        reply = _run(mgmt.handle(*item))
+        out = fw.on_receive(INTERNAL_FACE, reply)
+        assert [f for f, _ in out] == [face]
+        _, _, content, _ = parse_data(out[0][1])
+        return parse_response(content)
+    return None
+
+
+def cmd(module, verb, **kw):
+    return make_command_v2(module, verb, **kw)
+
+
+def raw_params(module, verb, cp: bytes):
+    return Name.from_str(f"/localhost/nfd/{module}/{verb}") + [Component.from_bytes(cp)]
+
+
+def test_register_defaults_as_nfd():
+    fw, mgmt, face = setup()
+    r = command(fw, mgmt, face, cmd("rib", "register", name="/app"))
+    assert (r["status_code"], r["face_id"], r["origin"], r["cost"], r["flags"]) == \
+        (200, face, 0, 0, CHILD_INHERIT)
+    assert fw.fib.find_exact(name_from_str("/app")).nexthops == {face: 0}
+
+
+def test_errors_carry_status_codes_and_parameters():
+    fw, mgmt, face = setup()
+    assert command(fw, mgmt, face, cmd("rib", "register", cost=3))["status_code"] == 400
+    deep = "/" + "/".join("c" for _ in range(33))
+    assert command(fw, mgmt, face, cmd("rib", "register", name=deep))["status_code"] == 414
+    assert command(fw, mgmt, face, cmd("rib", "register", name="/x",
+                                       face_id=9999))["status_code"] == 410
+    assert command(fw, mgmt, face, cmd("rib", "frobnicate", name="/x"))["status_code"] == 501
+    r = command(fw, mgmt, face, cmd("strategy-choice", "set", name="/x",
+                                    strategy="/localhost/nfd/strategy/nonesuch"))
+    assert r["status_code"] == 404
+    r = command(fw, mgmt, face, raw_params("rib", "register", b"\x68\x05\x07\x03\x08\x09x"))
+    assert r["status_code"] == 400                      # Name component overruns
+    r = command(fw, mgmt, face, raw_params("rib", "register", b"garbage"))
+    assert r["status_code"] == 400
+    assert command(fw, mgmt, face, Name.from_str("/localhost/nfd/rib/register"))[
+        "status_code"] == 400                           # no parameters at all
+    assert command(fw, mgmt, face, cmd("faces", "destroy"))["status_code"] == 400
+
+
+def test_unregister_and_route_expiry():
+    fw, mgmt, face = setup()
+    t = [0.0]
+    fw.clock = lambda: t[0]
+    command(fw, mgmt, face, cmd("rib", "register", name="/a"))
+    command(fw, mgmt, face, cmd("rib", "register", name="/b", expiration_period=500))
+    assert command(fw, mgmt, face, cmd("rib", "unregister", name="/a"))["status_code"] == 200
+    assert fw.fib.find_exact(name_from_str("/a")) is None
+    t[0] = 1.0
+    fw.tick()
+    assert fw.fib.find_exact(name_from_str("/b")) is None
+
+
+def test_non_local_faces_cannot_reach_management():
+    fw, mgmt, _ = setup()
+    remote = fw.add_face(False).id
+    wire = make_interest(cmd("rib", "register", name="/evil"), InterestParam(), app_param=b"",
+                         signer=DigestSha256Signer(for_interest=True))
+    assert fw.on_receive(remote, bytes(wire)) == []
+    assert fw.faces.get(remote).counters.drops["localhost_scope"] == 1
+    assert fw.fib.find_exact(name_from_str("/evil")) is None
