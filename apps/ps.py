@@ -154,6 +154,9 @@ class ParameterServer:
             log.warning("stopped: telling the workers the training is aborted")
             await self.abort()
             raise
+        except Exception:
+            await self.abort()                 # a bug: the workers need not wait ps_timeout
+            raise
         await self.finish()
         return EXIT_OK
 
@@ -319,8 +322,8 @@ class ParameterServer:
             rtt = self.fetcher.min_rtt or 0.01
             est = w.estimator
             expected = max(0.0, ref + (est.expected or 0.0) - sent_loop)
-            lifetime = min(cfg.collect_lifetime,
-                           max(0.05, expected + 2 * est.stats.dev + 4 * rtt + 0.01))
+            lifetime = cfg.collect_lifetime if est.expected is None else min(
+                cfg.collect_lifetime, max(0.05, expected + 2 * est.stats.dev + 4 * rtt + 0.01))
             try:
                 parts, arrived = await self.fetcher.fetch_held(
                     name_of, w.last_segment, lifetime, cfg.collect_lifetime,

@@ -9,10 +9,14 @@
    content, sig_ptrs)``, then the normal path runs (so a probe's own pending Interest is still
    satisfied).  This is the only python-ndn internal we touch; no library global is patched.
 
-2. Cancellation stays cancellation.  ``NDNApp._wait_for_data`` turns the CancelledError of a
-   task cancelled while awaiting ``express`` into ``InterestCanceled`` (an ordinary
+2. ``express`` ends the way it should.  ``NDNApp._wait_for_data`` turns the CancelledError of
+   a task cancelled while awaiting ``express`` into ``InterestCanceled`` (an ordinary
    exception), so cancelling a coroutine would look like a failure; ``App`` re-raises
-   CancelledError when the current task is being cancelled.
+   CancelledError when the current task is being cancelled.  And python-ndn 0.5.2 races: when
+   a Data arrives just as its Interest times out, ``_on_data`` has already removed the PIT node
+   (its validation task has not yet set the future) and the timeout path's
+   ``del self._pit[node_name]`` raises KeyError out of ``express``; ``App`` reports that as
+   the timeout it is (the caller retransmits).
 
 3. Byte and packet counters, and back-pressure.  ``CountingFace`` wraps the transport face
    python-ndn would have built (unix/tcp/udp from NDN_CLIENT_TRANSPORT or the client.conf) and
@@ -26,7 +30,7 @@ from typing import Callable
 from ndn.appv2 import NDNApp
 from ndn.client_conf import default_face, read_client_conf
 from ndn.transport.face import Face
-from ndn.types import InterestCanceled
+from ndn.types import InterestCanceled, InterestTimeout
 
 from . import names
 
@@ -108,6 +112,8 @@ class App(NDNApp):
     async def _wait_for_data(self, *args, **kwargs):
         try:
             return await super()._wait_for_data(*args, **kwargs)
+        except KeyError:                      # the timeout/arrival race described above
+            raise InterestTimeout() from None
         except InterestCanceled:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
