@@ -88,18 +88,25 @@ class LpFragmented(Exception):
     """An NDNLPv2 fragment (FragCount > 1): this forwarder does not reassemble."""
 
 
-def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None = None) -> Interest:
-    """`wire[start:end]` is a whole Interest TLV; `start` is where its TYPE begins."""
+def _open(wire: bytes, start: int, end: int, kind: int) -> tuple[bytes, int, int, int]:
+    """Check the outer TLV of an Interest or Data at `wire[start:end]` and its leading Name;
+    returns (the packet's own bytes, value end, name value start, name value end)."""
     typ, off, vend = read_tl(wire, start, end)
-    if typ != INTEREST or vend != end:
-        raise DecodeError("not an Interest")
+    if typ != kind or vend != end:
+        raise DecodeError("not an Interest" if kind == INTEREST else "not a Data")
     if start or end != len(wire):
         wire = wire[start:end]
         off -= start
         vend -= start
     typ, noff, nend = read_tl(wire, off, vend)
     if typ != NAME:
-        raise DecodeError("Interest does not start with a Name")
+        raise DecodeError("packet does not start with a Name")
+    return wire, vend, noff, nend
+
+
+def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None = None) -> Interest:
+    """`wire[start:end]` is a whole Interest TLV; `start` is where its TYPE begins."""
+    wire, vend, noff, nend = _open(wire, start, end, INTEREST)
     name = wire[noff:nend]
     if not name:
         raise DecodeError("Interest with an empty Name")
@@ -142,16 +149,7 @@ def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None =
 
 
 def decode_data(wire: bytes, start: int, end: int, pit_token: bytes | None = None) -> Data:
-    typ, off, vend = read_tl(wire, start, end)
-    if typ != DATA or vend != end:
-        raise DecodeError("not a Data")
-    if start or end != len(wire):
-        wire = wire[start:end]
-        off -= start
-        vend -= start
-    typ, noff, nend = read_tl(wire, off, vend)
-    if typ != NAME:
-        raise DecodeError("Data does not start with a Name")
+    wire, vend, noff, nend = _open(wire, start, end, DATA)
     freshness = 0
     if nend < vend:
         typ, moff, mend = read_tl(wire, nend, vend)

@@ -6,43 +6,9 @@ import textwrap
 
 import pytest
 
+from ndnps.demo import CONSUMER, PRODUCER
+
 pytestmark = pytest.mark.slow
-
-PRODUCER = textwrap.dedent('''
-    import sys
-    from ndn.appv2 import NDNApp
-    from ndn.security import DigestSha256Signer
-    app = NDNApp()
-    signer = DigestSha256Signer()
-
-    @app.route(sys.argv[1])
-    def on_interest(name, param, reply, context):
-        reply(app.make_data(name, b"hello from " + sys.argv[1].encode(), signer=signer,
-                            freshness_period=1000))
-
-    async def ready():
-        print("READY", flush=True)
-    app.run_forever(after_start=ready())
-''')
-
-CONSUMER = textwrap.dedent('''
-    import sys
-    from ndn.appv2 import NDNApp, pass_all
-    from ndn.encoding import Name
-    from ndn.types import InterestNack
-    app = NDNApp()
-
-    async def main():
-        try:
-            name, content, _ = await app.express(Name.from_str(sys.argv[1]), validator=pass_all,
-                                                 lifetime=2000, can_be_prefix=False)
-            print("DATA", Name.to_str(name), bytes(content).decode(), flush=True)
-        except InterestNack as e:
-            print("NACK", e.reason, flush=True)
-        finally:
-            app.shutdown()
-    app.run_forever(after_start=main())
-''')
 
 LEGACY_PRODUCER = textwrap.dedent('''
     import sys

@@ -29,13 +29,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
 from forwarder.status import fetch_status
+from ndnps.demo import CONSUMER as PY_CONSUMER, PRODUCER as PY_PRODUCER
 from ndnps.process import free_port, wait_until
 
 # The first run may include `npm ci` (a few seconds on a warm npm cache, more on a slow
@@ -129,43 +129,7 @@ def ndnts(tmp_path_factory) -> NdnTs:
 
 # ---- python-ndn sides (same shape as tests/integration/test_forwarder_pyndn.py) ---------------
 
-PY_PRODUCER = textwrap.dedent('''
-    import sys
-    from ndn.appv2 import NDNApp
-    from ndn.security import DigestSha256Signer
-    app = NDNApp()
-    signer = DigestSha256Signer()
 
-    @app.route(sys.argv[1])
-    def on_interest(name, param, reply, context):
-        reply(app.make_data(name, b"hello from " + sys.argv[1].encode(), signer=signer,
-                            freshness_period=1000))
-
-    async def ready():
-        print("READY", flush=True)
-    app.run_forever(after_start=ready())
-''')
-
-PY_CONSUMER = textwrap.dedent('''
-    import sys
-    from ndn.appv2 import NDNApp, pass_all
-    from ndn.encoding import Name
-    from ndn.types import InterestNack, InterestTimeout
-    app = NDNApp()
-
-    async def main():
-        try:
-            name, content, _ = await app.express(Name.from_str(sys.argv[1]), validator=pass_all,
-                                                 lifetime=2000, can_be_prefix=False)
-            print("DATA", Name.to_str(name), bytes(content).decode(), flush=True)
-        except InterestNack as e:
-            print("NACK", e.reason, flush=True)
-        except InterestTimeout:
-            print("TIMEOUT", flush=True)
-        finally:
-            app.shutdown()
-    app.run_forever(after_start=main())
-''')
 
 
 def _py(procs, name, script, sock, *args, wait_ready=False):

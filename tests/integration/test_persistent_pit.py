@@ -11,6 +11,7 @@ import pytest
 from ndn.encoding import Component, Name
 
 from forwarder.status import fetch_status
+from ndnps.demo import CONSUMER, PRODUCER
 from ndnps.names import DISTRIBUTE, INSERT, REMOVE
 from ndnps.process import free_port, wait_until
 
@@ -229,33 +230,6 @@ async def test_unrefreshed_entry_expires_and_pushes_stop(procs):
         ps_task.cancel()
 
 
-PRODUCER = textwrap.dedent('''
-    from ndn.appv2 import NDNApp
-    from ndn.security import DigestSha256Signer
-    app = NDNApp()
-    @app.route("/plain")
-    def on_interest(name, param, reply, context):
-        reply(app.make_data(name, b"plain data", signer=DigestSha256Signer()))
-    async def ready():
-        print("READY", flush=True)
-    app.run_forever(after_start=ready())
-''')
-
-CONSUMER = textwrap.dedent('''
-    from ndn.appv2 import NDNApp, pass_all
-    from ndn.encoding import Name
-    app = NDNApp()
-    async def main():
-        try:
-            name, content, _ = await app.express(Name.from_str("/plain/x"), validator=pass_all,
-                                                 lifetime=3000)
-            print("DATA", bytes(content).decode(), flush=True)
-        finally:
-            app.shutdown()
-    app.run_forever(after_start=main())
-''')
-
-
 async def test_clients_unaware_of_persistent_entries_work_through_the_same_tree(procs):
     socks = _tree(procs)
     ps = await RawFace.connect(socks["root"])
@@ -264,12 +238,12 @@ async def test_clients_unaware_of_persistent_entries_work_through_the_same_tree(
     try:
         worker = await _join(socks["leaf2"])
         assert await _confirmed(worker)
-        producer = procs.spawn("producer", [sys.executable, "-c", PRODUCER],
+        producer = procs.spawn("producer", [sys.executable, "-c", PRODUCER, "/plain"],
                                env={"NDN_CLIENT_TRANSPORT": f"unix://{socks['root']}"})
         wait_until(lambda: "READY" in producer.tail(), 15, producer, "registered")
-        consumer = procs.spawn("consumer", [sys.executable, "-c", CONSUMER],
+        consumer = procs.spawn("consumer", [sys.executable, "-c", CONSUMER, "/plain/x"],
                                env={"NDN_CLIENT_TRANSPORT": f"unix://{socks['leaf2']}"})
         assert consumer.wait(20) == 0
-        assert "DATA plain data" in consumer.tail()
+        assert "DATA /plain/x hello from /plain" in consumer.tail()
     finally:
         ps_task.cancel()

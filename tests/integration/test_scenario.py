@@ -24,6 +24,22 @@ def run_scenario(out: Path, *args: str, timeout: float = 150) -> subprocess.Comp
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
+def start_long_run(tmp_path: Path, out: Path) -> ManagedProcess:
+    """A sync-sgd run long enough to interfere with, returned once every worker trains."""
+    runner = ManagedProcess("runner", [sys.executable, "-m", "ndnps.scenario", "sync-sgd",
+                                       "--set", "training.epochs=200", "--plain", "--out",
+                                       str(out)], tmp_path / "runner.log",
+                            env={"PYTHONPATH": str(ROOT)})
+    metrics = [out / "metrics" / f"w{i}.jsonl" for i in range(1, 5)]
+    try:
+        wait_until(lambda: all(m.exists() and m.stat().st_size > 0 for m in metrics), 60,
+                   runner, "training")
+    except BaseException:
+        runner.stop()
+        raise
+    return runner
+
+
 def check_outputs(out: Path, workers: int) -> dict:
     summary = json.loads((out / "summary.json").read_text())
     for key in ("final_accuracy", "versions", "mode", "workers", "model_bytes",
@@ -92,14 +108,8 @@ def test_bad_scenario_is_refused_before_anything_starts(tmp_path):
 @pytest.mark.timeout(120)
 def test_a_failed_child_fails_the_run_with_its_log_tail(tmp_path):
     out = tmp_path / "run"
-    runner = ManagedProcess("runner", [sys.executable, "-m", "ndnps.scenario", "sync-sgd",
-                                       "--set", "training.epochs=200", "--plain", "--out",
-                                       str(out)], tmp_path / "runner.log",
-                            env={"PYTHONPATH": str(ROOT)})
+    runner = start_long_run(tmp_path, out)
     try:
-        metrics = out / "metrics" / "w2.jsonl"
-        wait_until(lambda: metrics.exists() and metrics.stat().st_size > 0, 60, runner,
-                   "training")
         (pid,) = [p for p in _descendants(runner.pid) if _cmdline(p)[-6:-4] == ["--name", "w2"]]
         os.kill(pid, signal.SIGKILL)
         assert runner.wait(60) == 1
@@ -113,14 +123,8 @@ def test_a_failed_child_fails_the_run_with_its_log_tail(tmp_path):
 @pytest.mark.timeout(120)
 def test_ctrl_c_stops_every_process(tmp_path):
     out = tmp_path / "run"
-    runner = ManagedProcess("runner", [sys.executable, "-m", "ndnps.scenario", "sync-sgd",
-                                       "--set", "training.epochs=200", "--plain", "--out",
-                                       str(out)], tmp_path / "runner.log",
-                            env={"PYTHONPATH": str(ROOT)})
+    runner = start_long_run(tmp_path, out)
     try:
-        metrics = out / "metrics" / "ps.jsonl"
-        wait_until(lambda: metrics.exists() and metrics.stat().st_size > 0, 60, runner,
-                   "training")
         children = _descendants(runner.pid)
         assert len(children) >= 6                    # forwarder, PS, 4 workers
         os.kill(runner.pid, signal.SIGINT)
