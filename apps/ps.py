@@ -106,7 +106,7 @@ class ParameterServer:
         self.fetch_stats = FetchStats()
         self.fetcher = SegmentFetcher(
             app.express, self.sec.validator, cfg.window,
-            RtoEstimator(cfg.segment_timeout, min_rto=0.1, max_rto=4 * cfg.segment_timeout),
+            RtoEstimator(cfg.segment_timeout, min_rto=0.2, max_rto=4 * cfg.segment_timeout),
             cfg.max_tries, self.fetch_stats)
         self.held = HeldInterests()
         self.contents: dict[str, list[bytes]] = {}

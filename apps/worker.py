@@ -186,7 +186,7 @@ class Job:
                                      int(info["batch"]), int(info["seed"]))
         self.fetcher.window = int(k["window"])
         self.fetcher.max_tries = int(k["max_tries"])
-        self.fetcher.rto = RtoEstimator(k["segment_timeout"], min_rto=0.1,
+        self.fetcher.rto = RtoEstimator(k["segment_timeout"], min_rto=0.2,
                                         max_rto=4 * k["segment_timeout"])
         self.timer = ProbeTimer(RtoEstimator(k["probe_initial"], k["probe_k"], k["probe_min"],
                                              k["probe_max"]), self.on_probe_timer)
@@ -392,12 +392,20 @@ class Job:
             return False
         self.probing.add(version)
         log.debug("probe version %d (%s)", version, why)
-        self.spawn(self.probe(version))
+        self.spawn(self.probe(version, why))
         return True
 
-    async def probe(self, version: int) -> None:
+    async def probe(self, version: int, why: str = "timer") -> None:
         """Fetch only the segments of `version` we lack, by ordinary Interests (the nearest
-        cache or the PS answers; a version not pushed yet waits in the forwarder's PIT)."""
+        cache or the PS answers; a version not pushed yet waits in the forwarder's PIT).
+
+        Knowing nothing of the version, it asks for segment 0 alone: if the push is merely
+        late, that Interest waits in the PIT and the push brings the rest.  After a timer
+        expiry, segments after the last one received are asked only once the push has gone
+        quiet (nothing pushed for probe_min), so a probe never duplicates a push under way.
+        A collect for the version means the PS has pushed all of it (it pushes, then
+        collects): no need to wait.  A gap asks just for the holes below the highest segment
+        received."""
         def name_of(s: int):
             return names.distribute(self.ps, self.train, version, s)
 
@@ -410,11 +418,15 @@ class Job:
                 self.counters.probe_segments += 1
                 lifetime = self.timer.estimator.rto if self.timer else 1.0
                 got(await self.fetcher.fetch_one(name_of(0), lifetime, tries=1, fresh=True))
-                asm = self.assemblies.get(version)
-            if asm is not None and version > self.newest:
-                missing = asm.missing()
-                self.counters.probe_segments += len(missing)
-                await self.fetcher.fetch_many(name_of, missing, on_segment=got, fresh=True)
+            quiet = self.knobs["probe_min"]
+            while why == "timer" and self.now() - self.last_push_at < quiet:
+                await asyncio.sleep(quiet)
+            asm = self.assemblies.get(version)
+            if asm is None or version <= self.newest:
+                return
+            missing = asm.holes() if why == "gap" else asm.missing()
+            self.counters.probe_segments += len(missing)
+            await self.fetcher.fetch_many(name_of, missing, on_segment=got, fresh=True)
         except FetchError:
             pass                                    # the timer fires again, backed off
         finally:

@@ -62,6 +62,10 @@ class Assembly:
         top = self.final if self.final is not None else self.highest
         return [s for s in range(top + 1) if s not in self.parts]
 
+    def holes(self) -> list[int]:
+        """Missing segments below the highest one received (a gap, not a tail)."""
+        return [s for s in range(self.highest) if s not in self.parts]
+
     @property
     def has_gap(self) -> bool:
         return any(s not in self.parts for s in range(self.highest))

@@ -163,7 +163,7 @@ def test_assembly_any_order_duplicates_and_gaps():
     parts = [b"aa", b"bb", b"cc", b"dd"]
     asm = Assembly(7)
     assert asm.add(2, parts[2], 3)
-    assert asm.has_gap and asm.missing() == [0, 1, 3]
+    assert asm.has_gap and asm.missing() == [0, 1, 3] and asm.holes() == [0, 1]
     assert not asm.add(2, parts[2], 3)          # duplicate
     for s in (3, 0, 1):
         asm.add(s, parts[s], 3)
