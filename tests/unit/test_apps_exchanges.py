@@ -315,3 +315,32 @@ async def test_a_malformed_gradient_is_counted_and_refetched():
     g = await ps.collect(ps.workers[0], 0, asyncio.get_running_loop().time())
     assert g is not None and ps.counters.malformed == 2 and float(g.vector[0]) == 1.0
     assert ps.workers[0].last_segment == 1
+
+
+@pytest.mark.asyncio
+async def test_gap_probe_asks_only_for_the_holes_and_timer_probe_waits_for_quiet():
+    job = ready_job(hidden=[256])
+    blob = messages.params_blob(np.ones(job.n_params, np.float32), 1, False)
+    from ndnps.codec import segment
+    from ndnps.segments import sign_segments
+    parts = segment(blob)
+    last = len(parts) - 1
+    wires = sign_segments(blob, lambda s: names.distribute("ps", "t1", 1, s), job.sec.signer)
+    asked = []
+
+    async def express(name, validator, **kw):
+        asked.append(names.parse_distribute(name).segment)
+        n, meta, content, sig = parse_data(wires[asked[-1]])
+        return n, content, {"meta_info": meta}
+    job.fetcher.express = express
+    for s in (0, 1, 3, 5):
+        job.receive_segment(1, s, parts[s], last)
+    await job.probe(1, "gap")
+    assert asked == [2, 4] and job.newest == 0              # the tail is not a gap
+    asked.clear()
+    job.last_push_at = job.now()                             # the push is still flowing
+    job.knobs["probe_min"] = 0.05
+    t0 = job.now()
+    await job.probe(1, "timer")
+    assert job.now() - t0 >= 0.05                            # waited for it to go quiet
+    assert sorted(asked) == list(range(6, last + 1)) and job.newest == 1
