@@ -81,7 +81,9 @@ class Runner:
 
     def plan(self) -> topology.Plan:
         if not self.sc.netns:
-            return topology.plan_local(self.sc)
+            plan = topology.plan_local(self.sc)
+            topology.apply_link_overrides(plan, self.sc)
+            return plan
         check_available()
         plan = topology.plan_netns(self.sc)
         self.netns = Netns(tag=f"ndnps{time.time_ns() % 100000}")
@@ -101,6 +103,7 @@ class Runner:
                 self.notes.append("kernel netem unavailable: link conditions emulated in the "
                                   "forwarders' faces")
         topology.assign_addresses(plan, addrs, {} if kernel else link)
+        topology.apply_link_overrides(plan, self.sc)
         return plan
 
     def _wrap(self, node: topology.ForwarderNode | None) -> list[str]:

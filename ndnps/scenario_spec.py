@@ -4,6 +4,8 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
     description = "..."
     [topology]   kind = "star" | "tree"; workers = 4; leaves = 2 (tree)
     [links]      loss, delay_ms, jitter_ms, rate_mbps: every link (apps' and forwarders')
+    [[link]]     from = "root", to = "leaf1", loss = 0.1 ...: one direction of one
+                 forwarder-to-forwarder link (tree), replacing [links] there
     [forwarder]  forwarder table limits, e.g. ppit_lifetime = 60.0 (forwarder/config.py)
     [workers]    slowdown = { w4 = 3.0 }   compute time multiplied (stragglers)
     [run]        timeout = 300; trace_interval = 0.5
@@ -70,6 +72,7 @@ class Scenario:
     workers: int = 4
     leaves: int = 2
     links: Links = field(default_factory=Links)
+    link_overrides: dict[tuple[str, str], Links] = field(default_factory=dict)
     forwarder: dict[str, Any] = field(default_factory=dict)
     slowdown: dict[str, float] = field(default_factory=dict)
     timeout: float = 300.0
@@ -84,7 +87,8 @@ class Scenario:
         return list(self.training.workers)
 
 
-_TOP = {"description", "topology", "links", "forwarder", "workers", "run", "netns", "training"}
+_TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
+        "training"}
 _TABLE_KEYS = {
     "topology": {"kind", "workers", "leaves"},
     "links": {f.name for f in fields(Links)},
@@ -128,11 +132,9 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
     sc.workers = _number(topo.get("workers", sc.workers), "topology.workers", 1, 64, True)
     sc.leaves = _number(topo.get("leaves", sc.leaves), "topology.leaves", 1, 16, True)
 
-    links = doc.get("links", {})
-    for f in fields(Links):
-        if f.name in links:
-            high = 1.0 if f.name == "loss" else None
-            setattr(sc.links, f.name, _number(links[f.name], f"links.{f.name}", 0.0, high))
+    sc.links = _links_from(doc.get("links", {}), "links")
+
+    sc.link_overrides = _link_overrides(doc.get("link", []), sc)
 
     fwd = doc.get("forwarder", {})
     if not isinstance(fwd, dict):
@@ -179,6 +181,38 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
                                 f"(workers: {', '.join(sc.training.workers)})")
         sc.slowdown[worker] = _number(factor, f"workers.slowdown.{worker}", 1.0)
     return sc
+
+
+def _links_from(table: dict, where: str) -> Links:
+    links = Links()
+    for f in fields(Links):
+        if f.name in table:
+            high = 1.0 if f.name == "loss" else None
+            setattr(links, f.name, _number(table[f.name], f"{where}.{f.name}", 0.0, high))
+    return links
+
+
+def _link_overrides(entries: Any, sc: Scenario) -> dict[tuple[str, str], Links]:
+    if not isinstance(entries, list):
+        raise ScenarioError("link: expected an array of tables ([[link]])")
+    leaves = {f"leaf{i + 1}" for i in range(sc.leaves)}
+    out = {}
+    for i, entry in enumerate(entries):
+        where = f"link[{i}]"
+        if not isinstance(entry, dict):
+            raise ScenarioError(f"{where}: expected a table")
+        allowed = {"from", "to"} | {f.name for f in fields(Links)}
+        for key in entry:
+            if key not in allowed:
+                raise ScenarioError(f"{where}.{key}: unknown key (known: "
+                                    f"{', '.join(sorted(allowed))})")
+        ends = (entry.get("from"), entry.get("to"))
+        if sc.topology != "tree" or not ({ends[0], ends[1]} <= leaves | {"root"} and
+                                         "root" in ends and ends[0] != ends[1]):
+            raise ScenarioError(f"{where}.from: ({ends[0]!r}, {ends[1]!r}) is not a "
+                                f"forwarder-to-forwarder link (tree: root <-> leafN)")
+        out[ends] = _links_from(entry, where)
+    return out
 
 
 def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -100,6 +100,14 @@ def plan_local(sc: Scenario) -> Plan:
     return Plan(nodes, apps)
 
 
+def apply_link_overrides(plan: Plan, sc: Scenario) -> None:
+    """[[link]] entries replace [links] on one direction of a forwarder-to-forwarder link."""
+    for (src, dst), links in sc.link_overrides.items():
+        for face in plan.forwarders[src].faces:
+            if face.name == dst:
+                face.link = links.as_table()
+
+
 def plan_netns(sc: Scenario) -> Plan:
     """Routers as in local mode plus one forwarder per app host; every link is a veth pair.
     Addresses are filled in by the runner once the veths exist (`assign_addresses`)."""

@@ -49,6 +49,10 @@ def test_overrides_reach_any_field():
     ({"training": {"lr": -1}}, "training.lr"),
     ({"training": {"mode": "lockstep"}}, "training.mode"),
     ({"training": {"epoch": 3}}, "training.epoch"),
+    ({"link": [{"from": "fwd", "to": "w1"}]}, "link[0].from"),
+    ({"topology": {"kind": "tree"}, "link": [{"from": "leaf1", "to": "leaf2"}]}, "link[0].from"),
+    ({"topology": {"kind": "tree"}, "link": [{"from": "root", "to": "leaf1", "loss": 2}]},
+     "link[0].loss"),
 ])
 def test_bad_values_name_the_key(doc, key):
     with pytest.raises(ScenarioError) as e:
@@ -82,3 +86,15 @@ def test_scenario_as_run_round_trips_through_toml(tmp_path):
     path.write_text(_to_toml(doc))
     again = load(str(path))
     assert again.training == sc.training and again.slowdown == sc.slowdown
+
+
+def test_per_link_direction_overrides():
+    from ndnps.topology import apply_link_overrides, plan_local
+    sc = parse({"topology": {"kind": "tree"}, "links": {"delay_ms": 1.0},
+                "link": [{"from": "root", "to": "leaf2", "loss": 0.2}]}, "t")
+    plan = plan_local(sc)
+    apply_link_overrides(plan, sc)
+    root = {f.name: f.link for f in plan.forwarders["root"].faces}
+    back = {f.name: f.link for f in plan.forwarders["leaf2"].faces}
+    assert root == {"leaf1": {"delay_ms": 1.0}, "leaf2": {"loss": 0.2}}
+    assert back == {"root": {"delay_ms": 1.0}}          # the other direction keeps [links]
