@@ -131,16 +131,18 @@ class FinishTimeEstimator:
     """Per worker: smoothed "reference -> gradient ready" (the reference is the push of the
     version it computes on, or in async mode the arrival of its previous gradient).
 
-    ``send_delay()`` is when to send the collect Interest after the reference: early by
-    k deviations, since the worker holds an early Interest for free but a late one costs the
-    whole gap.  An answer that came back at once (``held=False``) only says the gradient was
-    ready *before* the Interest (a censored sample): it is taken as ready at half the send
-    delay, which pulls the estimate down, so an over-estimate cannot persist; the next, earlier
-    Interest is held and measures the truth again.
+    ``send_delay()`` is when to send the collect Interest after the reference: well early
+    (``early`` x the mean, less k deviations), since the worker holds an early Interest for
+    free but a late one costs the whole gap.  Two kinds of sample: a held answer measures the
+    ready instant; an answer that came back at once (``held=False``, a censored sample) only
+    says the gradient was ready *before* the Interest, and is taken as ready at half the send
+    delay, which pulls the estimate down.  The PS cannot always tell the two apart (a noisy
+    round trip looks like a short hold); sending at a fraction of the mean keeps such errors
+    from ratcheting the estimate upwards: a late send's sample is at most send delay + RTT.
     """
 
-    def __init__(self, k: float = 2.0, guard: float = 0.0) -> None:
-        self.k, self.guard = k, guard
+    def __init__(self, k: float = 1.0, early: float = 0.5) -> None:
+        self.k, self.early = k, early
         self.stats = MeanDeviation(alpha=0.25, beta=0.25)
 
     def observe(self, ready_after: float, sent_after: float, held: bool) -> None:
@@ -154,4 +156,4 @@ class FinishTimeEstimator:
         s = self.stats
         if s.mean is None:
             return 0.0
-        return max(0.0, s.mean - self.k * s.dev - self.guard)
+        return max(0.0, self.early * s.mean - self.k * s.dev)
