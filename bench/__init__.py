@@ -1,10 +1,16 @@
 """Benchmarks: each prints figures measured side by side in one run and one JSON line last.
 
-Registry: benchmark name -> module with `main(argv: list[str] | None) -> int`.
-Add a benchmark by writing bench/<name>.py with such a main() and listing it here.
+Registry: benchmark name -> module with `main(argv: list[str] | None) -> int` (accepting
+`--quick`) and `rows(section) -> [(measure, figure, target, verdict)]` for the table of
+`python -m bench`. Add a benchmark by writing bench/<name>.py with both and listing it here.
 """
 from __future__ import annotations
 
 BENCHMARKS: dict[str, str] = {
-    "forwarder": "bench.forwarder",     # exchanges/s through the forwarder vs a byte relay
+    "forwarder": "bench.forwarder",     # 1. exchanges/s through the forwarder vs a byte relay
+    "push": "bench.push",               # 2. PS bytes out per version / model bytes, N = 2..32
+    "tree": "bench.tree",               # 3. link bytes on the tree vs the multicast minimum
+    "iteration": "bench.iteration",     # 4. sync iteration vs TCP PS, compute, transfer
+    "loss": "bench.loss",               # 5. iteration time at 0-10% loss, probes vs retx
+    "scaling": "bench.scaling",         # 6. PS egress and iteration time as N grows to 32
 }

@@ -1,6 +1,6 @@
 """Interest/Data exchanges per second through one forwarder process, against a byte relay.
 
-    python -m bench.forwarder [--size 8000] [--window 64] [--seconds 5] [--rounds 3]
+    python -m bench.forwarder [--size 100,8000] [--window 64] [--seconds 5] [--rounds 3] [--quick]
 
 A consumer keeps `window` Interests in flight, a producer answers each with a Data of `size`
 Content bytes (both in bench/loadgen.py: separate uvloop processes, raw pre-encoded TLV).
@@ -13,8 +13,10 @@ Each run reports the CPU share of every process over the measured window, so it 
 process was the bottleneck (a load generator near 100% while the forwarder idles would make
 the ratio meaningless).
 
+Both Data sizes issue 7 asks for (100 and 8000 Content bytes) by default, one after the other.
 Writes bench/results.json (key "forwarder" -> "size_<N>", other keys kept) and prints one JSON
-line last: {"fwd_per_s": ..., "relay_per_s": ..., "ratio": ...}.
+line last: {"size_<N>": {"fwd_per_s": ..., "relay_per_s": ..., "ratio": ...}, ...,
+"ratio": <the smallest>, "target": 0.5}.
 """
 from __future__ import annotations
 
@@ -25,21 +27,13 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from bench.common import ROOT, emit, fmt, log, save, stamp
+from bench.common import env as _env
+from ndnps.process import ManagedProcess, unix_socket_accepts, wait_until
 
-from ndnps.process import ManagedProcess, unix_socket_accepts, wait_until  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results.json"
-
-
-def _env() -> dict[str, str]:
-    path = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {"PYTHONPATH": os.pathsep.join(path)}
+TARGET = 0.5
 
 
 def _py(*args: str) -> list[str]:
@@ -141,20 +135,6 @@ def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, w
             p.stop()
 
 
-def revision() -> dict:
-    """The commit measured, and whether forwarder/ had uncommitted changes."""
-    import subprocess
-
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", *a], cwd=str(ROOT), capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-    return {"commit": git("rev-parse", "--short", "HEAD"),
-            "forwarder_dirty": bool(git("status", "--porcelain", "--", "forwarder"))}
-
-
 def measure(size: int, window: int, seconds: float, rounds: int, warmup: float,
             digest: bool = False, log=print, pin: bool = False) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="fwdbench-"))
@@ -195,52 +175,51 @@ def measure(size: int, window: int, seconds: float, rounds: int, warmup: float,
         "config": {"size": size, "window": window, "seconds": seconds, "rounds": rounds,
                    "warmup": warmup, "digest": digest, "pin": pin},
         "runs": runs,
-        "revision": revision(),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **stamp(),
     }
-
-
-def save(key: str, figures: dict, path: Path = RESULTS) -> None:
-    """Merge `figures` into results.json under ["forwarder"][key], keeping every other key."""
-    try:
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict):
-            data = {}
-    except (OSError, ValueError):
-        data = {}
-    section = data.get("forwarder")
-    if not isinstance(section, dict):
-        section = {}
-    section[key] = figures
-    data["forwarder"] = section
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.forwarder", description=__doc__.split("\n")[0])
-    p.add_argument("--size", type=int, default=8000, help="Content bytes per Data (default 8000)")
+    p.add_argument("--size", default="100,8000",
+                   help="Content bytes per Data, comma-separated (default 100,8000)")
     p.add_argument("--window", type=int, default=64, help="Interests in flight (default 64)")
     p.add_argument("--seconds", type=float, default=5.0, help="measured seconds per run")
     p.add_argument("--rounds", type=int, default=3, help="relay/forwarder pairs (default 3)")
     p.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per run")
+    p.add_argument("--quick", action="store_true", help="1 round of 2 s per size")
     p.add_argument("--digest", action="store_true",
                    help="producer computes real DigestSha256 signatures (default: fixed)")
     p.add_argument("--pin", action="store_true",
                    help="forwarder/relay on CPU 0, consumer and producer on the others")
     p.add_argument("--no-save", action="store_true", help="do not write bench/results.json")
     args = p.parse_args(argv)
-    if not 0 <= args.size <= 8500:
+    sizes = [int(x) for x in args.size.split(",")]
+    if not all(0 <= s <= 8500 for s in sizes):
         p.error("--size must be 0..8500 (max packet 8800)")
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    figures = measure(args.size, args.window, args.seconds, args.rounds, args.warmup,
-                      args.digest, log, args.pin)
-    if not args.no_save:
-        save(f"size_{args.size}", figures)
-    print(json.dumps({"fwd_per_s": figures["fwd_per_s"], "relay_per_s": figures["relay_per_s"],
-                      "ratio": figures["ratio"]}), flush=True)
+    if args.quick:
+        args.rounds, args.seconds = 1, 2.0
+    line = {}
+    for size in sizes:
+        log(f"forwarder: {size}-byte Data")
+        figures = measure(size, args.window, args.seconds, args.rounds, args.warmup,
+                          args.digest, log, args.pin)
+        figures["quick"] = args.quick
+        if not args.no_save:
+            save("forwarder", f"size_{size}", figures)
+        line[f"size_{size}"] = {k: figures[k] for k in ("fwd_per_s", "relay_per_s", "ratio")}
+    emit(line | {"ratio": min(v["ratio"] for v in line.values()), "target": TARGET})
     return 0
+
+
+def rows(sec: dict) -> list[tuple[str, str, str, str]]:
+    out = []
+    for key in sorted(sec, key=lambda k: int(k.split("_")[1])):
+        f = sec[key]
+        out.append((f"forwarder exchanges/s ÷ uvloop relay, {key.split('_')[1]}-byte Data",
+                    f"{fmt(f['ratio'], '.3f')} ({f['fwd_per_s']:.0f} vs {f['relay_per_s']:.0f}/s)",
+                    f"≥ {TARGET}", "met" if f["ratio"] >= TARGET else "missed"))
+    return out
 
 
 if __name__ == "__main__":

@@ -1,0 +1,327 @@
+"""What every benchmark shares: results.json (merged by key), the revision measured, the last
+JSON line, interleaved rounds, and runs of the scenario runner read back into figures.
+
+A scenario run is `python -m ndnps.scenario NAME --out DIR --plain --set ...` as a child
+process (exactly what a user runs); `ScenarioRun` reads what it left: the PS's and workers'
+metrics (JSON lines), summary.json, and the forwarders' per-face rate traces by packet class.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+
+# Iterations skipped at the start of every run: the first versions include start-up (the
+# training content, registration, first collect estimates) and would be counted as training.
+WARMUP_VERSIONS = 2
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def env() -> dict[str, str]:
+    path = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"PYTHONPATH": os.pathsep.join(path)}
+
+
+def revision() -> dict:
+    """The commit measured, and whether the measured code (not bench/) had local changes."""
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], cwd=str(ROOT), capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "forwarder_dirty": bool(git("status", "--porcelain", "--", "forwarder")),
+            "apps_dirty": bool(git("status", "--porcelain", "--", "apps", "ndnps"))}
+
+
+def stamp() -> dict:
+    return {"revision": revision(), "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "cpus": os.cpu_count()}
+
+
+def load_results(path: Path = RESULTS) -> dict:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save(section: str, key: str | None, figures: dict, path: Path = RESULTS) -> None:
+    """Merge `figures` into results.json under [section][key] (or [section] when key is None),
+    keeping every other key."""
+    data = load_results(path)
+    if key is None:
+        data[section] = figures
+    else:
+        sec = data.get(section)
+        if not isinstance(sec, dict):
+            sec = {}
+        sec[key] = figures
+        data[section] = sec
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def emit(line: dict) -> None:
+    """The one JSON line a benchmark prints last."""
+    print(json.dumps(line), flush=True)
+
+
+def median(xs: Iterable[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def mean(xs: Iterable[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.fmean(xs) if xs else None
+
+
+def rnd(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+def interleave(configs: list[str], rounds: int, run: Callable[[str, str], Any],
+               attempts: int = 2) -> dict[str, list[Any]]:
+    """Run every config once per round, alternating (A B C A B C ...), so the noise of a shared
+    host falls on all alike; one retry per failed run. `run(config, tag)`: tag is unique per
+    call ("r0", "r0-retry1", ...), e.g. for a run directory."""
+    out: dict[str, list[Any]] = {c: [] for c in configs}
+    for r in range(rounds):
+        for c in configs:
+            for attempt in range(attempts):
+                try:
+                    out[c].append(run(c, f"r{r}" + (f"-retry{attempt}" if attempt else "")))
+                    break
+                except Exception as e:                      # noqa: BLE001 - reported
+                    log(f"round {r + 1} {c}: run failed ({e}); "
+                        f"{'retrying' if attempt + 1 < attempts else 'giving up'}")
+                    if attempt + 1 == attempts:
+                        raise
+    return out
+
+
+# ---- scenario runs ------------------------------------------------------------------------------
+
+
+class RunError(RuntimeError):
+    pass
+
+
+def model_sets(n_features: int, hidden: list[int], n_samples: int = 4000) -> list[str]:
+    """--set overrides for the synthetic dataset and an MLP of the given shape (10 classes)."""
+    return ["training.dataset=\"synthetic\"", f"training.n_features={n_features}",
+            f"training.n_samples={n_samples}", f"training.hidden={json.dumps(hidden)}",
+            "training.n_classes=10"]
+
+
+def mlp_params(n_features: int, hidden: list[int], n_classes: int = 10) -> int:
+    sizes = [n_features, *hidden, n_classes]
+    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+def run_scenario(name: str, sets: list[str], out: Path, timeout: float = 2400.0) -> "ScenarioRun":
+    """One run of the scenario runner as a child process; its run directory read back.
+
+    A run that failed only after the PS had finished every version is accepted, the failure
+    kept in `run.notes` (see `_end_failure`): the iterations measured are all complete."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "ndnps.scenario", name, "--out", str(out), "--plain"]
+    for s in sets:
+        argv += ["--set", s]
+    logfile = out.parent / f"{out.name}.runner.log"
+    t0 = time.monotonic()
+    with open(logfile, "wb") as f:
+        try:
+            rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=str(ROOT),
+                                env={**os.environ, **env()}, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = -1
+    notes = []
+    if rc != 0:
+        why = _end_failure(out)
+        if why is None:
+            tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-25:])
+            raise RunError(f"scenario {name} {' '.join(sets)} exited {rc}:\n{tail}")
+        notes.append(why)
+    run = ScenarioRun(out)
+    run.wall = time.monotonic() - t0
+    run.notes = notes
+    return run
+
+
+def _end_failure(out: Path) -> str | None:
+    """Why a failed run still measured every version, or None if it did not. Two known
+    end-of-run failures of the apps (bench/README.md), both after the PS's last version:
+
+    - unicast: the PS leaves once each worker fetched *one* segment of the final version
+      (apps/ps.py `final_fetched`), so a worker fails fetching the rest (exit 3);
+    - lossy links: the final push is lost at a worker whose probe timer has backed off past
+      the PS's `linger`; the PS is gone when it probes, and it waits for `ps_timeout`, longer
+      than the runner waits (the runner stops it).
+
+    Accepted when the PS exited 0 after its `end` record and every failing worker had
+    computed every step before the final version."""
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    codes = summary.get("exit_codes", {})
+    ps_end = summary.get("ps_end") or {}
+    final = ps_end.get("version")
+    if codes.get("ps") != 0 or ps_end.get("event") != "end" or final is None:
+        return None
+    failed = [w for w, c in codes.items() if c != 0 and not w.startswith("fwd-") and w != "ps"]
+    for w in failed:
+        steps = [r for r in _jsonl(out / "metrics" / f"{w}.jsonl") if "step" in r]
+        if not steps or max(r.get("version", -1) for r in steps) < final - 1:
+            return None
+    error = summary.get("error", "")
+    if summary.get("push_mode") == "unicast" and "no parameters version" in error:
+        return (f"unicast PS left before every worker had fetched the final version {final} "
+                f"(apps/ps.py final_fetched on the first segment)")
+    if "did not exit within" in error:
+        return (f"worker(s) still waiting for the final version {final} after the PS left "
+                f"(lost final push; probe timer backed off beyond the PS's linger)")
+    return None
+
+
+class TrainingRun:
+    """A finished training's metrics directory (the ndnps apps' or bench.tcp_ps's: the same
+    JSON-lines shape), read back: metrics/ps.jsonl and metrics/<worker>.jsonl."""
+
+    def __init__(self, path: Path) -> None:
+        self.dir = Path(path)
+        self.wall = 0.0
+        self.ps_versions = [r for r in _jsonl(self.dir / "metrics" / "ps.jsonl")
+                            if "version" in r and "event" not in r]
+        self.workers = {p.stem: [r for r in _jsonl(p) if "step" in r and "event" not in r]
+                        for p in sorted((self.dir / "metrics").glob("*.jsonl")) if p.stem != "ps"}
+
+    def steady(self) -> list[dict]:
+        """The PS's per-version records after the warm-up versions."""
+        return [r for r in self.ps_versions if r["version"] > WARMUP_VERSIONS]
+
+    def iterations(self) -> list[float]:
+        """Seconds between consecutive versions at the PS, warm-up excluded."""
+        vs = [r for r in self.ps_versions if r["version"] >= WARMUP_VERSIONS]
+        return [b["t"] - a["t"] for a, b in zip(vs, vs[1:])]
+
+    def iteration_median(self) -> float | None:
+        return median(self.iterations())
+
+    def iteration_mean(self) -> float | None:
+        """Mean: every stall counts (the median hides recoveries that hit few iterations)."""
+        return mean(self.iterations())
+
+    def compute_median(self) -> float | None:
+        """Median seconds a worker spent computing one gradient (its own `compute` metric)."""
+        return median(r.get("compute") for recs in self.workers.values() for r in recs
+                      if r["step"] >= WARMUP_VERSIONS)
+
+    def ps_median(self, key: str) -> float | None:
+        """Median over steady versions of one of the PS's per-version fields."""
+        return median(r.get(key) for r in self.steady())
+
+
+class ScenarioRun(TrainingRun):
+    """A scenario runner's run directory: metrics, summary.json and the forwarders' traces."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.summary = json.loads((self.dir / "summary.json").read_text())
+        self.notes: list[str] = []
+
+    @property
+    def model_bytes(self) -> int:
+        return int(self.summary["model_bytes"])
+
+    @property
+    def n_workers(self) -> int:
+        return int(self.summary["workers"])
+
+    def ps_bytes_per_version(self) -> float | None:
+        """Everything the PS's face sent per steady version (app counter, NDN wire bytes)."""
+        return mean(r.get("bytes_sent") for r in self.steady())
+
+    def ps_counter_per_version(self, key: str) -> float | None:
+        return mean(r.get(key) for r in self.steady())
+
+    def counter(self, key: str) -> int:
+        """Sum of a final counter over the PS and the workers (probes, retransmissions...)."""
+        ends = [self.summary.get("ps_end", {}), *self.summary.get("workers_end", {}).values()]
+        return sum(int(e.get(key, 0) or 0) for e in ends)
+
+    # ---- forwarder traces ----
+
+    def labels(self, node: str) -> dict[str, str]:
+        """Face id -> peer or app, from the runner's final status; when a failed run left no
+        status, the face that brought this node the PS's collect Interests is named: "ps" at
+        the PS's forwarder (fwd, root), "root" at a leaf; other faces stay faceN."""
+        path = self.dir / "traces" / f"{node}-status.json"
+        if path.exists():
+            return json.loads(path.read_text()).get("labels", {})
+        with open(self.dir / "traces" / f"{node}-rates.tsv") as f:
+            rows = [line.split("\t") for line in f.read().splitlines()[1:]]
+        up = "ps" if node in ("fwd", "root") else "root"
+        return {r[2]: up for r in rows if r[3] == "InInterests" and r[4] == "collect"}
+
+    def nodes(self) -> list[str]:
+        return sorted(p.name[:-len("-rates.tsv")] for p in (self.dir / "traces").glob("*-rates.tsv"))
+
+    def face_classes(self, node: str) -> dict[tuple[str, str, str], list[int]]:
+        """(face label, Type, Class) -> [packets, bytes] summed over the run."""
+        labels = self.labels(node)
+        out: dict[tuple[str, str, str], list[int]] = {}
+        path = self.dir / "traces" / f"{node}-rates.tsv"
+        with open(path) as f:
+            header = f.readline().rstrip("\n").split("\t")
+            col = {k: i for i, k in enumerate(header)}
+            for line in f:
+                row = line.rstrip("\n").split("\t")
+                face = labels.get(row[col["FaceId"]], f"face{row[col['FaceId']]}")
+                c = out.setdefault((face, row[col["Type"]], row[col["Class"]]), [0, 0])
+                c[0] += int(row[col["Packets"]])
+                c[1] += int(row[col["Bytes"]])
+        return out
+
+
+def _jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def fmt(x: Any, spec: str = ".3f") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return format(x, spec)
+    return str(x)

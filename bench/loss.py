@@ -1,0 +1,134 @@
+"""Loss recovery: sync iteration time at 0, 2, 5 and 10% loss on every link (both directions),
+against the lossless run of the same model side by side; probes vs retransmissions.
+
+    python -m bench.loss [--losses 0,0.02,0.05,0.1] [--models digits,100k] [--rounds 2]
+                         [--quick] [--keep DIR]
+
+Each point is one run of the star scenario (PS + 4 workers, persistent PIT) with
+`links.loss` set: the forwarder drops that share of the packets on every app face, both
+ways, so pushes, gradients and the collect and probe Interests are all lost alike. Models:
+`100k` (bench/sweep.py's MLP, 51 segments per version) and `digits` (the shipped `lossy`
+scenario's MLP, 3 segments). Rounds alternate the loss levels (0, 2, 5, 10, 0, 2, ...).
+
+Iteration = seconds between versions at the PS after WARMUP_VERSIONS. The headline ratio is
+the MEAN iteration at loss p ÷ the mean lossless iteration (a recovery stalls one iteration,
+which a median would hide; the mean is total training time per version); medians are given
+too. Recovery counters, summed over the PS and the workers: `probes` (probe-timer expiries),
+`gap_fetches` (fetches started by a gap in a push), `collect_probes` (a collect for a version
+the worker lacks), `probe_segments` (segments so fetched), `retransmissions` (re-expressed
+Interests, gradients and parameters alike), `probes_answered_by_ps` (the rest came from the
+forwarder's cache). Target (issue 7): mean iteration at 5% loss <= 1.15 x lossless.
+Writes bench/results.json key "loss" -> model; the last line printed is one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.common import (emit, fmt, interleave, log, median, model_sets, ratio, rnd,
+                          run_scenario, save, stamp)
+from bench.sweep import MODEL
+
+TARGET = 1.15
+TARGET_LOSS = 0.05
+MODELS = {"digits": {"sets": lambda: [], "versions": 25, "quick_versions": 12},
+          "100k": {"sets": lambda: model_sets(MODEL["n_features"], MODEL["hidden"]),
+                   "versions": 12, "quick_versions": 6}}
+COUNTERS = ("probes", "gap_fetches", "collect_probes", "probe_segments", "retransmissions",
+            "timeouts")
+
+
+def point(loss: float, model: str, versions: int, out: Path) -> dict:
+    sets = ["topology.workers=4", f"links.loss={loss}", f"training.max_versions={versions}",
+            "training.eval_every=100000", "run.timeout=1800", *MODELS[model]["sets"]()]
+    run = run_scenario("lossy", sets, out)
+    res = {"iteration_mean": run.iteration_mean(), "iteration_median": run.iteration_median(),
+           "versions": len(run.ps_versions),
+           "probes_answered_by_ps": int(run.summary["ps_end"].get("probes_answered", 0) or 0),
+           **{c: run.counter(c) for c in COUNTERS}}
+    log(f"    loss {loss:4.2f}: iteration mean {res['iteration_mean'] * 1e3:8.1f} ms, median "
+        f"{res['iteration_median'] * 1e3:8.1f} ms; probes {res['probes']}, gap fetches "
+        f"{res['gap_fetches']}, retransmissions {res['retransmissions']}")
+    return res
+
+
+def measure(model: str, losses: list[float], rounds: int, quick: bool,
+            keep: Path | None) -> dict:
+    versions = MODELS[model]["quick_versions" if quick else "versions"]
+    base = keep or Path(tempfile.mkdtemp(prefix="loss-"))
+    log(f"loss {model}: losses {losses}, {versions} versions, {rounds} round(s)")
+    try:
+        runs = interleave([str(x) for x in losses], rounds,
+                          lambda c, tag: point(float(c), model, versions,
+                                               base / model / f"loss{c}-{tag}"))
+    finally:
+        if keep is None:
+            shutil.rmtree(base, ignore_errors=True)
+    base_mean = median(r["iteration_mean"] for r in runs[str(losses[0])])
+    base_med = median(r["iteration_median"] for r in runs[str(losses[0])])
+    per = {}
+    for c, rs in runs.items():
+        m = median(r["iteration_mean"] for r in rs)
+        md = median(r["iteration_median"] for r in rs)
+        versions_total = sum(r["versions"] for r in rs)
+        per[c] = {"iteration_mean_s": rnd(m, 5), "iteration_median_s": rnd(md, 5),
+                  "mean_over_lossless": rnd(ratio(m, base_mean), 3),
+                  "median_over_lossless": rnd(ratio(md, base_med), 3),
+                  **{k: sum(r[k] for r in rs) for k in (*COUNTERS, "probes_answered_by_ps")},
+                  "per_version": {k: rnd(sum(r[k] for r in rs) / versions_total, 2)
+                                  for k in ("probes", "gap_fetches", "retransmissions")},
+                  "rounds": [rnd(r["iteration_mean"], 5) for r in rs]}
+    at = per.get(str(TARGET_LOSS))
+    return {"versions": versions, "rounds": rounds, "per_loss": per,
+            "target": TARGET, "target_loss": TARGET_LOSS,
+            "meets_target": bool(at and at["mean_over_lossless"] is not None
+                                 and at["mean_over_lossless"] <= TARGET)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.loss", description=__doc__.split("\n")[0])
+    p.add_argument("--losses", default="0,0.02,0.05,0.1")
+    p.add_argument("--models", default="digits,100k")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--quick", action="store_true", help="1 round, fewer versions")
+    p.add_argument("--keep", type=Path)
+    p.add_argument("--no-save", action="store_true")
+    args = p.parse_args(argv)
+    losses = [float(x) for x in args.losses.split(",")]
+    if losses[0] != 0.0:
+        p.error("--losses must start with 0 (the lossless reference)")
+    rounds = 1 if args.quick else args.rounds
+    out = {}
+    for model in args.models.split(","):
+        fig = measure(model, losses, rounds, args.quick, args.keep)
+        fig.update(quick=args.quick, **stamp())
+        out[model] = fig
+        if not args.no_save:
+            save("loss", model, fig)
+        for c, r in fig["per_loss"].items():
+            log(f"  {model} loss {c}: mean x{r['mean_over_lossless']} median "
+                f"x{r['median_over_lossless']}  probes {r['probes']} retx {r['retransmissions']}")
+    emit({m: {c: r["mean_over_lossless"] for c, r in f["per_loss"].items()}
+          for m, f in out.items()} | {"target": TARGET, "at_loss": TARGET_LOSS})
+    return 0
+
+
+def rows(sec: dict) -> list[tuple[str, str, str, str]]:
+    out = []
+    for model, f in sec.items():
+        per = f["per_loss"]
+        cells = ", ".join(f"{float(c) * 100:g}%: ×{fmt(r['mean_over_lossless'], '.2f')}"
+                          for c, r in per.items() if float(c) > 0)
+        at = per.get(str(TARGET_LOSS), {})
+        out.append((f"loss recovery ({model}): mean iteration ÷ lossless",
+                    f"{cells} (at 5%: probes {at.get('probes')}, gap fetches "
+                    f"{at.get('gap_fetches')}, retransmissions {at.get('retransmissions')})",
+                    f"≤ {TARGET} at 5%", "met" if f["meets_target"] else "missed"))
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

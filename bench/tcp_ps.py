@@ -1,0 +1,412 @@
+"""A plain asyncio TCP parameter server: the honest "ps-lite-like" baseline for ndnps.
+
+    python -m bench.tcp_ps run --workers 4 --n-features 256 --hidden 256,128 --versions 20
+    python -m bench.tcp_ps transfer --bytes 400000 [--kind unix|tcp]
+
+`run` starts one PS process and N worker processes on 127.0.0.1 (uvloop streams, one TCP
+connection per worker, 8-byte length-prefixed frames) running the same synchronous SGD as
+`apps.ps`/`apps.worker`: the same dataset, shards and batches (ndnps.train.WorkerBatches), the
+same model and optimizer (ndnps.models), the same codec and messages (ndnps.messages:
+gradient_blob / params_blob, parsed and checked the same way). Each worker computes the gradient
+of version v, sends it; the PS waits for all N, averages them in worker order, steps SGD and
+sends version v+1 to every worker over its connection. No names, no signatures, no forwarder:
+what is left is compute, codec and socket I/O. Both sides write JSON-lines metrics in the
+shape of the ndnps apps' (`version`, `t`; `step`, `compute`), so the same code reads both.
+
+`compute` computes the same gradients back to back in one process, no I/O (compute alone).
+`transfer` times a raw send of N bytes from this process to a sink process over a unix stream
+socket or TCP loopback and back a 1-byte acknowledgement (median of repetitions): "one model's
+transfer time over the same sockets" in the iteration benchmark.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+FRAME = struct.Struct("<Q")
+
+
+def _limit_blas() -> None:
+    """One BLAS thread per process, as the ndnps apps run (apps/launch.py). numpy first:
+    threadpoolctl limits only the BLAS libraries already loaded."""
+    import numpy  # noqa: F401
+    try:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(1)
+    except ImportError:                 # pragma: no cover
+        pass
+
+
+def _run(coro) -> int:
+    try:
+        import uvloop
+        return uvloop.run(coro)
+    except ImportError:                 # pragma: no cover
+        return asyncio.run(coro)
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    (n,) = FRAME.unpack(await reader.readexactly(FRAME.size))
+    return await reader.readexactly(n)
+
+
+def _write_frame(writer: asyncio.StreamWriter, blob: bytes) -> None:
+    writer.write(FRAME.pack(len(blob)))
+    writer.write(blob)
+
+
+def _setup(args):
+    from ndnps.data import load_dataset
+    from ndnps.models import build_model
+    ds = load_dataset("synthetic", args.seed, n_samples=args.n_samples,
+                      n_features=args.n_features, n_classes=args.n_classes)
+    spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, "kind": "mlp",
+            "hidden": args.hidden}
+    return ds, spec, build_model(spec, args.seed)
+
+
+class Metrics:
+    def __init__(self, path: str | None, **static) -> None:
+        self.f = open(path, "a", buffering=1) if path else None
+        self.static = static
+        self.start = time.monotonic()
+
+    def write(self, rec: dict) -> None:
+        if self.f:
+            self.f.write(json.dumps({**self.static, "t": time.monotonic() - self.start,
+                                     **rec}) + "\n")
+
+
+# ---- the PS ------------------------------------------------------------------------------------
+
+async def ps_main(args) -> int:
+    import numpy as np
+    from ndnps import messages
+    from ndnps.codec import flatten, param_spec, unflatten
+    from ndnps.models import SGD
+    from ndnps.train import average_grads
+
+    _, _, model = _setup(args)
+    pspec = param_spec(model.params)
+    n_params = model.n_params
+    opt = SGD(args.lr, args.momentum)
+    metrics = Metrics(args.metrics, role="ps", name="ps")
+    conns: dict[int, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+    all_in = asyncio.Event()
+
+    async def on_conn(reader, writer):
+        sock = writer.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        (index,) = FRAME.unpack(await reader.readexactly(FRAME.size))
+        conns[index] = (reader, writer)
+        if len(conns) == args.workers:
+            all_in.set()
+
+    server = await asyncio.start_server(on_conn, "127.0.0.1", args.port)
+    Path(args.ready).write_text(str(server.sockets[0].getsockname()[1]))
+    await asyncio.wait_for(all_in.wait(), 120)
+    order = sorted(conns)
+    metrics.write({"event": "start", "n_params": n_params, "workers": len(order)})
+
+    async def push(version: int, done: bool) -> None:
+        blob = messages.params_blob(flatten(model.params), version, done)
+        for i in order:
+            _write_frame(conns[i][1], blob)
+        await asyncio.gather(*(conns[i][1].drain() for i in order))
+
+    version = 0
+    await push(0, False)
+    while version < args.versions:
+        t0 = time.monotonic()
+        blobs = await asyncio.gather(*(_read_frame(conns[i][0]) for i in order))
+        t1 = time.monotonic()
+        grads = [messages.parse_gradient(b, n_params, version) for b in blobs]
+        avg = average_grads([unflatten(g.vector, pspec) for g in grads])
+        opt.step(model.params, avg)
+        version += 1
+        t2 = time.monotonic()
+        await push(version, version >= args.versions)
+        metrics.write({"version": version, "collect_wait": t1 - t0, "apply": t2 - t1,
+                       "push": time.monotonic() - t2,
+                       "compute": float(np.mean([g.compute for g in grads])),
+                       "loss": float(np.mean([g.loss for g in grads]))})
+    for i in order:
+        conns[i][1].close()
+    server.close()
+    metrics.write({"event": "end", "version": version})
+    return 0
+
+
+# ---- a worker ----------------------------------------------------------------------------------
+
+def compute_step(model, pspec, batches, params, step: int):
+    """One gradient exactly as apps.worker.Job.compute makes it (load_params .. flatten):
+    (vector, loss, compute seconds, wall-clock start)."""
+    from ndnps.codec import flatten, unflatten
+    started = time.time()
+    t0 = time.perf_counter()
+    model.load_params(unflatten(params, pspec))
+    X, y = batches.for_step(step)
+    loss, grads = model.loss_and_grad(X, y)
+    vec = flatten(grads)
+    return vec, loss, time.perf_counter() - t0, started
+
+
+def _worker_setup(args):
+    from ndnps.codec import param_spec
+    from ndnps.train import WorkerBatches
+    ds, _, model = _setup(args)
+    batches = WorkerBatches(ds, args.workers, args.index, args.batch, args.seed)
+    metrics = Metrics(args.metrics, role="worker", name=f"w{args.index + 1}")
+    return model, param_spec(model.params), batches, metrics
+
+
+async def worker_main(args) -> int:
+    import numpy as np
+    from ndnps import messages
+
+    model, pspec, batches, metrics = _worker_setup(args)
+    reader, writer = await asyncio.open_connection("127.0.0.1", args.port)
+    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    writer.write(FRAME.pack(args.index))
+    version = -1
+    while True:
+        p = messages.parse_params(await _read_frame(reader), model.n_params, version + 1)
+        version = p.version
+        if p.done:
+            break
+        vec, loss, compute, started = compute_step(model, pspec, batches, np.array(p.vector),
+                                                   version)
+        _write_frame(writer, messages.gradient_blob(vec, version, version, loss, compute))
+        await writer.drain()
+        metrics.write({"step": version, "compute": compute, "compute_at": started})
+    writer.close()
+    return 0
+
+
+def compute_main(args) -> int:
+    """Compute alone: the same gradients back to back, no I/O (the SGD step is skipped: the
+    parameters stay the initial ones, which costs the same arithmetic)."""
+    from ndnps.codec import flatten
+    model, pspec, batches, metrics = _worker_setup(args)
+    params = flatten(model.params)
+    for step in range(args.versions):
+        _, _, compute, started = compute_step(model, pspec, batches, params, step)
+        metrics.write({"step": step, "compute": compute, "compute_at": started})
+    return 0
+
+
+# ---- orchestration (called by bench.iteration) ----------------------------------------------------
+
+def model_args(n_features: int, hidden: list[int], n_samples: int, workers: int,
+               versions: int) -> list[str]:
+    return ["--workers", str(workers), "--n-features", str(n_features),
+            "--hidden", ",".join(map(str, hidden)), "--n-samples", str(n_samples),
+            "--versions", str(versions)]
+
+
+def run_compute(out: Path, n_features: int, hidden: list[int], n_samples: int, workers: int,
+                steps: int, timeout: float = 600.0) -> Path:
+    """One process computing worker 0's gradients back to back; metrics/w1.jsonl."""
+    from bench.common import env
+    (out / "metrics").mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "bench.tcp_ps", "compute",
+            *model_args(n_features, hidden, n_samples, workers, steps), "--index", "0",
+            "--metrics", str(out / "metrics" / "w1.jsonl")]
+    done = subprocess.run(argv, cwd=str(ROOT), env={**os.environ, **env()}, timeout=timeout,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"compute alone failed: {done.stderr[-1500:]}")
+    return out
+
+
+def run_training(out: Path, n_features: int, hidden: list[int], n_samples: int, workers: int,
+                 versions: int, timeout: float = 600.0) -> Path:
+    """PS + N worker processes; returns the directory holding metrics/ps.jsonl, w*.jsonl."""
+    from bench.common import env
+    (out / "metrics").mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    common = model_args(n_features, hidden, n_samples, workers, versions)
+    e = {**os.environ, **env()}
+    ready = out / "ps.port"
+    procs = []
+    try:
+        with open(out / "logs" / "ps.log", "wb") as f:
+            ps = subprocess.Popen([sys.executable, "-m", "bench.tcp_ps", "ps", *common,
+                                   "--ready", str(ready), "--metrics",
+                                   str(out / "metrics" / "ps.jsonl")],
+                                  stdout=f, stderr=subprocess.STDOUT, cwd=str(ROOT), env=e)
+        procs.append(ps)
+        deadline = time.monotonic() + 60
+        while not (ready.exists() and ready.read_text()):
+            if ps.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"tcp PS did not start: {(out / 'logs' / 'ps.log').read_text()}")
+            time.sleep(0.05)
+        port = ready.read_text()
+        for i in range(workers):
+            with open(out / "logs" / f"w{i + 1}.log", "wb") as f:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "bench.tcp_ps", "worker", *common, "--port", port,
+                     "--index", str(i), "--metrics", str(out / "metrics" / f"w{i + 1}.jsonl")],
+                    stdout=f, stderr=subprocess.STDOUT, cwd=str(ROOT), env=e))
+        for p in procs:
+            rc = p.wait(timeout)
+            if rc != 0:
+                logs = "\n".join((out / "logs" / x).read_text()[-1500:]
+                                 for x in os.listdir(out / "logs"))
+                raise RuntimeError(f"tcp PS run failed (exit {rc}):\n{logs}")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return out
+
+
+# ---- raw transfer time -------------------------------------------------------------------------
+
+def sink_main(args) -> int:
+    """Accept one connection; for each frame received whole, answer one byte."""
+    if args.unix:
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(args.unix)
+    else:
+        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    Path(args.ready).write_text(args.unix or str(srv.getsockname()[1]))
+    conn, _ = srv.accept()
+    if not args.unix:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    while True:
+        head = conn.recv(FRAME.size, socket.MSG_WAITALL)
+        if len(head) < FRAME.size:
+            return 0
+        (left,) = FRAME.unpack(head)
+        while left:
+            n = conn.recv_into(view, min(left, len(buf)))
+            if not n:
+                return 0
+            left -= n
+        conn.sendall(b"\x01")
+
+
+def transfer_time(nbytes: int, kind: str = "unix", reps: int = 30) -> dict:
+    """Median seconds to send `nbytes` to another process and get its 1-byte ack."""
+    from bench.common import env
+    tmp = Path(tempfile.mkdtemp(prefix="xfer-"))
+    ready = tmp / "ready"
+    argv = [sys.executable, "-m", "bench.tcp_ps", "sink", "--ready", str(ready)]
+    if kind == "unix":
+        argv += ["--unix", str(tmp / "s.sock")]
+    sink = subprocess.Popen(argv, cwd=str(ROOT), env={**os.environ, **env()})
+    try:
+        deadline = time.monotonic() + 30
+        while not (ready.exists() and ready.read_text()):
+            if sink.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("transfer sink did not start")
+            time.sleep(0.02)
+        if kind == "unix":
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(ready.read_text())
+        else:
+            s = socket.create_connection(("127.0.0.1", int(ready.read_text())))
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        payload = FRAME.pack(nbytes) + os.urandom(nbytes)
+        times = []
+        for i in range(reps + 3):
+            t0 = time.perf_counter()
+            s.sendall(payload)
+            s.recv(1)
+            if i >= 3:
+                times.append(time.perf_counter() - t0)
+        s.close()
+        return {"kind": kind, "bytes": nbytes, "seconds": statistics.median(times),
+                "min": min(times), "reps": reps}
+    finally:
+        sink.kill()
+        sink.wait()
+        for p in tmp.iterdir():
+            p.unlink()
+        tmp.rmdir()
+
+
+# ---- command line ------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.tcp_ps", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def training(sp):
+        sp.add_argument("--workers", type=int, default=4)
+        sp.add_argument("--n-features", type=int, default=256)
+        sp.add_argument("--hidden", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[256, 128])
+        sp.add_argument("--n-samples", type=int, default=4000)
+        sp.add_argument("--n-classes", type=int, default=10)
+        sp.add_argument("--versions", type=int, default=20)
+        sp.add_argument("--batch", type=int, default=32)
+        sp.add_argument("--lr", type=float, default=0.1)
+        sp.add_argument("--momentum", type=float, default=0.9)
+        sp.add_argument("--seed", type=int, default=0)
+        sp.add_argument("--metrics")
+
+    sp = sub.add_parser("ps")
+    training(sp)
+    sp.add_argument("--port", type=int, default=0)
+    sp.add_argument("--ready", required=True)
+    sw = sub.add_parser("worker")
+    training(sw)
+    sw.add_argument("--port", type=int, required=True)
+    sw.add_argument("--index", type=int, required=True)
+    sc = sub.add_parser("compute", help="compute alone: gradients back to back, no I/O")
+    training(sc)
+    sc.add_argument("--index", type=int, default=0)
+    sr = sub.add_parser("run", help="PS + workers; prints iteration and compute medians")
+    training(sr)
+    sr.add_argument("--out", type=Path)
+    ss = sub.add_parser("sink")
+    ss.add_argument("--ready", required=True)
+    ss.add_argument("--unix")
+    st = sub.add_parser("transfer", help="raw transfer time of --bytes")
+    st.add_argument("--bytes", type=int, required=True)
+    st.add_argument("--kind", choices=["unix", "tcp"], default="unix")
+    args = p.parse_args(argv)
+    if args.cmd in ("ps", "worker", "compute"):
+        _limit_blas()
+        if args.cmd == "compute":
+            return compute_main(args)
+        return _run(ps_main(args) if args.cmd == "ps" else worker_main(args))
+    if args.cmd == "sink":
+        return sink_main(args)
+    if args.cmd == "transfer":
+        print(json.dumps(transfer_time(args.bytes, args.kind)))
+        return 0
+    from bench.common import TrainingRun          # the same reader as the ndnps runs
+    out = args.out or Path(tempfile.mkdtemp(prefix="tcpps-"))
+    run = TrainingRun(run_training(out, args.n_features, args.hidden, args.n_samples,
+                                   args.workers, args.versions))
+    print(json.dumps({"iteration_median": run.iteration_median(),
+                      "compute_median": run.compute_median(), "dir": str(out)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
