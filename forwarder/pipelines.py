@@ -288,11 +288,20 @@ class Forwarder:
                                now: float) -> None:
         """A pushed Data: every face of the longest persistent entry of the stripped name,
         plus ordinary PIT downstreams of its exact name (probes) and of its `*insert*` twin
-        (the registration confirmation). Each face gets one copy."""
+        (the registration confirmation). Each face gets one copy.
+
+        A copy this forwarder already holds in its CS has been pushed through here before:
+        it is an answer to a probe (or a repeated confirmation), so it goes only to the PIT
+        downstreams. A copy it lacks was lost upstream of here — by every face below — so it
+        is pushed again along the persistent entry: a probe repairs the tree only below the
+        loss."""
         self.counters.pushes_in += 1
         face.counters.in_distribute += 1
         rest, rest_offsets = _strip_first(data.name, offsets)
-        pushed = [f for f in self.ppit.downstreams(rest, rest_offsets, now) if f != face.id]
+        if data.name in self.cs:
+            pushed = []
+        else:
+            pushed = [f for f in self.ppit.downstreams(rest, rest_offsets, now) if f != face.id]
         matches = self.pit.data_matches(data.name, offsets, now)
         insert_name = INSERT_COMPONENT + rest
         matches += self.pit.data_matches(insert_name, component_offsets(insert_name), now)

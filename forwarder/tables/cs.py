@@ -41,6 +41,10 @@ class ContentStore:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __contains__(self, name: bytes) -> bool:
+        """Whether a Data of exactly this name is held (no LRU update, no hit counted)."""
+        return name in self._entries
+
     def insert(self, data: Data, now: float) -> None:
         if self.max_packets <= 0 or len(data.wire) > self.max_bytes:
             return

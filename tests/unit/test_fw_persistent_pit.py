@@ -315,3 +315,39 @@ def test_looping_insert_does_not_join(net):
     [(face, p)] = b.rx(w2, ins)                            # the same Interest, looped back
     assert (face, p.kind, p.reason) == (w2, "N", NACK_DUPLICATE)
     assert members(b) == {"/ps/t": [w1]}
+
+
+def test_a_probe_answer_is_not_pushed_again_where_the_push_already_passed(net):
+    """The PS answers a probe with the same Data it pushed: a forwarder that holds it already
+    (here stale, so the MustBeFresh probe went upstream) sends it only to the prober."""
+    b, ps, w1, w2, w3 = net
+    b.route("/*distribute*/ps", ps)
+    register(b, ps, w1, w2, w3)
+    wire = data(vs("/ps/t", 1, 0), fresh=10)
+    assert [f for f, _ in sorted(b.raw(ps, wire))] == [w1, w2, w3]
+    b.later(1.0)
+    probe = interest(vs("/ps/t", 1, 0), mbf=True)
+    assert b.raw(w2, probe) == [(ps, probe)]
+    assert b.raw(ps, wire) == [(w2, wire)]                 # the answer: to the prober only
+    assert b.raw(ps, wire) == []                           # a repeat with no one asking
+    assert b.drops(ps) == {"unsolicited_data": 1}
+
+
+def test_a_copy_lost_above_a_forwarder_is_pushed_again_below_it():
+    """Two forwarders; the push never reached the edge. A probe from one worker there fetches
+    it from the core's CS, and the edge pushes it to all its members, who all missed it."""
+    edge, core = Bench(), Bench()
+    w1, w2, e_up = edge.faces(3)
+    c_from_edge, ps = core.faces(2)
+    edge.route("/ps", e_up)
+    core.route("/ps", ps)
+    first = interest(INS)
+    edge.raw(w1, first)
+    edge.raw(w2, interest(INS))
+    core.raw(c_from_edge, first)
+    wire = data(vs("/ps/t", 3, 1))
+    assert core.raw(ps, wire) == [(c_from_edge, wire)]     # ... and lost on the link
+    probe = interest(vs("/ps/t", 3, 1))
+    assert edge.raw(w1, probe) == [(e_up, probe)]
+    assert core.raw(c_from_edge, probe) == [(c_from_edge, wire)]   # the core's CS answers
+    assert sorted(edge.raw(e_up, wire)) == sorted([(w1, wire), (w2, wire)])
