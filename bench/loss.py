@@ -36,7 +36,7 @@ TARGET = 1.15
 TARGET_LOSS = 0.05
 MODELS = {"digits": {"sets": lambda: [], "versions": 25, "quick_versions": 12},
           "100k": {"sets": lambda: model_sets(MODEL["n_features"], MODEL["hidden"]),
-                   "versions": 12, "quick_versions": 6}}
+                   "versions": 10, "quick_versions": 6}}
 COUNTERS = ("probes", "gap_fetches", "collect_probes", "probe_segments", "retransmissions",
             "timeouts")
 
