@@ -55,6 +55,9 @@ PUSH_FRESHNESS_MS = 10_000      # probes ask MustBeFresh: a cache answers only r
 CONFIRM_FRESHNESS_MS = 1_000
 
 
+ALREADY_ASSIGNED = messages.ALREADY_ASSIGNED
+
+
 class JobFailed(Exception):
     """The training cannot go on (the message says why)."""
 
@@ -68,6 +71,9 @@ class WorkerState:
     steps_done: int = 0
     last_segment: int | None = None     # of its last gradient: ask that many at once
     final_fetched: bool = False
+    lost_at: int | None = None          # version at which it was lost (None: not lost)
+    losses: int = 0
+    rejoining: asyncio.Event | None = None      # set when its rejoin content was fetched
 
 
 @dataclass
@@ -81,6 +87,11 @@ class PsCounters:
     malformed: int = 0
     stale_dropped: int = 0
     workers_dropped: int = 0
+    workers_lost: int = 0           # dropped for silence (worker_timeout): may rejoin
+    workers_rejoined: int = 0       # lost workers back (task accepted again)
+    rejoin_offers: int = 0          # task Interests re-sent to lost workers
+    short_versions: int = 0         # sync versions applied with fewer gradients than workers
+    collects_redone: int = 0        # on_worker_loss = wait: gradients collected again
 
 
 class ParameterServer:
@@ -117,6 +128,8 @@ class ParameterServer:
         self.delta = Delta()
         self.loop_time = lambda: asyncio.get_running_loop().time()
         self.removed = asyncio.Event()
+        self.rejoin_tasks: dict[str, asyncio.Task] = {}
+        self.rejoined = asyncio.Event()         # a lost worker is back
 
     # ---- life cycle ------------------------------------------------------------------------
 
@@ -234,6 +247,21 @@ class ParameterServer:
         self.workers = [WorkerState(g, i) for i, g in enumerate(accepted)]
         n = len(self.workers)
         vec = flatten(self.model.params)
+        for w in self.workers:
+            self.make_content(w, vec)
+        segments = len(segment(messages.params_blob(vec, 0, False)))
+        log.info("training %s/%s: %d workers, %d parameters (%d segments), %d steps, %s/%s",
+                 cfg.ps, cfg.train, n, self.n_params, segments, self.total_steps, cfg.mode,
+                 cfg.push_mode)
+        self.metrics.write({"event": "start", "workers": accepted, "n_params": self.n_params,
+                            "total_steps": self.total_steps, "mode": cfg.mode,
+                            "push_mode": cfg.push_mode})
+
+    def make_content(self, w: WorkerState, vec: np.ndarray) -> None:
+        """Worker w's training content: the current parameters and version (a worker that
+        rejoins starts there), signed segments; Interests held meanwhile are answered."""
+        cfg = self.cfg
+        n = len(self.workers)
         common = {
             "ps": cfg.ps, "train": cfg.train, "workers": n, "mode": cfg.mode,
             "push_mode": cfg.push_mode, "model_spec": self.spec,
@@ -247,21 +275,19 @@ class ParameterServer:
                 "window", "segment_timeout", "max_tries", "probe_initial", "probe_k",
                 "probe_min", "probe_max", "gap_delay", "register_interval", "register_timeout",
                 "register_tries", "collect_lifetime", "ps_timeout")},
+            "version": self.version,
         }
-        for w in self.workers:
-            blob = messages.content_blob(vec, {**common, "gpu": w.gpu, "index": w.index})
-            self.contents[w.gpu] = sign_segments(
-                blob, lambda s, g=w.gpu: names.content(cfg.ps, cfg.train, g, s), self.sec.signer)
-            for key in [k for k in self.held.keys() if k[0] == "content" and k[1] == w.gpu]:
-                if key[2] < len(self.contents[w.gpu]):
-                    self.held.release(key, self.contents[w.gpu][key[2]])
-        segments = len(segment(messages.params_blob(vec, 0, False)))
-        log.info("training %s/%s: %d workers, %d parameters (%d segments), %d steps, %s/%s",
-                 cfg.ps, cfg.train, n, self.n_params, segments, self.total_steps, cfg.mode,
-                 cfg.push_mode)
-        self.metrics.write({"event": "start", "workers": accepted, "n_params": self.n_params,
-                            "total_steps": self.total_steps, "mode": cfg.mode,
-                            "push_mode": cfg.push_mode})
+        blob = messages.content_blob(vec, {**common, "gpu": w.gpu, "index": w.index})
+        self.contents[w.gpu] = sign_segments(
+            blob, lambda s, g=w.gpu: names.content(cfg.ps, cfg.train, g, s), self.sec.signer)
+        wires = self.contents[w.gpu]
+        for key in [k for k in self.held.keys() if k[0] == "content" and k[1] == w.gpu]:
+            if key[2] < len(wires) and self.held.release(key, wires[key[2]]):
+                self.content_served(w, key[2])
+
+    def content_served(self, w: WorkerState, seg: int) -> None:
+        if w.rejoining is not None and seg == len(self.contents[w.gpu]) - 1:
+            w.rejoining.set()               # a restarted worker has its content: it is back
 
     def on_interest(self, name, _param, reply, ctx) -> None:
         """Everything under /<ps>: training content, and the unicast baseline's parameters."""
@@ -277,11 +303,16 @@ class ParameterServer:
     def serve_content(self, c: names.Content, reply, ctx) -> None:
         wires = self.contents.get(c.gpu)
         if wires is None:
-            if c.gpu in self.cfg.workers and not self.workers:      # assignment still running
+            # held while the assignment is running, or while a lost worker's new content (the
+            # current version) is not made yet
+            if c.gpu in self.cfg.workers and (not self.workers or c.gpu in self.rejoin_tasks):
                 self.held.hold(("content", c.gpu, c.segment), reply, ctx["deadline"])
             return
         if c.segment < len(wires):
             reply(wires[c.segment])
+            w = next((x for x in self.workers if x.gpu == c.gpu), None)
+            if w is not None:
+                self.content_served(w, c.segment)
 
     # ---- step 4: registration, and leaving ---------------------------------------------------
 
@@ -348,15 +379,93 @@ class ParameterServer:
         return None
 
     def drop(self, w: WorkerState, why: str) -> None:
+        """Worker w is lost.  In sync mode with rejoin_timeout > 0 the task is re-offered to
+        it every rejoin_interval (a restarted worker of that name takes it again)."""
         if not w.live:
             return
+        cfg = self.cfg
         w.live = False
+        w.lost_at = self.version
+        w.losses += 1
+        self.contents.pop(w.gpu, None)      # stale: a restarted worker gets the current version
         self.counters.workers_dropped += 1
+        self.counters.workers_lost += 1
         log.warning("dropping worker %s: %s", w.gpu, why)
-        self.metrics.write({"event": "dropped", "worker": w.gpu, "reason": why})
-        if len(self.live) < self.cfg.min_workers:
+        self.metrics.write({"event": "dropped", "worker": w.gpu, "reason": why,
+                            "version": self.version})
+        rejoin = cfg.mode == "sync" and cfg.rejoin_timeout > 0 and not self.done
+        if rejoin and w.gpu not in self.rejoin_tasks:
+            self.rejoin_tasks[w.gpu] = asyncio.get_running_loop().create_task(self.rejoin(w))
+        if len(self.live) < cfg.min_workers and not (rejoin and cfg.on_worker_loss == "wait"):
             raise JobFailed(f"{len(self.live)} live workers left, min_workers = "
-                            f"{self.cfg.min_workers} (last dropped {w.gpu}: {why})")
+                            f"{cfg.min_workers} (last dropped {w.gpu}: {why})")
+
+    async def rejoin(self, w: WorkerState) -> None:
+        """Re-offer the task to lost worker w every rejoin_interval (the first time after
+        rejoin_interval x 2^(losses-1)), for rejoin_timeout at most.  A restarted worker accepts and fetches its content (the current parameters and
+        version): then it is live again, collected from the next version on (or, with
+        on_worker_loss = wait, for the version that lost it).  A worker that still runs the
+        job (it was cut off, not killed) answers "already assigned" and is live at once."""
+        cfg = self.cfg
+        deadline = self.loop_time() + cfg.rejoin_timeout
+        try:
+            # the first offer after rejoin_interval, doubled for each earlier loss: a worker
+            # that answers tasks but not collects cannot make every version wait for it
+            await asyncio.sleep(min(cfg.rejoin_interval * 2 ** (w.losses - 1), 60.0))
+            while not self.done and self.loop_time() < deadline:
+                self.counters.rejoin_offers += 1
+                try:
+                    _, content, _ = await self.app.express(
+                        names.task(w.gpu, cfg.ps, cfg.train), self.sec.validator,
+                        lifetime=int(cfg.task_timeout * 1000), must_be_fresh=True,
+                        can_be_prefix=False)
+                    ok, reason = messages.parse_task_reply(bytes(content))
+                except (InterestTimeout, InterestNack, ValidationFailure, CodecError):
+                    ok, reason = False, "no answer"
+                if ok and reason == ALREADY_ASSIGNED and w.gpu not in self.contents:
+                    self.make_content(w, flatten(self.model.params))   # for its late fetches
+                elif ok:
+                    w.rejoining = asyncio.Event()
+                    self.make_content(w, flatten(self.model.params))
+                    try:
+                        await asyncio.wait_for(w.rejoining.wait(), max(
+                            cfg.rejoin_interval, 4 * cfg.segment_timeout))
+                    except TimeoutError:
+                        ok = False                  # accepted, but never fetched: ask again
+                    w.rejoining = None
+                if ok:
+                    self.back(w, reason)
+                    return
+                log.debug("worker %s not back (%s)", w.gpu, reason)
+                await asyncio.sleep(cfg.rejoin_interval)
+            if not self.done:
+                log.warning("worker %s did not come back within %.0f s", w.gpu,
+                            cfg.rejoin_timeout)
+                self.metrics.write({"event": "rejoin_gave_up", "worker": w.gpu})
+                self.rejoined.set()                 # a waiting sync loop rechecks and fails
+        finally:
+            self.rejoin_tasks.pop(w.gpu, None)
+
+    def back(self, w: WorkerState, reason: str) -> None:
+        w.live = True
+        w.estimator = FinishTimeEstimator()         # a new process: no history
+        self.counters.workers_rejoined += 1
+        log.info("worker %s rejoined at version %d (lost at %s)%s", w.gpu, self.version,
+                 w.lost_at, f": {reason}" if reason else "")
+        self.metrics.write({"event": "rejoined", "worker": w.gpu, "version": self.version,
+                            "lost_at": w.lost_at})
+        w.lost_at = None
+        self.rejoined.set()
+
+    async def wait_rejoin(self, lost: list[WorkerState]) -> None:
+        """on_worker_loss = wait: until every worker in `lost` is live again."""
+        while not all(w.live for w in lost):
+            if not any(w.gpu in self.rejoin_tasks for w in lost if not w.live):
+                gone = [w.gpu for w in lost if not w.live]
+                raise JobFailed(f"on_worker_loss = wait: {', '.join(gone)} did not rejoin "
+                                f"within rejoin_timeout = {self.cfg.rejoin_timeout:.0f} s")
+            self.rejoined.clear()
+            await self.rejoined.wait()
 
     # ---- steps 6 and 9: push, probes, unicast baseline ---------------------------------------
 
@@ -447,9 +556,22 @@ class ParameterServer:
             t0 = self.loop_time()
             live = self.live
             grads = await asyncio.gather(*(self.collect(w, v, ref) for w in live))
-            got = [(w, g) for w, g in zip(live, grads) if g is not None and w.live]
+            got = [(w, g) for w, g in zip(live, grads) if g is not None]
+            lost = [w for w, g in zip(live, grads) if g is None]
+            while self.cfg.on_worker_loss == "wait" and lost:
+                # the version waits for them: collected again once they are back
+                log.info("version %d: waiting for %s to rejoin", v, ", ".join(w.gpu for w in lost))
+                await self.wait_rejoin(lost)
+                self.counters.collects_redone += len(lost)
+                ref = self.loop_time()
+                grads = await asyncio.gather(*(self.collect(w, v, ref) for w in lost))
+                got += [(w, g) for w, g in zip(lost, grads) if g is not None]
+                lost = [w for w, g in zip(lost, grads) if g is None]
+            got.sort(key=lambda wg: wg[0].index)
             if not got:
                 raise JobFailed("no gradient arrived")
+            if len(got) < len(self.workers):
+                self.counters.short_versions += 1
             t1 = self.loop_time()
             avg = average_grads([unflatten(g.vector, self.pspec) for _, g in got])
             self.opt.step(self.model.params, avg)
@@ -562,8 +684,12 @@ class ParameterServer:
                 await asyncio.wait_for(self.removed.wait(), deadline - self.loop_time())
             except TimeoutError:
                 break
+        for task in list(self.rejoin_tasks.values()):
+            task.cancel()
         self.metrics.write({"event": "end", "version": self.version, "accuracy": self.accuracy,
-                            "workers": [w.gpu for w in self.live], **asdict(self.counters),
+                            "workers": [w.gpu for w in self.live],
+                            "lost": [w.gpu for w in self.workers if not w.live],
+                            **asdict(self.counters),
                             **asdict(self.fetch_stats), **self.app.traffic()})
 
     def save(self, path: str) -> None:

@@ -191,10 +191,11 @@ class Job:
         self.timer = ProbeTimer(RtoEstimator(k["probe_initial"], k["probe_k"], k["probe_min"],
                                              k["probe_max"]), self.on_probe_timer)
         self.params = np.array(vec, np.float32)
-        self.newest = 0
-        log.info("worker %s is %d of %d in %s/%s (%s, %s): %d parameters, %d steps",
-                 self.gpu, info["index"], info["workers"], self.ps, self.train, self.mode,
-                 self.push_mode, self.n_params, self.total_steps)
+        # a worker that (re)joins a training under way starts at the PS's current version
+        self.newest = int(info.get("version", 0))
+        log.info("worker %s is %d of %d in %s/%s (%s, %s): %d parameters, %d steps, from "
+                 "version %d", self.gpu, info["index"], info["workers"], self.ps, self.train,
+                 self.mode, self.push_mode, self.n_params, self.total_steps, self.newest)
 
     # ---- step 4: registration, refresh, leave ----------------------------------------------
 
@@ -579,7 +580,10 @@ class Worker:
             self.job_task = asyncio.get_running_loop().create_task(self.run_job(job))
             accept, reason = True, ""
         elif (job.ps, job.train) == (t.ps, t.train):
-            accept, reason = True, ""
+            # re-asked: "already assigned" once we have the content (a PS that lost us takes
+            # us back as we are); before that, a plain accept (it makes our content again)
+            accept = True
+            reason = messages.ALREADY_ASSIGNED if job.params is not None else ""
         else:
             accept, reason = False, f"busy with training /{job.ps}/{job.train}"
         sec = Security(self.key, names.key(t.ps, t.train))

@@ -17,6 +17,10 @@ from .codec import CodecError, decode_tensors, encode_tensors, pack, unpack
 # ---- task assignment (step 2) -----------------------------------------------------------------
 
 
+# the reason a worker gives when the PS re-offers the task it is still running
+ALREADY_ASSIGNED = "already assigned"
+
+
 def task_reply(accept: bool, reason: str = "") -> bytes:
     return pack({"accept": bool(accept), "reason": str(reason)})
 

@@ -57,6 +57,12 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
                                for e in [end, *workers_end.values()]),
         "links": {"loss": sc.links.loss, "delay_ms": sc.links.delay_ms,
                   "jitter_ms": sc.links.jitter_ms, "rate_mbps": sc.links.rate_mbps},
+        # faults (issue 6): from the PS's counters; summary["faults"] says what was injected
+        "workers_lost": end.get("workers_lost", 0),
+        "workers_rejoined": end.get("workers_rejoined", 0),
+        "workers_lost_at_end": end.get("lost", []),
+        "short_versions": end.get("short_versions", 0),
+        "collects_redone": end.get("collects_redone", 0),
         "ps_end": end,
         "workers_end": workers_end,
     }

@@ -19,6 +19,7 @@ from forwarder.status import fetch_status
 
 from . import report, scenario_spec, topology
 from .netns import Netns, NetnsUnavailable, check_available
+from .metrics import read_metrics
 from .process import ManagedProcess, ProcessFailed, unix_socket_accepts, wait_until
 from .scenario_spec import Scenario, ScenarioError
 
@@ -66,6 +67,8 @@ class Runner:
         self.netns: Netns | None = None
         self.notes: list[str] = []
         self.face_labels: dict[tuple[str, int], str] = {}
+        self.worker_launch: dict[str, tuple[list[str], dict[str, str]]] = {}
+        self.faults: list[dict] = []             # what [faults] did, for summary.json
 
     # ---- set-up ----------------------------------------------------------------------------------
 
@@ -145,6 +148,7 @@ class Runner:
             if app.name in self.sc.slowdown:
                 argv += ["--slowdown", str(self.sc.slowdown[app.name])]
             workers[app.name] = self._spawn(app.name, argv, env)
+            self.worker_launch[app.name] = (argv, env)
         for name, proc in workers.items():
             wait_until(lambda p=proc, n=name: f"worker {n} ready" in p.tail(5), READY_TIMEOUT,
                        proc, "ready")
@@ -191,8 +195,10 @@ class Runner:
         deadline = started + self.sc.timeout
         forwarders = [p for p in self.procs if p.name.startswith("fwd-")]
         next_look = 0.0
+        faults = Faults(self, workers, display, started)
         while True:
             display.update()
+            faults.step()
             if time.monotonic() > next_look:            # learn which face is which app
                 self.learn_face_labels()
                 next_look = time.monotonic() + 2.0
@@ -212,10 +218,19 @@ class Runner:
                 raise RunFailed(f"not finished within run.timeout = {self.sc.timeout:.0f} s; "
                                 f"PS log tail:\n{ps.tail()}")
             time.sleep(0.25)
-        for proc in workers.values():
+        for name, proc in workers.items():
+            if proc in faults.restarted and not faults.rejoined(name):
+                # restarted too late: the run ended before the PS re-offered it the task
+                try:
+                    proc.wait(5)
+                except ProcessFailed:
+                    proc.stop()
+                    faults.note(name, "restarted but the run ended before it rejoined")
+                    continue
             code = proc.wait(30)
             if code != 0:
                 raise proc.fail(f"exited with code {code}")
+        faults.finish()
         display.update()
 
     def learn_face_labels(self) -> None:
@@ -261,7 +276,7 @@ class Runner:
             self.netns.close()
 
     def _write_summary(self, started: float, ok: bool, error: str | None = None) -> dict:
-        extra = {"ok": ok, "notes": self.notes,
+        extra = {"ok": ok, "notes": self.notes, "faults": self.faults,
                  "exit_codes": {p.name: p.poll() for p in self.procs}}
         if error:
             extra["error"] = error
@@ -275,6 +290,75 @@ class Runner:
             pass
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         return summary
+
+
+class Faults:
+    """[faults] during a run: SIGKILL a worker once the PS's metrics reach a version, restart
+    it (same name, same argv, its metrics appended to the same file) some seconds later.
+    Every action goes into summary.json's `faults`."""
+
+    def __init__(self, runner: Runner, workers: dict[str, ManagedProcess],
+                 display: "Progress", started: float) -> None:
+        self.runner, self.workers, self.display = runner, workers, display
+        self.started = started
+        self.pending = list(runner.sc.kills)
+        self.restarts: list[tuple[float, str, dict]] = []      # (when, worker, its record)
+        self.restarted: set[ManagedProcess] = set()
+        self.count: dict[str, int] = {}
+
+    @property
+    def version(self) -> int:
+        recs = self.display.records
+        return recs[-1]["version"] if recs else -1
+
+    def step(self) -> None:
+        now = time.monotonic()
+        version = self.version
+        while self.pending and version >= self.pending[0].at_version:
+            kill = self.pending.pop(0)
+            rec = {"kind": "kill", "worker": kill.worker, "at_version": kill.at_version,
+                   "version": version, "t": round(now - self.started, 3)}
+            self.runner.faults.append(rec)
+            proc = self.workers.get(kill.worker)
+            if proc is None or proc.poll() is not None:
+                rec["skipped"] = "not running (killed before, or finished)"
+                continue
+            proc.kill()
+            del self.workers[kill.worker]          # its exit code (-9) is expected
+            if kill.restart_after is not None:
+                self.restarts.append((now + kill.restart_after, kill.worker, rec))
+        for item in [r for r in self.restarts if r[0] <= now]:
+            self.restarts.remove(item)
+            _, name, rec = item
+            n = self.count[name] = self.count.get(name, 0) + 1
+            argv, env = self.runner.worker_launch[name]
+            proc = self.runner._spawn(f"{name}-r{n}", argv, env)
+            self.workers[name] = proc
+            self.restarted.add(proc)
+            rec["restarted"] = {"process": proc.name, "version": self.version,
+                                "t": round(now - self.started, 3)}
+
+    def rejoined(self, name: str) -> bool:
+        path = self.display.path
+        try:
+            return any(r.get("event") == "rejoined" and r.get("worker") == name
+                       for r in read_metrics(path))
+        except (OSError, ValueError):
+            return False
+
+    def note(self, name: str, text: str) -> None:
+        for rec in reversed(self.runner.faults):
+            if rec["worker"] == name and "restarted" in rec:
+                rec["restarted"]["outcome"] = text
+                return
+
+    def finish(self) -> None:
+        for _, name, rec in self.restarts:
+            rec["restart_skipped"] = "the run ended first"
+        for kill in self.pending:
+            self.runner.faults.append({"kind": "kill", "worker": kill.worker,
+                                       "at_version": kill.at_version,
+                                       "skipped": "the run ended before that version"})
 
 
 class Progress:
@@ -364,6 +448,13 @@ class Progress:
                 ("iteration (median, s)", summary["iteration_seconds"]),
                 ("probes", summary["probes"]), ("retransmissions", summary["retransmissions"]),
                 ("wall seconds", summary["wall_seconds"])]
+        if summary.get("faults") or summary.get("workers_lost"):
+            rows += [("faults injected", len([f for f in summary.get("faults", [])
+                                              if "skipped" not in f])),
+                     ("workers lost / rejoined",
+                      f"{summary['workers_lost']} / {summary['workers_rejoined']}"),
+                     ("versions with fewer gradients", summary["short_versions"]),
+                     ("gradients collected again (wait)", summary["collects_redone"])]
         try:
             from rich.console import Console
             from rich.table import Table

@@ -10,6 +10,10 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
     [workers]    slowdown = { w4 = 3.0 }   compute time multiplied (stragglers)
     [run]        timeout = 300; trace_interval = 0.5
     [netns]      enabled = false; netem = true
+    [faults]     kill = [{ worker = "w2", at_version = 50, restart_after = 2.0 }]: SIGKILL a
+                 worker once the PS reaches that version, optionally restart it (same name)
+                 that many seconds later; random = { kills = 3, seed = 1, from_version = 20,
+                 to_version = 200, restart_after = 2.0 } adds kills drawn from the seed
     [training]   everything `python -m apps.ps --help` lists (ndnps/training_config.py)
 
 Every error names the offending key; nothing starts until the whole scenario is valid.
@@ -17,6 +21,7 @@ Every error names the offending key; nothing starts until the whole scenario is 
 from __future__ import annotations
 
 import copy
+import random
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -80,6 +85,7 @@ class Scenario:
     netns: bool = False
     netem: bool = True
     training: TrainingConfig = field(default_factory=TrainingConfig)
+    kills: list["Kill"] = field(default_factory=list)    # [faults], by version
     raw: dict[str, Any] = field(default_factory=dict)    # the document as run
 
     @property
@@ -87,15 +93,27 @@ class Scenario:
         return list(self.training.workers)
 
 
+@dataclass(frozen=True)
+class Kill:
+    """SIGKILL `worker` once the PS's metrics show `at_version`; restart it (same name)
+    `restart_after` seconds later (None: never)."""
+    worker: str
+    at_version: int
+    restart_after: float | None = None
+
+
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
-        "training"}
+        "training", "faults"}
 _TABLE_KEYS = {
     "topology": {"kind", "workers", "leaves"},
     "links": {f.name for f in fields(Links)},
     "workers": {"slowdown"},
     "run": {"timeout", "trace_interval"},
     "netns": {"enabled", "netem"},
+    "faults": {"kill", "random"},
 }
+_KILL_KEYS = {"worker", "at_version", "restart_after"}
+_RANDOM_KEYS = {"kills", "seed", "from_version", "to_version", "restart_after"}
 
 
 def _number(value: Any, key: str, low: float = 0.0, high: float | None = None,
@@ -180,7 +198,59 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
             raise ScenarioError(f"workers.slowdown.{worker}: no such worker "
                                 f"(workers: {', '.join(sc.training.workers)})")
         sc.slowdown[worker] = _number(factor, f"workers.slowdown.{worker}", 1.0)
+    sc.kills = _faults(doc.get("faults", {}), sc)
     return sc
+
+
+def _restart_after(entry: dict, where: str) -> float | None:
+    if "restart_after" not in entry:
+        return None
+    return _number(entry["restart_after"], f"{where}.restart_after", 0.0)
+
+
+def _faults(table: dict, sc: Scenario) -> list[Kill]:
+    """[faults]: explicit kills, plus `random` ones drawn from a seed (the same every run)."""
+    kills = []
+    entries = table.get("kill", [])
+    if not isinstance(entries, list):
+        raise ScenarioError("faults.kill: expected an array of tables such as "
+                            "[{ worker = \"w2\", at_version = 50 }]")
+    for i, entry in enumerate(entries):
+        where = f"faults.kill[{i}]"
+        if not isinstance(entry, dict):
+            raise ScenarioError(f"{where}: expected a table")
+        for key in entry:
+            if key not in _KILL_KEYS:
+                raise ScenarioError(f"{where}.{key}: unknown key (known: "
+                                    f"{', '.join(sorted(_KILL_KEYS))})")
+        for key in ("worker", "at_version"):
+            if key not in entry:
+                raise ScenarioError(f"{where}.{key}: missing")
+        worker = entry["worker"]
+        if worker not in sc.training.workers:
+            raise ScenarioError(f"{where}.worker: no such worker {worker!r} "
+                                f"(workers: {', '.join(sc.training.workers)})")
+        kills.append(Kill(worker, _number(entry["at_version"], f"{where}.at_version", 1,
+                                          integer=True), _restart_after(entry, where)))
+    rnd = table.get("random")
+    if rnd is not None:
+        if not isinstance(rnd, dict):
+            raise ScenarioError("faults.random: expected a table such as { kills = 2, seed = 1 }")
+        for key in rnd:
+            if key not in _RANDOM_KEYS:
+                raise ScenarioError(f"faults.random.{key}: unknown key (known: "
+                                    f"{', '.join(sorted(_RANDOM_KEYS))})")
+        n = _number(rnd.get("kills", 1), "faults.random.kills", 0, 64, True)
+        seed = _number(rnd.get("seed", 0), "faults.random.seed", 0, integer=True)
+        low = _number(rnd.get("from_version", 10), "faults.random.from_version", 1, integer=True)
+        high = _number(rnd.get("to_version", 100), "faults.random.to_version", 1, integer=True)
+        if high < low:
+            raise ScenarioError(f"faults.random.to_version: {high} < from_version {low}")
+        after = _restart_after(rnd, "faults.random")
+        rng = random.Random(seed)
+        for _ in range(n):
+            kills.append(Kill(rng.choice(sc.training.workers), rng.randint(low, high), after))
+    return sorted(kills, key=lambda k: k.at_version)
 
 
 def _links_from(table: dict, where: str) -> Links:

@@ -64,6 +64,14 @@ class TrainingConfig:
     task_timeout: float = _f(1.0, "lifetime of one task-assignment Interest", low=0, strict_low=True)
     task_tries: int = _f(5, "task-assignment tries per worker", low=1)
     worker_timeout: float = _f(30.0, "a worker silent this long is dropped", low=0, strict_low=True)
+    on_worker_loss: str = _f("continue", "sync: when a worker is lost (silent for worker_timeout), "
+                             "'continue' with the others (versions with fewer gradients are "
+                             "counted) or 'wait' until it rejoins and collect its gradient "
+                             "again (fails after rejoin_timeout)", choices=("continue", "wait"))
+    rejoin_interval: float = _f(2.0, "the PS re-offers the task to a lost worker this often",
+                                low=0, strict_low=True)
+    rejoin_timeout: float = _f(120.0, "the PS stops re-offering the task to a lost worker after "
+                               "this long (0 = never re-offer)", low=0)
     collect_lifetime: float = _f(2.0, "longest lifetime of a (held) collect Interest: the first "
                                  "lives until shortly after the expected finish, re-expressions "
                                  "double up to this", low=0, strict_low=True)

@@ -1,0 +1,150 @@
+"""Application faults with real processes (issue 6): a worker killed with SIGKILL mid-training,
+with the PS going on without it ("continue") or waiting for it ("wait"), and a restarted worker
+of the same name rejoining at the current version.
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from ndnps.metrics import read_metrics
+from ndnps.process import wait_until
+
+from test_training import KEY, WORKERS, finish, start_ps, start_workers, worker_end
+
+pytestmark = pytest.mark.slow
+
+# short failure detection and re-offers; 8 epochs of 14 versions (3 workers)
+FAST = ["--workers", ",".join(WORKERS), "--min-workers", "2", "--epochs", "8",
+        "--worker-timeout", "2", "--rejoin-interval", "0.5", "--task-timeout", "0.5"]
+
+
+def ps_version(procs, name="ps") -> int:
+    path = procs.workdir / f"{name}.jsonl"
+    if not path.exists():
+        return -1
+    versions = [r["version"] for r in read_metrics(path) if "collect_wait" in r]
+    return max(versions, default=-1)
+
+
+def kill_at(procs, ps, worker, version):
+    wait_until(lambda: ps_version(procs) >= version, 60, ps, f"at version {version}")
+    worker.kill()
+
+
+def restart_worker(procs, sock, gpu, tag="again"):
+    argv = [sys.executable, "-m", "apps.worker", "--name", gpu, "--key", KEY,
+            "--metrics", str(procs.workdir / f"{gpu}-{tag}.jsonl")]
+    proc = procs.spawn(f"{gpu}-{tag}", argv, env={"NDN_CLIENT_TRANSPORT": f"unix://{sock}"})
+    wait_until(lambda: f"worker {gpu} ready" in proc.tail(), 30, proc, "ready")
+    return proc
+
+
+def events(records, kind):
+    return [r for r in records if r.get("event") == kind]
+
+
+@pytest.mark.timeout(150)
+def test_killed_worker_continue_finishes_with_fewer_workers(procs):
+    sock = procs.forwarder()
+    workers = start_workers(procs, sock)
+    # long enough after the loss for re-offers (the first after rejoin_interval)
+    ps = start_ps(procs, sock, *FAST, "--on-worker-loss", "continue", "--epochs", "20")
+    kill_at(procs, ps, workers["w2"], 10)
+    codes, end, records = finish(procs, ps, {g: workers[g] for g in ("w1", "w3")}, timeout=120)
+    assert codes == {"w1": 0, "w3": 0}
+    assert end["accuracy"] >= 0.9 and end["version"] == 20 * 14
+    assert end["workers"] == ["w1", "w3"] and end["lost"] == ["w2"]
+    assert end["workers_lost"] == 1 and end["workers_rejoined"] == 0
+    assert end["rejoin_offers"] >= 1             # re-offered while it was away
+    versions = [r for r in records if "collect_wait" in r]
+    short = [r for r in versions if r["gradients"] < 3]
+    assert short and end["short_versions"] == len(short)
+    assert all(r["gradients"] == 2 for r in short)
+    assert [r["worker"] for r in events(records, "dropped")] == ["w2"]
+
+
+@pytest.mark.timeout(150)
+def test_restarted_worker_rejoins_at_the_current_version(procs):
+    sock = procs.forwarder()
+    workers = start_workers(procs, sock)
+    # a longer run: the restarted process needs seconds to start (imports, dataset)
+    ps = start_ps(procs, sock, *FAST, "--on-worker-loss", "continue", "--epochs", "40")
+    kill_at(procs, ps, workers["w2"], 10)
+    again = restart_worker(procs, sock, "w2")
+    codes, end, records = finish(procs, ps, {"w1": workers["w1"], "w3": workers["w3"],
+                                             "w2-again": again}, timeout=120)
+    assert codes == {"w1": 0, "w3": 0, "w2-again": 0}
+    assert end["accuracy"] >= 0.9 and end["version"] == 40 * 14
+    assert end["workers"] == WORKERS and end["lost"] == []
+    assert end["workers_lost"] == 1 and end["workers_rejoined"] == 1
+    rejoined = events(records, "rejoined")
+    assert [r["worker"] for r in rejoined] == ["w2"]
+    # it started from the PS's version at the time (not from 0) and trained to the end
+    w2 = read_metrics(procs.workdir / "w2-again.jsonl")
+    steps = [r["step"] for r in w2 if "step" in r]
+    assert steps and min(steps) >= 10
+    assert worker_end(procs, "w2-again")["code"] == 0
+    # versions after the rejoin have all three gradients again
+    versions = [r for r in records if "collect_wait" in r]
+    assert versions[-1]["gradients"] == 3
+    assert end["short_versions"] == sum(r["gradients"] < 3 for r in versions) > 0
+
+
+@pytest.mark.timeout(150)
+def test_wait_policy_collects_the_lost_gradient_again(procs):
+    sock = procs.forwarder()
+    workers = start_workers(procs, sock)
+    ps = start_ps(procs, sock, *FAST, "--on-worker-loss", "wait")
+    kill_at(procs, ps, workers["w2"], 10)
+    wait_until(lambda: events(read_metrics(procs.workdir / "ps.jsonl"), "dropped"), 60, ps,
+               "dropping w2")
+    again = restart_worker(procs, sock, "w2")
+    codes, end, records = finish(procs, ps, {"w1": workers["w1"], "w3": workers["w3"],
+                                             "w2-again": again}, timeout=120)
+    assert codes == {"w1": 0, "w3": 0, "w2-again": 0}
+    assert end["accuracy"] >= 0.9 and end["version"] == 8 * 14
+    assert end["workers_lost"] == 1 and end["workers_rejoined"] == 1
+    assert end["collects_redone"] == 1 and end["short_versions"] == 0
+    versions = [r for r in records if "collect_wait" in r]
+    assert all(r["gradients"] == 3 for r in versions)
+
+
+@pytest.mark.timeout(90)
+def test_wait_policy_fails_when_the_worker_never_returns(procs):
+    sock = procs.forwarder()
+    workers = start_workers(procs, sock)
+    ps = start_ps(procs, sock, *FAST, "--on-worker-loss", "wait", "--rejoin-timeout", "2")
+    kill_at(procs, ps, workers["w2"], 5)
+    assert ps.wait(60) == 3
+    failed = events(read_metrics(procs.workdir / "ps.jsonl"), "failed")
+    assert failed and "w2 did not rejoin" in failed[-1]["reason"]
+    for gpu in ("w1", "w3"):                 # told the training is aborted: they leave
+        assert workers[gpu].wait(30) == 3
+
+
+@pytest.mark.timeout(200)
+def test_scenario_runner_kills_and_restarts_a_worker(tmp_path):
+    """scenarios/worker-killed.toml: the runner kills w2 at version 40 and restarts it; the
+    summary says what was injected and what the PS saw."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "ndnps.scenario", "worker-killed", "--plain",
+                           "--set", "training.epochs=40", "--out", str(out)],
+                          capture_output=True, text=True, timeout=180, cwd=root)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    [fault] = summary["faults"]
+    assert fault["worker"] == "w2" and fault["version"] >= 40
+    assert fault["restarted"]["process"] == "w2-r1"
+    assert summary["exit_codes"]["w2"] == -9 and summary["exit_codes"]["w2-r1"] == 0
+    assert summary["workers_lost"] >= 1 and summary["workers_rejoined"] >= 1
+    assert summary["workers_lost_at_end"] == [] and summary["short_versions"] > 0
+    assert summary["final_accuracy"] >= 0.9
+    assert (out / "logs" / "w2-r1.log").stat().st_size > 0
+    assert "workers lost / rejoined" in proc.stdout
