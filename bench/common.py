@@ -12,6 +12,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -139,6 +140,98 @@ def model_sets(n_features: int, hidden: list[int], n_samples: int = 4000) -> lis
 def mlp_params(n_features: int, hidden: list[int], n_classes: int = 10) -> int:
     sizes = [n_features, *hidden, n_classes]
     return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+class CpuSampler:
+    """Samples the CPU time (utime + stime, /proc) of every process whose command line
+    mentions `tag` (a run directory), every `interval` s, from a thread, while a run goes on:
+    `cpu_between(t0, t1)` gives each role's CPU seconds between two wall-clock instants.
+    Roles: forwarder, ps, worker (ndnps apps; bench.tcp_ps's too)."""
+
+    def __init__(self, tag: str, interval: float = 0.2) -> None:
+        self.tag, self.interval = tag, interval
+        self.samples: dict[int, list[tuple[float, float]]] = {}
+        self.roles: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self) -> "CpuSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @staticmethod
+    def role(cmdline: str) -> str | None:
+        if " -m forwarder" in cmdline:
+            return "forwarder"
+        if " -m apps.ps" in cmdline or "tcp_ps ps" in cmdline:
+            return "ps"
+        if " -m apps.worker" in cmdline or "tcp_ps worker" in cmdline:
+            return "worker"
+        return None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            now = time.time()
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                p = int(pid)
+                try:
+                    if p not in self.roles:
+                        with open(f"/proc/{pid}/cmdline", "rb") as f:
+                            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                        if self.tag not in cmd:
+                            continue
+                        role = self.role(" " + cmd)
+                        if role is None:
+                            continue
+                        self.roles[p] = role
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    cpu = (int(fields[11]) + int(fields[12])) / self._tick
+                except (OSError, IndexError, ValueError):
+                    continue
+                self.samples.setdefault(p, []).append((now, cpu))
+
+    def cpu_between(self, t0: float, t1: float) -> dict[str, float]:
+        """CPU seconds per role between wall-clock instants t0 and t1 (linear between samples)."""
+        out: dict[str, float] = {}
+        for pid, samples in self.samples.items():
+            a, b = _at(samples, t0), _at(samples, t1)
+            if a is not None and b is not None:
+                out[self.roles[pid]] = out.get(self.roles[pid], 0.0) + max(0.0, b - a)
+        return out
+
+
+def _at(samples: list[tuple[float, float]], t: float) -> float | None:
+    if not samples or t < samples[0][0] or t > samples[-1][0]:
+        return None
+    for (ta, ca), (tb, cb) in zip(samples, samples[1:]):
+        if ta <= t <= tb:
+            return ca if tb == ta else ca + (cb - ca) * (t - ta) / (tb - ta)
+    return samples[-1][1]
+
+
+def cpu_per_iteration(run: "TrainingRun", sampler: CpuSampler) -> dict[str, float] | None:
+    """Each role's CPU milliseconds per iteration over the steady versions (wall clock of the
+    PS's records), their total, and the cores that total keeps busy (total / iteration)."""
+    vs = [r for r in run.ps_versions if r["version"] >= WARMUP_VERSIONS and "ts" in r]
+    if len(vs) < 2:
+        return None
+    t0, t1 = vs[0]["ts"], vs[-1]["ts"]
+    n = len(vs) - 1
+    cpu = sampler.cpu_between(t0, t1)
+    if not cpu:
+        return None
+    out = {role: round(1000 * c / n, 2) for role, c in sorted(cpu.items())}
+    out["total"] = round(sum(cpu.values()) * 1000 / n, 2)
+    out["cores_busy"] = round(sum(cpu.values()) / (t1 - t0), 2)
+    return out
 
 
 def run_scenario(name: str, sets: list[str], out: Path, timeout: float = 2400.0) -> "ScenarioRun":

@@ -30,8 +30,9 @@ import tempfile
 from pathlib import Path
 
 from bench import tcp_ps
-from bench.common import (TrainingRun, emit, fmt, interleave, log, median, mlp_params,
-                          model_sets, ratio, rnd, run_scenario, save, stamp)
+from bench.common import (CpuSampler, TrainingRun, cpu_per_iteration, emit, fmt, interleave,
+                          log, median, mlp_params, model_sets, ratio, rnd, run_scenario, save,
+                          stamp)
 
 MODELS = {
     "100k": {"n_features": 256, "hidden": [256, 128], "versions": 30, "quick_versions": 10},
@@ -46,14 +47,19 @@ CONFIGS = ["persistent", "unicast", "tcp", "compute"]
 
 def one(config: str, model: dict, versions: int, out: Path) -> dict:
     nf, hidden = model["n_features"], model["hidden"]
+    cpu = None
     if config in ("persistent", "unicast"):
-        run = run_scenario("sync-sgd", [
-            f"topology.workers={WORKERS}", f"training.push_mode=\"{config}\"",
-            f"training.max_versions={versions}", "training.eval_every=100000",
-            "run.timeout=1800", "training.key=\"iteration-key\"",
-            *model_sets(nf, hidden, N_SAMPLES)], out)
+        with CpuSampler(str(out)) as sampler:
+            run = run_scenario("sync-sgd", [
+                f"topology.workers={WORKERS}", f"training.push_mode=\"{config}\"",
+                f"training.max_versions={versions}", "training.eval_every=100000",
+                "run.timeout=1800", "training.key=\"iteration-key\"",
+                *model_sets(nf, hidden, N_SAMPLES)], out)
+        cpu = cpu_per_iteration(run, sampler)
     elif config == "tcp":
-        run = TrainingRun(tcp_ps.run_training(out, nf, hidden, N_SAMPLES, WORKERS, versions))
+        with CpuSampler(str(out)) as sampler:
+            run = TrainingRun(tcp_ps.run_training(out, nf, hidden, N_SAMPLES, WORKERS, versions))
+        cpu = cpu_per_iteration(run, sampler)
     else:
         run = TrainingRun(tcp_ps.run_compute(out, nf, hidden, N_SAMPLES, WORKERS,
                                              max(20, versions)))
@@ -61,11 +67,12 @@ def one(config: str, model: dict, versions: int, out: Path) -> dict:
            "compute_median": run.compute_median(),
            "collect_wait_median": run.ps_median("collect_wait"),
            "apply_median": run.ps_median("apply"), "push_median": run.ps_median("push"),
-           "notes": getattr(run, "notes", [])}
+           "cpu_ms_per_iteration": cpu, "notes": getattr(run, "notes", [])}
     if config != "compute":
         log(f"    {config:10s}: iteration {fmt(res['iteration_median'] and res['iteration_median'] * 1e3, '.1f')} ms"
             f"  compute {fmt(res['compute_median'] and res['compute_median'] * 1e3, '.2f')} ms"
-            f"  collect_wait {fmt(res['collect_wait_median'] and res['collect_wait_median'] * 1e3, '.1f')} ms")
+            f"  collect_wait {fmt(res['collect_wait_median'] and res['collect_wait_median'] * 1e3, '.1f')} ms"
+            f"  CPU ms/iteration {cpu}")
     else:
         log(f"    compute alone: {res['compute_median'] * 1e3:.2f} ms")
     return res
@@ -121,6 +128,10 @@ def measure(name: str, rounds: int, quick: bool, keep: Path | None) -> dict:
         "unicast_over_persistent": rnd(ratio(it["unicast"], it["persistent"]), 3),
         "ndnps_over_compute_alone": rnd(ratio(it["persistent"], comp["compute"]), 2),
         "per_round": {c: [rnd(r["iteration_median"], 6) for r in rs] for c, rs in runs.items()},
+        # CPU ms per iteration by role (first round), total, and cores kept busy: whether an
+        # iteration is bounded by CPU on this 2-core host, and whose
+        "cpu_ms_per_iteration": {c: runs[c][0]["cpu_ms_per_iteration"]
+                                 for c in ("persistent", "unicast", "tcp")},
         "notes": sorted({n for rs in runs.values() for r in rs for n in r["notes"]}),
     }
     fig["meets_bound"] = fig["ndnps_over_bound"] is not None and \

@@ -51,6 +51,7 @@ def analyse(points: dict[str, dict[int, dict]]) -> dict:
             "compute_median_s": [pts[n]["compute_median"] for n in ns],
             "collect_wait_median_s": [pts[n]["collect_wait_median"] for n in ns],
             "retransmissions": [pts[n]["retransmissions"] for n in ns],
+            "cpu_ms_per_iteration": [pts[n].get("cpu_ms_per_iteration") for n in ns],
             "probes": [pts[n]["probes"] for n in ns],
             "egress_growth_exponent": rnd(growth(ns, egress), 3),
             "iteration_growth_exponent": rnd(growth(ns, iters), 3),

@@ -13,8 +13,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench.common import (ScenarioRun, WARMUP_VERSIONS, log, mlp_params, model_sets, rnd,
-                          run_scenario)
+from bench.common import (CpuSampler, ScenarioRun, WARMUP_VERSIONS, cpu_per_iteration, log,
+                          mlp_params, model_sets, rnd, run_scenario)
 
 # ~100k parameters (99,978 = 399,912 bytes, 51 segments of 8000 bytes): big enough that the
 # per-segment costs dominate the per-version ones, small enough for 32 workers on 2 cores.
@@ -119,9 +119,11 @@ def run_point(mode: str, n: int, versions: int, model: dict = MODEL,
     base = keep or Path(tempfile.mkdtemp(prefix="sweep-"))
     out = base / f"{mode}-n{n}" if not attempt else base / f"{mode}-n{n}-retry{attempt}"
     try:
-        run = run_scenario("sync-sgd", sets_for(mode, n, versions, model), out)
+        with CpuSampler(str(out)) as sampler:
+            run = run_scenario("sync-sgd", sets_for(mode, n, versions, model), out)
         fig = figures(run)
         fig["notes"] = run.notes
+        fig["cpu_ms_per_iteration"] = cpu_per_iteration(run, sampler)
     finally:
         if keep is None:
             shutil.rmtree(base, ignore_errors=True)

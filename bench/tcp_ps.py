@@ -88,7 +88,7 @@ class Metrics:
     def write(self, rec: dict) -> None:
         if self.f:
             self.f.write(json.dumps({**self.static, "t": time.monotonic() - self.start,
-                                     **rec}) + "\n")
+                                     "ts": time.time(), **rec}) + "\n")
 
 
 # ---- the PS ------------------------------------------------------------------------------------
