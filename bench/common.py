@@ -38,14 +38,19 @@ def env() -> dict[str, str]:
 
 
 def revision() -> dict:
-    """The commit measured, and whether the measured code (not bench/) had local changes."""
+    """The commit measured, and whether the measured code (not bench/) had local changes.
+    In an exported snapshot (`git archive`, no .git) NDNPS_BENCH_COMMIT names the commit."""
     def git(*a: str) -> str:
         try:
             return subprocess.run(["git", *a], cwd=str(ROOT), capture_output=True, text=True,
                                   timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
-    return {"commit": git("rev-parse", "--short", "HEAD"),
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit or not (ROOT / ".git").exists():
+        return {"commit": os.environ.get("NDNPS_BENCH_COMMIT", "unknown"), "snapshot": True,
+                "forwarder_dirty": False, "apps_dirty": False}
+    return {"commit": commit,
             "forwarder_dirty": bool(git("status", "--porcelain", "--", "forwarder")),
             "apps_dirty": bool(git("status", "--porcelain", "--", "apps", "ndnps"))}
 
