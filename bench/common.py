@@ -85,6 +85,19 @@ def save(section: str, key: str | None, figures: dict, path: Path = RESULTS) -> 
     os.replace(tmp, path)
 
 
+def bench_parser(prog: str, doc: str, quick: str, rounds: int | None = None):
+    """argparse for a benchmark: its own flags are added by the caller; these are shared:
+    --quick (help: what it does), --keep DIR, --no-save and, when `rounds` is given, --rounds."""
+    import argparse
+    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help=quick)
+    p.add_argument("--keep", type=Path, help="keep the run directories here")
+    p.add_argument("--no-save", action="store_true", help="do not write bench/results.json")
+    if rounds is not None:
+        p.add_argument("--rounds", type=int, default=rounds, help=f"rounds (default {rounds})")
+    return p
+
+
 def emit(line: dict) -> None:
     """The one JSON line a benchmark prints last."""
     print(json.dumps(line), flush=True)

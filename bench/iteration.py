@@ -23,16 +23,15 @@ Writes bench/results.json key "iteration" -> model; the last line printed is one
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from bench import tcp_ps
-from bench.common import (CpuSampler, TrainingRun, cpu_per_iteration, emit, fmt, interleave,
-                          log, median, mlp_params, model_sets, ratio, rnd, run_scenario, save,
-                          stamp)
+from bench.common import (CpuSampler, TrainingRun, bench_parser, cpu_per_iteration, emit, fmt,
+                          interleave, log, median, mlp_params, model_sets, ratio, rnd,
+                          run_scenario, save, stamp)
 
 MODELS = {
     "100k": {"n_features": 256, "hidden": [256, 128], "versions": 30, "quick_versions": 10},
@@ -142,13 +141,8 @@ def measure(name: str, rounds: int, quick: bool, keep: Path | None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.iteration",
-                                description=__doc__.split("\n")[0])
+    p = bench_parser("python -m bench.iteration", __doc__, "1 round, fewer versions", rounds=2)
     p.add_argument("--models", default="100k,1M", help="comma-separated: " + ",".join(MODELS))
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--quick", action="store_true", help="1 round, fewer versions")
-    p.add_argument("--keep", type=Path, help="keep the run directories here")
-    p.add_argument("--no-save", action="store_true")
     args = p.parse_args(argv)
     rounds = 1 if args.quick else args.rounds
     out = {}

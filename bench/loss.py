@@ -22,14 +22,13 @@ Writes bench/results.json key "loss" -> model; the last line printed is one JSON
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import (emit, fmt, interleave, log, median, model_sets, ratio, rnd,
-                          run_scenario, save, stamp)
+from bench.common import (bench_parser, emit, fmt, interleave, log, median, model_sets, ratio,
+                          rnd, run_scenario, save, stamp)
 from bench.sweep import MODEL
 
 TARGET = 1.15
@@ -89,13 +88,9 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.loss", description=__doc__.split("\n")[0])
+    p = bench_parser("python -m bench.loss", __doc__, "1 round, fewer versions", rounds=2)
     p.add_argument("--losses", default="0,0.02,0.05,0.1")
     p.add_argument("--models", default="digits,100k")
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--quick", action="store_true", help="1 round, fewer versions")
-    p.add_argument("--keep", type=Path)
-    p.add_argument("--no-save", action="store_true")
     args = p.parse_args(argv)
     losses = [float(x) for x in args.losses.split(",")]
     if losses[0] != 0.0:

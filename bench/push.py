@@ -24,12 +24,10 @@ definition. Writes bench/results.json key "push"; the last line printed is one J
 """
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from bench.common import emit, fmt, log, rnd, save, stamp
-from bench.sweep import MODEL, model_label, segment_anatomy, sweep
+from bench.sweep import MODEL, model_label, segment_anatomy, sweep_main
 
 TARGET = (0.99, 1.01)
 
@@ -67,17 +65,7 @@ def analyse(points: dict[str, dict[int, dict]]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.push", description=__doc__.split("\n")[0])
-    p.add_argument("--workers", default="2,4,8,16,32", help="N values (comma-separated)")
-    p.add_argument("--versions", type=int, default=12, help="versions per run (default 12)")
-    p.add_argument("--quick", action="store_true", help="N = 2,8 and 6 versions")
-    p.add_argument("--keep", type=Path, help="keep the run directories here")
-    p.add_argument("--no-save", action="store_true")
-    args = p.parse_args(argv)
-    ns = [2, 8] if args.quick else [int(x) for x in args.workers.split(",")]
-    versions = 6 if args.quick else args.versions
-    log(f"push: {model_label(MODEL)}; N = {ns}; {versions} versions per run")
-    points = sweep(ns, versions, keep=args.keep)
+    args, points, _, versions = sweep_main("python -m bench.push", __doc__, "2,4,8,16,32", argv)
     per_n = analyse(points)
     first = next(iter(points["persistent"].values()))
     figures = {

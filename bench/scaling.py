@@ -14,13 +14,11 @@ Writes bench/results.json key "scaling"; the last line printed is one JSON objec
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
-from pathlib import Path
 
 from bench.common import emit, fmt, log, rnd, save, stamp
-from bench.sweep import MODEL, model_label, sweep
+from bench.sweep import MODEL, model_label, sweep_main
 
 
 def growth(ns: list[int], ys: list[float]) -> float | None:
@@ -69,18 +67,9 @@ def analyse(points: dict[str, dict[int, dict]]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.scaling",
-                                description=__doc__.split("\n")[0])
-    p.add_argument("--workers", default="1,2,4,8,16,32", help="N values (comma-separated)")
-    p.add_argument("--versions", type=int, default=12, help="versions per run (default 12)")
-    p.add_argument("--quick", action="store_true", help="N = 2,8 and 6 versions")
-    p.add_argument("--keep", type=Path, help="keep the run directories here")
-    p.add_argument("--no-save", action="store_true")
-    args = p.parse_args(argv)
-    ns = [2, 8] if args.quick else [int(x) for x in args.workers.split(",")]
-    versions = 6 if args.quick else args.versions
-    log(f"scaling: {model_label(MODEL)}; N = {ns}; {versions} versions per run")
-    res = analyse(sweep(ns, versions, keep=args.keep))
+    args, points, ns, versions = sweep_main("python -m bench.scaling", __doc__, "1,2,4,8,16,32",
+                                            argv)
+    res = analyse(points)
     figures = {"model": model_label(MODEL), "versions": versions, **res, "quick": args.quick,
                **stamp()}
     if not args.no_save:

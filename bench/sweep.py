@@ -13,8 +13,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench.common import (CpuSampler, ScenarioRun, WARMUP_VERSIONS, cpu_per_iteration, log,
-                          mlp_params, model_sets, rnd, run_scenario)
+from bench.common import (CpuSampler, ScenarioRun, WARMUP_VERSIONS, bench_parser,
+                          cpu_per_iteration, log, mlp_params, model_sets, rnd, run_scenario)
 
 # ~100k parameters (99,978 = 399,912 bytes, 51 segments of 8000 bytes): big enough that the
 # per-segment costs dominate the per-version ones, small enough for 32 workers on 2 cores.
@@ -155,3 +155,16 @@ def sweep(ns: list[int], versions: int, model: dict = MODEL, modes=MODES,
 def model_label(model: dict) -> str:
     return (f"synthetic MLP {model['n_features']}-{'-'.join(map(str, model['hidden']))}-10, "
             f"{mlp_params(model['n_features'], model['hidden'])} parameters")
+
+
+def sweep_main(prog: str, doc: str, default_ns: str, argv: list[str] | None):
+    """The command line push and scaling share: (args, the sweep {mode: {N: figures}}, N list,
+    versions)."""
+    p = bench_parser(prog, doc, "N = 2,8 and 6 versions")
+    p.add_argument("--workers", default=default_ns, help="N values (comma-separated)")
+    p.add_argument("--versions", type=int, default=12, help="versions per run (default 12)")
+    args = p.parse_args(argv)
+    ns = [2, 8] if args.quick else [int(x) for x in args.workers.split(",")]
+    versions = 6 if args.quick else args.versions
+    log(f"{prog.split('.')[-1]}: {model_label(MODEL)}; N = {ns}; {versions} versions per run")
+    return args, sweep(ns, versions, keep=args.keep), ns, versions

@@ -18,13 +18,13 @@ Writes bench/results.json key "tree"; the last line printed is one JSON object.
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import emit, fmt, interleave, log, model_sets, rnd, run_scenario, save, stamp
+from bench.common import (bench_parser, emit, fmt, interleave, log, model_sets, rnd,
+                          run_scenario, save, stamp)
 from bench.sweep import MODEL, model_label
 
 TARGET = (0.99, 1.01)
@@ -71,12 +71,8 @@ def link_figures(run) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.tree", description=__doc__.split("\n")[0])
+    p = bench_parser("python -m bench.tree", __doc__, "6 versions", rounds=1)
     p.add_argument("--versions", type=int, default=10)
-    p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--quick", action="store_true", help="6 versions")
-    p.add_argument("--keep", type=Path, help="keep the run directories here")
-    p.add_argument("--no-save", action="store_true")
     args = p.parse_args(argv)
     versions = 6 if args.quick else args.versions
     base = args.keep or Path(tempfile.mkdtemp(prefix="tree-"))
