@@ -3,8 +3,11 @@ forwarder, signals, and the exit code.
 
 ``launch(make_app, main)`` connects ``make_app()``'s face, runs the face's receive loop and
 ``main(app)`` side by side, and returns main's exit code.  SIGINT/SIGTERM cancel main (which
-cleans up: a worker still sends its ``*remove*``); a lost forwarder connection ends the run with
-exit code 1 instead of leaving it waiting for ever.
+cleans up: a worker still sends its ``*remove*``).  A lost forwarder connection (the forwarder
+was killed or restarted) is reconnected with bounded exponential backoff (0.1 s doubling to 2 s)
+while main goes on — meanwhile its Interests are lost and retried as on a lossy link — and,
+once back, every prefix is registered again and the app told (``App.on_reconnect``); after
+``--reconnect-timeout`` seconds without a forwarder the run ends with exit code 1.
 """
 from __future__ import annotations
 
@@ -34,6 +37,10 @@ def app_parser(prog: str, description: str, exits: str, metrics: str) -> argpars
     p.add_argument("--metrics", metavar="FILE", help=f"append JSON lines, {metrics}")
     p.add_argument("--transport", metavar="URI", help="forwarder, e.g. unix:///run/nfd/nfd.sock")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--reconnect-timeout", type=float, default=30.0, metavar="S",
+                   help="when the forwarder connection is lost, try to reconnect (backoff "
+                        "0.1 s doubling to 2 s) for this long, then exit 1 (0: exit at once; "
+                        "default: 30)")
     return p
 
 
@@ -55,25 +62,45 @@ def limit_blas_threads(n: int = 1) -> None:
     threadpool_limits(n)
 
 
-def serve(transport: str | None, metrics, role: Callable[[App], Awaitable[int]]) -> int:
+def serve(transport: str | None, metrics, role: Callable[[App], Awaitable[int]],
+          reconnect_timeout: float = 30.0) -> int:
     """Run `role(app)` on an App connected to `transport`; close `metrics` whatever happens."""
     try:
-        return launch(lambda: App(transport), role)
+        return launch(lambda: App(transport), role, reconnect_timeout)
     finally:
         metrics.close()
 
 
-def launch(make_app: Callable[[], App], main: Callable[[App], Awaitable[int]]) -> int:
+def launch(make_app: Callable[[], App], main: Callable[[App], Awaitable[int]],
+           reconnect_timeout: float = 30.0) -> int:
     try:
         import uvloop
         runner = uvloop.run
     except ImportError:           # pragma: no cover - uvloop is a dependency
         runner = asyncio.run
-    return runner(_serve(make_app, main))
+    return runner(_serve(make_app, main, reconnect_timeout))
 
 
-async def _serve(make_app: Callable[[], App], main: Callable[[App], Awaitable[int]]) -> int:
+async def reconnect(app: App, timeout: float) -> bool:
+    """Open the face again, backing off 0.1 s doubling to 2 s, for `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    delay = 0.1
+    while loop.time() < deadline:
+        await asyncio.sleep(min(delay, max(0.0, deadline - loop.time())))
+        delay = min(2 * delay, 2.0)
+        try:
+            await app.reconnect()
+            return True
+        except (OSError, ConnectionError):
+            continue
+    return False
+
+
+async def _serve(make_app: Callable[[], App], main: Callable[[App], Awaitable[int]],
+                 reconnect_timeout: float = 30.0) -> int:
     app = make_app()
+    reregister = None               # the task registering prefixes again after a reconnect
     try:
         await app.face.open()
     except (OSError, ConnectionError) as e:
@@ -85,12 +112,27 @@ async def _serve(make_app: Callable[[], App], main: Callable[[App], Awaitable[in
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, main_task.cancel)
     try:
-        await asyncio.wait({face_task, main_task}, return_when=asyncio.FIRST_COMPLETED)
-        if not main_task.done():
-            log.error("lost the connection to the forwarder at %s", app.transport)
-            main_task.cancel()
-            await asyncio.gather(main_task, return_exceptions=True)
-            return EXIT_ERROR
+        while True:
+            await asyncio.wait({face_task, main_task}, return_when=asyncio.FIRST_COMPLETED)
+            if main_task.done():
+                break
+            app.counting.shutdown()
+            log.warning("lost the connection to the forwarder at %s: reconnecting (for %.0f s "
+                        "at most)", app.transport, reconnect_timeout)
+            back = asyncio.create_task(reconnect(app, reconnect_timeout))
+            await asyncio.wait({back, main_task}, return_when=asyncio.FIRST_COMPLETED)
+            if main_task.done():
+                back.cancel()
+                break
+            if not back.result():
+                log.error("lost the connection to the forwarder at %s: not back within %.0f s",
+                          app.transport, reconnect_timeout)
+                main_task.cancel()
+                await asyncio.gather(main_task, return_exceptions=True)
+                return EXIT_ERROR
+            log.info("reconnected to the forwarder at %s", app.transport)
+            face_task = asyncio.create_task(app.face.run())
+            reregister = asyncio.create_task(app.after_reconnect())    # noqa: F841 (kept alive)
         if main_task.cancelled():
             return EXIT_SIGNAL
         exc = main_task.exception()

@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -92,6 +93,7 @@ class PsCounters:
     rejoin_offers: int = 0          # task Interests re-sent to lost workers
     short_versions: int = 0         # sync versions applied with fewer gradients than workers
     collects_redone: int = 0        # on_worker_loss = wait: gradients collected again
+    checkpoints: int = 0            # checkpoint files written
 
 
 class ParameterServer:
@@ -129,6 +131,8 @@ class ParameterServer:
         self.loop_time = lambda: asyncio.get_running_loop().time()
         self.removed = asyncio.Event()
         self.rejoin_tasks: dict[str, asyncio.Task] = {}
+        self.resumed_from: int | None = None        # the checkpoint's version, if resumed
+        self.restarts = 0                           # resumptions so far (the checkpoint's count)
         self.rejoined = asyncio.Event()         # a lost worker is back
 
     # ---- life cycle ------------------------------------------------------------------------
@@ -152,8 +156,18 @@ class ParameterServer:
         try:
             if not await self.app.register(names.node(cfg.ps)):
                 raise JobFailed(f"the forwarder refused to register /{cfg.ps}")
+            resumed = self.resume() if cfg.checkpoint else None
             accepted = await self.assign_tasks()
-            self.prepare_content(accepted)
+            if resumed is not None:
+                # the workers of the checkpoint, in its order (shards and averaging as before);
+                # those that did not accept now are lost, and re-offered the task
+                missing = [g for g in resumed if g not in accepted]
+                self.prepare_content(resumed)
+                for w in self.workers:
+                    if w.gpu in missing:
+                        self.drop(w, "did not accept the resumed training")
+            else:
+                self.prepare_content(accepted)
             if cfg.mode == "sync":
                 await self.run_sync()
             else:
@@ -214,6 +228,8 @@ class ParameterServer:
 
     async def assign_tasks(self) -> list[str]:
         cfg = self.cfg
+        # after a restart (checkpoint), workers still in the job answer "already assigned" and
+        # fetch their content again: the checkpoint's version and parameters
         answers = await asyncio.gather(*(self.assign_task(g) for g in cfg.workers))
         accepted = []
         for gpu, (ok, reason) in zip(cfg.workers, answers):
@@ -255,7 +271,8 @@ class ParameterServer:
                  cfg.push_mode)
         self.metrics.write({"event": "start", "workers": accepted, "n_params": self.n_params,
                             "total_steps": self.total_steps, "mode": cfg.mode,
-                            "push_mode": cfg.push_mode})
+                            "push_mode": cfg.push_mode, "version": self.version,
+                            "resumed_from": self.resumed_from, "restarts": self.restarts})
 
     def make_content(self, w: WorkerState, vec: np.ndarray) -> None:
         """Worker w's training content: the current parameters and version (a worker that
@@ -276,6 +293,7 @@ class ParameterServer:
                 "probe_min", "probe_max", "gap_delay", "register_interval", "register_timeout",
                 "register_tries", "collect_lifetime", "ps_timeout")},
             "version": self.version,
+            "restarts": self.restarts,          # a worker rolls back only for a new PS
         }
         blob = messages.content_blob(vec, {**common, "gpu": w.gpu, "index": w.index})
         self.contents[w.gpu] = sign_segments(
@@ -422,8 +440,9 @@ class ParameterServer:
                     ok, reason = messages.parse_task_reply(bytes(content))
                 except (InterestTimeout, InterestNack, ValidationFailure, CodecError):
                     ok, reason = False, "no answer"
-                if ok and reason == ALREADY_ASSIGNED and w.gpu not in self.contents:
-                    self.make_content(w, flatten(self.model.params))   # for its late fetches
+                if ok and reason == ALREADY_ASSIGNED:
+                    # it still runs the job: it refetches its content and goes on from there
+                    self.make_content(w, flatten(self.model.params))
                 elif ok:
                     w.rejoining = asyncio.Event()
                     self.make_content(w, flatten(self.model.params))
@@ -578,6 +597,9 @@ class ParameterServer:
             self.version = v + 1
             accuracy = self.evaluate(force=self.version >= total)
             self.done = self.version >= total or self.is_done(accuracy)
+            if self.cfg.checkpoint and (self.version % self.cfg.checkpoint_every == 0
+                                        or self.done):
+                self.write_checkpoint(self.cfg.checkpoint)
             t2 = self.loop_time()
             ref = t2
             push_time = await self.push(self.version, self.done)
@@ -689,8 +711,72 @@ class ParameterServer:
         self.metrics.write({"event": "end", "version": self.version, "accuracy": self.accuracy,
                             "workers": [w.gpu for w in self.live],
                             "lost": [w.gpu for w in self.workers if not w.live],
+                            "resumed_from": self.resumed_from, "restarts": self.restarts,
                             **asdict(self.counters),
-                            **asdict(self.fetch_stats), **self.app.traffic()})
+                            **asdict(self.fetch_stats), **self.app.traffic(),
+                            **self.app.link_events()})
+
+    # ---- checkpoint (PS restart) ------------------------------------------------------------
+
+    def fingerprint(self) -> dict:
+        """What must match for a checkpoint to be resumed by this configuration."""
+        cfg = self.cfg
+        return {"ps": cfg.ps, "train": cfg.train, "mode": cfg.mode, "model_spec": self.spec,
+                "dataset": cfg.dataset, "dataset_kwargs": cfg.dataset_kwargs(),
+                "seed": cfg.seed, "batch": cfg.batch}
+
+    def write_checkpoint(self, path: str) -> None:
+        """Parameters, optimizer state (momentum), version and workers, atomically: a PS
+        killed while writing leaves the previous checkpoint whole (tmp file + os.replace)."""
+        meta = {**self.fingerprint(), "version": self.version, "done": self.done,
+                "workers": [w.gpu for w in self.workers], "restarts": self.restarts,
+                "accuracy": self.accuracy}
+        state = self.opt.state_dict()
+        meta["opt"] = {k: state[k] for k in ("lr", "momentum", "weight_decay")}
+        arrays = {f"p:{k}": v for k, v in self.model.params.items()}
+        arrays.update({f"v:{k}": v for k, v in state["velocity"].items()})
+        tmp = f"{path}.tmp"
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays, __meta__=np.array(json.dumps(meta)))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self.counters.checkpoints += 1
+
+    def resume(self) -> list[str] | None:
+        """Load the checkpoint if there is one: version, parameters, optimizer state.  Returns
+        its workers (in index order), or None when starting afresh."""
+        path = self.cfg.checkpoint
+        if not os.path.exists(path):
+            return None
+        try:
+            with np.load(path) as z:
+                meta = json.loads(str(z["__meta__"]))
+                params = {k[2:]: z[k] for k in z.files if k.startswith("p:")}
+                velocity = {k[2:]: z[k] for k in z.files if k.startswith("v:")}
+        except (OSError, ValueError, KeyError) as e:
+            raise JobFailed(f"checkpoint {path} unreadable: {e}") from None
+        fp = self.fingerprint()
+        for key, value in fp.items():
+            if json.loads(json.dumps(meta.get(key))) != json.loads(json.dumps(value)):
+                raise JobFailed(f"checkpoint {path} is of another training ({key}: "
+                                f"{meta.get(key)!r} here {value!r})")
+        if meta.get("done"):
+            raise JobFailed(f"checkpoint {path}: that training is finished (version "
+                            f"{meta['version']}); remove it to start again")
+        unknown = [g for g in meta["workers"] if g not in self.cfg.workers]
+        if unknown or set(params) != set(self.model.params):
+            raise JobFailed(f"checkpoint {path} does not fit this configuration "
+                            f"(workers {unknown} unknown, or another model)")
+        self.model.load_params({k: params[k] for k in self.model.params})
+        self.opt.load_state_dict({**meta["opt"], "velocity": velocity})
+        self.version = self.resumed_from = int(meta["version"])
+        self.restarts = int(meta.get("restarts", 0)) + 1
+        log.info("resumed from checkpoint %s: version %d (restart %d)", path, self.version,
+                 self.restarts)
+        self.metrics.write({"event": "resumed", "version": self.version, "path": path,
+                            "restarts": self.restarts})
+        return list(meta["workers"])
 
     def save(self, path: str) -> None:
         meta = {"ps": self.cfg.ps, "train": self.cfg.train, "version": self.version,
@@ -728,7 +814,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     metrics = MetricsWriter(args.metrics, role="ps", name=cfg.ps, train=cfg.train)
     return serve(args.transport, metrics,
-                 lambda app: ParameterServer(cfg, app, metrics, args.save).run())
+                 lambda app: ParameterServer(cfg, app, metrics, args.save).run(),
+                 args.reconnect_timeout)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,9 @@ class WorkerCounters:
     forged_sent: int = 0             # fault injection
     register_tries: int = 0
     gradients_sent: int = 0
+    reinserts: int = 0               # *insert* sent again after a forwarder reconnect
+    resyncs: int = 0                 # the PS re-offered the task: content fetched again
+    versions_rolled_back: int = 0    # a resumed PS (checkpoint) restarted from an older version
 
 
 class Job:
@@ -117,6 +120,7 @@ class Job:
         self.delta = Delta()
         self.tasks: set[asyncio.Task] = set()
         self.rng = random.Random(worker.faults.seed)
+        self.resyncing = False
 
     @staticmethod
     def now() -> float:
@@ -193,9 +197,51 @@ class Job:
         self.params = np.array(vec, np.float32)
         # a worker that (re)joins a training under way starts at the PS's current version
         self.newest = int(info.get("version", 0))
+        self.ps_restarts = int(info.get("restarts", 0))
         log.info("worker %s is %d of %d in %s/%s (%s, %s): %d parameters, %d steps, from "
                  "version %d", self.gpu, info["index"], info["workers"], self.ps, self.train,
                  self.mode, self.push_mode, self.n_params, self.total_steps, self.newest)
+
+    async def resync(self) -> None:
+        """The PS offered our task again: it lost us (and took us back), or it was restarted
+        from a checkpoint.  Its content says its current version: we go on from there, back
+        in time after a PS restart (the versions after its checkpoint are redone; a gradient
+        of step s is always computed on version s, so the redone ones are the same)."""
+        if self.resyncing or self.params is None:
+            return
+        self.resyncing = True
+
+        def name_of(s: int):
+            return names.content(self.ps, self.train, self.gpu, s)
+        try:
+            parts = await self.fetcher.fetch(name_of, first_lifetime=2.0, first_tries=5,
+                                             fresh=True)
+            vec, info = messages.parse_content(b"".join(parts))
+            version = int(info.get("version", 0))
+            restarts = int(info.get("restarts", 0))
+        except (FetchError, CodecError, ValueError, TypeError) as e:
+            log.warning("resync: no training content (%s); going on as we are", e)
+            return
+        finally:
+            self.resyncing = False
+        if vec.size != self.n_params or version == self.newest:
+            return
+        if restarts == self.ps_restarts and version < self.newest:
+            return          # the same PS, content made before its last push: we are ahead
+        self.ps_restarts = restarts
+        self.counters.resyncs += 1
+        if version < self.newest:
+            self.counters.versions_rolled_back += self.newest - version
+        log.info("resync: the PS is at version %d (we were at %d)", version, self.newest)
+        self.worker.metrics.write({"event": "resync", "from": self.newest, "to": version})
+        self.newest, self.params = version, np.array(vec, np.float32)
+        for v in list(self.assemblies.keys()):
+            self.assemblies.pop(v)
+        for step in [s for s in self.sent_steps if s >= version]:
+            del self.sent_steps[step]
+        self.last_from_ps = self.now()
+        self.version_event.set()
+        self.sent_event.set()
 
     # ---- step 4: registration, refresh, leave ----------------------------------------------
 
@@ -501,7 +547,8 @@ class Job:
             v = self.newest
             if v < self.total_steps:
                 self.compute(v)
-            await self.wait_params(lambda: self.newest > v or self.done)
+            # != : a resync may take us back to an older version (a resumed PS)
+            await self.wait_params(lambda: self.newest != v or self.done)
             self.record(v)
 
     async def train_async(self) -> None:
@@ -545,6 +592,7 @@ class Worker:
         self.job_task: asyncio.Task | None = None
         self.finished: asyncio.Future | None = None
         app.on_distribute = self.on_distribute
+        app.on_reconnect = self.on_reconnect
 
     async def run(self) -> int:
         self.finished = asyncio.get_running_loop().create_future()
@@ -584,6 +632,8 @@ class Worker:
             # us back as we are); before that, a plain accept (it makes our content again)
             accept = True
             reason = messages.ALREADY_ASSIGNED if job.params is not None else ""
+            if job.params is not None:
+                job.spawn(job.resync())
         else:
             accept, reason = False, f"busy with training /{job.ps}/{job.train}"
         sec = Security(self.key, names.key(t.ps, t.train))
@@ -600,9 +650,18 @@ class Worker:
         except asyncio.CancelledError:
             code = EXIT_SIGNAL
         self.metrics.write({"event": "end", "code": code, "version": job.newest,
-                            **asdict(job.counters), **asdict(job.fetch_stats), **self.app.traffic()})
+                            **asdict(job.counters), **asdict(job.fetch_stats), **self.app.traffic(),
+                           **self.app.link_events()})
         if not self.finished.done():
             self.finished.set_result(code)
+
+    def on_reconnect(self) -> None:
+        """The forwarder came back (restarted): its persistent PIT entry is gone, insert again
+        now rather than at the next refresh."""
+        job = self.job
+        if job is not None and job.push_mode == "persistent" and not job.done:
+            job.counters.reinserts += 1
+            job.send_insert()
 
     def on_distribute(self, name, meta_info, content, sig) -> None:
         if self.job is not None:
@@ -660,7 +719,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics = MetricsWriter(args.metrics, role="worker", name=args.name)
     return serve(args.transport, metrics,
                  lambda app: Worker(args.name, key.encode() if key else None, app, metrics,
-                                    faults, args.slowdown).run())
+                                    faults, args.slowdown).run(),
+                 args.reconnect_timeout)
 
 
 if __name__ == "__main__":

@@ -184,6 +184,9 @@ class MemApp:
     async def drain(self) -> None:
         await asyncio.sleep(0)
 
+    def link_events(self) -> dict[str, int]:
+        return {"reconnects": 0, "sent_while_down": 0}       # a MemNet link never goes down
+
     def traffic(self) -> dict[str, int]:
         return {"bytes_sent": self.bytes_out, "bytes_received": self.bytes_in,
                 "packets_sent": self.packets_out, "packets_received": self.packets_in}

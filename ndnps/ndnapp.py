@@ -18,7 +18,15 @@
    ``del self._pit[node_name]`` raises KeyError out of ``express``; ``App`` reports that as
    the timeout it is (the caller retransmits).
 
-3. Byte and packet counters, and back-pressure.  ``CountingFace`` wraps the transport face
+3. The forwarder may go away and come back (restarted): while the face is down, ``express``
+   behaves as if the Interest were lost (it times out after its lifetime; ``no_response``
+   Interests and ``send_data`` are dropped and counted in ``sent_while_down``), so callers
+   retry as they do on a lossy link; ``reconnect()`` opens the face again and
+   ``after_reconnect()`` re-registers every prefix registered so far and calls
+   ``on_reconnect`` (the worker re-sends its *insert*).  ``apps/launch.py`` reconnects with
+   bounded backoff.
+
+4. Byte and packet counters, and back-pressure.  ``CountingFace`` wraps the transport face
    python-ndn would have built (unix/tcp/udp from NDN_CLIENT_TRANSPORT or the client.conf) and
    counts what passes; ``drain()`` waits until the socket's write buffer has drained (pacing).
 """
@@ -103,6 +111,36 @@ class App(NDNApp):
         self.counting = CountingFace(default_face(transport))
         super().__init__(face=self.counting)
         self.on_distribute = on_distribute
+        self.on_reconnect: Callable[[], None] | None = None
+        self.registered: list = []               # prefixes to register again on reconnect
+        self.reconnects = 0
+        self.sent_while_down = 0
+
+    def express(self, name, validator=None, app_param=None, signer=None, **kwargs):
+        if not self.face.running:                # the forwarder is gone (for now): lost
+            self.sent_while_down += 1
+            if kwargs.get("no_response"):
+                return None
+            lifetime = kwargs.get("lifetime") or 4000
+            return self._lost(lifetime / 1000)
+        return super().express(name, validator, app_param, signer, **kwargs)
+
+    @staticmethod
+    async def _lost(seconds: float):
+        await asyncio.sleep(seconds)
+        raise InterestTimeout()
+
+    async def reconnect(self) -> None:
+        """Open the face again (raises OSError while the forwarder is not back)."""
+        await self.counting.open()
+        self.reconnects += 1
+
+    async def after_reconnect(self) -> None:
+        """Register again every prefix registered so far, then tell the app."""
+        for name in list(self.registered):
+            await self.register(name)
+        if self.on_reconnect is not None:
+            self.on_reconnect()
 
     async def _on_data(self, name, meta_info, content, sig, raw_packet):
         if self.on_distribute is not None and names.is_distribute(name):
@@ -124,8 +162,10 @@ class App(NDNApp):
         """python-ndn sends one command and gives up at its first timeout; on a lossy link
         the command or its answer may be lost, so ask again (bounded, with backoff)."""
         delay = 0.2
+        if name not in self.registered:
+            self.registered.append(name)
         for attempt in range(tries):
-            if await super().register(name):
+            if self.face.running and await super().register(name):
                 return True
             if attempt + 1 < tries:
                 await asyncio.sleep(delay)
@@ -135,6 +175,9 @@ class App(NDNApp):
     def send_data(self, wire: bytes) -> None:
         """Send a Data nobody asked for (a push); it goes where the forwarder's persistent PIT
         entry says."""
+        if not self.face.running:
+            self.sent_while_down += 1
+            return
         self.face.send(wire)
 
     async def drain(self) -> None:
@@ -144,3 +187,7 @@ class App(NDNApp):
         c = self.counting
         return {"bytes_sent": c.bytes_out, "bytes_received": c.bytes_in,
                 "packets_sent": c.packets_out, "packets_received": c.packets_in}
+
+    def link_events(self) -> dict[str, int]:
+        """Forwarder connection losses survived, and packets dropped while it was down."""
+        return {"reconnects": self.reconnects, "sent_while_down": self.sent_while_down}

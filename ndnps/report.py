@@ -63,6 +63,10 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
         "workers_lost_at_end": end.get("lost", []),
         "short_versions": end.get("short_versions", 0),
         "collects_redone": end.get("collects_redone", 0),
+        "ps_restarts": end.get("restarts", 0),
+        "ps_resumed_from": end.get("resumed_from"),
+        "reconnects": {name: e.get("reconnects", 0)
+                       for name, e in [(ps, end), *workers_end.items()] if e.get("reconnects")},
         "ps_end": end,
         "workers_end": workers_end,
     }

@@ -68,6 +68,9 @@ class Runner:
         self.notes: list[str] = []
         self.face_labels: dict[tuple[str, int], str] = {}
         self.worker_launch: dict[str, tuple[list[str], dict[str, str]]] = {}
+        self.ps_launch: tuple[list[str], dict[str, str]] | None = None
+        self.forwarder_procs: dict[str, ManagedProcess] = {}
+        self.forwarder_argv: dict[str, list[str]] = {}
         self.faults: list[dict] = []             # what [faults] did, for summary.json
 
     # ---- set-up ----------------------------------------------------------------------------------
@@ -75,6 +78,9 @@ class Runner:
     def prepare(self) -> Path:
         for sub in ("logs", "metrics", "traces", "plots", "config", "sockets"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        if any(k.role == "ps" for k in self.sc.kills) and not self.sc.training.checkpoint:
+            # [faults] kills the PS: it resumes from a checkpoint in the run directory
+            self.sc.training.checkpoint = str(self.run_dir.resolve() / "ps-checkpoint.npz")
         doc = dict(self.sc.raw)
         doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
         doc.setdefault("topology", {})["workers"] = self.sc.workers
@@ -127,6 +133,8 @@ class Runner:
             proc = self._spawn(f"fwd-{name}", argv)
             wait_until(lambda s=sock: unix_socket_accepts(s), READY_TIMEOUT, proc, "listening")
             self.sockets[name] = sock
+            self.forwarder_procs[name] = proc
+            self.forwarder_argv[name] = argv
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ManagedProcess:
         proc = ManagedProcess(name, argv, self.run_dir / "logs" / f"{name}.log", env=env)
@@ -156,6 +164,7 @@ class Runner:
         argv = self._wrap(node) + [sys.executable, "-m", "apps.ps", "--config", str(config),
                                    "--metrics", str(metrics),
                                    "--save", str(self.run_dir / "model.npz")]
+        self.ps_launch = (argv, env)
         return self._spawn(app.name, argv, env), workers
 
     # ---- the run -----------------------------------------------------------------------------------
@@ -193,12 +202,12 @@ class Runner:
     def supervise(self, ps: ManagedProcess, workers: dict[str, ManagedProcess], started: float,
                   display: "Progress") -> None:
         deadline = started + self.sc.timeout
-        forwarders = [p for p in self.procs if p.name.startswith("fwd-")]
         next_look = 0.0
-        faults = Faults(self, workers, display, started)
+        faults = Faults(self, workers, display, started, ps)
         while True:
             display.update()
             faults.step()
+            forwarders = list(self.forwarder_procs.values())
             if time.monotonic() > next_look:            # learn which face is which app
                 self.learn_face_labels()
                 next_look = time.monotonic() + 2.0
@@ -209,14 +218,15 @@ class Runner:
                 code = proc.poll()
                 if code not in (None, 0):
                     raise proc.fail(f"exited with code {code}")
-            code = ps.poll()
+            ps = faults.ps
+            code = ps.poll() if ps is not None else None       # None: killed, restarting
             if code is not None:
                 if code != 0:
                     raise ps.fail(f"exited with code {code}")
                 break
             if time.monotonic() > deadline:
                 raise RunFailed(f"not finished within run.timeout = {self.sc.timeout:.0f} s; "
-                                f"PS log tail:\n{ps.tail()}")
+                                f"PS log tail:\n{ps.tail() if ps else '(PS killed)'}")
             time.sleep(0.25)
         for name, proc in workers.items():
             if proc in faults.restarted and not faults.rejoined(name):
@@ -298,9 +308,11 @@ class Faults:
     Every action goes into summary.json's `faults`."""
 
     def __init__(self, runner: Runner, workers: dict[str, ManagedProcess],
-                 display: "Progress", started: float) -> None:
+                 display: "Progress", started: float, ps: ManagedProcess) -> None:
         self.runner, self.workers, self.display = runner, workers, display
         self.started = started
+        self.ps: ManagedProcess | None = ps            # None while killed
+
         self.pending = list(runner.sc.kills)
         self.restarts: list[tuple[float, str, dict]] = []      # (when, worker, its record)
         self.restarted: set[ManagedProcess] = set()
@@ -316,25 +328,43 @@ class Faults:
         version = self.version
         while self.pending and version >= self.pending[0].at_version:
             kill = self.pending.pop(0)
-            rec = {"kind": "kill", "worker": kill.worker, "at_version": kill.at_version,
-                   "version": version, "t": round(now - self.started, 3)}
+            rec = {"kind": "kill", "role": kill.role, kill.role: kill.worker,
+                   "at_version": kill.at_version, "version": version,
+                   "t": round(now - self.started, 3)}
             self.runner.faults.append(rec)
-            proc = self.workers.get(kill.worker)
+            proc = {"worker": lambda: self.workers.get(kill.worker), "ps": lambda: self.ps,
+                    "forwarder": lambda: self.runner.forwarder_procs.get(kill.worker)
+                    }[kill.role]()
             if proc is None or proc.poll() is not None:
                 rec["skipped"] = "not running (killed before, or finished)"
                 continue
-            proc.kill()
-            del self.workers[kill.worker]          # its exit code (-9) is expected
+            proc.kill()                            # its exit code (-9) is expected
+            if kill.role == "worker":
+                del self.workers[kill.worker]
+            elif kill.role == "ps":
+                self.ps = None
+            else:
+                del self.runner.forwarder_procs[kill.worker]
             if kill.restart_after is not None:
-                self.restarts.append((now + kill.restart_after, kill.worker, rec))
+                self.restarts.append((now + kill.restart_after, kill, rec))
         for item in [r for r in self.restarts if r[0] <= now]:
             self.restarts.remove(item)
-            _, name, rec = item
+            _, kill, rec = item
+            name = kill.worker
             n = self.count[name] = self.count.get(name, 0) + 1
-            argv, env = self.runner.worker_launch[name]
-            proc = self.runner._spawn(f"{name}-r{n}", argv, env)
-            self.workers[name] = proc
-            self.restarted.add(proc)
+            if kill.role == "worker":
+                argv, env = self.runner.worker_launch[name]
+                proc = self.runner._spawn(f"{name}-r{n}", argv, env)
+                self.workers[name] = proc
+                self.restarted.add(proc)
+            elif kill.role == "ps":
+                argv, env = self.runner.ps_launch
+                proc = self.ps = self.runner._spawn(f"{name}-r{n}", argv, env)
+            else:
+                sock = self.runner.sockets[name]
+                proc = self.runner._spawn(f"fwd-{name}-r{n}", self.runner.forwarder_argv[name])
+                wait_until(lambda: unix_socket_accepts(sock), READY_TIMEOUT, proc, "listening")
+                self.runner.forwarder_procs[name] = proc
             rec["restarted"] = {"process": proc.name, "version": self.version,
                                 "t": round(now - self.started, 3)}
 
@@ -348,15 +378,15 @@ class Faults:
 
     def note(self, name: str, text: str) -> None:
         for rec in reversed(self.runner.faults):
-            if rec["worker"] == name and "restarted" in rec:
+            if rec.get("worker") == name and "restarted" in rec:
                 rec["restarted"]["outcome"] = text
                 return
 
     def finish(self) -> None:
-        for _, name, rec in self.restarts:
+        for _, _, rec in self.restarts:
             rec["restart_skipped"] = "the run ended first"
         for kill in self.pending:
-            self.runner.faults.append({"kind": "kill", "worker": kill.worker,
+            self.runner.faults.append({"kind": "kill", "role": kill.role, kill.role: kill.worker,
                                        "at_version": kill.at_version,
                                        "skipped": "the run ended before that version"})
 
@@ -454,7 +484,10 @@ class Progress:
                      ("workers lost / rejoined",
                       f"{summary['workers_lost']} / {summary['workers_rejoined']}"),
                      ("versions with fewer gradients", summary["short_versions"]),
-                     ("gradients collected again (wait)", summary["collects_redone"])]
+                     ("gradients collected again (wait)", summary["collects_redone"]),
+                     ("PS restarts (resumed from version)",
+                      f"{summary['ps_restarts']} ({summary['ps_resumed_from']})"),
+                     ("forwarder reconnects", sum(summary["reconnects"].values()))]
         try:
             from rich.console import Console
             from rich.table import Table

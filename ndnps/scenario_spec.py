@@ -12,7 +12,9 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
     [netns]      enabled = false; netem = true
     [faults]     kill = [{ worker = "w2", at_version = 50, restart_after = 2.0 }]: SIGKILL a
                  worker once the PS reaches that version, optionally restart it (same name)
-                 that many seconds later; random = { kills = 3, seed = 1, from_version = 20,
+                 that many seconds later; { ps = true, ... } kills the PS (restarted from its
+                 checkpoint: training.checkpoint defaults to the run directory's); {
+                 forwarder = "fwd", ... } a forwarder (restarted on the same socket); random = { kills = 3, seed = 1, from_version = 20,
                  to_version = 200, restart_after = 2.0 } adds kills drawn from the seed
     [training]   everything `python -m apps.ps --help` lists (ndnps/training_config.py)
 
@@ -95,11 +97,13 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Kill:
-    """SIGKILL `worker` once the PS's metrics show `at_version`; restart it (same name)
+    """SIGKILL `worker` (role "worker"; or the PS, role "ps"; or forwarder `worker`, role
+    "forwarder") once the PS's metrics show `at_version`; restart it (same name and argv)
     `restart_after` seconds later (None: never)."""
     worker: str
     at_version: int
     restart_after: float | None = None
+    role: str = "worker"
 
 
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
@@ -112,7 +116,7 @@ _TABLE_KEYS = {
     "netns": {"enabled", "netem"},
     "faults": {"kill", "random"},
 }
-_KILL_KEYS = {"worker", "at_version", "restart_after"}
+_KILL_KEYS = {"worker", "ps", "forwarder", "at_version", "restart_after"}
 _RANDOM_KEYS = {"kills", "seed", "from_version", "to_version", "restart_after"}
 
 
@@ -223,15 +227,41 @@ def _faults(table: dict, sc: Scenario) -> list[Kill]:
             if key not in _KILL_KEYS:
                 raise ScenarioError(f"{where}.{key}: unknown key (known: "
                                     f"{', '.join(sorted(_KILL_KEYS))})")
-        for key in ("worker", "at_version"):
-            if key not in entry:
-                raise ScenarioError(f"{where}.{key}: missing")
+        targets = [k for k in ("worker", "ps", "forwarder") if k in entry]
+        if len(targets) != 1:
+            raise ScenarioError(f"{where}.worker: name exactly one of worker = \"w2\", "
+                                f"ps = true, forwarder = \"fwd\"")
+        if "at_version" not in entry:
+            raise ScenarioError(f"{where}.at_version: missing")
+        version = _number(entry["at_version"], f"{where}.at_version", 1, integer=True)
+        after = _restart_after(entry, where)
+        if "ps" in entry:
+            if entry["ps"] is not True:
+                raise ScenarioError(f"{where}.ps: expected true, got {entry['ps']!r}")
+            if after is None:
+                raise ScenarioError(f"{where}.restart_after: needed for the PS (the run "
+                                    f"cannot finish without it)")
+            if sc.training.mode != "sync":
+                raise ScenarioError(f"{where}.ps: PS restart (checkpoint) needs training.mode "
+                                    f"= \"sync\"")
+            kills.append(Kill(sc.training.ps, version, after, "ps"))
+            continue
+        if "forwarder" in entry:
+            fwd = entry["forwarder"]
+            known = (["fwd"] if sc.topology == "star" else
+                     ["root"] + [f"leaf{i + 1}" for i in range(sc.leaves)])
+            if fwd not in known:
+                raise ScenarioError(f"{where}.forwarder: no such forwarder {fwd!r} "
+                                    f"(forwarders: {', '.join(known)})")
+            if after is None:
+                raise ScenarioError(f"{where}.restart_after: needed for a forwarder")
+            kills.append(Kill(fwd, version, after, "forwarder"))
+            continue
         worker = entry["worker"]
         if worker not in sc.training.workers:
             raise ScenarioError(f"{where}.worker: no such worker {worker!r} "
                                 f"(workers: {', '.join(sc.training.workers)})")
-        kills.append(Kill(worker, _number(entry["at_version"], f"{where}.at_version", 1,
-                                          integer=True), _restart_after(entry, where)))
+        kills.append(Kill(worker, version, after))
     rnd = table.get("random")
     if rnd is not None:
         if not isinstance(rnd, dict):

@@ -96,6 +96,10 @@ class TrainingConfig:
     keep_versions: int = _f(4, "parameter versions the PS keeps to answer probes", low=1)
     eval_every: int = _f(1, "PS evaluates test accuracy every this many versions", low=1)
     linger: float = _f(3.0, "PS stays this long after the final push for late probes", low=0)
+    checkpoint: str = _f("", "PS checkpoint file (.npz): parameters, optimizer state and "
+                         "version, written atomically every checkpoint_every versions; a PS "
+                         "started with an existing one resumes from it (sync mode; empty: off)")
+    checkpoint_every: int = _f(10, "write the checkpoint every this many versions", low=1)
     ps_timeout: float = _f(60.0, "a worker that hears nothing from its PS this long gives up",
                            low=0, strict_low=True)
 
@@ -120,6 +124,8 @@ class TrainingConfig:
             raise ConfigError(f"training.hidden: need positive layer sizes, got {self.hidden}")
         if self.probe_min > self.probe_max:
             raise ConfigError("training.probe_min: must be <= probe_max")
+        if self.checkpoint and self.mode != "sync":
+            raise ConfigError("training.checkpoint: supported in sync mode only")
         if self.dataset != "synthetic":
             for key in ("n_samples", "n_features", "n_classes"):
                 if getattr(self, key):

@@ -1,10 +1,12 @@
 """Application faults with real processes (issue 6): a worker killed with SIGKILL mid-training,
 with the PS going on without it ("continue") or waiting for it ("wait"), and a restarted worker
-of the same name rejoining at the current version.
+of the same name rejoining at the current version; the PS killed and restarted from its
+checkpoint; the forwarder killed and restarted on the same socket.
 """
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 
@@ -148,3 +150,77 @@ def test_scenario_runner_kills_and_restarts_a_worker(tmp_path):
     assert summary["final_accuracy"] >= 0.9
     assert (out / "logs" / "w2-r1.log").stat().st_size > 0
     assert "workers lost / rejoined" in proc.stdout
+
+
+@pytest.mark.timeout(200)
+def test_ps_killed_and_restarted_resumes_from_its_checkpoint(procs):
+    """kill -9 the PS mid-run; a new PS with the same checkpoint path resumes at the
+    checkpoint's version; the workers (still in the job) fetch their content again, go back
+    to that version, and the run finishes: every version after the checkpoint is redone once."""
+    sock = procs.forwarder()
+    workers = start_workers(procs, sock)
+    ckpt = procs.workdir / "ps.ckpt.npz"
+    args = ["--workers", ",".join(WORKERS), "--min-workers", "3", "--epochs", "20",
+            "--checkpoint", str(ckpt), "--checkpoint-every", "7", "--task-timeout", "0.5"]
+    ps = start_ps(procs, sock, *args)
+    wait_until(lambda: ps_version(procs) >= 30, 60, ps, "at version 30")
+    ps.kill()
+    died_at = ps_version(procs)
+    assert ckpt.exists()            # whole, even if the PS died writing the next one (.tmp)
+    ps2 = start_ps(procs, sock, *args, name="ps2")
+    codes, end, records = finish(procs, ps2, workers, timeout=150)
+    assert codes == {g: 0 for g in WORKERS}
+    assert end["accuracy"] >= 0.9 and end["version"] == 20 * 14
+    start = events(records, "start")[-1]
+    resumed = start["resumed_from"]
+    assert resumed % 7 == 0 and 28 <= resumed <= died_at and end["restarts"] == 1
+    versions = [r["version"] for r in records if "collect_wait" in r]
+    assert versions == list(range(resumed + 1, 20 * 14 + 1))     # each version once, in order
+    assert all(r["gradients"] == 3 for r in records if "collect_wait" in r)
+    for gpu in WORKERS:
+        # a worker already at the checkpoint's version (the PS died before pushing the next
+        # one) has nothing to redo
+        w = read_metrics(procs.workdir / f"{gpu}.jsonl")
+        resyncs = events(w, "resync")
+        wend = events(w, "end")[-1]
+        assert len(resyncs) == wend["resyncs"] <= 1
+        assert wend["versions_rolled_back"] == sum(r["from"] - r["to"] for r in resyncs)
+        assert all(r["to"] == resumed and r["from"] > resumed for r in resyncs)
+    # the final checkpoint says the training is done: a third PS refuses to redo it
+    ps3 = start_ps(procs, sock, *args, name="ps3")
+    assert ps3.wait(30) == 3 and "finished" in ps3.tail()
+
+
+@pytest.mark.timeout(200)
+def test_forwarder_killed_and_restarted_apps_reconnect_and_finish(procs):
+    """kill -9 the forwarder mid-run and start a new one on the same socket: the PS and the
+    workers reconnect (bounded backoff), register their prefixes again, the workers insert
+    again (the new forwarder has no persistent PIT entry), and the run finishes."""
+    sock = procs.forwarder()
+    workers = start_workers(procs, sock)
+    ps = start_ps(procs, sock, "--workers", ",".join(WORKERS), "--min-workers", "3",
+                  "--epochs", "20", "--reconnect-timeout", "20")
+    wait_until(lambda: ps_version(procs) >= 30, 60, ps, "at version 30")
+    procs.by_name["fwd"].kill()
+    time.sleep(1.0)
+    assert procs.forwarder() == sock                  # the same socket
+    codes, end, records = finish(procs, ps, workers, timeout=150)
+    assert codes == {g: 0 for g in WORKERS}
+    assert end["accuracy"] >= 0.9 and end["version"] == 20 * 14
+    assert end["reconnects"] == 1 and end["workers_lost"] == 0
+    versions = [r["version"] for r in records if "collect_wait" in r]
+    assert versions == list(range(1, 20 * 14 + 1))
+    for gpu in WORKERS:
+        w = worker_end(procs, gpu)
+        assert w["reconnects"] == 1 and w["reinserts"] == 1
+
+
+@pytest.mark.timeout(60)
+def test_forwarder_gone_for_good_ends_the_apps_with_exit_1(procs):
+    sock = procs.forwarder()
+    workers = start_workers(procs, sock, gpus=["w1"])
+    ps = start_ps(procs, sock, "--workers", "w1", "--epochs", "200", "--reconnect-timeout", "2")
+    wait_until(lambda: ps_version(procs) >= 5, 60, ps, "at version 5")
+    procs.by_name["fwd"].kill()
+    assert ps.wait(30) == 1 and "not back within 2 s" in ps.tail()
+    assert workers["w1"].wait(60) == 1

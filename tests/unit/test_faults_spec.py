@@ -35,7 +35,8 @@ def test_no_faults_by_default():
 def test_fault_scenarios_exist_and_kill():
     assert load("worker-killed").kills == [Kill("w2", 40, 2.0)]
     chaos = load("chaos")
-    assert len(chaos.kills) == 3 and chaos.links.loss > 0
+    assert len(chaos.kills) == 5 and chaos.links.loss > 0
+    assert {k.role for k in chaos.kills} == {"worker", "ps", "forwarder"}
     assert chaos.training.min_workers < chaos.workers        # kills must not end the job
 
 
@@ -80,3 +81,37 @@ def test_worker_loss_policy_is_validated():
         from_table({"rejoin_interval": 0})
     with pytest.raises(ConfigError, match=r"^training.rejoin_timeout"):
         from_table({"rejoin_timeout": -1})
+
+
+def test_ps_and_forwarder_kills():
+    sc = parse({"faults": {"kill": [
+        {"ps": True, "at_version": 30, "restart_after": 1.0},
+        {"forwarder": "fwd", "at_version": 60, "restart_after": 0.5}]}}, "x")
+    assert sc.kills == [Kill("ps", 30, 1.0, "ps"), Kill("fwd", 60, 0.5, "forwarder")]
+    tree = parse({"topology": {"kind": "tree"},
+                  "faults": {"kill": [{"forwarder": "leaf2", "at_version": 5,
+                                       "restart_after": 1}]}}, "x")
+    assert tree.kills == [Kill("leaf2", 5, 1.0, "forwarder")]
+
+
+@pytest.mark.parametrize("faults, training, key", [
+    ({"kill": [{"ps": True, "worker": "w1", "at_version": 3}]}, {}, "faults.kill[0].worker"),
+    ({"kill": [{"ps": 1, "at_version": 3, "restart_after": 1}]}, {}, "faults.kill[0].ps"),
+    ({"kill": [{"ps": True, "at_version": 3}]}, {}, "faults.kill[0].restart_after"),
+    ({"kill": [{"ps": True, "at_version": 3, "restart_after": 1}]}, {"mode": "async"},
+     "faults.kill[0].ps"),
+    ({"kill": [{"forwarder": "root", "at_version": 3, "restart_after": 1}]}, {},
+     "faults.kill[0].forwarder"),
+    ({"kill": [{"forwarder": "fwd", "at_version": 3}]}, {}, "faults.kill[0].restart_after"),
+])
+def test_bad_ps_and_forwarder_kills_name_the_key(faults, training, key):
+    with pytest.raises(ScenarioError) as e:
+        parse({"faults": faults, "training": training}, "bad")
+    assert str(e.value).startswith(key), str(e.value)
+
+
+def test_checkpoint_is_sync_only():
+    with pytest.raises(ConfigError, match=r"^training.checkpoint: supported in sync mode only"):
+        from_table({"checkpoint": "x.npz", "mode": "async"})
+    with pytest.raises(ConfigError, match=r"^training.checkpoint_every"):
+        from_table({"checkpoint_every": 0})

@@ -1,0 +1,89 @@
+"""The PS's checkpoint (issue 6): written atomically, resumed exactly (parameters, momentum,
+version, workers), refused when it belongs to another training or is finished."""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from apps.ps import JobFailed, ParameterServer
+from ndnps.memnet import MemNet
+from ndnps.training_config import from_table
+
+
+def config(path, **kw):
+    return from_table({"workers": ["w1", "w2"], "key": "k", "checkpoint": str(path), **kw})
+
+
+def trained(path, **kw) -> ParameterServer:
+    ps = ParameterServer(config(path, **kw), MemNet().app())
+    ps.prepare_content(["w1", "w2"])
+    rng = np.random.default_rng(1)
+    for _ in range(3):                       # a few steps: non-zero momentum
+        ps.opt.step(ps.model.params, {k: rng.normal(size=v.shape).astype(np.float32)
+                                      for k, v in ps.model.params.items()})
+        ps.version += 1
+    return ps
+
+
+def test_checkpoint_round_trip(tmp_path):
+    path = tmp_path / "ckpt.npz"
+    ps = trained(path)
+    ps.write_checkpoint(str(path))
+    assert path.exists() and not os.path.exists(f"{path}.tmp")
+    again = ParameterServer(config(path), MemNet().app())
+    assert again.resume() == ["w1", "w2"]
+    assert again.version == again.resumed_from == 3 and again.restarts == 1
+    for k, v in ps.model.params.items():
+        assert np.array_equal(again.model.params[k], v)
+        assert np.array_equal(again.opt.velocity[k], ps.opt.velocity[k])
+    # the next step is the same on both: nothing lost, nothing applied twice
+    g = {k: np.ones_like(v) for k, v in ps.model.params.items()}
+    ps.opt.step(ps.model.params, g)
+    again.opt.step(again.model.params, g)
+    assert all(np.array_equal(again.model.params[k], ps.model.params[k]) for k in g)
+
+
+def test_no_checkpoint_starts_afresh(tmp_path):
+    ps = ParameterServer(config(tmp_path / "none.npz"), MemNet().app())
+    assert ps.resume() is None and ps.version == 0
+
+
+def test_a_torn_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.npz"
+    ps = trained(path)
+    ps.write_checkpoint(str(path))
+    before = path.read_bytes()
+    ps.version += 1
+
+    def die(*_a, **_k):
+        raise OSError("killed while writing")
+    monkeypatch.setattr(os, "replace", die)
+    with pytest.raises(OSError):
+        ps.write_checkpoint(str(path))
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"train": "other"}, "another training (train"),
+    ({"hidden": [32]}, "another training (model_spec"),
+    ({"seed": 5}, "another training (seed"),
+    ({"workers": ["w1", "w3"]}, "does not fit"),
+])
+def test_a_checkpoint_of_another_training_is_refused(tmp_path, change, why):
+    path = tmp_path / "ckpt.npz"
+    trained(path).write_checkpoint(str(path))
+    other = ParameterServer(config(path, **change), MemNet().app())
+    with pytest.raises(JobFailed, match=re.escape(why)):
+        other.resume()
+
+
+def test_a_finished_training_is_not_redone(tmp_path):
+    path = tmp_path / "ckpt.npz"
+    ps = trained(path)
+    ps.done = True
+    ps.write_checkpoint(str(path))
+    with pytest.raises(JobFailed, match="finished"):
+        ParameterServer(config(path), MemNet().app()).resume()
