@@ -93,12 +93,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def rows(sec: dict) -> list[tuple[str, str, str, str]]:
     out = []
-    for n, r in sec.get("per_workers", {}).items():
+    for n, r in sorted(sec.get("per_workers", {}).items(), key=lambda kv: int(kv[0])):
         ok = "met" if r["meets_target_raw"] else (
             "missed (met on push Data)" if r["meets_target_push_data"] else
             "missed (met on Content)" if r["meets_target_content"] else "missed")
-        out.append((f"PS bytes out/version ÷ model, N={n}: persistent raw "
-                    f"(push Data + collect Interests)",
+        out.append((f"PS bytes out/version ÷ model, N={n} (persistent, all PS packets)",
                     f"{fmt(r['raw'], '.4f')} (push Data {fmt(r['push_data'], '.4f')}, Content "
                     f"{fmt(r['content'], '.4f')}, collect {fmt(r['collect_interests'], '.4f')}); "
                     f"unicast {fmt(r.get('unicast_raw'), '.2f')}",
