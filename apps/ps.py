@@ -71,7 +71,8 @@ class WorkerState:
     live: bool = True
     steps_done: int = 0
     last_segment: int | None = None     # of its last gradient: ask that many at once
-    final_fetched: bool = False
+    final_fetched: bool = False         # unicast: every segment of the last version served
+    final_served: set[int] = field(default_factory=set)
     lost_at: int | None = None          # version at which it was lost (None: not lost)
     losses: int = 0
     rejoining: asyncio.Event | None = None      # set when its rejoin content was fetched
@@ -548,7 +549,8 @@ class ParameterServer:
             self.counters.params_served += 1
             reply(self.unicast_wire(p.gpu, p.version, p.segment, parts))
             if self.done and p.version == self.version:
-                w.final_fetched = True
+                w.final_served.add(p.segment)
+                w.final_fetched = len(w.final_served) == len(parts)
                 if all(x.final_fetched for x in self.live):
                     self.removed.set()
 
