@@ -53,6 +53,7 @@ class CountingFace(Face):
         super().__init__()
         self.packets_in = self.packets_out = 0
         self.bytes_in = self.bytes_out = 0
+        self.lost_sends = 0
 
     @property
     def running(self) -> bool:                    # type: ignore[override]
@@ -71,7 +72,12 @@ class CountingFace(Face):
     def send(self, data: bytes) -> None:
         self.packets_out += 1
         self.bytes_out += len(data)
-        self.inner.send(data)
+        try:
+            self.inner.send(data)
+        except (RuntimeError, ConnectionError, OSError):
+            # the connection dropped before the face noticed: the packet is lost, as on a
+            # lossy link (its Interest times out), and counted
+            self.lost_sends += 1
 
     async def run(self) -> None:
         self.inner.callback = self._received
@@ -190,4 +196,5 @@ class App(NDNApp):
 
     def link_events(self) -> dict[str, int]:
         """Forwarder connection losses survived, and packets dropped while it was down."""
-        return {"reconnects": self.reconnects, "sent_while_down": self.sent_while_down}
+        return {"reconnects": self.reconnects,
+                "sent_while_down": self.sent_while_down + self.counting.lost_sends}
