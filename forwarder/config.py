@@ -205,14 +205,18 @@ def _link_params(table: dict, where: str) -> LinkParams:
     return link
 
 
+def read_toml(path: str | Path, error: type[ValueError] = ConfigError) -> dict:
+    """A TOML file as a dict; an unreadable or malformed file raises `error` naming it."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise error(f"cannot read {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{path}: {e}") from None
+
+
 def load_config(path: str | Path | None) -> Config:
     if path is None:
         return Config()
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: {e}") from None
-    return parse_config(data)
+    return parse_config(read_toml(path))

@@ -9,10 +9,11 @@ window, refresh interval...) in the training content, so workers need only ``key
 from __future__ import annotations
 
 import argparse
-import tomllib
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from forwarder.config import read_toml
 
 from . import names
 
@@ -205,14 +206,7 @@ def from_table(table: dict[str, Any]) -> TrainingConfig:
 
 def read_table(path: str | Path) -> dict[str, Any]:
     """The ``[training]`` table of a TOML file (empty if it has none)."""
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: {e}") from None
-    return data.get("training", {})
+    return read_toml(path, ConfigError).get("training", {})
 
 
 # ---- command line ----------------------------------------------------------------------------
