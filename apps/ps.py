@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -37,7 +36,7 @@ from ndnps import messages, names
 from ndnps.codec import CodecError, flatten, param_spec, segment, unflatten
 from ndnps.data import load_dataset
 from ndnps.estimator import FinishTimeEstimator, RtoEstimator
-from ndnps.fetcher import FetchError, FetchStats, SegmentFetcher
+from ndnps.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher
 from ndnps.metrics import Delta, MetricsWriter
 from ndnps.models import SGD, build_model
 from ndnps.pacer import Pacer
@@ -120,7 +119,7 @@ class ParameterServer:
         self.fetch_stats = FetchStats()
         self.fetcher = SegmentFetcher(
             app.express, self.sec.validator, cfg.window,
-            RtoEstimator(cfg.segment_timeout, min_rto=0.2, max_rto=4 * cfg.segment_timeout),
+            RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
             cfg.max_tries, self.fetch_stats)
         self.held = HeldInterests()
         self.contents: dict[str, list[bytes]] = {}
@@ -291,8 +290,8 @@ class ParameterServer:
                       "max_staleness": cfg.max_staleness},
             "knobs": {k: getattr(cfg, k) for k in (
                 "window", "segment_timeout", "max_tries", "probe_initial", "probe_k",
-                "probe_min", "probe_max", "gap_delay", "register_interval", "register_timeout",
-                "register_tries", "collect_lifetime", "ps_timeout")},
+                "probe_min", "probe_max", "gap_delay", "tail_delay", "register_interval",
+                "register_timeout", "register_tries", "collect_lifetime", "ps_timeout")},
             "version": self.version,
             "restarts": self.restarts,          # a worker rolls back only for a new PS
         }
@@ -365,13 +364,14 @@ class ParameterServer:
             return names.collect(w.gpu, cfg.ps, cfg.train, step, s)
 
         for attempt in range(3):
-            sent, sent_loop = time.monotonic(), self.loop_time()
+            sent = self.loop_time()
             # The first Interests live until shortly after the expected finish, so a lost one
             # costs little; re-expressions double up to collect_lifetime while the worker
-            # computes, for worker_timeout at most.
+            # computes, for worker_timeout at most.  Once the first Data is in, the fetcher's
+            # loss recovery takes over.
             rtt = self.fetcher.min_rtt or 0.01
             est = w.estimator
-            expected = max(0.0, ref + (est.expected or 0.0) - sent_loop)
+            expected = max(0.0, ref + (est.expected or 0.0) - sent)
             lifetime = cfg.collect_lifetime if est.expected is None else min(
                 cfg.collect_lifetime, max(0.05, expected + 2 * est.stats.dev + 4 * rtt + 0.01))
             try:
@@ -381,10 +381,11 @@ class ParameterServer:
             except FetchError as e:
                 self.drop(w, f"silent for {cfg.worker_timeout:.0f} s ({e})")
                 return None
-            if attempt == 0:
+            if attempt == 0 and arrived is not None:
+                # (a first Data that answered a re-expressed Interest says little of when
+                # the gradient was ready: no sample)
                 waited = arrived - sent          # ~ one RTT if it was ready, more if held
-                est.observe(sent_loop - ref + waited, sent_loop - ref,
-                            held=waited > 2 * rtt + 0.002)
+                est.observe(sent - ref + waited, sent - ref, held=waited > 2 * rtt + 0.002)
             w.last_segment = len(parts) - 1
             try:
                 grad = messages.parse_gradient(b"".join(parts), self.n_params, step)
@@ -686,7 +687,7 @@ class ParameterServer:
     def record(self, **fields) -> None:
         counters = {**self.app.traffic(), **asdict(self.counters), **asdict(self.fetch_stats)}
         self.metrics.write({"version": self.version, "workers": len(self.live), **fields,
-                            **self.delta.take(counters)})
+                            "segment_rto": self.fetcher.rto.rto, **self.delta.take(counters)})
 
     async def finish(self) -> None:
         cfg = self.cfg

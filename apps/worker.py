@@ -41,7 +41,7 @@ from ndnps import messages, names
 from ndnps.codec import CodecError, flatten, param_spec, unflatten
 from ndnps.data import load_dataset
 from ndnps.estimator import ProbeTimer, RtoEstimator
-from ndnps.fetcher import FetchError, FetchStats, SegmentFetcher
+from ndnps.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher, Transfer
 from ndnps.metrics import Delta, MetricsWriter
 from ndnps.models import build_model
 from ndnps.pending import HeldInterests
@@ -73,6 +73,7 @@ class WorkerCounters:
     probes: int = 0                  # probe timer expiries
     collect_probes: int = 0          # fetches started by a collect for a version we lack
     gap_fetches: int = 0             # fetches started by a gap in a push
+    tail_fetches: int = 0            # fetches started by a push that went quiet short of its end
     probe_segments: int = 0          # segments asked for by probes and gap fetches
     rejected: int = 0                # pushed Data failing the signature check
     malformed: int = 0               # assembled versions that failed to decode
@@ -100,8 +101,11 @@ class Job:
         self.held = HeldInterests()
         self.gradients: Recent[int, list[bytes]] = Recent(4)      # step -> signed segments
         self.assemblies: Recent[int, Assembly] = Recent(4)        # versions being received
-        self.probing: set[int] = set()
+        self.probing: set[int] = set()              # versions whose segment 0 is being asked
+        self.recoveries: Recent[int, Transfer] = Recent(4)   # version -> its missing segments
         self.gap_pending: set[int] = set()
+        self.tail_timers: dict[int, asyncio.TimerHandle] = {}
+        self.push_gap = 0.0                         # smoothed time between pushed segments
         self.newest = -1
         self.applied = -1                           # async: our last step the PS has collected
         self.params: np.ndarray | None = None
@@ -190,8 +194,10 @@ class Job:
                                      int(info["batch"]), int(info["seed"]))
         self.fetcher.window = int(k["window"])
         self.fetcher.max_tries = int(k["max_tries"])
-        self.fetcher.rto = RtoEstimator(k["segment_timeout"], min_rto=0.2,
-                                        max_rto=4 * k["segment_timeout"])
+        # the same estimator as the content fetch: its round trips are samples too
+        rto = self.fetcher.rto
+        rto.initial, rto.min_rto, rto.max_rto = (k["segment_timeout"], MIN_RTO,
+                                                 4 * k["segment_timeout"])
         self.timer = ProbeTimer(RtoEstimator(k["probe_initial"], k["probe_k"], k["probe_min"],
                                              k["probe_max"]), self.on_probe_timer)
         self.params = np.array(vec, np.float32)
@@ -276,13 +282,23 @@ class Job:
             task.cancel()
         if self.timer is not None:
             self.timer.cancel()
+        for handle in self.tail_timers.values():
+            handle.cancel()
+        for t in self.recoveries.keys():
+            self.recoveries.pop(t).close()
         if getattr(self, "push_mode", None) != "persistent":
             return
-        try:
-            await self.app.express(names.remove(self.ps, self.train), self.sec.validator,
-                                   lifetime=500, must_be_fresh=True)
-        except (InterestTimeout, InterestNack, ValidationFailure, InterestCanceled, NetworkError):
-            pass
+        # the PS lingers until every worker has left: a lost *remove* would keep it for
+        # `linger`, so a few tries
+        for _ in range(3):
+            try:
+                await self.app.express(names.remove(self.ps, self.train), self.sec.validator,
+                                       lifetime=300, must_be_fresh=True)
+                return
+            except (InterestTimeout, InterestNack, ValidationFailure, NetworkError):
+                continue
+            except InterestCanceled:
+                return
 
     # ---- step 5: gradients and the collect exchange ----------------------------------------------
 
@@ -378,11 +394,15 @@ class Job:
             self.counters.rejected += 1
             return
         self.counters.segments_pushed += 1
-        self.last_push_at = self.now()
+        now = self.now()
+        if self.last_push_at and now - self.last_push_at < 1.0:
+            self.push_gap += 0.125 * (now - self.last_push_at - self.push_gap)
+        self.last_push_at = now
         self.receive_segment(d.version, d.segment, bytes(content or b""),
-                             names.segment_number(meta_info.final_block_id))
+                             names.segment_number(meta_info.final_block_id), pushed=True)
 
-    def receive_segment(self, version: int, seg: int, content: bytes, final: int | None) -> None:
+    def receive_segment(self, version: int, seg: int, content: bytes, final: int | None,
+                        pushed: bool = False) -> None:
         if version <= self.newest or self.params is None:
             return
         asm = self.assemblies.get(version)
@@ -394,22 +414,78 @@ class Job:
             self.counters.malformed += 1
             self.assemblies.pop(version)
             return
+        recovery = self.recoveries.get(version)
+        if pushed and recovery is not None:
+            recovery.have(seg)                      # came by the push after all
         if asm.complete:
             self.complete(asm)
-        elif asm.has_gap and version not in self.gap_pending:
+            return
+        if asm.has_gap and version not in self.gap_pending:
+            # one path, in order: a hole below the highest segment is a loss
             self.gap_pending.add(version)
             asyncio.get_running_loop().call_later(self.knobs["gap_delay"], self.on_gap, version)
+        self.arm_tail(version)
 
     def on_gap(self, version: int) -> None:
         self.gap_pending.discard(version)
         asm = self.assemblies.get(version)
         if asm is not None and version > self.newest and asm.has_gap:
             self.counters.gap_fetches += 1
-            self.spawn_probe(version, "gap")
+            self.recover(version, asm.holes())
+
+    def arm_tail(self, version: int) -> None:
+        """A push that goes quiet short of its FinalBlockId lost its last segments: fetch them
+        once nothing arrived for a few gaps between segments (not at the probe timer)."""
+        old = self.tail_timers.pop(version, None)
+        if old is not None:
+            old.cancel()
+        quiet = max(self.knobs["tail_delay"], 8 * self.push_gap)
+        self.tail_timers[version] = asyncio.get_running_loop().call_later(
+            quiet, self.on_tail, version)
+
+    def on_tail(self, version: int) -> None:
+        self.tail_timers.pop(version, None)
+        asm = self.assemblies.get(version)
+        if asm is not None and version > self.newest and asm.final is not None and \
+                not asm.complete:
+            self.counters.tail_fetches += 1
+            self.recover(version, asm.missing())
+
+    def recover(self, version: int, segments: list[int], whole: bool = False) -> None:
+        """Fetch `segments` of `version` by ordinary Interests (the nearest cache or the PS
+        answers), adding them to the version's recovery under way if there is one; `whole`:
+        and every other segment the first Data's FinalBlockId says exists."""
+        if version <= self.newest or not segments:
+            return
+        t = self.recoveries.get(version)
+        if t is None or t.finished:
+            def name_of(s: int):
+                return names.distribute(self.ps, self.train, version, s)
+
+            def got(seg) -> None:
+                self.receive_segment(version, seg.number, seg.content, seg.final)
+
+            t = self.fetcher.transfer(name_of, fresh=True, on_segment=got, to_final=whole)
+            self.recoveries.put(version, t)
+            self.spawn(self.run_recovery(version, t))
+        new = [s for s in segments if s not in t.wanted]
+        self.counters.probe_segments += len(new)
+        t.want(new)
+
+    async def run_recovery(self, version: int, t: Transfer) -> None:
+        try:
+            await t.run()
+        except FetchError:
+            pass                                    # the probe timer fires again, backed off
+        finally:
+            if self.recoveries.get(version) is t:
+                self.recoveries.pop(version)
 
     def complete(self, asm: Assembly) -> None:
         version = asm.key
         self.assemblies.pop(version)
+        for v in [v for v in self.tail_timers if v <= version]:
+            self.tail_timers.pop(v).cancel()
         try:
             p = messages.parse_params(asm.blob(), self.n_params, version)
         except CodecError as e:
@@ -418,6 +494,8 @@ class Job:
             return
         for v in [v for v in self.assemblies.keys() if v < version]:
             self.assemblies.pop(v)
+        for v in [v for v in self.recoveries.keys() if v <= version]:
+            self.recoveries.pop(v).close()
         self.newest, self.params, self.done = version, np.array(p.vector), p.done
         self.aborted = p.aborted
         self.applied = max(self.applied, p.collected.get(self.gpu, -1))
@@ -435,45 +513,35 @@ class Job:
         self.spawn_probe(version, "timer")
 
     def spawn_probe(self, version: int, why: str) -> bool:
-        if version in self.probing or version <= self.newest:
+        """Version `version` is due and (partly) missing: fetch what we lack of it.  A collect
+        for it says the PS has pushed all of it (it pushes, then collects): fetched as any
+        object, from segment 0 on, with loss recovery."""
+        if version <= self.newest:
+            return False
+        asm = self.assemblies.get(version)
+        if asm is not None and asm.final is not None:
+            self.recover(version, asm.missing())
+            return True
+        if why == "collect":
+            self.recover(version, [0], whole=True)
+            return True
+        if version in self.probing:
             return False
         self.probing.add(version)
         log.debug("probe version %d (%s)", version, why)
-        self.spawn(self.probe(version, why))
+        self.spawn(self.probe(version))
         return True
 
-    async def probe(self, version: int, why: str = "timer") -> None:
-        """Fetch only the segments of `version` we lack, by ordinary Interests (the nearest
-        cache or the PS answers; a version not pushed yet waits in the forwarder's PIT).
-
-        Knowing nothing of the version, it asks for segment 0 alone: if the push is merely
-        late, that Interest waits in the PIT and the push brings the rest.  After a timer
-        expiry, segments after the last one received are asked only once the push has gone
-        quiet (nothing pushed for probe_min), so a probe never duplicates a push under way.
-        A collect for the version means the PS has pushed all of it (it pushes, then
-        collects): no need to wait.  A gap asks just for the holes below the highest segment
-        received."""
-        def name_of(s: int):
-            return names.distribute(self.ps, self.train, version, s)
-
-        def got(seg) -> None:
-            self.receive_segment(version, seg.number, seg.content, seg.final)
-
+    async def probe(self, version: int) -> None:
+        """Nothing of `version` is known: ask for segment 0 alone.  If the push is merely
+        late, that Interest waits in the forwarder's PIT and the push brings the rest; the
+        segment's FinalBlockId tells what else is missing (the tail timer fetches it)."""
         try:
-            asm = self.assemblies.get(version)
-            if asm is None or asm.final is None:
-                self.counters.probe_segments += 1
-                lifetime = self.timer.estimator.rto if self.timer else 1.0
-                got(await self.fetcher.fetch_one(name_of(0), lifetime, tries=1, fresh=True))
-            quiet = self.knobs["probe_min"]
-            while why == "timer" and self.now() - self.last_push_at < quiet:
-                await asyncio.sleep(quiet)
-            asm = self.assemblies.get(version)
-            if asm is None or version <= self.newest:
-                return
-            missing = asm.holes() if why == "gap" else asm.missing()
-            self.counters.probe_segments += len(missing)
-            await self.fetcher.fetch_many(name_of, missing, on_segment=got, fresh=True)
+            self.counters.probe_segments += 1
+            lifetime = self.timer.estimator.rto if self.timer else 1.0
+            seg = await self.fetcher.fetch_one(
+                names.distribute(self.ps, self.train, version, 0), lifetime, tries=1, fresh=True)
+            self.receive_segment(version, seg.number, seg.content, seg.final)
         except FetchError:
             pass                                    # the timer fires again, backed off
         finally:
@@ -572,7 +640,8 @@ class Job:
         rec.update(version=self.newest, done=self.done,
                    wait_collect=(sent - self.ready_at[step]) if sent and step in self.ready_at else None,
                    distribute_latency=self.received_after,
-                   probe_rto=self.timer.estimator.rto if self.timer else None)
+                   probe_rto=self.timer.estimator.rto if self.timer else None,
+                   segment_rto=self.fetcher.rto.rto)
         counters = {**self.app.traffic(), **asdict(self.counters), **asdict(self.fetch_stats)}
         self.worker.metrics.write({**rec, **self.delta.take(counters)})
         self.ready_at.pop(step - 8, None)

@@ -1,30 +1,61 @@
-"""Windowed segment fetcher with retransmission: content, gradients, probes and unicast
+"""Windowed segment fetcher with loss recovery: content, gradients, probes and unicast
 parameters all come through here.
 
-python-ndn's own fetcher keeps one Interest in flight (DESIGN.md pitfall).  This one learns the
-segment count from the first Data's FinalBlockId, then keeps up to ``window`` Interests in
-flight; each segment is retried on timeout (the Interest lifetime is the retransmission timer,
-from an RtoEstimator: adaptive, backed off, bounded), on Nack and on a failed signature check
-(then with MustBeFresh, so a cache cannot serve the bad copy again).  After ``max_tries`` for
-one segment the fetch fails with FetchError: nothing waits for ever.
+python-ndn's own fetcher keeps one Interest in flight (DESIGN.md pitfall).  A ``Transfer``
+keeps up to ``window`` Interests in flight for a set of segments that may grow (from the
+FinalBlockId of the first Data, or as the caller finds more holes) and recovers losses the way
+TCP does, per segment:
+
+* **RACK** (RFC 8985): one path answered in order, so an Interest is lost once one due
+  *after* it has been answered and a reordering window has passed.  "Due after" is send order,
+  except that Interests a producer holds go out together, in segment order, the moment it is
+  ready.  Most losses are repaired one round trip after the loss, not after a timer.
+* **Tail loss probe**: the last Interests of a transfer have nothing due after them; once
+  nothing is left to send, one still unanswered 1.5 x the latest round trip (2 x srtt before
+  any) after it was sent, or after the producer was seen to be ready, is re-expressed.
+* **Retransmission timeout** as the backstop: the Interest lifetime is the RTO of an
+  RtoEstimator (RFC 6298, samples from first tries only: Karn), doubled per expiry *of that
+  segment* only — one lost segment does not slow every other one.
+
+A re-expressed Interest has the same name, so a late answer to the original still satisfies it:
+a spurious early retransmission costs one Interest, not a wait.  Early retransmissions are
+spaced as a forwarder's retransmission suppression requires and bounded per segment
+(``max_fast``); timeouts, Nacks and failed signature checks (refetched with MustBeFresh, so a
+cache cannot serve the bad copy again) count toward ``max_tries``, after which the fetch fails
+with FetchError: nothing waits for ever.
+
+*Held* Interests: a producer may hold an Interest until it has the Data (a gradient being
+computed, a push not made yet).  Until the first Data of a transfer arrives, expiries of such
+Interests are not loss and their round trips are no RTT samples; from then on the producer is
+ready and every Interest is an ordinary one.
 
 ``express`` is ``NDNApp.express`` or anything with its signature and exceptions.
 """
 from __future__ import annotations
 
 import asyncio
-import time
+from collections import deque
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Iterable
 
 from ndn.encoding import FormalName
-from ndn.types import InterestNack, InterestTimeout, ValidationFailure
+from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, NetworkError,
+                       ValidationFailure)
 
 from . import names
 from .estimator import RtoEstimator
 
 Express = Callable[..., Awaitable[tuple]]
 NameOf = Callable[[int], FormalName]
+
+MIN_RTO = 0.05              # s: the RTO's floor (RACK and the tail probe act well before it)
+REORDER_FLOOR = 0.003       # s: the smallest reordering window (scheduling jitter of a process)
+# A forwarder suppresses a re-expressed Interest that comes sooner than this after the one it
+# forwarded last for the same pending entry (NFD's RetxSuppressionExponential: 10 ms, doubling
+# with each retransmission it forwards): re-expressing earlier would be wasted.
+SUPPRESSION = 0.011
+TLP_FLOOR = 0.010           # s: added to a tail probe's wait (a process stalled that long)
+MAX_FAST = 5                # early retransmissions per segment before only timeouts count
 
 
 class FetchError(Exception):
@@ -35,11 +66,12 @@ class FetchError(Exception):
 class FetchStats:
     segments: int = 0            # Data received and accepted
     bytes: int = 0               # content bytes accepted
-    retransmissions: int = 0     # Interests re-sent after a timeout, Nack or bad signature
+    retransmissions: int = 0     # Interests re-sent (timeout, Nack, bad signature, early)
+    fast_retransmissions: int = 0  # of which early: RACK or tail loss probe, before the timeout
     timeouts: int = 0
     nacks: int = 0
     rejected: int = 0            # Data that failed the signature check
-    held_timeouts: int = 0       # first-segment Interests that expired while held (not loss)
+    held_timeouts: int = 0       # held Interests that expired while the producer was not ready
 
 
 @dataclass
@@ -49,102 +81,377 @@ class Segment:
     final: int | None            # FinalBlockId, if the Data carried one
 
 
+class _Flight:
+    """One Interest in flight."""
+    __slots__ = ("seg", "seq", "sent", "first", "held", "life", "task", "order")
+
+    def __init__(self, seg: int, seq: int, sent: float, first: bool, held: bool,
+                 life: float) -> None:
+        self.seg, self.seq, self.sent, self.first, self.held, self.life = \
+            seg, seq, sent, first, held, life
+        self.task: asyncio.Future | None = None
+        # the order the producer answers in: Interests it holds go out in segment order once
+        # it is ready (before anything sent later); the others in the order they were sent
+        self.order = (0, seg, seq) if held else (1, seq, 0)
+
+
+class Transfer:
+    """The segments of one object, fetched windowed with loss recovery.
+
+    ``want(segments)`` adds segments (any time, also while running); with ``to_final`` the
+    first Data's FinalBlockId adds every segment up to it.  ``have(seg)`` says a segment came
+    another way (a push): its Interest, if any, is dropped.  ``await run()`` returns the
+    segments fetched, by number, once every wanted one is in.
+
+    Until the first Data arrives, Interests live ``life`` seconds when given (doubling per
+    expiry up to ``max_life``), else the RTO, for ``first_tries`` tries (default ``tries``);
+    with ``held`` their expiries are not loss (the producer holds them until it is ready).
+    From the first Data on, the RTO and ``tries`` (default the fetcher's max_tries) rule.
+    ``deadline`` (loop time) replaces the tries: everything fails once it has passed.
+    """
+
+    def __init__(self, fetcher: "SegmentFetcher", name_of: NameOf, *, fresh: bool = False,
+                 to_final: bool = False, life: float | None = None,
+                 max_life: float | None = None, held: bool = False,
+                 first_tries: int | None = None, tries: int | None = None,
+                 deadline: float | None = None,
+                 on_segment: Callable[[Segment], None] | None = None) -> None:
+        self.f = fetcher
+        self.name_of = name_of
+        self.fresh = fresh
+        self.to_final = to_final
+        self.life, self.max_life, self.held = life, max_life, held
+        self.tries_limit = tries or fetcher.max_tries
+        self.first_tries = first_tries or self.tries_limit
+        self.deadline = deadline
+        self.on_segment = on_segment
+        self.loop = asyncio.get_running_loop()
+        self.wanted: set[int] = set()
+        self.got: dict[int, Segment] = {}
+        self.queue: deque[int] = deque()
+        self.flights: dict[int, _Flight] = {}
+        self.tries: dict[int, int] = {}          # failures that count toward the limit
+        self.expiries: dict[int, int] = {}       # timeouts, for the per-segment backoff
+        self.fast: dict[int, int] = {}
+        self.stale: set[int] = set()             # failed a signature check: MustBeFresh
+        self.final: int | None = None
+        self.ready_at: float | None = None       # first Data of this transfer
+        self.first_clean = False                 # ... and it answered a first try
+        self.seq = 0
+        self.rack_order = (-1, -1, -1)           # the last-answered-in-order flight answered,
+        self.rack_rtt = 0.0                      # its round trip and when it arrived
+        self.rack_at = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.done = self.loop.create_future()
+
+    # ---- the caller's side -------------------------------------------------------------------
+
+    def want(self, segments: Iterable[int]) -> None:
+        for s in segments:
+            if s not in self.wanted and (self.final is None or s <= self.final):
+                self.wanted.add(s)
+                if s not in self.got:
+                    self.queue.append(s)
+        self._fill()
+        self._detect_losses()
+        self._check()
+
+    def have(self, seg: int) -> None:
+        """Segment `seg` arrived another way: stop asking for it."""
+        self.wanted.discard(seg)
+        flight = self.flights.pop(seg, None)
+        if flight is not None:
+            flight.task.cancel()
+        self._fill()
+        self._check()
+
+    @property
+    def finished(self) -> bool:
+        return self.done.done()
+
+    async def run(self) -> dict[int, Segment]:
+        self._fill()
+        self._check()
+        try:
+            return await self.done
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        for flight in self.flights.values():
+            flight.task.cancel()
+        self.flights.clear()
+        if not self.done.done():
+            self.done.cancel()
+
+    # ---- sending -------------------------------------------------------------------------------
+
+    def _fill(self) -> None:
+        while self.queue and len(self.flights) < self.f.window and not self.done.done():
+            seg = self.queue.popleft()
+            if seg in self.wanted and seg not in self.got and seg not in self.flights:
+                self._send(seg)
+
+    def _send(self, seg: int) -> None:
+        now = self.loop.time()
+        before_ready = self.ready_at is None
+        if before_ready and self.life is not None:
+            life = self.life
+            if self.max_life is not None:
+                life = min(self.life * 2 ** self.expiries.get(seg, 0), self.max_life)
+        else:
+            life = min(self.f.base_rto() * 2 ** self.expiries.get(seg, 0), self.f.rto.max_rto)
+        if self.deadline is not None:
+            life = max(0.001, min(life, self.deadline - now))
+        first = seg not in self.tries and seg not in self.fast and seg not in self.expiries
+        if not first:
+            self.f.stats.retransmissions += 1
+        # an Interest with a lifetime of its own before the first Data may wait (held by the
+        # producer, or in a forwarder's PIT for a push): its round trip is no RTT sample
+        flight = _Flight(seg, self.seq, now, first, before_ready and self.life is not None,
+                         life)
+        self.seq += 1
+        flight.task = asyncio.ensure_future(self.f.express(
+            self.name_of(seg), self.f.validator, lifetime=max(1, int(life * 1000)),
+            must_be_fresh=self.fresh or seg in self.stale, can_be_prefix=False))
+        flight.task.add_done_callback(lambda task, fl=flight: self._answered(fl, task))
+        self.flights[seg] = flight
+
+    def _retry(self, seg: int) -> None:
+        """Ask for `seg` again, first in line, unless its tries or the deadline are over."""
+        if self.deadline is not None:
+            if self.loop.time() >= self.deadline:
+                self._fail(f"{names.to_str(self.name_of(seg))}: no Data before the deadline")
+                return
+        else:
+            self.tries[seg] = self.tries.get(seg, 0) + 1
+            limit = self.first_tries if self.ready_at is None else self.tries_limit
+            if self.tries[seg] >= limit:
+                self._fail(f"{names.to_str(self.name_of(seg))}: no valid Data after "
+                           f"{self.tries[seg]} tries")
+                return
+        if seg in self.wanted and seg not in self.got:
+            self.queue.appendleft(seg)
+        self._fill()
+        self._detect_losses()
+
+    # ---- answers ---------------------------------------------------------------------------------
+
+    def _answered(self, flight: _Flight, task: asyncio.Future) -> None:
+        if task.cancelled() or self.done.done():
+            return
+        exc = task.exception()
+        if exc is None:
+            self._data(flight, task.result())
+            return
+        if self.flights.get(flight.seg) is not flight:
+            return                                  # superseded by a retransmission
+        del self.flights[flight.seg]
+        if isinstance(exc, (InterestTimeout, InterestCanceled, NetworkError)):
+            self.expiries[flight.seg] = self.expiries.get(flight.seg, 0) + 1
+            if flight.held and self.held:
+                self.f.stats.held_timeouts += 1
+                self._retry(flight.seg)
+            else:
+                self.f.stats.timeouts += 1
+                self._retry(flight.seg)
+        elif isinstance(exc, InterestNack):
+            self.f.stats.nacks += 1
+            delay = min(flight.life, 0.05 * 2 ** self.tries.get(flight.seg, 0))
+            self.loop.call_later(delay, self._after_nack, flight.seg)
+        elif isinstance(exc, ValidationFailure):
+            self.f.stats.rejected += 1
+            self.stale.add(flight.seg)
+            self._retry(flight.seg)
+        else:
+            self._fail_with(exc)
+
+    def _after_nack(self, seg: int) -> None:
+        if not self.done.done() and seg not in self.flights:
+            self._retry(seg)
+
+    def _data(self, flight: _Flight, result: tuple) -> None:
+        now = self.loop.time()
+        seg = flight.seg
+        current = self.flights.get(seg)
+        if current is flight:
+            del self.flights[seg]
+        elif current is not None:                   # the original answered after all
+            current.task.cancel()
+            del self.flights[seg]
+        if seg in self.got:
+            return
+        _, content, ctx = result
+        meta = ctx.get("meta_info") if isinstance(ctx, dict) else None
+        final = names.segment_number(meta.final_block_id) if meta is not None else None
+        segment = Segment(seg, bytes(content or b""), final)
+        rtt = now - flight.sent
+        if flight.first:
+            self.f.min_rtt = rtt if self.f.min_rtt is None else min(self.f.min_rtt, rtt)
+            if not flight.held:
+                self.f.rto.observe(rtt)
+        if self.ready_at is None:
+            self.ready_at = now
+            self.first_clean = flight.first
+        # RACK: the flight answered that was due last; an answer to an earlier copy of a re-sent
+        # segment may come faster than any round trip: not a measure
+        if flight.order > self.rack_order and (flight.first or self.f.min_rtt is None
+                                               or rtt >= self.f.min_rtt):
+            self.rack_order, self.rack_rtt, self.rack_at = flight.order, rtt, now
+        self.got[seg] = segment
+        self.f.stats.segments += 1
+        self.f.stats.bytes += len(segment.content)
+        if self.to_final and self.final is None:
+            self.final = final if final is not None else seg
+            self._trim()
+            self.want(range(final + 1))
+        if self.on_segment is not None and seg in self.wanted:
+            self.on_segment(segment)
+        self._detect_losses()
+        self._fill()
+        self._check()
+
+    def _trim(self) -> None:
+        """The object ends at `final`: drop what was asked beyond it (a guess)."""
+        for s in [s for s in self.wanted if s > self.final]:
+            self.wanted.discard(s)
+            flight = self.flights.pop(s, None)
+            if flight is not None:
+                flight.task.cancel()
+
+    # ---- loss detection ------------------------------------------------------------------------
+
+    def _detect_losses(self) -> None:
+        """Re-express the flights that RACK or the tail probe declares lost, and arm the timer
+        for the next one that may be."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.done.done():
+            return
+        reo = max(REORDER_FLOOR, (self.f.min_rtt or 0.0) / 4)
+        srtt = self.f.rto.stats.mean             # before any sample, the smallest round trip
+        if srtt is None:
+            srtt = self.f.min_rtt
+        while True:
+            now = self.loop.time()
+            tail = not any(s in self.wanted and s not in self.got and s not in self.flights
+                           for s in self.queue)
+            lost, next_due = [], None
+            for flight in self.flights.values():
+                fast = self.fast.get(flight.seg, 0)
+                if fast >= self.f.max_fast or (flight.held and self.ready_at is None):
+                    continue                        # (a producer not ready yet holds them)
+                if flight.order < self.rack_order:  # something due after it was answered
+                    if not flight.held:
+                        due = flight.sent + self.rack_rtt + reo
+                    elif self.rack_order[0] == 0:   # held ones go out together, in order
+                        due = self.rack_at + reo
+                    else:                           # ... as soon as the producer is ready
+                        due = self.ready_at + reo
+                elif tail and srtt is not None:     # nothing after it: tail loss probe
+                    # due a round trip as the last one answered after it was sent (a queue
+                    # builds and drains within a transfer, so this tracks it better than srtt)
+                    rtt = 1.5 * self.rack_rtt if self.rack_order[0] == 1 else 2 * srtt
+                    due = max(flight.sent, self.ready_at or 0.0) + rtt + max(reo, TLP_FLOOR)
+                else:
+                    continue
+                due = max(due, flight.sent + SUPPRESSION * 2 ** fast)
+                if due <= now:
+                    lost.append(flight)
+                elif next_due is None or due < next_due:
+                    next_due = due
+            if not lost:
+                break
+            for flight in lost:
+                del self.flights[flight.seg]
+                flight.task.cancel()
+                self.fast[flight.seg] = self.fast.get(flight.seg, 0) + 1
+                self.f.stats.fast_retransmissions += 1
+                self.queue.appendleft(flight.seg)
+            self._fill()                            # the new flights are judged next pass
+            if self.done.done():
+                return
+        if next_due is not None:
+            self.timer = self.loop.call_at(next_due, self._detect_losses)
+
+    # ---- the end -----------------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self.done.done():
+            return
+        if self.to_final and self.final is None:
+            return
+        if all(s in self.got for s in self.wanted):
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            self.done.set_result({s: self.got[s] for s in self.wanted})
+
+    def _fail(self, why: str) -> None:
+        self._fail_with(FetchError(why))
+
+    def _fail_with(self, exc: BaseException) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+        self.close()
+
+
 class SegmentFetcher:
+    """Fetches for one app: the window, the RTO estimator and the statistics are shared by its
+    transfers."""
+
     def __init__(self, express: Express, validator, window: int = 16,
                  rto: RtoEstimator | None = None, max_tries: int = 8,
-                 stats: FetchStats | None = None) -> None:
+                 stats: FetchStats | None = None, max_fast: int = MAX_FAST) -> None:
         if window < 1:
             raise ValueError("window must be >= 1")
         self.express = express
         self.validator = validator
         self.window = window
-        self.rto = rto or RtoEstimator(initial=1.0, min_rto=0.2, max_rto=4.0)
+        self.rto = rto or RtoEstimator(initial=1.0, min_rto=MIN_RTO, max_rto=4.0)
         self.max_tries = max_tries
+        self.max_fast = max_fast
         self.stats = stats or FetchStats()
         # smallest round trip seen, held Interests included: some are answered at once, so
         # this approaches the path's RTT even when every Interest may be held
         self.min_rtt: float | None = None
 
+    def base_rto(self) -> float:
+        """The RTO before backoff; with no sample yet, a few of the smallest round trips seen
+        (held answers included) rather than the initial guess, when that is smaller."""
+        if self.rto.stats.mean is None and self.min_rtt is not None:
+            return min(self.rto.base, max(self.rto.min_rto, 4 * self.min_rtt))
+        return self.rto.base
+
+    def transfer(self, name_of: NameOf, **kw) -> Transfer:
+        """A transfer to drive by hand (``want``, ``have``, ``await run()``)."""
+        return Transfer(self, name_of, **kw)
+
     async def fetch_one(self, name: FormalName, lifetime: float | None = None,
                         tries: int | None = None, held: bool = False, fresh: bool = False,
                         max_lifetime: float | None = None,
                         deadline: float | None = None) -> Segment:
-        """One segment, retried.  ``lifetime`` (s) for the first try, or the RTO when None;
-        with ``max_lifetime`` it doubles after each expiry up to that, else it stays.
-        ``held``: the producer may hold the Interest until it has the Data, so an expiry is not
-        counted as loss; ``fresh``: MustBeFresh from the first try.  Gives up after ``tries``
-        (default max_tries, unlimited when a ``deadline`` is given) or at ``deadline``
-        (time.monotonic())."""
-        if tries is None:
-            tries = self.max_tries if deadline is None else 1 << 30
+        """One segment.  ``lifetime`` (s) for the first try, or the RTO when None; with
+        ``max_lifetime`` it doubles after each expiry up to that.  ``held``: the producer may
+        hold the Interest until it has the Data, so an expiry is not loss.  Gives up after
+        ``tries`` (default max_tries) or at ``deadline`` (loop time)."""
         number = names_segment(name)
-        life = lifetime
-        attempt = 0
-        while attempt < tries and (deadline is None or attempt == 0 or time.monotonic() < deadline):
-            if lifetime is None:
-                life = self.rto.rto
-            if deadline is not None:
-                life = max(0.001, min(life, deadline - time.monotonic()))
-            if attempt:
-                self.stats.retransmissions += 1
-            attempt += 1
-            start = time.monotonic()
-            try:
-                _, content, ctx = await self.express(
-                    name, self.validator, lifetime=max(1, int(life * 1000)),
-                    must_be_fresh=fresh, can_be_prefix=False)
-            except InterestTimeout:
-                if held:
-                    self.stats.held_timeouts += 1
-                else:
-                    self.stats.timeouts += 1
-                    if lifetime is None:
-                        self.rto.backoff()
-                if lifetime is not None and max_lifetime is not None:
-                    life = min(2 * life, max_lifetime)
-                continue
-            except InterestNack:
-                self.stats.nacks += 1
-                await asyncio.sleep(min(life, 0.05 * 2 ** attempt))
-                continue
-            except ValidationFailure:
-                self.stats.rejected += 1
-                fresh = True
-                continue
-            if attempt == 1:
-                rtt = time.monotonic() - start
-                self.min_rtt = rtt if self.min_rtt is None else min(self.min_rtt, rtt)
-                if not held:
-                    self.rto.observe(rtt)
-            content = bytes(content or b"")
-            self.stats.segments += 1
-            self.stats.bytes += len(content)
-            meta = ctx.get("meta_info") if isinstance(ctx, dict) else None
-            final = names.segment_number(meta.final_block_id) if meta is not None else None
-            return Segment(number, content, final)
-        raise FetchError(f"{names.to_str(name)}: no valid Data after {attempt} tries")
+        t = Transfer(self, lambda _s: name, fresh=fresh, life=lifetime, max_life=max_lifetime,
+                     held=held, first_tries=tries, tries=tries, deadline=deadline)
+        t.want([number])
+        return (await t.run())[number]
 
     async def fetch_many(self, name_of: NameOf, numbers: list[int],
                          on_segment: Callable[[Segment], None] | None = None,
                          fresh: bool = False) -> dict[int, Segment]:
         """Every segment in ``numbers``, at most ``window`` Interests in flight."""
-        pending = list(reversed(numbers))
-        got: dict[int, Segment] = {}
-
-        async def lane() -> None:
-            while pending:
-                seg = await self.fetch_one(name_of(pending.pop()), fresh=fresh)
-                got[seg.number] = seg
-                if on_segment is not None:
-                    on_segment(seg)
-
-        lanes = [asyncio.ensure_future(lane()) for _ in range(min(self.window, len(pending)))]
-        try:
-            await asyncio.gather(*lanes)
-        finally:
-            for t in lanes:
-                t.cancel()
-        return got
+        t = Transfer(self, name_of, fresh=fresh, on_segment=on_segment)
+        t.want(numbers)
+        return await t.run()
 
     async def fetch(self, name_of: NameOf, have: dict[int, bytes] | None = None,
                     final: int | None = None, first_lifetime: float | None = None,
@@ -152,48 +459,35 @@ class SegmentFetcher:
         """The whole object: segment 0 first unless the count is known (``final``), then the
         missing rest windowed.  ``have`` holds segments already received (e.g. pushed).
         ``first_lifetime``/``first_tries``: the first segment may be held by its producer."""
-        got = dict(have or {})
+        have = dict(have or {})
+        t = Transfer(self, name_of, fresh=fresh, to_final=final is None, life=first_lifetime,
+                     held=first_lifetime is not None, first_tries=first_tries)
         if final is None:
-            first = await self.fetch_one(name_of(0), first_lifetime, first_tries,
-                                         held=first_lifetime is not None, fresh=fresh)
-            got[0] = first.content
-            final = first.final if first.final is not None else 0
-        missing = [s for s in range(final + 1) if s not in got]
-        for seg in (await self.fetch_many(name_of, missing, fresh=fresh)).values():
-            got[seg.number] = seg.content
-        return [got[s] for s in range(final + 1)]
-
+            if have:
+                raise ValueError("segments in hand but no final: pass final")
+            t.want([0])
+        else:
+            t.final = final
+            t.want(s for s in range(final + 1) if s not in have)
+        got = await t.run()
+        last = t.final
+        parts = {**have, **{s: seg.content for s, seg in got.items()}}
+        return [parts[s] for s in range(last + 1)]
 
     async def fetch_held(self, name_of: NameOf, last_hint: int | None, lifetime: float,
                          max_lifetime: float, deadline: float,
-                         fresh: bool = True) -> tuple[list[bytes], float]:
+                         fresh: bool = True) -> tuple[list[bytes], float | None]:
         """An object whose producer holds Interests until it exists (a gradient being
         computed).  Segment 0 and, when ``last_hint`` says how many there were last time, up
-        to ``window`` more are asked at once, all held, so the whole object comes back in one
-        round trip once ready; the rest, if any, windowed.  Returns the segments and when the
-        first segment arrived (time.monotonic())."""
-        kw = dict(held=True, fresh=fresh, max_lifetime=max_lifetime, deadline=deadline)
-        early = range(1, min(last_hint or 0, self.window - 1) + 1)
-        tasks = {s: asyncio.ensure_future(self.fetch_one(name_of(s), lifetime, **kw))
-                 for s in early}
-        try:
-            first = await self.fetch_one(name_of(0), lifetime, **kw)
-            arrived = time.monotonic()
-            last = first.final or 0
-            got = {0: first.content}
-            for s, task in tasks.items():
-                if s <= last:
-                    got[s] = (await task).content
-                else:
-                    task.cancel()
-            missing = [s for s in range(1, last + 1) if s not in got]
-            for seg in (await self.fetch_many(name_of, missing, fresh=fresh)).values():
-                got[seg.number] = seg.content
-            return [got[s] for s in range(last + 1)], arrived
-        finally:
-            for task in tasks.values():
-                task.cancel()
-            await asyncio.gather(*tasks.values(), return_exceptions=True)
+        to ``window`` - 1 more are asked at once, all held, so the whole object comes back in
+        one round trip once ready; the rest windowed.  ``deadline``: loop time.  Returns the segments and when the first Data arrived (loop time), None
+        if that Data answered a re-expressed Interest (its time says little of readiness)."""
+        t = Transfer(self, name_of, fresh=fresh, to_final=True, life=lifetime,
+                     max_life=max_lifetime, held=True, deadline=deadline)
+        t.want(range(min(last_hint or 0, self.window - 1) + 1))
+        got = await t.run()
+        return [got[s].content for s in range(t.final + 1)], \
+            (t.ready_at if t.first_clean else None)
 
 
 def names_segment(name: FormalName) -> int:

@@ -89,14 +89,18 @@ class TrainingConfig:
     probe_k: float = _f(4.0, "probe timer = mean + k * deviation", low=0)
     probe_min: float = _f(0.2, "probe timer lower bound", low=0, strict_low=True)
     probe_max: float = _f(8.0, "probe timer upper bound (backoff stops there)", low=0, strict_low=True)
-    gap_delay: float = _f(0.05, "wait this long after a gap in a push before fetching the hole",
+    gap_delay: float = _f(0.002, "wait this long after a gap in a push before fetching the hole",
                           low=0)
+    tail_delay: float = _f(0.05, "a push quiet this long (or 8 gaps between its segments, if "
+                           "longer) short of its FinalBlockId: fetch the rest", low=0,
+                           strict_low=True)
     push_rate_mbps: float = _f(0.0, "pace pushes to this rate (0 = only socket back-pressure)",
                                low=0)
     push_burst: int = _f(16, "segments pushed between yields to the event loop", low=1)
     keep_versions: int = _f(4, "parameter versions the PS keeps to answer probes", low=1)
     eval_every: int = _f(1, "PS evaluates test accuracy every this many versions", low=1)
-    linger: float = _f(3.0, "PS stays this long after the final push for late probes", low=0)
+    linger: float = _f(10.0, "PS stays at most this long after the final push, until every "
+                       "worker has left, for late probes (keep it above probe_max)", low=0)
     checkpoint: str = _f("", "PS checkpoint file (.npz): parameters, optimizer state and "
                          "version, written atomically every checkpoint_every versions; a PS "
                          "started with an existing one resumes from it (sync mode; empty: off)")

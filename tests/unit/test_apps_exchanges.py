@@ -223,27 +223,46 @@ async def test_push_segments_out_of_order_duplicated_or_corrupt_never_corrupt_th
     assert job.newest == 1
 
 
-@pytest.mark.asyncio
-async def test_probe_fetches_only_the_missing_segments():
-    job = ready_job(hidden=[256])
-    blob = messages.params_blob(np.ones(job.n_params, np.float32), 1, False)
+def probe_answers(job, version: int = 1):
+    """Version `version`'s segments, and an `express` answering probes for them (recording
+    which segments were asked)."""
+    blob = messages.params_blob(np.ones(job.n_params, np.float32), version, False)
     from ndnps.codec import segment
     from ndnps.segments import sign_segments
     parts = segment(blob)
-    wires = sign_segments(blob, lambda s: names.distribute("ps", "t1", 1, s), job.sec.signer)
+    wires = sign_segments(blob, lambda s: names.distribute("ps", "t1", version, s),
+                          job.sec.signer)
     asked = []
 
     async def express(name, validator, **kw):
         d = names.parse_distribute(name)
         asked.append(d.segment)
+        await asyncio.sleep(0.001)
         n, meta, content, sig = parse_data(wires[d.segment])
         return n, content, {"meta_info": meta}
     job.fetcher.express = express
+    return parts, asked
+
+
+async def until(cond, timeout: float = 5.0) -> None:
+    async def wait():
+        while not cond():
+            await asyncio.sleep(0.005)
+    await asyncio.wait_for(wait(), timeout)
+
+
+@pytest.mark.asyncio
+async def test_holes_in_a_push_are_fetched_once_and_only_them():
+    job = ready_job(hidden=[256])
+    parts, asked = probe_answers(job)
+    last = len(parts) - 1
     for s in range(len(parts)):
         if s not in (2, 5):
-            job.receive_segment(1, s, parts[s], len(parts) - 1)
-    await job.probe(1)
-    assert sorted(asked) == [2, 5] and job.newest == 1
+            job.receive_segment(1, s, parts[s], last, pushed=True)
+    job.spawn_probe(1, "timer")                 # the timer too: no second request
+    await until(lambda: job.newest == 1)
+    assert sorted(asked) == [2, 5]
+    assert job.counters.probe_segments == 2
 
 
 @pytest.mark.asyncio
@@ -318,29 +337,28 @@ async def test_a_malformed_gradient_is_counted_and_refetched():
 
 
 @pytest.mark.asyncio
-async def test_gap_probe_asks_only_for_the_holes_and_timer_probe_waits_for_quiet():
+async def test_a_push_quiet_short_of_its_end_fetches_the_tail_and_a_late_push_cancels():
     job = ready_job(hidden=[256])
-    blob = messages.params_blob(np.ones(job.n_params, np.float32), 1, False)
-    from ndnps.codec import segment
-    from ndnps.segments import sign_segments
-    parts = segment(blob)
+    parts, asked = probe_answers(job)
     last = len(parts) - 1
-    wires = sign_segments(blob, lambda s: names.distribute("ps", "t1", 1, s), job.sec.signer)
-    asked = []
+    job.knobs["tail_delay"] = 0.05
+    for s in (0, 1, 3):
+        job.receive_segment(1, s, parts[s], last, pushed=True)
+    await until(lambda: asked == [2])           # the gap at once
+    assert job.newest == 0 and job.counters.tail_fetches == 0
+    await until(lambda: job.newest == 1)        # the tail once the push went quiet
+    assert sorted(asked) == list(range(2, 3)) + list(range(4, last + 1))
+    assert job.counters.tail_fetches == 1
 
-    async def express(name, validator, **kw):
-        asked.append(names.parse_distribute(name).segment)
-        n, meta, content, sig = parse_data(wires[asked[-1]])
-        return n, content, {"meta_info": meta}
-    job.fetcher.express = express
-    for s in (0, 1, 3, 5):
-        job.receive_segment(1, s, parts[s], last)
-    await job.probe(1, "gap")
-    assert asked == [2, 4] and job.newest == 0              # the tail is not a gap
-    asked.clear()
-    job.last_push_at = job.now()                             # the push is still flowing
-    job.knobs["probe_min"] = 0.05
-    t0 = job.now()
-    await job.probe(1, "timer")
-    assert job.now() - t0 >= 0.05                            # waited for it to go quiet
-    assert sorted(asked) == list(range(6, last + 1)) and job.newest == 1
+
+@pytest.mark.asyncio
+async def test_a_pushed_segment_arriving_during_a_recovery_is_not_fetched_again():
+    job = ready_job(hidden=[256])
+    parts, asked = probe_answers(job)
+    last = len(parts) - 1
+    job.receive_segment(1, 0, parts[0], last, pushed=True)
+    job.recover(1, list(range(1, last + 1)))
+    t = job.recoveries.get(1)
+    job.receive_segment(1, last, parts[last], last, pushed=True)
+    assert last not in t.wanted and last not in t.flights
+    await until(lambda: job.newest == 1)

@@ -106,7 +106,10 @@ async def test_unicast_baseline_equals_the_reference_and_costs_n_copies():
     assert_same_params(ps, reference(cfg))
     segs = len(ps.blobs.get(ps.version))
     assert ps.counters.segments_pushed == 0
-    assert ps.counters.params_served == 3 * ps.version * segs
+    # one copy per worker and version; an early retransmission (a process stalled past the
+    # tail probe, as on a busy machine) costs one more
+    extra = sum(w.job.fetch_stats.retransmissions for w in workers)
+    assert 3 * ps.version * segs <= ps.counters.params_served <= 3 * ps.version * segs + extra
     assert net.pushes_out == 0 and not net.ppit
 
 
@@ -224,7 +227,7 @@ async def test_a_silent_worker_is_dropped_and_training_goes_on(tmp_path):
 
 @pytest.mark.asyncio
 async def test_too_many_silent_workers_end_the_job_with_exit_3():
-    cfg = config(min_workers=3, worker_timeout=0.4, collect_lifetime=0.2, max_versions=8)
+    cfg = config(min_workers=3, worker_timeout=1.0, collect_lifetime=0.2, max_versions=8)
 
     def drop(kind, name, app):
         c = names.parse_collect(name)

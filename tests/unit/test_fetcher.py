@@ -34,7 +34,9 @@ class FakeProducer:
         self.in_flight = self.max_in_flight = 0
         self.fresh: list[bool] = []
         self.lifetimes: list[int] = []
+        self.seg_lifetimes: dict[int, list[int]] = {}
         self.delay = delay
+        self.late = 0.05
 
     async def express(self, name, validator, lifetime=4000, must_be_fresh=False, **kw):
         seg = names.parse_content(name).segment
@@ -42,11 +44,18 @@ class FakeProducer:
         self.attempts[seg] = attempt + 1
         self.fresh.append(must_be_fresh)
         self.lifetimes.append(lifetime)
+        self.seg_lifetimes.setdefault(seg, []).append(lifetime)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             await asyncio.sleep(self.delay)
             what = self.plan.get((seg, attempt), "data")
+            if what == "drop":                       # lost: nothing comes back
+                await asyncio.sleep(lifetime / 1000)
+                raise InterestTimeout()
+            if what == "late":                       # answered after a long queue
+                await asyncio.sleep(self.late)
+                what = "data"
             if what == "timeout":
                 raise InterestTimeout()
             if what == "nack":
@@ -133,17 +142,103 @@ async def test_held_first_segment_uses_its_lifetime_and_is_not_loss():
 
 
 @pytest.mark.asyncio
-async def test_rto_adapts_and_backs_off():
+async def test_rto_adapts_and_a_timeout_backs_off_only_its_own_segment():
     prod = FakeProducer(BLOB, delay=0.001)
     f = fetcher_for(prod, window=2)
     await f.fetch(name_of)
     assert f.rto.stats.samples >= 20
     assert f.rto.rto < 0.05                     # learnt from ~1 ms round trips
-    prod.plan = {(1, 0): "timeout"}
+    prod.plan = {(1, 0): "timeout", (1, 1): "timeout"}
+    prod.seg_lifetimes.clear()
     prod.attempts.clear()
-    before = f.rto.backoffs
-    await f.fetch_one(name_of(1))
-    assert f.rto.backoffs == before + 1
+    f.window, f.max_fast = 3, 0                 # timeouts only
+    f.rto.min_rto, f.rto.max_rto = 0.02, 1.0    # ~1 ms round trips: the base is the floor
+    await f.fetch_many(name_of, [1, 2, 3])
+    assert f.stats.timeouts == 2
+    assert prod.seg_lifetimes == {1: [20, 40, 80], 2: [20], 3: [20]}   # segment 1 alone
+    assert f.rto.backoffs == 0                  # the shared estimator does not
+
+
+def slow_rto() -> RtoEstimator:
+    """An RTO far above the ~1 ms round trips: a recovery that waited for it would show as a
+    timeout in the counters."""
+    return RtoEstimator(initial=30.0, min_rto=30.0, max_rto=60.0)
+
+
+@pytest.mark.asyncio
+async def test_a_lost_segment_is_resent_once_a_later_one_is_answered_rack():
+    prod = FakeProducer(BLOB)
+    prod.plan = {(3, 0): "drop", (10, 0): "drop"}
+    f = fetcher_for(prod, window=8, rto=slow_rto())
+    assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
+    assert f.stats.timeouts == 0
+    assert f.stats.fast_retransmissions == 2 == f.stats.retransmissions
+    assert prod.attempts[3] == 2 and prod.attempts[10] == 2
+
+
+@pytest.mark.asyncio
+async def test_a_lost_last_segment_is_probed_after_two_round_trips_not_the_rto():
+    prod = FakeProducer(BLOB)
+    f = fetcher_for(prod, window=8, rto=RtoEstimator(initial=0.5, min_rto=0.01, max_rto=60))
+    await f.fetch(name_of)                       # learn the ~1 ms round trip
+    f.rto.min_rto = 30.0                         # the RTO itself would now take 30 s
+    prod.plan = {(25, 0): "drop"}
+    prod.attempts.clear()
+    await asyncio.wait_for(f.fetch_many(name_of, list(range(26))), 10)
+    assert f.stats.timeouts == 0 and f.stats.fast_retransmissions == 1
+    assert prod.attempts[25] == 2
+
+
+@pytest.mark.asyncio
+async def test_a_late_answer_to_the_original_is_taken_once():
+    prod = FakeProducer(BLOB)
+    prod.plan = {(2, 0): "late"}                 # after 50 ms, long after the others
+    f = fetcher_for(prod, window=8, rto=slow_rto())
+    assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
+    assert f.stats.segments == 26               # a duplicate answer is not counted twice
+    assert f.stats.timeouts == 0
+
+
+@pytest.mark.asyncio
+async def test_early_retransmissions_are_bounded_per_segment_then_the_timeout_rules():
+    prod = FakeProducer(BLOB)
+    prod.plan = {(3, a): "drop" for a in range(4)}
+    f = fetcher_for(prod, window=4, rto=RtoEstimator(initial=0.05, min_rto=0.05, max_rto=0.4),
+                    max_fast=2)
+    assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
+    assert f.stats.fast_retransmissions <= 2
+    assert f.stats.timeouts >= 1
+
+
+@pytest.mark.asyncio
+async def test_held_batch_a_lost_one_is_resent_as_soon_as_the_producer_is_ready():
+    prod = FakeProducer(BLOB)
+    prod.plan = {(0, 0): "late", (1, 0): "late", (2, 0): "drop", (3, 0): "late"}
+    f = fetcher_for(prod, window=8, rto=slow_rto())
+    loop = asyncio.get_running_loop()
+    parts, ready = await asyncio.wait_for(
+        f.fetch_held(name_of, 3, 20.0, 20.0, loop.time() + 30), 10)
+    assert b"".join(parts) == BLOB
+    assert ready is not None                     # segment 0 answered its first Interest
+    assert f.stats.held_timeouts == 0 and f.stats.timeouts == 0
+    assert prod.attempts[2] == 2
+
+
+@pytest.mark.asyncio
+async def test_a_transfer_grows_and_drops_what_arrived_another_way():
+    prod = FakeProducer(BLOB)
+    prod.plan = {(5, a): "drop" for a in range(8)}
+    got = []
+    f = fetcher_for(prod, window=4, rto=slow_rto())
+    t = f.transfer(name_of, on_segment=lambda seg: got.append(seg.number))
+    t.want([4, 5])
+    run = asyncio.ensure_future(t.run())
+    await asyncio.sleep(0.01)
+    t.want([6])
+    t.have(5)                                    # e.g. pushed meanwhile
+    assert sorted(await asyncio.wait_for(run, 5)) == [4, 6]
+    assert got == [4, 6]
+    assert not t.flights
 
 
 # ---- segments ---------------------------------------------------------------------------------
