@@ -1,4 +1,4 @@
-"""python-ndn's NDNApp, adapted in one place for what ndnps needs.
+"""python-ndn's NDNApp, adapted where ndnps needs it.
 
 1. Pushed Data reach app code.  ``NDNApp._on_data`` (python-ndn 0.5.2, pinned) hands a Data only
    to pending Interests of its name and drops the rest, so a ``/*distribute*/...`` Data pushed
@@ -7,7 +7,7 @@
    ``/*insert*/<ps>/<train>`` (another name).  ``App`` overrides ``_on_data``: every Data whose
    first component is ``*distribute*`` is first given to ``on_distribute(name, meta_info,
    content, sig_ptrs)``, then the normal path runs (so a probe's own pending Interest is still
-   satisfied).  This is the only python-ndn internal we touch; no library global is patched.
+   satisfied).  No library global is patched.
 
 2. ``express`` ends the way it should.  ``NDNApp._wait_for_data`` turns the CancelledError of
    a task cancelled while awaiting ``express`` into ``InterestCanceled`` (an ordinary
@@ -29,6 +29,22 @@
 4. Byte and packet counters, and back-pressure.  ``CountingFace`` wraps the transport face
    python-ndn would have built (unix/tcp/udp from NDN_CLIENT_TRANSPORT or the client.conf) and
    counts what passes; ``drain()`` waits until the socket's write buffer has drained (pacing).
+
+5. Per-packet CPU (issue 7).  Incoming Data bypass python-ndn's generic TLV model: ``App``
+   overrides ``NDNApp._receive`` and hands a bare Data (no LpPacket) that ``ndnps.wire.
+   parse_data`` recognises to ``_on_data`` with the same four values ``ndn.encoding.parse_data``
+   would have produced (memoryviews into the packet, a ``MetaInfo``, a ``SignaturePtrs``);
+   everything else — Interests, Nacks, LpPackets, any Data of another shape — takes python-ndn's
+   own path unchanged.  Validators still run on every Data as before (the PIT entries'
+   validators, ``on_distribute``'s own check).  ``express`` without ApplicationParameters or a
+   signer encodes the Interest with ``ndnps.wire.encode_interest`` (the bytes of python-ndn's
+   ``make_interest``, random nonce as python-ndn draws it) and hands it to python-ndn's public
+   ``express_raw_interest``, which keeps the PIT entry, timer and validation as before.
+
+python-ndn internals relied on (pinned 0.5.2): ``NDNApp._on_data`` (overridden, called with
+``raw_packet``), ``NDNApp._receive`` (overridden; its ``(typ, data)`` callback contract with the
+face), ``NDNApp._wait_for_data`` (overridden), ``NDNApp._pit`` (tests only), and
+``InterestParam``/``express_raw_interest`` (public).  Nothing else of python-ndn is patched.
 """
 from __future__ import annotations
 
@@ -37,12 +53,18 @@ from typing import Callable
 
 from ndn.appv2 import NDNApp
 from ndn.client_conf import default_face, read_client_conf
+from ndn.encoding import InterestParam
 from ndn.transport.face import Face
 from ndn.types import InterestCanceled, InterestTimeout
+from ndn.utils import gen_nonce
 
-from . import names
+from . import names, wire
 
 OnDistribute = Callable[..., None]
+
+# express() keyword arguments the fixed-shape Interest encoder covers (others: python-ndn)
+_PLAIN_INTEREST_ARGS = frozenset(("lifetime", "must_be_fresh", "can_be_prefix", "nonce",
+                                  "hop_limit", "no_response"))
 
 
 class CountingFace(Face):
@@ -129,7 +151,39 @@ class App(NDNApp):
                 return None
             lifetime = kwargs.get("lifetime") or 4000
             return self._lost(lifetime / 1000)
+        if app_param is None and signer is None and type(name) is list and name \
+                and _PLAIN_INTEREST_ARGS.issuperset(kwargs):
+            plain = self._express_plain(name, validator, kwargs)
+            if plain is not self._NOT_PLAIN:
+                return plain
         return super().express(name, validator, app_param, signer, **kwargs)
+
+    _NOT_PLAIN = object()
+
+    def _express_plain(self, name: list, validator, kwargs: dict):
+        """``NDNApp.express`` for an Interest without parameters or signature: the same
+        InterestParam (python-ndn's defaults: random nonce, lifetime 4000 ms), the packet
+        written by the fixed-shape encoder.  ``_NOT_PLAIN`` when a value is one only
+        python-ndn handles (it then raises or encodes as before)."""
+        can_be_prefix = kwargs.get("can_be_prefix", False)
+        must_be_fresh = kwargs.get("must_be_fresh", False)
+        lifetime = kwargs.get("lifetime", InterestParam.lifetime)   # 4000, its default
+        hop_limit = kwargs.get("hop_limit")
+        nonce = kwargs["nonce"] if "nonce" in kwargs else gen_nonce()
+        if type(can_be_prefix) is not bool or type(must_be_fresh) is not bool \
+                or not (lifetime is None or (type(lifetime) is int and lifetime >= 0)) \
+                or not (nonce is None or type(nonce) is int) \
+                or not (hop_limit is None or type(hop_limit) is int):
+            return self._NOT_PLAIN
+        try:
+            raw = wire.encode_interest(name, nonce, lifetime, can_be_prefix, must_be_fresh,
+                                       hop_limit)
+        except (TypeError, ValueError):
+            return self._NOT_PLAIN
+        param = InterestParam(can_be_prefix=can_be_prefix, must_be_fresh=must_be_fresh,
+                              nonce=nonce, lifetime=lifetime, hop_limit=hop_limit)
+        return self.express_raw_interest(name, param, raw, validator,
+                                         kwargs.get("no_response", False))
 
     @staticmethod
     async def _lost(seconds: float):
@@ -147,6 +201,17 @@ class App(NDNApp):
             await self.register(name)
         if self.on_reconnect is not None:
             self.on_reconnect()
+
+    async def _receive(self, typ: int, data) -> None:
+        """A bare Data of our shape is decoded by ``ndnps.wire`` (same values, ~3x cheaper);
+        every other packet by python-ndn."""
+        if typ == wire.DATA:
+            parsed = wire.parse_data(data)
+            if parsed is not None:
+                name, meta_info, content, sig = parsed
+                await self._on_data(name, meta_info, content, sig, raw_packet=data)
+                return
+        await super()._receive(typ, data)
 
     async def _on_data(self, name, meta_info, content, sig, raw_packet):
         if self.on_distribute is not None and names.is_distribute(name):
