@@ -11,12 +11,15 @@
 
 2. ``express`` ends the way it should.  ``NDNApp._wait_for_data`` turns the CancelledError of
    a task cancelled while awaiting ``express`` into ``InterestCanceled`` (an ordinary
-   exception), so cancelling a coroutine would look like a failure; ``App`` re-raises
-   CancelledError when the current task is being cancelled.  And python-ndn 0.5.2 races: when
-   a Data arrives just as its Interest times out, ``_on_data`` has already removed the PIT node
-   (its validation task has not yet set the future) and the timeout path's
-   ``del self._pit[node_name]`` raises KeyError out of ``express``; ``App`` reports that as
-   the timeout it is (the caller retransmits).
+   exception), so cancelling a coroutine would look like a failure, and leaves the cancelled
+   entry in its PIT; and python-ndn 0.5.2 races: when a Data arrives just as its Interest
+   times out, ``_on_data`` has already removed the PIT node (its validation task has not yet
+   set the future) and the timeout path's ``del self._pit[node_name]`` raises KeyError out of
+   ``express`` (or deletes the node of a newer Interest for the same name).  ``App`` replaces
+   ``_wait_for_data``: one timer on the entry's future (no ``asyncio.wait_for``), expiry raises
+   InterestTimeout, cancellation of the awaiting task raises CancelledError, a face shutdown
+   (python-ndn cancels every pending future) InterestCanceled; expiry and cancellation remove
+   the entry, and its node only if the PIT still holds that very node.
 
 3. The forwarder may go away and come back (restarted): while the face is down, ``express``
    behaves as if the Interest were lost (it times out after its lifetime; ``no_response``
@@ -35,32 +38,62 @@
    parse_data`` recognises to ``_on_data`` with the same four values ``ndn.encoding.parse_data``
    would have produced (memoryviews into the packet, a ``MetaInfo``, a ``SignaturePtrs``);
    everything else — Interests, Nacks, LpPackets, any Data of another shape — takes python-ndn's
-   own path unchanged.  Validators still run on every Data as before (the PIT entries'
-   validators, ``on_distribute``'s own check).  ``express`` without ApplicationParameters or a
-   signer encodes the Interest with ``ndnps.wire.encode_interest`` (the bytes of python-ndn's
-   ``make_interest``, random nonce as python-ndn draws it) and hands it to python-ndn's public
-   ``express_raw_interest``, which keeps the PIT entry, timer and validation as before.
+   own path unchanged.  ``_on_data`` is NDNApp's with ``InterestTreeNode.satisfy`` inlined:
+   the same matching (exact name, or CanBePrefix; implicit digest), and an entry whose
+   validator is a ``Security.validator`` is settled at once by ``Security.verify`` (what that
+   coroutine does) with python-ndn's result and context or ValidationFailure; any other
+   validator runs in its own Task as before.  A forged or unsigned Data fails the check
+   either way.  ``express`` without ApplicationParameters or a signer encodes the Interest
+   with ``ndnps.wire.encode_interest`` (the bytes of python-ndn's ``make_interest``, nonce
+   drawn by python-ndn's ``gen_nonce``) and hands it to python-ndn's public
+   ``express_raw_interest``, which keeps the PIT entry.  Measured in ``bench/micro_apps.py``.
 
-python-ndn internals relied on (pinned 0.5.2): ``NDNApp._on_data`` (overridden, called with
-``raw_packet``), ``NDNApp._receive`` (overridden; its ``(typ, data)`` callback contract with the
-face), ``NDNApp._wait_for_data`` (overridden), ``NDNApp._pit`` (tests only), and
-``InterestParam``/``express_raw_interest`` (public).  Nothing else of python-ndn is patched.
+python-ndn internals relied on (pinned 0.5.2): ``NDNApp._receive`` (overridden; the face calls
+it with ``(typ, data)``), ``NDNApp._on_data`` (overridden), ``NDNApp._wait_for_data``
+(overridden; ``express_raw_interest`` returns it with ``(future, deadline, node_name, node)``),
+``NDNApp._pit`` (a ``NameTrie`` of ``InterestTreeNode``: ``prefixes``, ``get``, ``del``),
+``InterestTreeNode.pending_list`` and ``.timeout(future)``, ``PendingIntEntry`` (``future``,
+``deadline``, ``can_be_prefix``, ``implicit_sha256``, ``validator``, ``satisfy``), and that
+``_on_nack`` / ``_clean_up`` settle or cancel the pending futures.  Nothing of python-ndn is
+patched; ``tests/unit/test_apps_ndnapp.py`` pins each of these behaviours.
 """
 from __future__ import annotations
 
 import asyncio
+from hashlib import sha256
 from typing import Callable
 
-from ndn.appv2 import NDNApp
+from ndn import utils
+from ndn.appv2 import NDNApp, PendingIntEntry
 from ndn.client_conf import default_face, read_client_conf
 from ndn.encoding import InterestParam
 from ndn.transport.face import Face
-from ndn.types import InterestCanceled, InterestTimeout
+from ndn.types import InterestCanceled, InterestTimeout, ValidationFailure, ValidResult
 from ndn.utils import gen_nonce
 
 from . import names, wire
+from .security import Security
 
 OnDistribute = Callable[..., None]
+
+
+def _settle(entry: PendingIntEntry, sec: Security, data: tuple) -> None:
+    """PendingIntEntry.satisfy for ``Security.validator``, whose check is synchronous: the
+    same result, context or ValidationFailure, set now rather than from a Task."""
+    name, meta_info, content, sig, raw_packet = data
+    if entry.future.done():
+        return
+    try:
+        valid = sec.verify(sig)
+    except Exception:                 # a check that breaks is a failed check, not a dead face
+        valid = False
+    if valid:
+        entry.future.set_result((name, content, {"meta_info": meta_info, "sig_ptrs": sig,
+                                                 "raw_packet": raw_packet,
+                                                 "deadline": entry.deadline}))
+    else:
+        entry.future.set_exception(ValidationFailure(name, meta_info, content, sig,
+                                                     ValidResult.FAIL))
 
 # express() keyword arguments the fixed-shape Interest encoder covers (others: python-ndn)
 _PLAIN_INTEREST_ARGS = frozenset(("lifetime", "must_be_fresh", "can_be_prefix", "nonce",
@@ -216,18 +249,62 @@ class App(NDNApp):
     async def _on_data(self, name, meta_info, content, sig, raw_packet):
         if self.on_distribute is not None and names.is_distribute(name):
             self.on_distribute(name, meta_info, content, sig)
-        await super()._on_data(name, meta_info, content, sig, raw_packet)
+        # NDNApp._on_data, with InterestTreeNode.satisfy inlined so that entries validated by
+        # a training's Security are settled at once instead of through one Task each
+        data = (name, meta_info, content, sig, raw_packet)
+        clean = []
+        for prefix, node in self._pit.prefixes(name):
+            is_prefix = prefix != name
+            unsatisfied = []
+            for entry in node.pending_list:
+                if (entry.can_be_prefix or not is_prefix) and (
+                        not entry.implicit_sha256
+                        or sha256(raw_packet).digest() == entry.implicit_sha256):
+                    if getattr(entry.validator, "__func__", None) is Security.validator:
+                        _settle(entry, entry.validator.__self__, data)
+                    else:
+                        asyncio.create_task(entry.satisfy(data))    # python-ndn's own path
+                else:
+                    unsatisfied.append(entry)
+            if unsatisfied:
+                node.pending_list = unsatisfied
+            else:
+                clean.append(prefix)
+        for prefix in clean:
+            del self._pit[prefix]
 
-    async def _wait_for_data(self, *args, **kwargs):
+    async def _wait_for_data(self, future: asyncio.Future, deadline: int, node_name, node):
+        """NDNApp._wait_for_data with the lifetime as one timer on the future itself
+        (``asyncio.wait_for`` costs a second future and callbacks per Interest).  Ends in
+        InterestTimeout (entry removed), the future's result or exception (Nack, validation
+        failure), CancelledError when the awaiting task is cancelled (entry removed), or
+        InterestCanceled when the face shut down (python-ndn cancels every pending future)."""
+        lifetime = deadline - utils.timestamp()
+        if lifetime <= 0:                    # python-ndn's rule: expressed long before awaited
+            lifetime = 100
+        handle = asyncio.get_running_loop().call_later(
+            lifetime / 1000, self._expire, future, node_name, node)
         try:
-            return await super()._wait_for_data(*args, **kwargs)
-        except KeyError:                      # the timeout/arrival race described above
-            raise InterestTimeout() from None
-        except InterestCanceled:
+            return await future
+        except asyncio.CancelledError:
+            self._forget(future, node_name, node)
             task = asyncio.current_task()
             if task is not None and task.cancelling():
-                raise asyncio.CancelledError() from None
-            raise
+                raise
+            raise InterestCanceled() from None
+        finally:
+            handle.cancel()
+
+    def _expire(self, future: asyncio.Future, node_name, node) -> None:
+        if not future.done():
+            self._forget(future, node_name, node)
+            future.set_exception(InterestTimeout())
+
+    def _forget(self, future: asyncio.Future, node_name, node) -> None:
+        """Drop one pending entry, and its node when it was the last — only if the PIT still
+        holds that node (a Data may have removed it and a new Interest put another there)."""
+        if node.timeout(future) and self._pit.get(node_name) is node:
+            del self._pit[node_name]
 
     async def register(self, name, tries: int = 8) -> bool:
         """python-ndn sends one command and gives up at its first timeout; on a lossy link

@@ -8,7 +8,7 @@ import pytest
 from ndn import utils
 from ndn.appv2 import InterestTreeNode, pass_all
 from ndn.encoding import InterestParam, parse_data
-from ndn.types import InterestTimeout, ValidResult
+from ndn.types import InterestCanceled, InterestTimeout, ValidResult
 
 from ndnps import names
 from ndnps.ndnapp import App
@@ -224,3 +224,60 @@ async def test_lp_wrapped_and_malformed_data_take_python_ndns_path():
     assert wire.parse_data(wire.tl(6, len(body)) + body) is None
     await s.app._receive(6, wire.tl(6, len(body)) + body)
     assert len(seen) == 1 and bytes(seen[0][2]) == b"params"
+
+
+@pytest.mark.asyncio
+async def test_expiry_cancellation_shutdown_and_nack_end_as_before_and_clean_the_pit():
+    from ndn.types import InterestNack
+    from ndnps.security import Security
+    sec = Security(KEY, names.key("ps", "t1"))
+    s = Sent()
+    a, b, c, d = (names.collect("w1", "ps", "t1", 2, i) for i in range(4))
+    with pytest.raises(InterestTimeout):
+        await s.app.express(a, sec.validator, lifetime=20)
+    assert a not in s.app._pit
+    waiter = asyncio.ensure_future(s.app.express(b, sec.validator, lifetime=5000))
+    await asyncio.sleep(0.01)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert b not in s.app._pit                  # python-ndn would have kept it
+    nacked = asyncio.ensure_future(s.app.express(c, sec.validator, lifetime=5000))
+    dropped = asyncio.ensure_future(s.app.express(d, sec.validator, lifetime=5000))
+    await asyncio.sleep(0)
+    s.app._on_nack(c, 150)
+    with pytest.raises(InterestNack):
+        await nacked
+    s.app._clean_up()                           # the face shut down
+    with pytest.raises(InterestCanceled):
+        await dropped
+    assert not s.app._pit
+
+
+@pytest.mark.asyncio
+async def test_two_interests_for_one_name_are_both_satisfied_and_other_validators_still_run():
+    from ndnps.security import Security
+    sec = Security(KEY, names.key("ps", "t1"))
+    calls = []
+
+    async def counting(name, sig, ctx):
+        calls.append(ctx["deadline"])
+        return ValidResult.PASS
+
+    s = Sent()
+    name = names.collect("w1", "ps", "t1", 5, 0)
+    t1 = asyncio.ensure_future(s.app.express(name, sec.validator, lifetime=1000))
+    t2 = asyncio.ensure_future(s.app.express(name, counting, lifetime=1000))
+    t3 = asyncio.ensure_future(s.app.express(name[:-1], sec.validator, lifetime=1000,
+                                             can_be_prefix=True))
+    t4 = asyncio.ensure_future(s.app.express(name[:-2], sec.validator, lifetime=30))
+    await asyncio.sleep(0)
+    await s.app._receive(6, signed(name))
+    for t in (t1, t2, t3):
+        _, content, ctx = await asyncio.wait_for(t, 1)
+        assert bytes(content) == b"payload" and set(ctx) == {"meta_info", "sig_ptrs",
+                                                             "raw_packet", "deadline"}
+    assert len(calls) == 1
+    with pytest.raises(InterestTimeout):        # not CanBePrefix: a longer name is no match
+        await t4
+    assert not s.app._pit
