@@ -54,15 +54,6 @@ _INVALID_INTEREST_COMPONENT = (0x00, 0x02)
 SignFn = Callable[[Sequence[bytes]], bytes]
 
 
-def tl(typ: int, length: int) -> bytes:
-    """Type and Length, each a VAR-NUMBER (our types are all < 253)."""
-    if length < 253:
-        return bytes((typ, length))
-    if length <= 0xFFFF:
-        return bytes((typ, 0xFD)) + _pack_H(length)
-    return bytes((typ, 0xFE)) + _pack_I(length)
-
-
 def _varnum(n: int) -> bytes:
     if n < 253:
         return bytes((n,))
@@ -73,6 +64,13 @@ def _varnum(n: int) -> bytes:
     return b"\xff" + n.to_bytes(8, "big")
 
 
+def tl(typ: int, length: int) -> bytes:
+    """Type and Length, each a VAR-NUMBER (the types written here are all < 253)."""
+    if length < 253:
+        return bytes((typ, length))
+    return bytes((typ,)) + _varnum(length)
+
+
 def nonneg(typ: int, value: int) -> bytes:
     """A NonNegativeInteger element in its shortest of 1, 2, 4 or 8 bytes (python-ndn's rule)."""
     if value < 0:
@@ -81,12 +79,8 @@ def nonneg(typ: int, value: int) -> bytes:
     return bytes((typ, size)) + value.to_bytes(size, "big")
 
 
-def name_value(name: Sequence[bytes]) -> bytes:
-    """The Value of a Name TLV from a FormalName (components with their TL)."""
-    return b"".join(name)
-
-
 def encode_name(name: Sequence[bytes]) -> bytes:
+    """A Name element from a FormalName (components with their TL)."""
     value = b"".join(name)
     return tl(NAME, len(value)) + value
 
