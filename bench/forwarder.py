@@ -1,6 +1,7 @@
 """Interest/Data exchanges per second through one forwarder process, against a byte relay.
 
     python -m bench.forwarder [--size 100,8000] [--window 64] [--seconds 5] [--rounds 3] [--quick]
+                              [--trees base=/tmp/fwbase,head=.]
 
 A consumer keeps `window` Interests in flight, a producer answers each with a Data of `size`
 Content bytes (both in bench/loadgen.py: separate uvloop processes, raw pre-encoded TLV).
@@ -12,6 +13,11 @@ of a shared machine falls on both alike; the figures are medians over the rounds
 Each run reports the CPU share of every process over the measured window, so it shows which
 process was the bottleneck (a load generator near 100% while the forwarder idles would make
 the ratio meaningless).
+
+`--trees LABEL=DIR,...` runs the forwarder of each source tree (a `git worktree` of another
+commit, a copy with the compiled core ...) in the same alternation: relay, A, B, relay, A, B
+...; the load generator is always this tree's. Each tree gets its own figures under
+"trees"; the headline is the tree whose DIR is this one (else the first).
 
 Both Data sizes issue 7 asks for (100 and 8000 Content bytes) by default, one after the other.
 Writes bench/results.json (key "forwarder" -> "size_<N>", other keys kept) and prints one JSON
@@ -57,13 +63,13 @@ def _tails(procs: list[ManagedProcess]) -> RuntimeError:
 
 def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, warmup: float,
              digest: bool = False, fwd_argv: list[str] | None = None,
-             on_measure=None, pin: bool = False) -> dict:
+             on_measure=None, pin: bool = False, tree: Path = ROOT) -> dict:
     """One measured run through the relay (mode "relay") or a forwarder (mode "fwd").
 
     `fwd_argv` replaces the forwarder's command prefix (e.g. to run it under a profiler; the
     flags --unix/--tcp/--udp/--log-level are appended). `on_measure(pids)` is called once
     the consumer starts, for a profiler to attach. `pin`: the relay or forwarder on CPU 0,
-    consumer and producer on the other CPUs."""
+    consumer and producer on the other CPUs. `tree`: the source tree the forwarder runs from."""
     ncpu = os.cpu_count() or 1
 
     def place(proc: ManagedProcess, server_side: bool) -> None:
@@ -92,8 +98,9 @@ def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, w
             csock = psock = str(workdir / "fwd.sock")
             argv = (fwd_argv or _py("-m", "forwarder")) + [
                 "--unix", csock, "--tcp", "0", "--udp", "0", "--log-level", "WARNING"]
-            server = ManagedProcess("forwarder", argv, workdir / "forwarder.log", env=env,
-                                    cwd=str(ROOT))
+            fenv = {"PYTHONPATH": os.pathsep.join([str(tree), env["PYTHONPATH"]])}
+            server = ManagedProcess("forwarder", argv, workdir / "forwarder.log", env=fenv,
+                                    cwd=str(tree))
             procs.append(server)
             place(server, True)
             wait_until(lambda: unix_socket_accepts(csock), 30, server, "listening")
@@ -136,40 +143,54 @@ def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, w
 
 
 def measure(size: int, window: int, seconds: float, rounds: int, warmup: float,
-            digest: bool = False, log=print, pin: bool = False) -> dict:
+            digest: bool = False, log=print, pin: bool = False,
+            trees: dict[str, Path] | None = None) -> dict:
+    trees = trees or {"head": ROOT}
     workdir = Path(tempfile.mkdtemp(prefix="fwdbench-"))
-    runs: dict[str, list[dict]] = {"relay": [], "fwd": []}
+    runs: dict[str, list[dict]] = {"relay": [], **{label: [] for label in trees}}
     try:
         for r in range(rounds):
-            for mode in ("relay", "fwd"):
+            for label in runs:
+                mode = "relay" if label == "relay" else "fwd"
+                tree = trees.get(label, ROOT)
                 try:
-                    res = run_once(mode, workdir / f"{mode}{r}", size, window, seconds, warmup,
-                                   digest, pin=pin)
+                    res = run_once(mode, workdir / f"{label}{r}", size, window, seconds, warmup,
+                                   digest, pin=pin, tree=tree)
                 except Exception as e:          # one retry: a shared host has hiccups
-                    log(f"round {r + 1} {mode}: run failed, retrying once: {e}")
-                    res = run_once(mode, workdir / f"{mode}{r}b", size, window, seconds, warmup,
-                                   digest, pin=pin)
-                runs[mode].append(res)
-                log(f"round {r + 1}/{rounds} {mode:5s}: {res['per_s']:9.0f} exchanges/s  "
+                    log(f"round {r + 1} {label}: run failed, retrying once: {e}")
+                    res = run_once(mode, workdir / f"{label}{r}b", size, window, seconds,
+                                   warmup, digest, pin=pin, tree=tree)
+                runs[label].append(res)
+                log(f"round {r + 1}/{rounds} {label:8s}: {res['per_s']:9.0f} exchanges/s  "
                     f"cpu {res['cpu']}  nacks {res['nacks']} lost {res['lost']}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    fwd = statistics.median(r["per_s"] for r in runs["fwd"])
     relay = statistics.median(r["per_s"] for r in runs["relay"])
-    # ratio of the medians, and the median of the per-round ratios (both side by side)
-    per_round = [f["per_s"] / r["per_s"] for f, r in zip(runs["fwd"], runs["relay"])]
-    def cpu_us(mode: str, who: str) -> float:
-        return round(statistics.median(r["cpu"][who] / r["per_s"] * 1e6 for r in runs[mode]), 2)
 
-    return {
-        "fwd_per_s": round(fwd, 1),
+    def cpu_us(label: str, who: str) -> float:
+        return round(statistics.median(r["cpu"][who] / r["per_s"] * 1e6 for r in runs[label]), 2)
+
+    def figures(label: str) -> dict:
+        fwd = statistics.median(r["per_s"] for r in runs[label])
+        # ratio of the medians, and the median of the per-round ratios (both side by side)
+        per_round = [f["per_s"] / r["per_s"] for f, r in zip(runs[label], runs["relay"])]
+        return {"fwd_per_s": round(fwd, 1), "ratio": round(fwd / relay, 4),
+                "ratio_per_round": [round(x, 4) for x in per_round],
+                "cpu_us_per_exchange": {"forwarder": cpu_us(label, "fwd"),
+                                        "consumer": cpu_us(label, "consumer"),
+                                        "producer": cpu_us(label, "producer")}}
+
+    here = [lb for lb, t in trees.items() if t.resolve() == ROOT.resolve()]
+    head = here[0] if here else next(iter(trees))
+    main_fig = figures(head)
+    out = {
+        "fwd_per_s": main_fig["fwd_per_s"],
         "relay_per_s": round(relay, 1),
-        "ratio": round(fwd / relay, 4),
-        "ratio_per_round": [round(x, 4) for x in per_round],
+        "ratio": main_fig["ratio"],
+        "ratio_per_round": main_fig["ratio_per_round"],
         # CPU µs per exchange (median over rounds): steadier than throughput on a noisy host
         "cpu_us_per_exchange": {
-            "fwd": {"forwarder": cpu_us("fwd", "fwd"), "consumer": cpu_us("fwd", "consumer"),
-                    "producer": cpu_us("fwd", "producer")},
+            "fwd": main_fig["cpu_us_per_exchange"],
             "relay": {"relay": cpu_us("relay", "relay"), "consumer": cpu_us("relay", "consumer"),
                       "producer": cpu_us("relay", "producer")}},
         "config": {"size": size, "window": window, "seconds": seconds, "rounds": rounds,
@@ -177,6 +198,10 @@ def measure(size: int, window: int, seconds: float, rounds: int, warmup: float,
         "runs": runs,
         **stamp(),
     }
+    if len(trees) > 1:
+        out["headline_tree"] = head
+        out["trees"] = {label: {"dir": str(t), **figures(label)} for label, t in trees.items()}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,8 +217,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="producer computes real DigestSha256 signatures (default: fixed)")
     p.add_argument("--pin", action="store_true",
                    help="forwarder/relay on CPU 0, consumer and producer on the others")
+    p.add_argument("--trees", default="",
+                   help="LABEL=DIR,...: forwarders of these source trees side by side "
+                        "(default: this tree only)")
     p.add_argument("--no-save", action="store_true", help="do not write bench/results.json")
     args = p.parse_args(argv)
+    trees: dict[str, Path] = {}
+    for item in filter(None, args.trees.split(",")):
+        label, sep, d = item.partition("=")
+        if not sep or label == "relay" or not (Path(d) / "forwarder" / "__main__.py").exists():
+            p.error(f"--trees: {item!r} is not LABEL=DIR of a source tree")
+        trees[label] = Path(d).resolve()
     sizes = [int(x) for x in args.size.split(",")]
     if not all(0 <= s <= 8500 for s in sizes):
         p.error("--size must be 0..8500 (max packet 8800)")
@@ -203,11 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         log(f"forwarder: {size}-byte Data")
         figures = measure(size, args.window, args.seconds, args.rounds, args.warmup,
-                          args.digest, log, args.pin)
+                          args.digest, log, args.pin, trees or None)
         figures["quick"] = args.quick
         if not args.no_save:
             save("forwarder", f"size_{size}", figures)
         line[f"size_{size}"] = {k: figures[k] for k in ("fwd_per_s", "relay_per_s", "ratio")}
+        if "trees" in figures:
+            line[f"size_{size}"]["trees"] = {lb: {k: f[k] for k in ("fwd_per_s", "ratio")}
+                                            for lb, f in figures["trees"].items()}
     emit(line | {"ratio": min(v["ratio"] for v in line.values()), "target": TARGET})
     return 0
 

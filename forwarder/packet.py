@@ -91,13 +91,31 @@ class LpFragmented(Exception):
 def _open(wire: bytes, start: int, end: int, kind: int) -> tuple[bytes, int, int, int]:
     """Check the outer TLV of an Interest or Data at `wire[start:end]` and its leading Name;
     returns (the packet's own bytes, value end, name value start, name value end)."""
-    typ, off, vend = read_tl(wire, start, end)
-    if typ != kind or vend != end:
-        raise DecodeError("not an Interest" if kind == INTEREST else "not a Data")
+    # Inline the usual headers (1-byte TYPE; 1- or 3-byte LENGTH); read_tl does the rest.
+    if end - start >= 4 and wire[start] == kind and wire[start + 1] <= 253:
+        l0 = wire[start + 1]
+        if l0 < 253:
+            off = start + 2
+            vend = off + l0
+        else:
+            off = start + 4
+            vend = off + ((wire[start + 2] << 8) | wire[start + 3])
+        if vend != end:
+            raise DecodeError("not an Interest" if kind == INTEREST else "not a Data")
+    else:
+        typ, off, vend = read_tl(wire, start, end)
+        if typ != kind or vend != end:
+            raise DecodeError("not an Interest" if kind == INTEREST else "not a Data")
     if start or end != len(wire):
         wire = wire[start:end]
         off -= start
         vend -= start
+    if off + 2 <= vend and wire[off] == NAME and wire[off + 1] < 253:
+        noff = off + 2
+        nend = noff + wire[off + 1]
+        if nend > vend:
+            raise DecodeError("Name exceeds its packet")
+        return wire, vend, noff, nend
     typ, noff, nend = read_tl(wire, off, vend)
     if typ != NAME:
         raise DecodeError("packet does not start with a Name")
@@ -151,13 +169,16 @@ def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None =
 def decode_data(wire: bytes, start: int, end: int, pit_token: bytes | None = None) -> Data:
     wire, vend, noff, nend = _open(wire, start, end, DATA)
     freshness = 0
-    if nend < vend:
+    if nend < vend and wire[nend] == META_INFO:
         typ, moff, mend = read_tl(wire, nend, vend)
-        if typ == META_INFO:
-            while moff < mend:
-                typ, voff, moff = read_tl(wire, moff, mend)
-                if typ == FRESHNESS_PERIOD:
-                    freshness = decode_nonneg(wire, voff, moff)
+        while moff < mend:
+            typ, voff, moff = read_tl(wire, moff, mend)
+            if typ == FRESHNESS_PERIOD:
+                freshness = decode_nonneg(wire, voff, moff)
+    elif nend < vend:                   # the element after the Name must be well-formed
+        if not (wire[nend] < 253 and nend + 1 < vend and wire[nend + 1] < 253 and
+                nend + 2 + wire[nend + 1] <= vend):
+            read_tl(wire, nend, vend)
     return Data(wire, wire[noff:nend], freshness, pit_token)
 
 

@@ -52,12 +52,13 @@ def eligible_hops(fw: "Forwarder", fib_entry: FibEntry | None, interest: Interes
 class BestRoute(Strategy):
     name = "/localhost/nfd/strategy/best-route"
 
-    def after_receive_interest(self, fw, entry, interest, in_face, fib_entry, now):
+    def after_receive_interest(self, fw: "Forwarder", entry: PitEntry, interest: Interest,
+                               in_face: int, fib_entry: FibEntry | None, now: float) -> None:
         hops = eligible_hops(fw, fib_entry, interest, in_face)
         if not hops:
             fw.reject_pending_interest(entry, NACK_NO_ROUTE, only_face=in_face)
             return
-        if not entry.has_unexpired_out_records(now):          # new Interest
+        if not entry.out_records or not entry.has_unexpired_out_records(now):   # new Interest
             entry.retx_interval = RETX_INITIAL
             fw.send_interest(entry, hops[0], interest, now)
             return
@@ -75,7 +76,8 @@ class BestRoute(Strategy):
 class Multicast(Strategy):
     name = "/localhost/nfd/strategy/multicast"
 
-    def after_receive_interest(self, fw, entry, interest, in_face, fib_entry, now):
+    def after_receive_interest(self, fw: "Forwarder", entry: PitEntry, interest: Interest,
+                               in_face: int, fib_entry: FibEntry | None, now: float) -> None:
         hops = eligible_hops(fw, fib_entry, interest, in_face)
         if not hops:
             fw.reject_pending_interest(entry, NACK_NO_ROUTE, only_face=in_face)

@@ -132,6 +132,33 @@ def outer_length(buf: bytes | bytearray, off: int) -> tuple[int, int] | None:
     return tsize + lsize, length
 
 
+def split_frames(data: bytes | bytearray) -> tuple[list[bytes], int, bool]:
+    """Stream framing: the complete TLV packets at the start of `data`, the offset after the
+    last one, and whether the next one is longer than MAX_PACKET_SIZE (framing is lost: the
+    face must close). An incomplete packet at the end waits for more bytes."""
+    packets: list[bytes] = []
+    off = 0
+    n = len(data)
+    while off < n:
+        # inline the usual header (1-byte TYPE, 1- or 3-byte LENGTH); outer_length does the
+        # general case
+        if off + 4 <= n and data[off] < 253 and data[off + 1] <= 253:
+            length = data[off + 1]
+            total = 2 + length if length < 253 else 4 + ((data[off + 2] << 8) | data[off + 3])
+        else:
+            hdr = outer_length(data, off)
+            if hdr is None:
+                break
+            total = hdr[0] + hdr[1]
+        if total > MAX_PACKET_SIZE:
+            return packets, off, True
+        if off + total > n:
+            break
+        packets.append(bytes(data[off:off + total]))
+        off += total
+    return packets, off, False
+
+
 # ---- names -------------------------------------------------------------------------------
 
 def component_offsets(name: bytes) -> list[int]:

@@ -77,11 +77,12 @@ class RateTracer:
             cls = self._classify(name, is_data)
         else:
             memo = self._memo[is_data]
-            cls = memo.get(key)         # type: ignore[assignment]
-            if cls is None:
+            found = memo.get(key)
+            if found is None:
                 if len(memo) >= self.memo_entries:
                     memo.clear()
-                cls = memo[key] = self._classify(name, is_data)
+                found = memo[key] = self._classify(name, is_data)
+            cls = found
         self._last[is_data] = (name, cls)
         return cls
 

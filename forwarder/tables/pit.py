@@ -7,6 +7,7 @@ entries) drained by `expire()`, and lookups ignore entries whose deadline has pa
 from __future__ import annotations
 
 import heapq
+from typing import Iterator
 
 from ..packet import Interest
 
@@ -59,7 +60,10 @@ class PitEntry:
         return next(reversed(self.in_records.values())).interest
 
     def has_unexpired_out_records(self, now: float) -> bool:
-        return any(o.expires > now and o.nack_reason is None for o in self.out_records.values())
+        for o in self.out_records.values():     # a loop: no generator per call
+            if o.expires > now and o.nack_reason is None:
+                return True
+        return False
 
 
 class PitFull(Exception):
@@ -78,7 +82,7 @@ class Pit:
     def __len__(self) -> int:
         return self._count
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[PitEntry]:
         for group in list(self._by_name.values()):
             yield from list(group.values())
 
@@ -118,8 +122,9 @@ class Pit:
             return
         entry.erased = True
         group = self._by_name.get(entry.name)
-        if group is not None and group.get(entry.key) is entry:
-            del group[entry.key]
+        key = (entry.can_be_prefix, entry.must_be_fresh)
+        if group is not None and group.get(key) is entry:
+            del group[key]
             if not group:
                 del self._by_name[entry.name]
             self._count -= 1
@@ -128,22 +133,26 @@ class Pit:
     def data_matches(self, name: bytes, offsets: list[int], now: float) -> list[PitEntry]:
         """Unexpired entries a Data of this name satisfies: exact-name entries, and
         CanBePrefix entries for every prefix of the name."""
-        matches = []
+        matches: list[PitEntry] = []
         by_name = self._by_name
         group = by_name.get(name)
         if group:
-            matches.extend(e for e in group.values() if e.expires > now)
+            for e in group.values():
+                if e.expires > now:
+                    matches.append(e)
         if not self._cbp_count:
             return matches
         for end in offsets[:-1]:
             group = by_name.get(name[:end])
             if group:
-                matches.extend(e for e in group.values() if e.can_be_prefix and e.expires > now)
+                for e in group.values():
+                    if e.can_be_prefix and e.expires > now:
+                        matches.append(e)
         return matches
 
     def expire(self, now: float) -> list[PitEntry]:
         """Erase and return entries whose deadline has passed."""
-        gone = []
+        gone: list[PitEntry] = []
         heap = self._bucket_heap
         due = int(now * _BUCKETS_PER_S)
         while heap and heap[0] <= due:
