@@ -58,8 +58,17 @@ class ForwarderDaemon:
         self.dispatch(self.fw.on_receive(face.info.id, wire))
 
     def receive_batch(self, face: Face, wires: list[bytes]) -> None:
-        """The packets of one read of a stream face: one call into the core, one dispatch."""
-        self.dispatch(self.fw.on_receive_batch(face.info.id, wires))
+        """The packets of one read of a stream face: one call into the core, and one call
+        per out-face with its packets."""
+        faces = self.faces
+        for face_id, items in self.fw.on_receive_batch(face.info.id, wires).items():
+            if face_id == INTERNAL_FACE:
+                for item in items:
+                    self._spawn(self._manage(*item))       # type: ignore[misc]
+                continue
+            out = faces.get(face_id)
+            if out is not None:
+                out.send_many(items)                        # type: ignore[arg-type]
 
     def face_down(self, face: Face) -> None:
         face_id = face.info.id

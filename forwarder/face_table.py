@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Final, Iterator
 
-INVALID_FACE = 0
-INTERNAL_FACE = 1          # management, as NFD's internal face
-FIRST_FACE_ID = 256        # NFD numbers ordinary faces from 256 too
+INVALID_FACE: Final = 0
+INTERNAL_FACE: Final = 1          # management, as NFD's internal face
+FIRST_FACE_ID: Final = 256        # NFD numbers ordinary faces from 256 too
 
 
 @dataclass

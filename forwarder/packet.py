@@ -7,6 +7,7 @@ except its HopLimit byte, which is decremented in place.
 from __future__ import annotations
 
 import os
+from typing import Final
 
 from .tlv import (
     CAN_BE_PREFIX, DATA, DecodeError, FRESHNESS_PERIOD, HOP_LIMIT, INTEREST, INTEREST_LIFETIME,
@@ -16,23 +17,23 @@ from .tlv import (
     NAME, NONCE, decode_nonneg, encode_nonneg, encode_tlv, encode_varnum, read_tl,
 )
 
-DEFAULT_LIFETIME_MS = 4000
+DEFAULT_LIFETIME_MS: Final = 4000
 
 # Nack reasons (NDNLPv2)
-NACK_CONGESTION = 50
-NACK_DUPLICATE = 100
-NACK_NO_ROUTE = 150
+NACK_CONGESTION: Final = 50
+NACK_DUPLICATE: Final = 100
+NACK_NO_ROUTE: Final = 150
 # Least severe first: a downstream Nack carries the least severe reason its upstreams gave.
-_SEVERITY = {NACK_CONGESTION: 0, NACK_DUPLICATE: 1, NACK_NO_ROUTE: 2}
+_SEVERITY: Final = {NACK_CONGESTION: 0, NACK_DUPLICATE: 1, NACK_NO_ROUTE: 2}
 
-_KNOWN_LP_HEADERS = frozenset((
+_KNOWN_LP_HEADERS: Final = frozenset((
     LP_SEQUENCE, LP_PIT_TOKEN, LP_INCOMING_FACE_ID, LP_NEXT_HOP_FACE_ID, LP_CACHE_POLICY,
     LP_CONGESTION_MARK, LP_ACK, LP_TX_SEQUENCE, LP_NON_DISCOVERY, LP_PREFIX_ANNOUNCEMENT,
 ))
 
 
 # ForwardingHint, ApplicationParameters, InterestSignatureInfo/Value: carried, not inspected.
-_CARRIED_INTEREST_ELEMENTS = frozenset((0x1E, 0x24, 0x2C, 0x2E))
+_CARRIED_INTEREST_ELEMENTS: Final = frozenset((0x1E, 0x24, 0x2C, 0x2E))
 
 
 class Interest:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Final
 
 from ndnps.names import DISTRIBUTE, INSERT, REMOVE
 
@@ -29,13 +29,13 @@ from .tables.strategy_choice import StrategyChoice
 from .tracer import RateTracer
 from .tlv import DATA, GENERIC_COMPONENT, INTEREST, DecodeError, component_offsets, encode_tlv
 
-LOCALHOST = encode_tlv(GENERIC_COMPONENT, b"localhost")
-INSERT_COMPONENT = encode_tlv(GENERIC_COMPONENT, INSERT)
-REMOVE_COMPONENT = encode_tlv(GENERIC_COMPONENT, REMOVE)
-DISTRIBUTE_COMPONENT = encode_tlv(GENERIC_COMPONENT, DISTRIBUTE)
+LOCALHOST: Final = encode_tlv(GENERIC_COMPONENT, b"localhost")
+INSERT_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, INSERT)
+REMOVE_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, REMOVE)
+DISTRIBUTE_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, DISTRIBUTE)
 # Every marker's value starts with "*": a name whose third byte is not one has no marker, so
 # most names skip the three startswith() tests.
-MARKER_BYTE = b"*"
+MARKER_BYTE: Final = b"*"
 assert all(m[2:3] == MARKER_BYTE for m in (INSERT_COMPONENT, REMOVE_COMPONENT, DISTRIBUTE_COMPONENT))
 
 # What on_receive returns: (face id, bytes) to send; toward INTERNAL_FACE the item is
@@ -128,9 +128,10 @@ class Forwarder:
             self._receive(face, wire)
         return out
 
-    def on_receive_batch(self, face_id: int, wires: list[bytes]) -> list[Action]:
+    def on_receive_batch(self, face_id: int, wires: list[bytes]) -> dict[int, list[object]]:
         """Packets that arrived together on a face (one read of a stream), in order: the
-        same as on_receive for each, their actions concatenated in order."""
+        same as on_receive for each, their actions grouped by out-face, each face's in order
+        (so the I/O layer hands each face its packets in one call)."""
         out: list[Action] = []
         self._out = out
         for wire in wires:
@@ -138,7 +139,14 @@ class Forwarder:
             if face is None:
                 break
             self._receive(face, wire)
-        return out
+        by_face: dict[int, list[object]] = {}
+        for out_face, item in out:
+            items = by_face.get(out_face)
+            if items is None:
+                by_face[out_face] = [item]
+            else:
+                items.append(item)
+        return by_face
 
     def _receive(self, face: FaceInfo, wire: bytes) -> None:
         face.counters.in_bytes += len(wire)

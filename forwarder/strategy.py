@@ -3,7 +3,7 @@ and multicast. A strategy decides where a pending Interest goes and what a Nack 
 only through the forwarder's outgoing pipelines."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Final, TYPE_CHECKING
 
 from .packet import NACK_NO_ROUTE, Interest, Nack, less_severe
 from .tables.fib import FibEntry
@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from .pipelines import Forwarder
 
 # NFD's RetxSuppressionExponential defaults
-RETX_INITIAL = 0.010
-RETX_MAX = 0.250
-RETX_MULTIPLIER = 2.0
+RETX_INITIAL: Final = 0.010
+RETX_MAX: Final = 0.250
+RETX_MULTIPLIER: Final = 2.0
 
 
 class Strategy:

@@ -15,9 +15,9 @@ shares a shape, so a handful of entries serve the whole run.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, TextIO
+from typing import Callable, Final, TextIO
 
-HEADER = "Time\tNode\tFaceId\tType\tClass\tPackets\tBytes\n"
+HEADER: Final = "Time\tNode\tFaceId\tType\tClass\tPackets\tBytes\n"
 
 # A classifier maps (name TLV-VALUE, is_data) to a class; Nacks are always class "nack".
 # RateTracer memoizes it by shape_key, so it must read typed components (versions, segments,
@@ -26,7 +26,7 @@ Classifier = Callable[[bytes, bool], str]
 
 # Shapes remembered per direction (Interest / Data) before the memo starts afresh: a bound
 # against names that never repeat (e.g. management commands, a misbehaving app).
-MEMO_ENTRIES = 4096
+MEMO_ENTRIES: Final = 4096
 
 
 def shape_key(name: bytes) -> bytes | None:

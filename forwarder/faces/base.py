@@ -30,6 +30,10 @@ class Face:
     def send(self, wire: bytes) -> None:
         raise NotImplementedError
 
+    def send_many(self, wires: list[bytes]) -> None:
+        for wire in wires:
+            self.send(wire)
+
     def close(self) -> None:
         raise NotImplementedError
 

@@ -80,6 +80,24 @@ class StreamFace(Face, asyncio.Protocol):
         else:
             self._write(wire)
 
+    def send_many(self, wires: list[bytes]) -> None:
+        """`send` for each, in order; queued in one step while the queue has room for all."""
+        if self._emu is not None or self.transport is None or self._closed:
+            for wire in wires:
+                self.send(wire)
+            return
+        size = sum(map(len, wires))
+        if self._queued + size > QUEUE_LIMIT_BYTES or \
+                self.transport.get_write_buffer_size() > QUEUE_LIMIT_BYTES:
+            for wire in wires:                  # some may not fit: drops counted one by one
+                self._write(wire)
+            return
+        self._outq.extend(wires)
+        self._queued += size
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
     def _write(self, wire: bytes) -> None:
         """Queue; everything queued while the loop handles one batch of input leaves in one
         writev. One send per packet would wake the peer once per packet."""

@@ -7,6 +7,8 @@ lookups need the index, so it is brought up to date lazily, when one happens.
 """
 from __future__ import annotations
 
+from typing import Final
+
 from collections import OrderedDict
 
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
@@ -14,7 +16,7 @@ from sortedcontainers import SortedList  # type: ignore[import-untyped]
 from ..packet import Data, Interest
 
 # A CanBePrefix lookup gives up after this many candidates that are all stale.
-_MAX_PREFIX_SCAN = 64
+_MAX_PREFIX_SCAN: Final = 64
 
 
 class CsEntry:

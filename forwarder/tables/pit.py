@@ -7,12 +7,12 @@ entries) drained by `expire()`, and lookups ignore entries whose deadline has pa
 from __future__ import annotations
 
 import heapq
-from typing import Iterator
+from typing import Final, Iterator
 
 from ..packet import Interest
 
 
-_BUCKETS_PER_S = 10
+_BUCKETS_PER_S: Final = 10
 
 
 class InRecord:
@@ -66,6 +66,11 @@ class PitEntry:
         return False
 
 
+def _selectors(can_be_prefix: bool, must_be_fresh: bool) -> int:
+    """The entry's key within its name's group: a small int (cached, unlike a tuple)."""
+    return (2 if can_be_prefix else 0) + (1 if must_be_fresh else 0)
+
+
 class PitFull(Exception):
     """The PIT is at capacity; the Interest is dropped and counted."""
 
@@ -73,7 +78,7 @@ class PitFull(Exception):
 class Pit:
     def __init__(self, max_entries: int = 65536) -> None:
         self.max_entries = max_entries
-        self._by_name: dict[bytes, dict[tuple[bool, bool], PitEntry]] = {}
+        self._by_name: dict[bytes, dict[int, PitEntry]] = {}
         self._count = 0
         self._cbp_count = 0            # CanBePrefix entries: none means exact matching only
         self._buckets: dict[int, list[tuple[float, PitEntry]]] = {}
@@ -88,12 +93,14 @@ class Pit:
 
     def find(self, interest: Interest) -> PitEntry | None:
         group = self._by_name.get(interest.name)
-        return group.get((interest.can_be_prefix, interest.must_be_fresh)) if group else None
+        if not group:
+            return None
+        return group.get(_selectors(interest.can_be_prefix, interest.must_be_fresh))
 
     def insert(self, interest: Interest) -> tuple[PitEntry, bool]:
         """Find or create the entry for this Interest; returns (entry, created)."""
         group = self._by_name.get(interest.name)
-        key = (interest.can_be_prefix, interest.must_be_fresh)
+        key = _selectors(interest.can_be_prefix, interest.must_be_fresh)
         if group is not None:
             entry = group.get(key)
             if entry is not None:
@@ -122,7 +129,7 @@ class Pit:
             return
         entry.erased = True
         group = self._by_name.get(entry.name)
-        key = (entry.can_be_prefix, entry.must_be_fresh)
+        key = _selectors(entry.can_be_prefix, entry.must_be_fresh)
         if group is not None and group.get(key) is entry:
             del group[key]
             if not group:
