@@ -42,6 +42,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -97,9 +98,11 @@ CASES = [
          expect={"workers_lost": (">=", 1), "workers_rejoined": (">=", 1),
                  "collects_redone": (">=", 1), "short_versions": ("==", 0),
                  "workers_lost_at_end": ("==", []), "exit:w2-r1": ("==", 0)}),
+    # 60 epochs (600 versions, not the scenario's 300): a restarted process needs seconds to
+    # start, and a run that ends first cannot show the rejoin (the runner records it)
     Case("worker-rejoin", "worker w2 killed at version 40, restarted 2 s later; rejoins "
-                          "(continue)",
-         "worker-killed", [], ["training.epochs=10"], exact=False,
+                          "(continue; 60 epochs)",
+         "worker-killed", ["training.epochs=60"], ["training.epochs=30"], exact=False,
          expect={"workers_lost": (">=", 1), "workers_rejoined": (">=", 1),
                  "workers_lost_at_end": ("==", []), "short_versions": (">", 0),
                  "exit:w2-r1": ("==", 0)}),
@@ -418,6 +421,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--atheris-runs", type=int)
     p.add_argument("--table", action="store_true", help="print the README table and exit")
     args = p.parse_args(argv)
+
+    def on_term(signum, frame):             # stop the scenario run under way (finally: below)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
     if args.table:
         print(markdown(load_results().get("faults", {})))
         return 0
@@ -427,35 +434,51 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown: {', '.join(sorted(only - known))} (known: {', '.join(sorted(known))})")
     base = args.keep or Path(tempfile.mkdtemp(prefix="faults-"))
     base.mkdir(parents=True, exist_ok=True)
-    prev = load_results().get("faults", {}) if only else {}
-    cases = dict(prev.get("cases", {}))
-    bad = dict(prev.get("bad_input", {}))
+    if not only and not args.no_save:
+        save("faults", None, {})                  # a whole run starts a fresh table
+
+    def keep(part: str, key: str, value: dict) -> None:
+        """Saved as soon as measured (a long run cut short keeps what it measured), merged
+        into the "faults" section as it is on disk now."""
+        if args.no_save:
+            mine.setdefault(part, {})[key] = value
+            return
+        sec = load_results().get("faults", {})
+        sec.setdefault(part, {})[key] = value
+        order = [c.name for c in CASES]
+        sec["cases"] = {k: sec.get("cases", {})[k] for k in order if k in sec.get("cases", {})}
+        sec.update(quick=args.quick if not only else sec.get("quick", args.quick), **stamp())
+        save("faults", None, sec)
+
+    mine: dict = {}
     try:
         for case in CASES:
             if only is None or case.name in only:
-                cases[case.name] = run_case(case, args.quick, base)
-                cases[case.name].update(quick=args.quick, **stamp())
+                res = run_case(case, args.quick, base)
+                res.update(quick=args.quick, **stamp())
+                keep("cases", case.name, res)
         if only is None or "hypothesis" in only:
             log("faults: hypothesis fuzz (tests/unit/test_fw_fuzz.py)")
-            bad["hypothesis"] = hypothesis_fuzz()
-            log(f"  -> {bad['hypothesis']}")
+            h = hypothesis_fuzz()
+            keep("bad_input", "hypothesis", h)
+            log(f"  -> {h}")
         if only is None or "atheris" in only:
             runs = args.atheris_runs or (ATHERIS_QUICK_RUNS if args.quick else ATHERIS_RUNS)
             log(f"faults: atheris, {runs} inputs")
-            bad["atheris"] = atheris_fuzz(runs, base)
-            log(f"  -> { {k: v for k, v in bad['atheris'].items() if k != 'tail'} }")
+            a = atheris_fuzz(runs, base)
+            keep("bad_input", "atheris", a)
+            log(f"  -> { {k: v for k, v in a.items() if k != 'tail'} }")
         if only is None or "tests" in only:
             log("faults: bad-input tests (pytest -k ...)")
-            bad["tests"] = bad_input_tests(base)
-            log(f"  -> {bad['tests']['passed']} of {bad['tests']['tests']} passed")
+            t = bad_input_tests(base)
+            keep("bad_input", "tests", t)
+            log(f"  -> {t['passed']} of {t['tests']} passed")
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
-    order = [c.name for c in CASES]
-    fig = {"cases": {k: cases[k] for k in order if k in cases}, "bad_input": bad,
-           "quick": args.quick, **stamp()}
-    if not args.no_save:
-        save("faults", None, fig)
+    fig = mine if args.no_save else load_results().get("faults", {})
+    fig.setdefault("cases", {})
+    bad = fig.get("bad_input", {})
     print(markdown(fig), file=sys.stderr)
     emit({"faults": {k: v["ok"] for k, v in fig["cases"].items()},
           "bad_input": {k: v.get("ok") for k, v in bad.items()},
@@ -515,19 +538,23 @@ def _f(x) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
+ORDER = {c.name: i for i, c in enumerate(CASES)}
 HEADER = ("fault injected", "outcome", "accuracy (reference)", "workers lost / rejoined",
           "versions redone", "nothing lost: evidence", "wall s", "verdict")
 
 
 def table_rows(sec: dict) -> list[tuple[str, ...]]:
     out = []
-    for name, r in sec.get("cases", {}).items():
+    cases = sec.get("cases", {})           # results.json keeps its keys sorted: CASES order
+    for name, r in sorted(cases.items(), key=lambda kv: ORDER.get(kv[0], len(ORDER))):
         led = r.get("ledger", {})
         redone = f"{led.get('redone', 0)}"
         if r.get("ps_restarts"):
             redone += f" (resumed from {r.get('ps_resumed_from')})"
         verdict = "pass" if r["ok"] else "**FAIL**: " + "; ".join(r["failures"])
-        out.append((f"`{name}`: {r['fault']}", _outcome(r), _accuracy(r),
+        short = " (--quick: " + ", ".join(x for x in r.get("sets", []) if "epochs" in x
+                                            or "faults" in x) + ")" if r.get("quick") else ""
+        out.append((f"`{name}`: {r['fault']}{short}", _outcome(r), _accuracy(r),
                     _lost(r), redone,
                     _evidence(r), f"{r.get('wall_s')}", verdict))
     bad = sec.get("bad_input", {})
@@ -574,7 +601,7 @@ def markdown(sec: dict) -> str:
 def rows(sec: dict) -> list[tuple[str, str, str, str]]:
     """For `python -m bench --table`: (measure, figure, target, verdict)."""
     out = []
-    for name, r in sec.get("cases", {}).items():
+    for name, r in sorted(sec.get("cases", {}).items(), key=lambda kv: ORDER.get(kv[0], 99)):
         target = ("params = reference" if r.get("exact") else
                   f"accuracy ≥ reference − {ACCURACY_TOLERANCE}") + "; nothing lost"
         out.append((f"{name}: {r['fault']}",
