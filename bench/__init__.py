@@ -13,4 +13,5 @@ BENCHMARKS: dict[str, str] = {
     "iteration": "bench.iteration",     # 4. sync iteration vs TCP PS, compute, transfer
     "loss": "bench.loss",               # 5. iteration time at 0-10% loss, probes vs retx
     "scaling": "bench.scaling",         # 6. PS egress and iteration time as N grows to 32
+    "faults": "bench.faults",           # issue 6: faults injected -> outcome, fuzzing, bad input
 }

@@ -1,6 +1,7 @@
 """Interest/Data exchanges per second through one forwarder process, against a byte relay.
 
     python -m bench.forwarder [--size 100,8000] [--window 64] [--seconds 5] [--rounds 3] [--quick]
+                              [--trees base=/tmp/fwbase,head=.] [--compiled]
 
 A consumer keeps `window` Interests in flight, a producer answers each with a Data of `size`
 Content bytes (both in bench/loadgen.py: separate uvloop processes, raw pre-encoded TLV).
@@ -12,6 +13,15 @@ of a shared machine falls on both alike; the figures are medians over the rounds
 Each run reports the CPU share of every process over the measured window, so it shows which
 process was the bottleneck (a load generator near 100% while the forwarder idles would make
 the ratio meaningless).
+
+`--trees LABEL=DIR,...` runs the forwarder of each source tree (a `git worktree` of another
+commit, a copy with the compiled core ...) in the same alternation: relay, A, B, relay, A, B
+...; the load generator is always this tree's. Each tree gets its own figures under
+"trees"; the headline is the tree whose DIR is this one (else the first).
+
+`--compiled` adds this tree's core compiled with mypyc (`python -m forwarder.compile`, built in
+a temporary copy, so this tree is untouched) as tree "compiled", beside this tree's sources run
+as pure Python (tree "python", the headline): the gain of the optional build, in one run.
 
 Both Data sizes issue 7 asks for (100 and 8000 Content bytes) by default, one after the other.
 Writes bench/results.json (key "forwarder" -> "size_<N>", other keys kept) and prints one JSON
@@ -25,11 +35,13 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from bench.common import ROOT, emit, fmt, log, save, stamp
+from forwarder import PURE_ENV
 from bench.common import env as _env
 from ndnps.process import ManagedProcess, unix_socket_accepts, wait_until
 
@@ -57,13 +69,15 @@ def _tails(procs: list[ManagedProcess]) -> RuntimeError:
 
 def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, warmup: float,
              digest: bool = False, fwd_argv: list[str] | None = None,
-             on_measure=None, pin: bool = False) -> dict:
+             on_measure=None, pin: bool = False, tree: Path = ROOT,
+             fwd_env: dict[str, str] | None = None) -> dict:
     """One measured run through the relay (mode "relay") or a forwarder (mode "fwd").
 
     `fwd_argv` replaces the forwarder's command prefix (e.g. to run it under a profiler; the
     flags --unix/--tcp/--udp/--log-level are appended). `on_measure(pids)` is called once
     the consumer starts, for a profiler to attach. `pin`: the relay or forwarder on CPU 0,
-    consumer and producer on the other CPUs."""
+    consumer and producer on the other CPUs. `tree`: the source tree the forwarder runs from,
+    with `fwd_env` added to its environment."""
     ncpu = os.cpu_count() or 1
 
     def place(proc: ManagedProcess, server_side: bool) -> None:
@@ -92,8 +106,10 @@ def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, w
             csock = psock = str(workdir / "fwd.sock")
             argv = (fwd_argv or _py("-m", "forwarder")) + [
                 "--unix", csock, "--tcp", "0", "--udp", "0", "--log-level", "WARNING"]
-            server = ManagedProcess("forwarder", argv, workdir / "forwarder.log", env=env,
-                                    cwd=str(ROOT))
+            fenv = {"PYTHONPATH": os.pathsep.join([str(tree), env["PYTHONPATH"]]),
+                    **(fwd_env or {})}
+            server = ManagedProcess("forwarder", argv, workdir / "forwarder.log", env=fenv,
+                                    cwd=str(tree))
             procs.append(server)
             place(server, True)
             wait_until(lambda: unix_socket_accepts(csock), 30, server, "listening")
@@ -136,40 +152,57 @@ def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, w
 
 
 def measure(size: int, window: int, seconds: float, rounds: int, warmup: float,
-            digest: bool = False, log=print, pin: bool = False) -> dict:
+            digest: bool = False, log=print, pin: bool = False,
+            trees: dict[str, Path] | None = None,
+            tree_env: dict[str, dict[str, str]] | None = None) -> dict:
+    trees = trees or {"head": ROOT}
+    tree_env = tree_env or {}
     workdir = Path(tempfile.mkdtemp(prefix="fwdbench-"))
-    runs: dict[str, list[dict]] = {"relay": [], "fwd": []}
+    runs: dict[str, list[dict]] = {"relay": [], **{label: [] for label in trees}}
     try:
         for r in range(rounds):
-            for mode in ("relay", "fwd"):
+            for label in runs:
+                mode = "relay" if label == "relay" else "fwd"
+                tree = trees.get(label, ROOT)
                 try:
-                    res = run_once(mode, workdir / f"{mode}{r}", size, window, seconds, warmup,
-                                   digest, pin=pin)
+                    res = run_once(mode, workdir / f"{label}{r}", size, window, seconds, warmup,
+                                   digest, pin=pin, tree=tree, fwd_env=tree_env.get(label))
                 except Exception as e:          # one retry: a shared host has hiccups
-                    log(f"round {r + 1} {mode}: run failed, retrying once: {e}")
-                    res = run_once(mode, workdir / f"{mode}{r}b", size, window, seconds, warmup,
-                                   digest, pin=pin)
-                runs[mode].append(res)
-                log(f"round {r + 1}/{rounds} {mode:5s}: {res['per_s']:9.0f} exchanges/s  "
+                    log(f"round {r + 1} {label}: run failed, retrying once: {e}")
+                    res = run_once(mode, workdir / f"{label}{r}b", size, window, seconds,
+                                   warmup, digest, pin=pin, tree=tree,
+                                   fwd_env=tree_env.get(label))
+                runs[label].append(res)
+                log(f"round {r + 1}/{rounds} {label:8s}: {res['per_s']:9.0f} exchanges/s  "
                     f"cpu {res['cpu']}  nacks {res['nacks']} lost {res['lost']}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    fwd = statistics.median(r["per_s"] for r in runs["fwd"])
     relay = statistics.median(r["per_s"] for r in runs["relay"])
-    # ratio of the medians, and the median of the per-round ratios (both side by side)
-    per_round = [f["per_s"] / r["per_s"] for f, r in zip(runs["fwd"], runs["relay"])]
-    def cpu_us(mode: str, who: str) -> float:
-        return round(statistics.median(r["cpu"][who] / r["per_s"] * 1e6 for r in runs[mode]), 2)
 
-    return {
-        "fwd_per_s": round(fwd, 1),
+    def cpu_us(label: str, who: str) -> float:
+        return round(statistics.median(r["cpu"][who] / r["per_s"] * 1e6 for r in runs[label]), 2)
+
+    def figures(label: str) -> dict:
+        fwd = statistics.median(r["per_s"] for r in runs[label])
+        # ratio of the medians, and the median of the per-round ratios (both side by side)
+        per_round = [f["per_s"] / r["per_s"] for f, r in zip(runs[label], runs["relay"])]
+        return {"fwd_per_s": round(fwd, 1), "ratio": round(fwd / relay, 4),
+                "ratio_per_round": [round(x, 4) for x in per_round],
+                "cpu_us_per_exchange": {"forwarder": cpu_us(label, "fwd"),
+                                        "consumer": cpu_us(label, "consumer"),
+                                        "producer": cpu_us(label, "producer")}}
+
+    here = [lb for lb, t in trees.items() if t.resolve() == ROOT.resolve()]
+    head = here[0] if here else next(iter(trees))
+    main_fig = figures(head)
+    out = {
+        "fwd_per_s": main_fig["fwd_per_s"],
         "relay_per_s": round(relay, 1),
-        "ratio": round(fwd / relay, 4),
-        "ratio_per_round": [round(x, 4) for x in per_round],
+        "ratio": main_fig["ratio"],
+        "ratio_per_round": main_fig["ratio_per_round"],
         # CPU µs per exchange (median over rounds): steadier than throughput on a noisy host
         "cpu_us_per_exchange": {
-            "fwd": {"forwarder": cpu_us("fwd", "fwd"), "consumer": cpu_us("fwd", "consumer"),
-                    "producer": cpu_us("fwd", "producer")},
+            "fwd": main_fig["cpu_us_per_exchange"],
             "relay": {"relay": cpu_us("relay", "relay"), "consumer": cpu_us("relay", "consumer"),
                       "producer": cpu_us("relay", "producer")}},
         "config": {"size": size, "window": window, "seconds": seconds, "rounds": rounds,
@@ -177,6 +210,10 @@ def measure(size: int, window: int, seconds: float, rounds: int, warmup: float,
         "runs": runs,
         **stamp(),
     }
+    if len(trees) > 1:
+        out["headline_tree"] = head
+        out["trees"] = {label: {"dir": str(t), **figures(label)} for label, t in trees.items()}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,22 +229,65 @@ def main(argv: list[str] | None = None) -> int:
                    help="producer computes real DigestSha256 signatures (default: fixed)")
     p.add_argument("--pin", action="store_true",
                    help="forwarder/relay on CPU 0, consumer and producer on the others")
+    p.add_argument("--trees", default="",
+                   help="LABEL=DIR,...: forwarders of these source trees side by side "
+                        "(default: this tree only)")
+    p.add_argument("--compiled", action="store_true",
+                   help="also this tree's core compiled with mypyc (pure Python beside it)")
     p.add_argument("--no-save", action="store_true", help="do not write bench/results.json")
     args = p.parse_args(argv)
+    trees: dict[str, Path] = {}
+    for item in filter(None, args.trees.split(",")):
+        label, sep, d = item.partition("=")
+        if not sep or label == "relay" or not (Path(d) / "forwarder" / "__main__.py").exists():
+            p.error(f"--trees: {item!r} is not LABEL=DIR of a source tree")
+        trees[label] = Path(d).resolve()
     sizes = [int(x) for x in args.size.split(",")]
     if not all(0 <= s <= 8500 for s in sizes):
         p.error("--size must be 0..8500 (max packet 8800)")
     if args.quick:
         args.rounds, args.seconds = 1, 2.0
+    tree_env: dict[str, dict[str, str]] = {}
+    build_dir = None
+    if args.compiled:
+        build_dir = Path(tempfile.mkdtemp(prefix="fwbench-compiled-"))
+        trees = {"python": ROOT, **trees, "compiled": compiled_copy(build_dir)}
+        tree_env["python"] = {PURE_ENV: "1"}
+    try:
+        return _run(args, sizes, trees, tree_env)
+    finally:
+        if build_dir is not None:
+            shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def compiled_copy(dst: Path) -> Path:
+    """This tree's forwarder (and the ndnps it imports) compiled with mypyc, in `dst`."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.so", "_compiled.txt")
+    for d in ("forwarder", "ndnps"):
+        shutil.copytree(ROOT / d, dst / d, ignore=ignore)
+    log("compiling the forwarder core with mypyc (python -m forwarder.compile) ...")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", PURE_ENV)}
+    proc = subprocess.run([sys.executable, "-m", "forwarder.compile"], cwd=str(dst),
+                          env={**env, "PYTHONPATH": str(dst)}, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"--compiled: the build failed:\n{proc.stdout}{proc.stderr}")
+    return dst
+
+
+def _run(args, sizes: list[int], trees: dict[str, Path],
+         tree_env: dict[str, dict[str, str]]) -> int:
     line = {}
     for size in sizes:
         log(f"forwarder: {size}-byte Data")
         figures = measure(size, args.window, args.seconds, args.rounds, args.warmup,
-                          args.digest, log, args.pin)
+                          args.digest, log, args.pin, trees or None, tree_env)
         figures["quick"] = args.quick
         if not args.no_save:
             save("forwarder", f"size_{size}", figures)
         line[f"size_{size}"] = {k: figures[k] for k in ("fwd_per_s", "relay_per_s", "ratio")}
+        if "trees" in figures:
+            line[f"size_{size}"]["trees"] = {lb: {k: f[k] for k in ("fwd_per_s", "ratio")}
+                                            for lb, f in figures["trees"].items()}
     emit(line | {"ratio": min(v["ratio"] for v in line.values()), "target": TARGET})
     return 0
 
@@ -216,9 +296,12 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
     out = []
     for key in sorted(sec, key=lambda k: int(k.split("_")[1])):
         f = sec[key]
+        figure = f"{fmt(f['ratio'], '.3f')} ({f['fwd_per_s']:.0f} vs {f['relay_per_s']:.0f}/s)"
+        comp = f.get("trees", {}).get("compiled")
+        if comp:                        # the optional mypyc build, measured in the same run
+            figure += f"; mypyc build {fmt(comp['ratio'], '.3f')}"
         out.append((f"forwarder exchanges/s ÷ uvloop relay, {key.split('_')[1]}-byte Data",
-                    f"{fmt(f['ratio'], '.3f')} ({f['fwd_per_s']:.0f} vs {f['relay_per_s']:.0f}/s)",
-                    f"≥ {TARGET}", "met" if f["ratio"] >= TARGET else "missed"))
+                    figure, f"≥ {TARGET}", "met" if f["ratio"] >= TARGET else "missed"))
     return out
 
 

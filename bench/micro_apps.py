@@ -1,25 +1,25 @@
 """Per-packet cost of the apps' hot paths (not a registered benchmark): python-ndn's generic
-TLV model against a fixed-shape encoder/decoder of the same bytes, in one process.
+TLV model against what ndnps now does (issue 7), in one process.
 
     python -m bench.micro_apps [--n 2000]
 
-Measured, µs per packet, for one full 8000-byte segment and the training's HMAC key:
+Measured, µs per packet, for one full 8000-byte segment and the training's HMAC key; every
+pair is checked to produce the same bytes / the same values first:
 
-- `sign`: one gradient/push segment as apps do it (ndnps.segments.sign_segments ->
-  python-ndn make_data + ndnps.security.HmacSigner) vs `template_sign` (name prefix, MetaInfo
-  and SignatureInfo encoded once; per segment: the segment component, the Content TLV, one
-  HMAC) — the output is checked byte-identical;
-- `parse`: python-ndn parse_data + Security.verify (what App._on_data and the fetcher's
-  validator do for every received Data) vs `template_parse` (walk the five top-level TLVs,
-  HMAC the covered part) — the same accept/reject;
-- `interest`: python-ndn make_interest for a collect Interest vs a template (prefix bytes +
-  segment component + fixed nonce/lifetime tail);
+- `sign`: one push segment, name included (names.distribute): python-ndn make_data +
+  ndnps.security.HmacSigner, as sign_segments did before, vs `ndnps`: ndnps.segments.
+  sign_segments on a 51-segment object (ndnps.wire's fixed-shape encoder), per segment;
+- `parse_verify`: python-ndn parse_data + Security.verify vs ndnps.wire.parse_data (App's
+  receive path) + Security.verify;
+- `interest`: a collect Interest as NDNApp.express encodes it (InterestParam.from_dict +
+  make_interest) vs ndnps.wire.encode_interest (App.express);
+- `express_roundtrip`: express a collect Interest, receive its Data through the app's receive
+  path, validate, await the result — python-ndn's NDNApp vs ndnps.ndnapp.App, on a face that
+  sends nowhere (the PIT entry, timer, futures and validation are all in);
+- `template_sign`, `template_parse`: hand-written templates (prefix, MetaInfo and
+  SignatureInfo fixed; HMAC only) — the floor a Python encoder/decoder can reach;
 - `classify`: the forwarder tracer's per-packet class (ndnps.names.classify on the raw name)
   vs the same answer memoized by the name with its last two components cut.
-
-The template functions here are a proof of the saving, not used by the apps: the proposed
-fix (README of this directory, issue 7 report) is to give ndnps.segments / the fetcher / the
-tracer such a fast path.
 """
 from __future__ import annotations
 
@@ -57,22 +57,31 @@ def main(argv: list[str] | None = None) -> int:
 
     from ndn.encoding import MetaInfo, make_data, make_interest, InterestParam, parse_data
     from ndn.encoding import Component
+    from ndn.utils import gen_nonce
     from forwarder.tlv import read_tl
-    from ndnps import names
+    from ndnps import names, wire
     from ndnps.security import Security
+    from ndnps.segments import sign_segments
 
     key = b"micro-key"
     sec = Security(key, names.key("ps", "t1"))
     content = os.urandom(8000)
+    blob = os.urandom(8000 * 51)
     last = 50
     meta = MetaInfo(freshness_period=10_000, final_block_id=names.final_block_id(last))
 
-    def apps_sign(i: int) -> bytes:
-        return bytes(make_data(names.distribute("ps", "t1", 7, i % 51), meta, content,
-                               signer=sec.signer))
+    def pyndn_sign(i: int) -> bytes:
+        s = i % 51
+        return bytes(make_data(names.distribute("ps", "t1", 7, s), meta,
+                               blob[s * 8000:(s + 1) * 8000], signer=sec.signer))
+
+    def ndnps_sign_object() -> list[bytes]:
+        return sign_segments(blob, lambda s: names.distribute("ps", "t1", 7, s), sec.signer, 10_000)
+
+    assert ndnps_sign_object() == [pyndn_sign(i) for i in range(51)], "sign_segments differs"
 
     # template: everything but the segment component, the content and the signature is fixed
-    ref = apps_sign(0)
+    ref = pyndn_sign(0)
     name0 = names.distribute("ps", "t1", 7, 0)
     prefix = b"".join(bytes(c) for c in name0[:-1])
     meta_wire = bytes(_tlv_element(ref, 20))
@@ -81,21 +90,26 @@ def main(argv: list[str] | None = None) -> int:
     seg_comps = [bytes(Component.from_segment(s)) for s in range(51)]
 
     def template_sign(i: int) -> bytes:
-        seg = seg_comps[i % 51]
-        name = prefix + seg
-        covered = b"".join((_tl(7, len(name)), name, meta_wire, _tl(21, len(content)), content,
+        s = i % 51
+        part = blob[s * 8000:(s + 1) * 8000]
+        name = prefix + seg_comps[s]
+        covered = b"".join((_tl(7, len(name)), name, meta_wire, _tl(21, len(part)), part,
                             siginfo_wire))
         h = mac.copy()
         h.update(covered)
         body = covered + b"\x17\x20" + h.digest()
         return _tl(6, len(body)) + body
 
-    assert template_sign(0) == ref and template_sign(7) == apps_sign(7), "template differs"
+    assert template_sign(0) == ref and template_sign(7) == pyndn_sign(7), "template differs"
 
-    wires = [apps_sign(i) for i in range(51)]
+    wires = [pyndn_sign(i) for i in range(51)]
 
-    def apps_parse(i: int) -> bool:
+    def pyndn_parse(i: int) -> bool:
         name, meta_info, cont, sig = parse_data(wires[i % 51], with_tl=True)
+        return sec.verify(sig)
+
+    def ndnps_parse(i: int) -> bool:
+        name, meta_info, cont, sig = wire.parse_data(wires[i % 51])
         return sec.verify(sig)
 
     def template_parse(i: int) -> bool:
@@ -114,24 +128,20 @@ def main(argv: list[str] | None = None) -> int:
         h.update(memoryview(w)[start:cov_end])
         return hmac.compare_digest(h.digest(), sigval)
 
-    assert all(apps_parse(i) and template_parse(i) for i in range(51))
+    assert all(pyndn_parse(i) and ndnps_parse(i) and template_parse(i) for i in range(51))
 
-    cname = names.collect("w1", "ps", "t1", 7, 0)
+    cnames = [names.collect("w1", "ps", "t1", 7, s) for s in range(51)]
+    kw = {"must_be_fresh": True, "can_be_prefix": False, "lifetime": 500}
 
-    def apps_interest(i: int) -> bytes:
-        param = InterestParam(must_be_fresh=True, lifetime=500, nonce=i & 0xFFFFFFFF)
-        return bytes(make_interest(names.collect("w1", "ps", "t1", 7, i % 51), param))
+    def pyndn_interest(i: int) -> bytes:
+        param = InterestParam.from_dict({**kw, "nonce": gen_nonce()})
+        return bytes(make_interest(cnames[i % 51], param))
 
-    cprefix = b"".join(bytes(c) for c in cname[:-1])
-    tail = b"\x12\x00" + b"\x0a\x04"            # MustBeFresh, Nonce(4)
-    life = b"\x0c\x02\x01\xf4"                  # InterestLifetime 500
+    def ndnps_interest(i: int) -> bytes:
+        return wire.encode_interest(cnames[i % 51], gen_nonce(), 500, False, True)
 
-    def template_interest(i: int) -> bytes:
-        name = cprefix + seg_comps[i % 51]
-        body = _tl(7, len(name)) + name + tail + (i & 0xFFFFFFFF).to_bytes(4, "big") + life
-        return _tl(5, len(body)) + body
-
-    assert template_interest(3) == apps_interest(3), "interest template differs"
+    assert wire.encode_interest(cnames[3], 99, 500, False, True) == \
+        bytes(make_interest(cnames[3], InterestParam(must_be_fresh=True, nonce=99, lifetime=500)))
 
     from ndnps.names import classify
     raw_names = [_tlv_value(w, 7) for w in wires]
@@ -150,22 +160,83 @@ def main(argv: list[str] | None = None) -> int:
             c = cache[k] = classify(nm, True)
         return c
 
+    gwires = sign_segments(blob, lambda s: cnames[s], sec.signer)
+    roundtrip = _roundtrips(cnames, gwires, sec, kw, max(200, args.n // 2))
+
     n = args.n
     res = {
-        "sign_us": {"apps": timeit(apps_sign, n), "template": timeit(template_sign, n)},
-        "parse_verify_us": {"apps": timeit(apps_parse, n), "template": timeit(template_parse, n)},
-        "interest_us": {"apps": timeit(apps_interest, n), "template": timeit(template_interest, n)},
+        "sign_us": {"python_ndn": timeit(pyndn_sign, n),
+                    "ndnps": timeit(lambda i: ndnps_sign_object(), max(1, n // 51)) / 51,
+                    "template": timeit(template_sign, n)},
+        "parse_verify_us": {"python_ndn": timeit(pyndn_parse, n), "ndnps": timeit(ndnps_parse, n),
+                            "template": timeit(template_parse, n)},
+        "interest_us": {"python_ndn": timeit(pyndn_interest, n), "ndnps": timeit(ndnps_interest, n)},
+        "express_roundtrip_us": roundtrip,
         "classify_us": {"apps": timeit(apps_classify, n * 5), "cached": timeit(cached_classify, n * 5)},
     }
     for k, v in res.items():
-        a, b = list(v.values())
-        v["ratio"] = round(a / b, 1)
+        a, b = list(v.values())[:2]
         for kk in list(v):
-            if kk != "ratio":
-                v[kk] = round(v[kk], 2)
-        print(f"{k:18s} {v}", file=sys.stderr)
+            v[kk] = round(v[kk], 2)
+        v["ratio"] = round(a / b, 1)
+        print(f"{k:22s} {v}", file=sys.stderr)
     print(json.dumps(res))
     return 0
+
+
+def _roundtrips(cnames, gwires, sec, kw: dict, n: int) -> dict[str, float]:
+    """µs per express -> Data received -> validated -> result, python-ndn's NDNApp vs App,
+    on a face that is up and sends nowhere; best of 3 alternating batches."""
+    import asyncio
+
+    from ndn.appv2 import NDNApp
+    from ndn.transport.face import Face
+
+    from ndnps.ndnapp import App
+
+    class NullFace(Face):
+        def __init__(self) -> None:
+            super().__init__()
+            self.running = True
+
+        async def open(self) -> None:
+            pass
+
+        def shutdown(self) -> None:
+            pass
+
+        def send(self, data) -> None:
+            pass
+
+        async def run(self) -> None:
+            pass
+
+        def isLocalFace(self) -> bool:
+            return True
+
+    async def batch(app, count: int) -> float:
+        t0 = time.perf_counter()
+        for i in range(count):
+            s = i % len(cnames)
+            pending = app.express(cnames[s], sec.validator, **kw)
+            await app._receive(6, gwires[s])
+            _, content, _ = await pending
+        return (time.perf_counter() - t0) / count * 1e6
+
+    async def run() -> dict[str, float]:
+        plain = NDNApp(face=NullFace())
+        ours = App("unix:///nonexistent.sock")
+        ours.counting.inner = NullFace()
+        apps = {"python_ndn": plain, "ndnps": ours}
+        best = {k: float("inf") for k in apps}
+        for app in apps.values():
+            await batch(app, 100)                          # warm up
+        for _ in range(3):
+            for k, app in apps.items():
+                best[k] = min(best[k], await batch(app, n))
+        return best
+
+    return asyncio.run(run())
 
 
 def _tlv_element(wire: bytes, typ: int) -> bytes:

@@ -10,10 +10,11 @@ gc        the core loop with the default GC, with gc.freeze() + a larger gen-0 t
           and with the GC off: what the cyclic collector costs over a full CS/PIT/DNL
 tables    the table structures on the hot path (PIT expiry heap, CS index, strategy)
 
-    python -m bench.micro_pipeline --variants baseline,dnl,cs,decode,gc,dnl+cs+decode+gc
+    python -m bench.micro_pipeline --trees base=/tmp/fwbase,head=. [--repeat 5]
 
-runs the core loop with bench.fwd_variants patches applied, each variant in its own process,
-alternating over --repeat rounds, and prints the median µs per exchange of each.
+runs the core loop (gc frozen, as the daemon) of each source tree — a `git worktree` of another
+commit, a copy built with `python -m forwarder.compile` — each in its own process, alternating
+over --repeat rounds, and prints the median and best µs per exchange of each.
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def core_loop(n: int, size: int, start: int = 0) -> float:
     t0 = 0.0
     for i in range(n):
         if i == warm:
-            t0 = time.perf_counter()
+            t0 = time.process_time()
         a = on_receive(c, ints[i])
         assert a and a[0][0] == p, a
         d = on_receive(p, datas[i])
@@ -77,7 +78,8 @@ def core_loop(n: int, size: int, start: int = 0) -> float:
         if i & 63 == 0 and clock() >= next_tick:
             fw.tick()
             next_tick += 0.01
-    return (time.perf_counter() - t0) / (n - warm) * 1e6
+    # CPU time, not wall time: other processes on a shared host do not count
+    return (time.process_time() - t0) / (n - warm) * 1e6
 
 
 def stages(size: int) -> dict[str, float]:
@@ -198,16 +200,23 @@ def gc_variants(n: int, size: int, repeat: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in out.items()}
 
 
-def variants(names: list[str], n: int, size: int, repeat: int) -> dict[str, float]:
+def compare_trees(trees: dict[str, Path], n: int, size: int,
+                  repeat: int) -> dict[str, tuple[float, float]]:
+    """(median, best) µs per exchange of each tree's core, runs alternating between trees."""
+    import os
     import subprocess
-    res: dict[str, list[float]] = {v: [] for v in names}
-    for r in range(repeat):
-        for v in names:
-            out = subprocess.run([sys.executable, "-m", "bench.micro_pipeline", "--core-only", v,
-                                  "--n", str(n), "--size", str(size)], cwd=str(ROOT),
+    res: dict[str, list[float]] = {label: [] for label in trees}
+    for _ in range(repeat):
+        for label, tree in trees.items():
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT)])}
+            # this file's loop, that tree's forwarder (first on sys.path: the working directory)
+            script = (f"import runpy, sys; sys.argv = ['micro_pipeline', '--core-only', "
+                      f"'--n', '{n}', '--size', '{size}']; "
+                      f"runpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')")
+            out = subprocess.run([sys.executable, "-c", script], cwd=str(tree), env=env,
                                  capture_output=True, text=True, check=True).stdout
-            res[v].append(float(out.split()[-1]))
-    return {v: statistics.median(x) for v, x in res.items()}
+            res[label].append(float(out.split()[-1]))
+    return {label: (statistics.median(x), min(x)) for label, x in res.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,28 +224,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=8000)
     ap.add_argument("--n", type=int, default=60000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--variants", default="", help="comma-separated bench.fwd_variants patches")
-    ap.add_argument("--core-only", default="", metavar="VARIANT", help=argparse.SUPPRESS)
+    ap.add_argument("--trees", default="", metavar="LABEL=DIR,...",
+                    help="compare the core of these source trees (the first is the reference)")
+    ap.add_argument("--core-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.core_only:
-        from bench.fwd_variants import PATCHES
-        for part in args.core_only.split("+"):
-            if part == "gc":
-                gc.collect()
-                gc.freeze()
-                gc.set_threshold(50000, 10, 10)
-            elif part != "batch":
-                PATCHES[part]()
+    if args.core_only:                  # one tree's core, gc as the daemon sets it
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(50000, 20, 100)
         print(core_loop(args.n, args.size))
         return 0
-    if args.variants:
-        names = args.variants.split(",")
-        res = variants(names, args.n, args.size, args.repeat)
-        base = res.get("baseline")
-        print(f"core exchange µs (median of {args.repeat}, Data content {args.size} B):")
-        for v, us in res.items():
-            rel = f"  x{base / us:.2f} vs baseline" if base else ""
-            print(f"  {us:8.2f}  {v}{rel}")
+    if args.trees:
+        trees = {}
+        for item in args.trees.split(","):
+            label, _, d = item.partition("=")
+            trees[label] = Path(d).resolve()
+        res = compare_trees(trees, args.n, args.size, args.repeat)
+        ref = next(iter(res.values()))[0]
+        print(f"core exchange µs (median and best of {args.repeat}, Data content {args.size} B):")
+        for label, (med, best) in res.items():
+            print(f"  {med:8.2f}  {best:8.2f}  {label}  x{ref / med:.2f}")
         return 0
     print(f"Data content {args.size} bytes")
     print("stages (µs per call):")

@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.common import ROOT
 from bench.forwarder import run_once
 
 PYSPY = Path(sys.executable).with_name("py-spy")
@@ -63,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
     p.add_argument("--native", action="store_true", help="py-spy: include C frames (uvloop)")
     p.add_argument("--out", default="", help="directory to keep the raw profile in")
-    p.add_argument("--variant", default="",
-                   help="profile a bench.fwd_variants variant (e.g. batch+gc) instead")
+    p.add_argument("--tree", default="",
+                   help="profile the forwarder of this source tree instead (e.g. a compiled copy)")
     args = p.parse_args(argv)
+    tree = Path(args.tree).resolve() if args.tree else ROOT
     out = Path(args.out or tempfile.mkdtemp(prefix="fwdbench-prof-"))
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="fwdbench-prof-run-"))
@@ -73,10 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.tool == "cprofile":
             prof = out / "forwarder.prof"
-            target = ["bench.fwd_variants", "run", args.variant] if args.variant else ["forwarder"]
             res = run_once("fwd", workdir, args.size, args.window, args.seconds, warmup,
                            fwd_argv=[sys.executable, "-m", "bench.cprofile_main", str(prof),
-                                     *target])
+                                     "forwarder"], tree=tree)
             print(f"under cProfile: {res['per_s']:.0f} exchanges/s, cpu {res['cpu']}")
             st = pstats.Stats(str(prof))
             st.sort_stats("tottime").print_stats(30)
@@ -96,10 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             with open(out / "py-spy.log", "w") as log:
                 spy.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
 
-        fwd_argv = ([sys.executable, "-m", "bench.fwd_variants", "run", args.variant]
-                    if args.variant else None)
         res = run_once("fwd", workdir, args.size, args.window, args.seconds + warmup, warmup,
-                       fwd_argv=fwd_argv, on_measure=attach)
+                       on_measure=attach, tree=tree)
         for s in spy:
             s.wait(30)
         if not raw.exists():

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from ndnps.names import classify
 
+from . import core_build
 from .config import Config
 from .face_table import INTERNAL_FACE, FaceInfo
 from .faces.base import Face
@@ -55,6 +56,19 @@ class ForwarderDaemon:
 
     def receive(self, face: Face, wire: bytes) -> None:
         self.dispatch(self.fw.on_receive(face.info.id, wire))
+
+    def receive_batch(self, face: Face, wires: list[bytes]) -> None:
+        """The packets of one read of a stream face: one call into the core, and one call
+        per out-face with its packets."""
+        faces = self.faces
+        for face_id, items in self.fw.on_receive_batch(face.info.id, wires).items():
+            if face_id == INTERNAL_FACE:
+                for item in items:
+                    self._spawn(self._manage(*item))       # type: ignore[misc]
+                continue
+            out = faces.get(face_id)
+            if out is not None:
+                out.send_many(items)                        # type: ignore[arg-type]
 
     def face_down(self, face: Face) -> None:
         face_id = face.info.id
@@ -166,8 +180,8 @@ class ForwarderDaemon:
         # allocations, or collections rescan the PIT/CS/dead-nonce list most of the time.
         gc.freeze()
         gc.set_threshold(50_000, 20, 100)
-        log.info("forwarder up: unix=%s tcp=%s udp=%s", cfg.unix or "off", cfg.tcp or "off",
-                 cfg.udp or "off")
+        log.info("forwarder up: unix=%s tcp=%s udp=%s core=%s", cfg.unix or "off",
+                 cfg.tcp or "off", cfg.udp or "off", core_build())
 
     async def _tick(self) -> None:
         while True:

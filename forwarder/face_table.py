@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Final, Iterator
 
-INVALID_FACE = 0
-INTERNAL_FACE = 1          # management, as NFD's internal face
-FIRST_FACE_ID = 256        # NFD numbers ordinary faces from 256 too
+INVALID_FACE: Final = 0
+INTERNAL_FACE: Final = 1          # management, as NFD's internal face
+FIRST_FACE_ID: Final = 256        # NFD numbers ordinary faces from 256 too
 
 
 @dataclass
@@ -40,30 +41,31 @@ class FaceInfo:
 
 class FaceTable:
     def __init__(self) -> None:
-        self._faces: dict[int, FaceInfo] = {
+        # face id -> FaceInfo; the pipelines read it directly (never rebound)
+        self.by_id: dict[int, FaceInfo] = {
             INTERNAL_FACE: FaceInfo(INTERNAL_FACE, True, "internal://", "internal://", 2)}
         self._next_id = FIRST_FACE_ID
 
     def __contains__(self, face_id: int) -> bool:
-        return face_id in self._faces
+        return face_id in self.by_id
 
-    def __iter__(self):
-        return iter(list(self._faces.values()))
+    def __iter__(self) -> Iterator[FaceInfo]:
+        return iter(list(self.by_id.values()))
 
     def __len__(self) -> int:
-        return len(self._faces)
+        return len(self.by_id)
 
     def get(self, face_id: int) -> FaceInfo | None:
-        return self._faces.get(face_id)
+        return self.by_id.get(face_id)
 
     def add(self, local: bool, remote_uri: str = "", local_uri: str = "",
             persistency: int = 0) -> FaceInfo:
         info = FaceInfo(self._next_id, local, remote_uri, local_uri, persistency)
-        self._faces[info.id] = info
+        self.by_id[info.id] = info
         self._next_id += 1
         return info
 
     def remove(self, face_id: int) -> FaceInfo | None:
         if face_id == INTERNAL_FACE:
             return None
-        return self._faces.pop(face_id, None)
+        return self.by_id.pop(face_id, None)

@@ -7,6 +7,7 @@ except its HopLimit byte, which is decremented in place.
 from __future__ import annotations
 
 import os
+from typing import Final
 
 from .tlv import (
     CAN_BE_PREFIX, DATA, DecodeError, FRESHNESS_PERIOD, HOP_LIMIT, INTEREST, INTEREST_LIFETIME,
@@ -16,23 +17,23 @@ from .tlv import (
     NAME, NONCE, decode_nonneg, encode_nonneg, encode_tlv, encode_varnum, read_tl,
 )
 
-DEFAULT_LIFETIME_MS = 4000
+DEFAULT_LIFETIME_MS: Final = 4000
 
 # Nack reasons (NDNLPv2)
-NACK_CONGESTION = 50
-NACK_DUPLICATE = 100
-NACK_NO_ROUTE = 150
+NACK_CONGESTION: Final = 50
+NACK_DUPLICATE: Final = 100
+NACK_NO_ROUTE: Final = 150
 # Least severe first: a downstream Nack carries the least severe reason its upstreams gave.
-_SEVERITY = {NACK_CONGESTION: 0, NACK_DUPLICATE: 1, NACK_NO_ROUTE: 2}
+_SEVERITY: Final = {NACK_CONGESTION: 0, NACK_DUPLICATE: 1, NACK_NO_ROUTE: 2}
 
-_KNOWN_LP_HEADERS = frozenset((
+_KNOWN_LP_HEADERS: Final = frozenset((
     LP_SEQUENCE, LP_PIT_TOKEN, LP_INCOMING_FACE_ID, LP_NEXT_HOP_FACE_ID, LP_CACHE_POLICY,
     LP_CONGESTION_MARK, LP_ACK, LP_TX_SEQUENCE, LP_NON_DISCOVERY, LP_PREFIX_ANNOUNCEMENT,
 ))
 
 
 # ForwardingHint, ApplicationParameters, InterestSignatureInfo/Value: carried, not inspected.
-_CARRIED_INTEREST_ELEMENTS = frozenset((0x1E, 0x24, 0x2C, 0x2E))
+_CARRIED_INTEREST_ELEMENTS: Final = frozenset((0x1E, 0x24, 0x2C, 0x2E))
 
 
 class Interest:
@@ -91,13 +92,31 @@ class LpFragmented(Exception):
 def _open(wire: bytes, start: int, end: int, kind: int) -> tuple[bytes, int, int, int]:
     """Check the outer TLV of an Interest or Data at `wire[start:end]` and its leading Name;
     returns (the packet's own bytes, value end, name value start, name value end)."""
-    typ, off, vend = read_tl(wire, start, end)
-    if typ != kind or vend != end:
-        raise DecodeError("not an Interest" if kind == INTEREST else "not a Data")
+    # Inline the usual headers (1-byte TYPE; 1- or 3-byte LENGTH); read_tl does the rest.
+    if end - start >= 4 and wire[start] == kind and wire[start + 1] <= 253:
+        l0 = wire[start + 1]
+        if l0 < 253:
+            off = start + 2
+            vend = off + l0
+        else:
+            off = start + 4
+            vend = off + ((wire[start + 2] << 8) | wire[start + 3])
+        if vend != end:
+            raise DecodeError("not an Interest" if kind == INTEREST else "not a Data")
+    else:
+        typ, off, vend = read_tl(wire, start, end)
+        if typ != kind or vend != end:
+            raise DecodeError("not an Interest" if kind == INTEREST else "not a Data")
     if start or end != len(wire):
         wire = wire[start:end]
         off -= start
         vend -= start
+    if off + 2 <= vend and wire[off] == NAME and wire[off + 1] < 253:
+        noff = off + 2
+        nend = noff + wire[off + 1]
+        if nend > vend:
+            raise DecodeError("Name exceeds its packet")
+        return wire, vend, noff, nend
     typ, noff, nend = read_tl(wire, off, vend)
     if typ != NAME:
         raise DecodeError("packet does not start with a Name")
@@ -151,13 +170,16 @@ def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None =
 def decode_data(wire: bytes, start: int, end: int, pit_token: bytes | None = None) -> Data:
     wire, vend, noff, nend = _open(wire, start, end, DATA)
     freshness = 0
-    if nend < vend:
+    if nend < vend and wire[nend] == META_INFO:
         typ, moff, mend = read_tl(wire, nend, vend)
-        if typ == META_INFO:
-            while moff < mend:
-                typ, voff, moff = read_tl(wire, moff, mend)
-                if typ == FRESHNESS_PERIOD:
-                    freshness = decode_nonneg(wire, voff, moff)
+        while moff < mend:
+            typ, voff, moff = read_tl(wire, moff, mend)
+            if typ == FRESHNESS_PERIOD:
+                freshness = decode_nonneg(wire, voff, moff)
+    elif nend < vend:                   # the element after the Name must be well-formed
+        if not (wire[nend] < 253 and nend + 1 < vend and wire[nend + 1] < 253 and
+                nend + 2 + wire[nend + 1] <= vend):
+            read_tl(wire, nend, vend)
     return Data(wire, wire[noff:nend], freshness, pit_token)
 
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Final
 
 from ndnps.names import DISTRIBUTE, INSERT, REMOVE
 
 from .face_table import INTERNAL_FACE, FaceInfo, FaceTable
 from .packet import (
-    NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode, nack_for,
-    with_nonce,
+    NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode, decode_data,
+    decode_interest, nack_for, with_nonce,
 )
-from .strategy import BestRoute, Strategy
+from .strategy import BestRoute
 from .tables.cs import ContentStore
 from .tables.dead_nonce_list import DeadNonceList
 from .tables.fib import Fib
@@ -27,12 +27,16 @@ from .tables.pit import InRecord, OutRecord, Pit, PitEntry, PitFull
 from .tables.rib import Rib
 from .tables.strategy_choice import StrategyChoice
 from .tracer import RateTracer
-from .tlv import GENERIC_COMPONENT, DecodeError, component_offsets, encode_tlv
+from .tlv import DATA, GENERIC_COMPONENT, INTEREST, DecodeError, component_offsets, encode_tlv
 
-LOCALHOST = encode_tlv(GENERIC_COMPONENT, b"localhost")
-INSERT_COMPONENT = encode_tlv(GENERIC_COMPONENT, INSERT)
-REMOVE_COMPONENT = encode_tlv(GENERIC_COMPONENT, REMOVE)
-DISTRIBUTE_COMPONENT = encode_tlv(GENERIC_COMPONENT, DISTRIBUTE)
+LOCALHOST: Final = encode_tlv(GENERIC_COMPONENT, b"localhost")
+INSERT_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, INSERT)
+REMOVE_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, REMOVE)
+DISTRIBUTE_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, DISTRIBUTE)
+# Every marker's value starts with "*": a name whose third byte is not one has no marker, so
+# most names skip the three startswith() tests.
+MARKER_BYTE: Final = b"*"
+assert all(m[2:3] == MARKER_BYTE for m in (INSERT_COMPONENT, REMOVE_COMPONENT, DISTRIBUTE_COMPONENT))
 
 # What on_receive returns: (face id, bytes) to send; toward INTERNAL_FACE the item is
 # (INTERNAL_FACE, (Interest, in-face id)) so management knows who asked.
@@ -75,6 +79,7 @@ class Forwarder:
         self.limits = lim = limits or Limits()
         self.clock = clock
         self.faces = FaceTable()
+        self._face_by_id = self.faces.by_id     # the table's own dict: one lookup, no call
         self.fib = Fib()
         self.rib = Rib(self.fib)
         self.pit = Pit(lim.pit_entries)
@@ -102,7 +107,7 @@ class Forwarder:
         self.ppit.remove_face(face_id)
 
     def can_send_interest(self, face_id: int, interest: Interest) -> bool:
-        face = self.faces.get(face_id)
+        face = self._face_by_id.get(face_id)
         if face is None:
             return False
         if not face.local:
@@ -116,32 +121,62 @@ class Forwarder:
 
     def on_receive(self, face_id: int, wire: bytes) -> list[Action]:
         """One packet arrived on a face: decode what forwarding needs and run the pipelines."""
-        out = self._out = []
-        face = self.faces.get(face_id)
-        if face is None:
-            return out
+        out: list[Action] = []
+        self._out = out
+        face = self._face_by_id.get(face_id)
+        if face is not None:
+            self._receive(face, wire)
+        return out
+
+    def on_receive_batch(self, face_id: int, wires: list[bytes]) -> dict[int, list[object]]:
+        """Packets that arrived together on a face (one read of a stream), in order: the
+        same as on_receive for each, their actions grouped by out-face, each face's in order
+        (so the I/O layer hands each face its packets in one call)."""
+        out: list[Action] = []
+        self._out = out
+        for wire in wires:
+            face = self._face_by_id.get(face_id)
+            if face is None:
+                break
+            self._receive(face, wire)
+        by_face: dict[int, list[object]] = {}
+        for out_face, item in out:
+            items = by_face.get(out_face)
+            if items is None:
+                by_face[out_face] = [item]
+            else:
+                items.append(item)
+        return by_face
+
+    def _receive(self, face: FaceInfo, wire: bytes) -> None:
         face.counters.in_bytes += len(wire)
         try:
-            pkt = decode(wire)
-            kind = type(pkt)
-            if kind is Interest:
-                self.on_incoming_interest(face, pkt)
-            elif kind is Data:
-                self.on_incoming_data(face, pkt)
+            # bare Interest and Data first, without decode()'s dispatch; LpPackets through it
+            first = wire[0] if wire else -1
+            if first == INTEREST:
+                self.on_incoming_interest(face, decode_interest(wire, 0, len(wire)))
+            elif first == DATA:
+                self.on_incoming_data(face, decode_data(wire, 0, len(wire)))
             else:
-                self.on_incoming_nack(face, pkt)
+                pkt = decode(wire)
+                if isinstance(pkt, Interest):
+                    self.on_incoming_interest(face, pkt)
+                elif isinstance(pkt, Data):
+                    self.on_incoming_data(face, pkt)
+                else:
+                    self.on_incoming_nack(face, pkt)
         except DecodeError:
             face.drop("malformed")
         except LpIdle:
             face.drop("lp_idle")
         except LpFragmented:
             face.drop("lp_fragment")
-        return out
 
     def inject_interest(self, face_id: int, interest: Interest) -> list[Action]:
         """Run an already-decoded Interest through the pipelines (tests, internal use)."""
-        out = self._out = []
-        face = self.faces.get(face_id)
+        out: list[Action] = []
+        self._out = out
+        face = self._face_by_id.get(face_id)
         if face is not None:
             self.on_incoming_interest(face, interest)
         return out
@@ -161,24 +196,29 @@ class Forwarder:
         if not face.local and name.startswith(LOCALHOST):
             face.drop("localhost_scope")
             return
-        if interest.nonce is None:
+        nonce = interest.nonce
+        if nonce is None:
             interest = with_nonce(interest)
+            nonce = interest.nonce or b""
         now = self.clock()
-        route_name, route_offsets = _routing_name(name, offsets)
+        if name[2:3] == MARKER_BYTE:
+            route_name, route_offsets = _routing_name(name, offsets)
+        else:
+            route_name, route_offsets = name, offsets
 
-        if self.dnl.has(name, interest.nonce, now):
+        if self.dnl.has(name, nonce, now):
             self.on_interest_loop(face, interest)
             return
         entry = self.pit.find(interest)
         pending = entry is not None and entry.expires > now
-        if pending and _duplicate_nonce(entry, interest.nonce, face.id):
+        if pending and entry is not None and _duplicate_nonce(entry, nonce, face.id):
             self.on_interest_loop(face, interest)
             return
         if route_name is not name and not name.startswith(DISTRIBUTE_COMPONENT):
             # *insert* / *remove*: membership changes only for Interests that are not loops
             if not self.on_persistent_interest(face, name, route_name, route_offsets, now):
                 return
-        if not pending:
+        if entry is None or not pending:
             if entry is not None:               # expired but not yet swept
                 self._finalize(entry, satisfied=False)
             hit = self.cs.lookup(interest, now) if face.id != INTERNAL_FACE else None
@@ -220,19 +260,20 @@ class Forwarder:
 
     def on_content_store_miss(self, face: FaceInfo, entry: PitEntry, interest: Interest,
                               route_name: bytes, route_offsets: list[int], now: float) -> None:
+        face_id = face.id
         expires = now + interest.lifetime / 1000.0
-        entry.in_records[face.id] = InRecord(face.id, interest, expires)
+        entry.in_records[face_id] = InRecord(face_id, interest, expires)
         if expires > entry.expires:
             self.pit.set_expiry(entry, expires)
         fib_entry = self.fib.lookup(route_name, route_offsets)
-        strategy: Strategy = self.strategy_choice.find(route_name, route_offsets)
-        strategy.after_receive_interest(self, entry, interest, face.id, fib_entry, now)
+        strategy = self.strategy_choice.find(route_name, route_offsets)
+        strategy.after_receive_interest(self, entry, interest, face_id, fib_entry, now)
 
     def send_interest(self, entry: PitEntry, face_id: int, interest: Interest, now: float) -> None:
         """onOutgoingInterest: record the out-record and send (HopLimit decremented)."""
-        entry.out_records[face_id] = OutRecord(face_id, interest.nonce, now,
+        entry.out_records[face_id] = OutRecord(face_id, interest.nonce or b"", now,
                                                now + interest.lifetime / 1000.0)
-        face = self.faces.get(face_id)
+        face = self._face_by_id[face_id]        # strategies send only to faces that exist
         face.counters.out_interests += 1
         self.counters.out_interests += 1
         if face_id == INTERNAL_FACE:
@@ -257,7 +298,9 @@ class Forwarder:
             self._finalize(entry, satisfied=False)
 
     def count_suppressed(self, face_id: int) -> None:
-        self.faces.get(face_id).drop("retx_suppressed")
+        face = self._face_by_id.get(face_id)
+        if face is not None:
+            face.drop("retx_suppressed")
 
     # ---- Data pipelines ------------------------------------------------------------------
 
@@ -272,7 +315,7 @@ class Forwarder:
             face.drop("localhost_scope")
             return
         now = self.clock()
-        if name.startswith(DISTRIBUTE_COMPONENT):
+        if name[2:3] == MARKER_BYTE and name.startswith(DISTRIBUTE_COMPONENT):
             self.on_incoming_distribute(face, data, offsets, now)
             return
         matches = self.pit.data_matches(name, offsets, now)
@@ -281,7 +324,7 @@ class Forwarder:
             return
         if face.id != INTERNAL_FACE:
             self.cs.insert(data, now)
-        for face_id, token in self._satisfy(matches, face.id, data).items():
+        for face_id, token in self._satisfy(matches, face.id, data, now).items():
             self._send_data(face_id, data, token)
 
     def on_incoming_distribute(self, face: FaceInfo, data: Data, offsets: list[int],
@@ -309,21 +352,20 @@ class Forwarder:
             self.on_data_unsolicited(face, data)
             return
         self.cs.insert(data, now)
-        downstream = self._satisfy(matches, face.id, data)
+        downstream = self._satisfy(matches, face.id, data, now)
         for face_id in pushed:
             downstream.setdefault(face_id, None)
         pushed_to = set(pushed)
         for face_id, token in downstream.items():
             if face_id in pushed_to:
                 self.counters.pushes_out += 1
-                self.faces.get(face_id).counters.out_distribute += 1
+                self._face_by_id[face_id].counters.out_distribute += 1
             self._send_data(face_id, data, token, pulled=face_id not in pushed_to)
 
-    def _satisfy(self, matches: list[PitEntry], in_face: int,
-                 data: Data) -> dict[int, bytes | None]:
+    def _satisfy(self, matches: list[PitEntry], in_face: int, data: Data,
+                 now: float) -> dict[int, bytes | None]:
         """Erase the satisfied entries; return each downstream face once, with its PIT token."""
         downstream: dict[int, bytes | None] = {}
-        now = self.clock()
         for entry in matches:
             for face_id, rec in entry.in_records.items():
                 if face_id != in_face and face_id not in downstream and rec.expires > now:
@@ -354,7 +396,7 @@ class Forwarder:
             return
         rec.nack_reason = nack.reason
         name, offsets = _routing_name(nack.interest.name, component_offsets(nack.interest.name))
-        strategy: Strategy = self.strategy_choice.find(name, offsets)
+        strategy = self.strategy_choice.find(name, offsets)
         strategy.after_receive_nack(self, entry, nack, face.id, now)
 
     # ---- outgoing ------------------------------------------------------------------------
@@ -362,7 +404,7 @@ class Forwarder:
     def _send_data(self, face_id: int, data: Data, token: bytes | None,
                    pulled: bool = True) -> None:
         """`pulled`: answers an Interest (PIT or CS), rather than following a persistent entry."""
-        face = self.faces.get(face_id)
+        face = self._face_by_id.get(face_id)
         if face is None:
             return
         wire = data_for(data, token)
@@ -377,7 +419,7 @@ class Forwarder:
 
     def _send_nack(self, face_id: int, interest: Interest, reason: int,
                    token: bytes | None) -> None:
-        face = self.faces.get(face_id)
+        face = self._face_by_id.get(face_id)
         if face is None or face_id == INTERNAL_FACE:
             return
         wire = nack_for(interest, reason, token)

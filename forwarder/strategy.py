@@ -3,7 +3,7 @@ and multicast. A strategy decides where a pending Interest goes and what a Nack 
 only through the forwarder's outgoing pipelines."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Final, TYPE_CHECKING
 
 from .packet import NACK_NO_ROUTE, Interest, Nack, less_severe
 from .tables.fib import FibEntry
@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from .pipelines import Forwarder
 
 # NFD's RetxSuppressionExponential defaults
-RETX_INITIAL = 0.010
-RETX_MAX = 0.250
-RETX_MULTIPLIER = 2.0
+RETX_INITIAL: Final = 0.010
+RETX_MAX: Final = 0.250
+RETX_MULTIPLIER: Final = 2.0
 
 
 class Strategy:
@@ -52,12 +52,13 @@ def eligible_hops(fw: "Forwarder", fib_entry: FibEntry | None, interest: Interes
 class BestRoute(Strategy):
     name = "/localhost/nfd/strategy/best-route"
 
-    def after_receive_interest(self, fw, entry, interest, in_face, fib_entry, now):
+    def after_receive_interest(self, fw: "Forwarder", entry: PitEntry, interest: Interest,
+                               in_face: int, fib_entry: FibEntry | None, now: float) -> None:
         hops = eligible_hops(fw, fib_entry, interest, in_face)
         if not hops:
             fw.reject_pending_interest(entry, NACK_NO_ROUTE, only_face=in_face)
             return
-        if not entry.has_unexpired_out_records(now):          # new Interest
+        if not entry.out_records or not entry.has_unexpired_out_records(now):   # new Interest
             entry.retx_interval = RETX_INITIAL
             fw.send_interest(entry, hops[0], interest, now)
             return
@@ -75,7 +76,8 @@ class BestRoute(Strategy):
 class Multicast(Strategy):
     name = "/localhost/nfd/strategy/multicast"
 
-    def after_receive_interest(self, fw, entry, interest, in_face, fib_entry, now):
+    def after_receive_interest(self, fw: "Forwarder", entry: PitEntry, interest: Interest,
+                               in_face: int, fib_entry: FibEntry | None, now: float) -> None:
         hops = eligible_hops(fw, fib_entry, interest, in_face)
         if not hops:
             fw.reject_pending_interest(entry, NACK_NO_ROUTE, only_face=in_face)

@@ -4,50 +4,52 @@ Every function works on `bytes` and offsets; nothing is copied until a caller sl
 """
 from __future__ import annotations
 
-MAX_PACKET_SIZE = 8800
+from typing import Final
+
+MAX_PACKET_SIZE: Final = 8800
 
 # Network layer
-INTEREST = 0x05
-DATA = 0x06
-NAME = 0x07
-GENERIC_COMPONENT = 0x08
-IMPLICIT_DIGEST = 0x01
-PARAMS_DIGEST = 0x02
-VERSION_COMPONENT = 0x36
-SEGMENT_COMPONENT = 0x32
-CAN_BE_PREFIX = 0x21
-MUST_BE_FRESH = 0x12
-FORWARDING_HINT = 0x1E
-NONCE = 0x0A
-INTEREST_LIFETIME = 0x0C
-HOP_LIMIT = 0x22
-APP_PARAMETERS = 0x24
-META_INFO = 0x14
-CONTENT_TYPE = 0x18
-FRESHNESS_PERIOD = 0x19
-FINAL_BLOCK_ID = 0x1A
-CONTENT = 0x15
-SIGNATURE_INFO = 0x16
-SIGNATURE_VALUE = 0x17
-SIGNATURE_TYPE = 0x1B
+INTEREST: Final = 0x05
+DATA: Final = 0x06
+NAME: Final = 0x07
+GENERIC_COMPONENT: Final = 0x08
+IMPLICIT_DIGEST: Final = 0x01
+PARAMS_DIGEST: Final = 0x02
+VERSION_COMPONENT: Final = 0x36
+SEGMENT_COMPONENT: Final = 0x32
+CAN_BE_PREFIX: Final = 0x21
+MUST_BE_FRESH: Final = 0x12
+FORWARDING_HINT: Final = 0x1E
+NONCE: Final = 0x0A
+INTEREST_LIFETIME: Final = 0x0C
+HOP_LIMIT: Final = 0x22
+APP_PARAMETERS: Final = 0x24
+META_INFO: Final = 0x14
+CONTENT_TYPE: Final = 0x18
+FRESHNESS_PERIOD: Final = 0x19
+FINAL_BLOCK_ID: Final = 0x1A
+CONTENT: Final = 0x15
+SIGNATURE_INFO: Final = 0x16
+SIGNATURE_VALUE: Final = 0x17
+SIGNATURE_TYPE: Final = 0x1B
 
 # NDNLPv2
-LP_PACKET = 0x64
-LP_FRAGMENT = 0x50
-LP_SEQUENCE = 0x51
-LP_FRAG_INDEX = 0x52
-LP_FRAG_COUNT = 0x53
-LP_PIT_TOKEN = 0x62
-LP_NACK = 0x0320
-LP_NACK_REASON = 0x0321
-LP_INCOMING_FACE_ID = 0x032C
-LP_NEXT_HOP_FACE_ID = 0x0330
-LP_CACHE_POLICY = 0x0334
-LP_CONGESTION_MARK = 0x0340
-LP_ACK = 0x0344
-LP_TX_SEQUENCE = 0x0348
-LP_NON_DISCOVERY = 0x034C
-LP_PREFIX_ANNOUNCEMENT = 0x0350
+LP_PACKET: Final = 0x64
+LP_FRAGMENT: Final = 0x50
+LP_SEQUENCE: Final = 0x51
+LP_FRAG_INDEX: Final = 0x52
+LP_FRAG_COUNT: Final = 0x53
+LP_PIT_TOKEN: Final = 0x62
+LP_NACK: Final = 0x0320
+LP_NACK_REASON: Final = 0x0321
+LP_INCOMING_FACE_ID: Final = 0x032C
+LP_NEXT_HOP_FACE_ID: Final = 0x0330
+LP_CACHE_POLICY: Final = 0x0334
+LP_CONGESTION_MARK: Final = 0x0340
+LP_ACK: Final = 0x0344
+LP_TX_SEQUENCE: Final = 0x0348
+LP_NON_DISCOVERY: Final = 0x034C
+LP_PREFIX_ANNOUNCEMENT: Final = 0x0350
 
 
 class DecodeError(ValueError):
@@ -130,6 +132,33 @@ def outer_length(buf: bytes | bytearray, off: int) -> tuple[int, int] | None:
         return None
     length = int.from_bytes(buf[off + tsize + 1:off + tsize + lsize], "big")
     return tsize + lsize, length
+
+
+def split_frames(data: bytes | bytearray) -> tuple[list[bytes], int, bool]:
+    """Stream framing: the complete TLV packets at the start of `data`, the offset after the
+    last one, and whether the next one is longer than MAX_PACKET_SIZE (framing is lost: the
+    face must close). An incomplete packet at the end waits for more bytes."""
+    packets: list[bytes] = []
+    off = 0
+    n = len(data)
+    while off < n:
+        # inline the usual header (1-byte TYPE, 1- or 3-byte LENGTH); outer_length does the
+        # general case
+        if off + 4 <= n and data[off] < 253 and data[off + 1] <= 253:
+            length = data[off + 1]
+            total = 2 + length if length < 253 else 4 + ((data[off + 2] << 8) | data[off + 3])
+        else:
+            hdr = outer_length(data, off)
+            if hdr is None:
+                break
+            total = hdr[0] + hdr[1]
+        if total > MAX_PACKET_SIZE:
+            return packets, off, True
+        if off + total > n:
+            break
+        packets.append(bytes(data[off:off + total]))
+        off += total
+    return packets, off, False
 
 
 # ---- names -------------------------------------------------------------------------------

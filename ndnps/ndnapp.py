@@ -1,4 +1,4 @@
-"""python-ndn's NDNApp, adapted in one place for what ndnps needs.
+"""python-ndn's NDNApp, adapted where ndnps needs it.
 
 1. Pushed Data reach app code.  ``NDNApp._on_data`` (python-ndn 0.5.2, pinned) hands a Data only
    to pending Interests of its name and drops the rest, so a ``/*distribute*/...`` Data pushed
@@ -7,16 +7,19 @@
    ``/*insert*/<ps>/<train>`` (another name).  ``App`` overrides ``_on_data``: every Data whose
    first component is ``*distribute*`` is first given to ``on_distribute(name, meta_info,
    content, sig_ptrs)``, then the normal path runs (so a probe's own pending Interest is still
-   satisfied).  This is the only python-ndn internal we touch; no library global is patched.
+   satisfied).  No library global is patched.
 
 2. ``express`` ends the way it should.  ``NDNApp._wait_for_data`` turns the CancelledError of
    a task cancelled while awaiting ``express`` into ``InterestCanceled`` (an ordinary
-   exception), so cancelling a coroutine would look like a failure; ``App`` re-raises
-   CancelledError when the current task is being cancelled.  And python-ndn 0.5.2 races: when
-   a Data arrives just as its Interest times out, ``_on_data`` has already removed the PIT node
-   (its validation task has not yet set the future) and the timeout path's
-   ``del self._pit[node_name]`` raises KeyError out of ``express``; ``App`` reports that as
-   the timeout it is (the caller retransmits).
+   exception), so cancelling a coroutine would look like a failure, and leaves the cancelled
+   entry in its PIT; and python-ndn 0.5.2 races: when a Data arrives just as its Interest
+   times out, ``_on_data`` has already removed the PIT node (its validation task has not yet
+   set the future) and the timeout path's ``del self._pit[node_name]`` raises KeyError out of
+   ``express`` (or deletes the node of a newer Interest for the same name).  ``App`` replaces
+   ``_wait_for_data``: one timer on the entry's future (no ``asyncio.wait_for``), expiry raises
+   InterestTimeout, cancellation of the awaiting task raises CancelledError, a face shutdown
+   (python-ndn cancels every pending future) InterestCanceled; expiry and cancellation remove
+   the entry, and its node only if the PIT still holds that very node.
 
 3. The forwarder may go away and come back (restarted): while the face is down, ``express``
    behaves as if the Interest were lost (it times out after its lifetime; ``no_response``
@@ -29,20 +32,72 @@
 4. Byte and packet counters, and back-pressure.  ``CountingFace`` wraps the transport face
    python-ndn would have built (unix/tcp/udp from NDN_CLIENT_TRANSPORT or the client.conf) and
    counts what passes; ``drain()`` waits until the socket's write buffer has drained (pacing).
+
+5. Per-packet CPU (issue 7).  Incoming Data bypass python-ndn's generic TLV model: ``App``
+   overrides ``NDNApp._receive`` and hands a bare Data (no LpPacket) that ``ndnps.wire.
+   parse_data`` recognises to ``_on_data`` with the same four values ``ndn.encoding.parse_data``
+   would have produced (memoryviews into the packet, a ``MetaInfo``, a ``SignaturePtrs``);
+   everything else — Interests, Nacks, LpPackets, any Data of another shape — takes python-ndn's
+   own path unchanged.  ``_on_data`` is NDNApp's with ``InterestTreeNode.satisfy`` inlined:
+   the same matching (exact name, or CanBePrefix; implicit digest), and an entry whose
+   validator is a ``Security.validator`` is settled at once by ``Security.verify`` (what that
+   coroutine does) with python-ndn's result and context or ValidationFailure; any other
+   validator runs in its own Task as before.  A forged or unsigned Data fails the check
+   either way.  ``express`` without ApplicationParameters or a signer encodes the Interest
+   with ``ndnps.wire.encode_interest`` (the bytes of python-ndn's ``make_interest``, nonce
+   drawn by python-ndn's ``gen_nonce``) and hands it to python-ndn's public
+   ``express_raw_interest``, which keeps the PIT entry.  Measured in ``bench/micro_apps.py``.
+
+python-ndn internals relied on (pinned 0.5.2): ``NDNApp._receive`` (overridden; the face calls
+it with ``(typ, data)``), ``NDNApp._on_data`` (overridden), ``NDNApp._wait_for_data``
+(overridden; ``express_raw_interest`` returns it with ``(future, deadline, node_name, node)``),
+``NDNApp._pit`` (a ``NameTrie`` of ``InterestTreeNode``: ``prefixes``, ``get``, ``del``),
+``InterestTreeNode.pending_list`` and ``.timeout(future)``, ``PendingIntEntry`` (``future``,
+``deadline``, ``can_be_prefix``, ``implicit_sha256``, ``validator``, ``satisfy``), and that
+``_on_nack`` / ``_clean_up`` settle or cancel the pending futures.  Nothing of python-ndn is
+patched; ``tests/unit/test_apps_ndnapp.py`` pins each of these behaviours.
 """
 from __future__ import annotations
 
 import asyncio
+from hashlib import sha256
 from typing import Callable
 
-from ndn.appv2 import NDNApp
+from ndn import utils
+from ndn.appv2 import NDNApp, PendingIntEntry
 from ndn.client_conf import default_face, read_client_conf
+from ndn.encoding import InterestParam
 from ndn.transport.face import Face
-from ndn.types import InterestCanceled, InterestTimeout
+from ndn.types import InterestCanceled, InterestTimeout, ValidationFailure, ValidResult
+from ndn.utils import gen_nonce
 
-from . import names
+from . import names, wire
+from .security import Security
 
 OnDistribute = Callable[..., None]
+
+
+def _settle(entry: PendingIntEntry, sec: Security, data: tuple) -> None:
+    """PendingIntEntry.satisfy for ``Security.validator``, whose check is synchronous: the
+    same result, context or ValidationFailure, set now rather than from a Task."""
+    name, meta_info, content, sig, raw_packet = data
+    if entry.future.done():
+        return
+    try:
+        valid = sec.verify(sig)
+    except Exception:                 # a check that breaks is a failed check, not a dead face
+        valid = False
+    if valid:
+        entry.future.set_result((name, content, {"meta_info": meta_info, "sig_ptrs": sig,
+                                                 "raw_packet": raw_packet,
+                                                 "deadline": entry.deadline}))
+    else:
+        entry.future.set_exception(ValidationFailure(name, meta_info, content, sig,
+                                                     ValidResult.FAIL))
+
+# express() keyword arguments the fixed-shape Interest encoder covers (others: python-ndn)
+_PLAIN_INTEREST_ARGS = frozenset(("lifetime", "must_be_fresh", "can_be_prefix", "nonce",
+                                  "hop_limit", "no_response"))
 
 
 class CountingFace(Face):
@@ -129,7 +184,39 @@ class App(NDNApp):
                 return None
             lifetime = kwargs.get("lifetime") or 4000
             return self._lost(lifetime / 1000)
+        if app_param is None and signer is None and type(name) is list and name \
+                and _PLAIN_INTEREST_ARGS.issuperset(kwargs):
+            plain = self._express_plain(name, validator, kwargs)
+            if plain is not self._NOT_PLAIN:
+                return plain
         return super().express(name, validator, app_param, signer, **kwargs)
+
+    _NOT_PLAIN = object()
+
+    def _express_plain(self, name: list, validator, kwargs: dict):
+        """``NDNApp.express`` for an Interest without parameters or signature: the same
+        InterestParam (python-ndn's defaults: random nonce, lifetime 4000 ms), the packet
+        written by the fixed-shape encoder.  ``_NOT_PLAIN`` when a value is one only
+        python-ndn handles (it then raises or encodes as before)."""
+        can_be_prefix = kwargs.get("can_be_prefix", False)
+        must_be_fresh = kwargs.get("must_be_fresh", False)
+        lifetime = kwargs.get("lifetime", InterestParam.lifetime)   # 4000, its default
+        hop_limit = kwargs.get("hop_limit")
+        nonce = kwargs["nonce"] if "nonce" in kwargs else gen_nonce()
+        if type(can_be_prefix) is not bool or type(must_be_fresh) is not bool \
+                or not (lifetime is None or (type(lifetime) is int and lifetime >= 0)) \
+                or not (nonce is None or type(nonce) is int) \
+                or not (hop_limit is None or type(hop_limit) is int):
+            return self._NOT_PLAIN
+        try:
+            raw = wire.encode_interest(name, nonce, lifetime, can_be_prefix, must_be_fresh,
+                                       hop_limit)
+        except (TypeError, ValueError):
+            return self._NOT_PLAIN
+        param = InterestParam(can_be_prefix=can_be_prefix, must_be_fresh=must_be_fresh,
+                              nonce=nonce, lifetime=lifetime, hop_limit=hop_limit)
+        return self.express_raw_interest(name, param, raw, validator,
+                                         kwargs.get("no_response", False))
 
     @staticmethod
     async def _lost(seconds: float):
@@ -148,21 +235,76 @@ class App(NDNApp):
         if self.on_reconnect is not None:
             self.on_reconnect()
 
+    async def _receive(self, typ: int, data) -> None:
+        """A bare Data of our shape is decoded by ``ndnps.wire`` (same values, ~3x cheaper);
+        every other packet by python-ndn."""
+        if typ == wire.DATA:
+            parsed = wire.parse_data(data)
+            if parsed is not None:
+                name, meta_info, content, sig = parsed
+                await self._on_data(name, meta_info, content, sig, raw_packet=data)
+                return
+        await super()._receive(typ, data)
+
     async def _on_data(self, name, meta_info, content, sig, raw_packet):
         if self.on_distribute is not None and names.is_distribute(name):
             self.on_distribute(name, meta_info, content, sig)
-        await super()._on_data(name, meta_info, content, sig, raw_packet)
+        # NDNApp._on_data, with InterestTreeNode.satisfy inlined so that entries validated by
+        # a training's Security are settled at once instead of through one Task each
+        data = (name, meta_info, content, sig, raw_packet)
+        clean = []
+        for prefix, node in self._pit.prefixes(name):
+            is_prefix = prefix != name
+            unsatisfied = []
+            for entry in node.pending_list:
+                if (entry.can_be_prefix or not is_prefix) and (
+                        not entry.implicit_sha256
+                        or sha256(raw_packet).digest() == entry.implicit_sha256):
+                    if getattr(entry.validator, "__func__", None) is Security.validator:
+                        _settle(entry, entry.validator.__self__, data)
+                    else:
+                        asyncio.create_task(entry.satisfy(data))    # python-ndn's own path
+                else:
+                    unsatisfied.append(entry)
+            if unsatisfied:
+                node.pending_list = unsatisfied
+            else:
+                clean.append(prefix)
+        for prefix in clean:
+            del self._pit[prefix]
 
-    async def _wait_for_data(self, *args, **kwargs):
+    async def _wait_for_data(self, future: asyncio.Future, deadline: int, node_name, node):
+        """NDNApp._wait_for_data with the lifetime as one timer on the future itself
+        (``asyncio.wait_for`` costs a second future and callbacks per Interest).  Ends in
+        InterestTimeout (entry removed), the future's result or exception (Nack, validation
+        failure), CancelledError when the awaiting task is cancelled (entry removed), or
+        InterestCanceled when the face shut down (python-ndn cancels every pending future)."""
+        lifetime = deadline - utils.timestamp()
+        if lifetime <= 0:                    # python-ndn's rule: expressed long before awaited
+            lifetime = 100
+        handle = asyncio.get_running_loop().call_later(
+            lifetime / 1000, self._expire, future, node_name, node)
         try:
-            return await super()._wait_for_data(*args, **kwargs)
-        except KeyError:                      # the timeout/arrival race described above
-            raise InterestTimeout() from None
-        except InterestCanceled:
+            return await future
+        except asyncio.CancelledError:
+            self._forget(future, node_name, node)
             task = asyncio.current_task()
             if task is not None and task.cancelling():
-                raise asyncio.CancelledError() from None
-            raise
+                raise
+            raise InterestCanceled() from None
+        finally:
+            handle.cancel()
+
+    def _expire(self, future: asyncio.Future, node_name, node) -> None:
+        if not future.done():
+            self._forget(future, node_name, node)
+            future.set_exception(InterestTimeout())
+
+    def _forget(self, future: asyncio.Future, node_name, node) -> None:
+        """Drop one pending entry, and its node when it was the last — only if the PIT still
+        holds that node (a Data may have removed it and a new Interest put another there)."""
+        if node.timeout(future) and self._pit.get(node_name) is node:
+            del self._pit[node_name]
 
     async def register(self, name, tries: int = 8) -> bool:
         """python-ndn sends one command and gives up at its first timeout; on a lossy link

@@ -362,6 +362,12 @@ class Faults:
                 proc = self.ps = self.runner._spawn(f"{name}-r{n}", argv, env)
             else:
                 sock = self.runner.sockets[name]
+                # the new process truncates its trace files: keep the killed one's as
+                # traces/<name>-r<n-1>-*.tsv (r0: the first process)
+                traces = self.runner.run_dir / "traces"
+                for kind in ("rates", "tables"):
+                    if (traces / f"{name}-{kind}.tsv").exists():
+                        (traces / f"{name}-{kind}.tsv").rename(traces / f"{name}-r{n - 1}-{kind}.tsv")
                 proc = self.runner._spawn(f"fwd-{name}-r{n}", self.runner.forwarder_argv[name])
                 wait_until(lambda: unix_socket_accepts(sock), READY_TIMEOUT, proc, "listening")
                 self.runner.forwarder_procs[name] = proc

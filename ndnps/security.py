@@ -10,13 +10,25 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Sequence
 
-from ndn.encoding import FormalName, KeyLocator, SignaturePtrs, SignatureType, Signer
+from ndn.encoding import FormalName, KeyLocator, Name, SignaturePtrs, SignatureType, Signer
 from ndn.types import ValidResult
+
+from .wire import encode_signature_info
 
 
 class DigestSigner(Signer):
-    """DigestSha256: integrity only."""
+    """DigestSha256: integrity only.  ``signature_info`` and ``sign`` serve the fixed-shape
+    encoder (``ndnps.wire.encode_data``), the rest python-ndn's ``make_data``."""
+
+    signature_info = encode_signature_info(SignatureType.DIGEST_SHA256)
+
+    def sign(self, blocks: Sequence[bytes]) -> bytes:
+        h = hashlib.sha256()
+        for blk in blocks:
+            h.update(blk)
+        return h.digest()
 
     def write_signature_info(self, signature_info) -> None:
         signature_info.signature_type = SignatureType.DIGEST_SHA256
@@ -26,10 +38,7 @@ class DigestSigner(Signer):
         return 32
 
     def write_signature_value(self, wire, contents) -> int:
-        h = hashlib.sha256()
-        for blk in contents:
-            h.update(blk)
-        wire[:] = h.digest()
+        wire[:] = self.sign(contents)
         return 32
 
 
@@ -39,6 +48,14 @@ class HmacSigner(Signer):
     def __init__(self, key: bytes, key_name: FormalName) -> None:
         self._base = hmac.new(key, digestmod=hashlib.sha256)   # copied per packet: no re-keying
         self.key_name = key_name
+        self.signature_info = encode_signature_info(SignatureType.HMAC_WITH_SHA256,
+                                                    [bytes(c) for c in Name.normalize(key_name)])
+
+    def sign(self, blocks: Sequence[bytes]) -> bytes:
+        h = self._base.copy()
+        for blk in blocks:
+            h.update(blk)
+        return h.digest()
 
     def write_signature_info(self, signature_info) -> None:
         signature_info.signature_type = SignatureType.HMAC_WITH_SHA256
@@ -49,10 +66,7 @@ class HmacSigner(Signer):
         return 32
 
     def write_signature_value(self, wire, contents) -> int:
-        h = self._base.copy()
-        for blk in contents:
-            h.update(blk)
-        wire[:] = h.digest()
+        wire[:] = self.sign(contents)
         return 32
 
 

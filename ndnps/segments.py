@@ -7,21 +7,46 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Callable, Generic, TypeVar
 
-from ndn.encoding import FormalName, MetaInfo, Signer, make_data
+from ndn.encoding import FormalName, MetaInfo, Name, Signer, make_data
 
-from . import names
+from . import names, wire
 from .codec import SEGMENT_SIZE, segment
+from .security import DigestSigner, HmacSigner
 
 K = TypeVar("K")
 V = TypeVar("V")
 
+# Signers whose wire form ndnps.wire reproduces byte for byte (tests/unit/test_wire.py)
+_FIXED_SHAPE_SIGNERS = (HmacSigner, DigestSigner)
+
 
 def sign_segments(blob: bytes, name_of: Callable[[int], FormalName], signer: Signer,
                   freshness_ms: int | None = None, size: int = SEGMENT_SIZE) -> list[bytes]:
-    """The wire Data packets of `blob`, segment i named `name_of(i)`."""
-    parts = segment(blob, size)
-    meta = MetaInfo(freshness_period=freshness_ms, final_block_id=names.final_block_id(len(parts) - 1))
-    return [bytes(make_data(name_of(i), meta, part, signer=signer)) for i, part in enumerate(parts)]
+    """The wire Data packets of `blob`, segment i named `name_of(i)`.
+
+    With our own signers the packets are written by the fixed-shape encoder (MetaInfo and
+    SignatureInfo encoded once per object, ~4x cheaper than python-ndn's make_data, the same
+    bytes); any other signer goes through make_data."""
+    if type(signer) not in _FIXED_SHAPE_SIGNERS:
+        parts = segment(blob, size)
+        meta = MetaInfo(freshness_period=freshness_ms,
+                        final_block_id=names.final_block_id(len(parts) - 1))
+        return [bytes(make_data(name_of(i), meta, part, signer=signer)) for i, part in enumerate(parts)]
+    if size <= 0:
+        raise ValueError("max_size must be positive")
+    # codec.segment's cut, as views: the content is copied once, into the packet
+    mv = memoryview(blob).cast("B")
+    parts = [mv[i:i + size] for i in range(0, len(mv), size)] or [b""]
+    meta_wire = wire.encode_meta_info(freshness_ms, names.final_block_id(len(parts) - 1))
+    info, sign = signer.signature_info, signer.sign
+    out = []
+    for i, part in enumerate(parts):
+        name = name_of(i)
+        try:
+            out.append(wire.encode_data(name, meta_wire, part, info, sign))
+        except TypeError:                     # a NonStrictName (str components, ...)
+            out.append(wire.encode_data(Name.normalize(name), meta_wire, part, info, sign))
+    return out
 
 
 class Assembly:

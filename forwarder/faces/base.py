@@ -18,6 +18,8 @@ class FaceOwner(Protocol):
 
     def receive(self, face: "Face", wire: bytes) -> None: ...
 
+    def receive_batch(self, face: "Face", wires: list[bytes]) -> None: ...
+
     def face_down(self, face: "Face") -> None: ...
 
 
@@ -27,6 +29,10 @@ class Face:
 
     def send(self, wire: bytes) -> None:
         raise NotImplementedError
+
+    def send_many(self, wires: list[bytes]) -> None:
+        for wire in wires:
+            self.send(wire)
 
     def close(self) -> None:
         raise NotImplementedError

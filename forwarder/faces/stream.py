@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 
 from ..face_table import FaceInfo
-from ..tlv import MAX_PACKET_SIZE, outer_length
+from ..tlv import split_frames
 from .base import QUEUE_LIMIT_BYTES, Face, FaceOwner, ip_uri, is_loopback
 from .link import LinkEmulator, LinkParams
 
@@ -48,49 +48,30 @@ class StreamFace(Face, asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         buf = self._buf
         if not buf:
-            # common case: whole packets in one read, slice without copying into the buffer
+            # common case: whole packets in one read, sliced without copying into the buffer
             off = self._deliver_complete(data)
-            if off is None:
-                return
-            if off < len(data):
+            if off is not None and off < len(data):
                 buf += data[off:]
             return
         buf += data
         off = self._deliver_complete(buf)
-        if off is None:
-            return
-        del buf[:off]
+        if off is not None:
+            del buf[:off]
 
     def _deliver_complete(self, data: bytes | bytearray) -> int | None:
-        """Hand every complete packet in `data` to the owner; return bytes consumed, or None
-        if the face was closed (oversize packet)."""
-        off = 0
-        n = len(data)
-        receive = self._owner.receive
-        while off < n:
-            # inline the usual header (1-byte TYPE, 1- or 3-byte LENGTH); outer_length does
-            # the general case
-            if off + 4 <= n and data[off] < 253 and data[off + 1] <= 253:
-                length = data[off + 1]
-                total = 2 + length if length < 253 else \
-                    4 + ((data[off + 2] << 8) | data[off + 3])
-            else:
-                hdr = outer_length(data, off)
-                if hdr is None:
-                    break
-                total = hdr[0] + hdr[1]
-            if total > MAX_PACKET_SIZE:
-                # NFD closes a stream face that sends an oversize packet: framing is lost
-                self.info.drop("oversize")
-                self.close()
-                return None
-            if off + total > n:
-                break
-            if self._emu is None or self._emu.admit():
-                receive(self, bytes(data[off:off + total]))
-                if self._closed:
-                    return None
-            off += total
+        """Hand every complete packet in `data` to the owner, all of one read in one call;
+        return bytes consumed, or None if the face was closed (oversize packet)."""
+        packets, off, oversize = split_frames(data)
+        if self._emu is not None:
+            emu = self._emu
+            packets = [p for p in packets if emu.admit()]
+        if packets and not self._closed:
+            self._owner.receive_batch(self, packets)
+        if oversize:
+            # NFD closes a stream face that sends an oversize packet: framing is lost
+            self.info.drop("oversize")
+            self.close()
+            return None
         return off
 
     def send(self, wire: bytes) -> None:
@@ -98,6 +79,24 @@ class StreamFace(Face, asyncio.Protocol):
             self._emu.send(wire)
         else:
             self._write(wire)
+
+    def send_many(self, wires: list[bytes]) -> None:
+        """`send` for each, in order; queued in one step while the queue has room for all."""
+        if self._emu is not None or self.transport is None or self._closed:
+            for wire in wires:
+                self.send(wire)
+            return
+        size = sum(map(len, wires))
+        if self._queued + size > QUEUE_LIMIT_BYTES or \
+                self.transport.get_write_buffer_size() > QUEUE_LIMIT_BYTES:
+            for wire in wires:                  # some may not fit: drops counted one by one
+                self._write(wire)
+            return
+        self._outq.extend(wires)
+        self._queued += size
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     def _write(self, wire: bytes) -> None:
         """Queue; everything queued while the loop handles one batch of input leaves in one

@@ -7,14 +7,16 @@ lookups need the index, so it is brought up to date lazily, when one happens.
 """
 from __future__ import annotations
 
+from typing import Final
+
 from collections import OrderedDict
 
-from sortedcontainers import SortedList
+from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
 from ..packet import Data, Interest
 
 # A CanBePrefix lookup gives up after this many candidates that are all stale.
-_MAX_PREFIX_SCAN = 64
+_MAX_PREFIX_SCAN: Final = 64
 
 
 class CsEntry:
@@ -49,16 +51,17 @@ class ContentStore:
         if self.max_packets <= 0 or len(data.wire) > self.max_bytes:
             return
         name = data.name
-        old = self._entries.pop(name, None)
+        entries = self._entries
+        old = entries.pop(name, None)
         if old is not None:
             self.bytes -= len(old.data.wire)
         elif name in self._index_removes:
             self._index_removes.discard(name)
         else:
             self._index_adds.add(name)
-        self._entries[name] = CsEntry(data, now + data.freshness / 1000.0)
+        entries[name] = CsEntry(data, now + data.freshness / 1000.0)
         self.bytes += len(data.wire)
-        while len(self._entries) > self.max_packets or self.bytes > self.max_bytes:
+        while len(entries) > self.max_packets or self.bytes > self.max_bytes:
             self._evict_oldest()
 
     def _evict_oldest(self) -> None:
@@ -71,7 +74,12 @@ class ContentStore:
         self.evictions += 1
 
     def lookup(self, interest: Interest, now: float) -> Data | None:
-        entry = self._find(interest, now)
+        if not interest.can_be_prefix:          # the usual case, without _find's call
+            entry = self._entries.get(interest.name)
+            if entry is not None and interest.must_be_fresh and entry.fresh_until <= now:
+                entry = None
+        else:
+            entry = self._find(interest, now)
         if entry is None:
             self.misses += 1
             return None

@@ -7,11 +7,12 @@ entries) drained by `expire()`, and lookups ignore entries whose deadline has pa
 from __future__ import annotations
 
 import heapq
+from typing import Final, Iterator
 
 from ..packet import Interest
 
 
-_BUCKETS_PER_S = 10
+_BUCKETS_PER_S: Final = 10
 
 
 class InRecord:
@@ -59,7 +60,15 @@ class PitEntry:
         return next(reversed(self.in_records.values())).interest
 
     def has_unexpired_out_records(self, now: float) -> bool:
-        return any(o.expires > now and o.nack_reason is None for o in self.out_records.values())
+        for o in self.out_records.values():     # a loop: no generator per call
+            if o.expires > now and o.nack_reason is None:
+                return True
+        return False
+
+
+def _selectors(can_be_prefix: bool, must_be_fresh: bool) -> int:
+    """The entry's key within its name's group: a small int (cached, unlike a tuple)."""
+    return (2 if can_be_prefix else 0) + (1 if must_be_fresh else 0)
 
 
 class PitFull(Exception):
@@ -69,7 +78,7 @@ class PitFull(Exception):
 class Pit:
     def __init__(self, max_entries: int = 65536) -> None:
         self.max_entries = max_entries
-        self._by_name: dict[bytes, dict[tuple[bool, bool], PitEntry]] = {}
+        self._by_name: dict[bytes, dict[int, PitEntry]] = {}
         self._count = 0
         self._cbp_count = 0            # CanBePrefix entries: none means exact matching only
         self._buckets: dict[int, list[tuple[float, PitEntry]]] = {}
@@ -78,18 +87,20 @@ class Pit:
     def __len__(self) -> int:
         return self._count
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[PitEntry]:
         for group in list(self._by_name.values()):
             yield from list(group.values())
 
     def find(self, interest: Interest) -> PitEntry | None:
         group = self._by_name.get(interest.name)
-        return group.get((interest.can_be_prefix, interest.must_be_fresh)) if group else None
+        if not group:
+            return None
+        return group.get(_selectors(interest.can_be_prefix, interest.must_be_fresh))
 
     def insert(self, interest: Interest) -> tuple[PitEntry, bool]:
         """Find or create the entry for this Interest; returns (entry, created)."""
         group = self._by_name.get(interest.name)
-        key = (interest.can_be_prefix, interest.must_be_fresh)
+        key = _selectors(interest.can_be_prefix, interest.must_be_fresh)
         if group is not None:
             entry = group.get(key)
             if entry is not None:
@@ -118,8 +129,9 @@ class Pit:
             return
         entry.erased = True
         group = self._by_name.get(entry.name)
-        if group is not None and group.get(entry.key) is entry:
-            del group[entry.key]
+        key = _selectors(entry.can_be_prefix, entry.must_be_fresh)
+        if group is not None and group.get(key) is entry:
+            del group[key]
             if not group:
                 del self._by_name[entry.name]
             self._count -= 1
@@ -128,22 +140,26 @@ class Pit:
     def data_matches(self, name: bytes, offsets: list[int], now: float) -> list[PitEntry]:
         """Unexpired entries a Data of this name satisfies: exact-name entries, and
         CanBePrefix entries for every prefix of the name."""
-        matches = []
+        matches: list[PitEntry] = []
         by_name = self._by_name
         group = by_name.get(name)
         if group:
-            matches.extend(e for e in group.values() if e.expires > now)
+            for e in group.values():
+                if e.expires > now:
+                    matches.append(e)
         if not self._cbp_count:
             return matches
         for end in offsets[:-1]:
             group = by_name.get(name[:end])
             if group:
-                matches.extend(e for e in group.values() if e.can_be_prefix and e.expires > now)
+                for e in group.values():
+                    if e.can_be_prefix and e.expires > now:
+                        matches.append(e)
         return matches
 
     def expire(self, now: float) -> list[PitEntry]:
         """Erase and return entries whose deadline has passed."""
-        gone = []
+        gone: list[PitEntry] = []
         heap = self._bucket_heap
         due = int(now * _BUCKETS_PER_S)
         while heap and heap[0] <= due:

@@ -19,7 +19,7 @@ class PrefixTable(Generic[V]):
         self._entries: dict[bytes, V] = {}
         self._depth_of: dict[bytes, int] = {}
         self._depth_count: Counter[int] = Counter()
-        self._depths_desc: list[int] = []   # distinct depths present, deepest first
+        self._depths_desc: list[int] = []   # distinct depths present, deepest first (negated)
 
     def __len__(self) -> int:
         return len(self._entries)

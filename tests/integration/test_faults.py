@@ -1,7 +1,8 @@
 """Application faults with real processes (issue 6): a worker killed with SIGKILL mid-training,
 with the PS going on without it ("continue") or waiting for it ("wait"), and a restarted worker
 of the same name rejoining at the current version; the PS killed and restarted from its
-checkpoint; the forwarder killed and restarted on the same socket.
+checkpoint; the forwarder killed and restarted on the same socket. The same faults driven by a
+scenario's [faults] table through the runner: test_faults_runner.py.
 """
 from __future__ import annotations
 
@@ -43,17 +44,24 @@ def restart_worker(procs, sock, gpu, tag="again"):
     return proc
 
 
+def start_and_kill_w2(procs, *ps_args, at=10):
+    """A forwarder, w1..w3 and a PS with the FAST settings plus `ps_args`; w2 is killed
+    (SIGKILL) once the PS reaches version `at`. Returns (socket, workers, PS)."""
+    sock = procs.forwarder()
+    workers = start_workers(procs, sock)
+    ps = start_ps(procs, sock, *FAST, *ps_args)
+    kill_at(procs, ps, workers["w2"], at)
+    return sock, workers, ps
+
+
 def events(records, kind):
     return [r for r in records if r.get("event") == kind]
 
 
 @pytest.mark.timeout(150)
 def test_killed_worker_continue_finishes_with_fewer_workers(procs):
-    sock = procs.forwarder()
-    workers = start_workers(procs, sock)
     # long enough after the loss for re-offers (the first after rejoin_interval)
-    ps = start_ps(procs, sock, *FAST, "--on-worker-loss", "continue", "--epochs", "20")
-    kill_at(procs, ps, workers["w2"], 10)
+    _, workers, ps = start_and_kill_w2(procs, "--on-worker-loss", "continue", "--epochs", "20")
     codes, end, records = finish(procs, ps, {g: workers[g] for g in ("w1", "w3")}, timeout=120)
     assert codes == {"w1": 0, "w3": 0}
     assert end["accuracy"] >= 0.9 and end["version"] == 20 * 14
@@ -69,11 +77,9 @@ def test_killed_worker_continue_finishes_with_fewer_workers(procs):
 
 @pytest.mark.timeout(150)
 def test_restarted_worker_rejoins_at_the_current_version(procs):
-    sock = procs.forwarder()
-    workers = start_workers(procs, sock)
     # a longer run: the restarted process needs seconds to start (imports, dataset)
-    ps = start_ps(procs, sock, *FAST, "--on-worker-loss", "continue", "--epochs", "40")
-    kill_at(procs, ps, workers["w2"], 10)
+    sock, workers, ps = start_and_kill_w2(procs, "--on-worker-loss", "continue",
+                                          "--epochs", "40")
     again = restart_worker(procs, sock, "w2")
     codes, end, records = finish(procs, ps, {"w1": workers["w1"], "w3": workers["w3"],
                                              "w2-again": again}, timeout=120)
@@ -96,10 +102,7 @@ def test_restarted_worker_rejoins_at_the_current_version(procs):
 
 @pytest.mark.timeout(150)
 def test_wait_policy_collects_the_lost_gradient_again(procs):
-    sock = procs.forwarder()
-    workers = start_workers(procs, sock)
-    ps = start_ps(procs, sock, *FAST, "--on-worker-loss", "wait")
-    kill_at(procs, ps, workers["w2"], 10)
+    sock, workers, ps = start_and_kill_w2(procs, "--on-worker-loss", "wait")
     wait_until(lambda: events(read_metrics(procs.workdir / "ps.jsonl"), "dropped"), 60, ps,
                "dropping w2")
     again = restart_worker(procs, sock, "w2")
@@ -115,41 +118,13 @@ def test_wait_policy_collects_the_lost_gradient_again(procs):
 
 @pytest.mark.timeout(90)
 def test_wait_policy_fails_when_the_worker_never_returns(procs):
-    sock = procs.forwarder()
-    workers = start_workers(procs, sock)
-    ps = start_ps(procs, sock, *FAST, "--on-worker-loss", "wait", "--rejoin-timeout", "2")
-    kill_at(procs, ps, workers["w2"], 5)
+    _, workers, ps = start_and_kill_w2(procs, "--on-worker-loss", "wait",
+                                       "--rejoin-timeout", "2", at=5)
     assert ps.wait(60) == 3
     failed = events(read_metrics(procs.workdir / "ps.jsonl"), "failed")
     assert failed and "w2 did not rejoin" in failed[-1]["reason"]
     for gpu in ("w1", "w3"):                 # told the training is aborted: they leave
         assert workers[gpu].wait(30) == 3
-
-
-@pytest.mark.timeout(200)
-def test_scenario_runner_kills_and_restarts_a_worker(tmp_path):
-    """scenarios/worker-killed.toml: the runner kills w2 at version 40 and restarts it; the
-    summary says what was injected and what the PS saw."""
-    import json
-    import subprocess
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "ndnps.scenario", "worker-killed", "--plain",
-                           "--set", "training.epochs=40", "--out", str(out)],
-                          capture_output=True, text=True, timeout=180, cwd=root)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    summary = json.loads((out / "summary.json").read_text())
-    [fault] = summary["faults"]
-    assert fault["worker"] == "w2" and fault["version"] >= 40
-    assert fault["restarted"]["process"] == "w2-r1"
-    assert summary["exit_codes"]["w2"] == -9 and summary["exit_codes"]["w2-r1"] == 0
-    assert summary["workers_lost"] >= 1 and summary["workers_rejoined"] >= 1
-    assert summary["workers_lost_at_end"] == [] and summary["short_versions"] > 0
-    assert summary["final_accuracy"] >= 0.9
-    assert (out / "logs" / "w2-r1.log").stat().st_size > 0
-    assert "workers lost / rejoined" in proc.stdout
 
 
 @pytest.mark.timeout(200)

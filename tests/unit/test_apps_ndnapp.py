@@ -8,7 +8,7 @@ import pytest
 from ndn import utils
 from ndn.appv2 import InterestTreeNode, pass_all
 from ndn.encoding import InterestParam, parse_data
-from ndn.types import InterestTimeout, ValidResult
+from ndn.types import InterestCanceled, InterestTimeout, ValidResult
 
 from ndnps import names
 from ndnps.ndnapp import App
@@ -80,3 +80,204 @@ def test_counting_face_counts_and_delegates():
     assert app.traffic() == {"bytes_sent": 0, "bytes_received": 0, "packets_sent": 0,
                              "packets_received": 0}
     assert app.face.isLocalFace() and not app.face.running
+
+
+# ---- issue 7 fast paths: the same packets and the same outcomes as python-ndn's own paths ----
+
+class Sent:
+    """An App whose face is up and records what it sends."""
+
+    def __init__(self) -> None:
+        self.app = App("unix:///nonexistent.sock")
+        self.packets: list[bytes] = []
+        self.app.counting.inner.running = True
+        self.app.counting.inner.send = lambda wire: self.packets.append(bytes(wire))
+
+
+KEY = b"k" * 16
+
+
+def signed(name, content=b"payload", signer=None) -> bytes:
+    from ndnps.security import HmacSigner
+    signer = signer or HmacSigner(KEY, names.key("ps", "t1"))
+    return bytes(App.make_data(name, content, signer=signer, freshness_period=1000,
+                               final_block_id=names.final_block_id(3)))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kwargs", [
+    {}, {"lifetime": 500, "must_be_fresh": True, "can_be_prefix": False},
+    {"can_be_prefix": True, "lifetime": None}, {"lifetime": 70000, "hop_limit": 7},
+    {"nonce": None}, {"nonce": 0xFFFFFFFF, "lifetime": 0}])
+async def test_express_sends_python_ndns_bytes(kwargs):
+    from ndn.encoding import make_interest
+    s = Sent()
+    name = names.collect("w1", "ps", "t1", 3, 300)
+    kw = dict(kwargs)
+    kw.setdefault("nonce", 1234567)
+    task = asyncio.ensure_future(s.app.express(name, pass_all, **kw))
+    await asyncio.sleep(0)
+    param = InterestParam.from_dict(kw)
+    assert s.packets == [bytes(make_interest(name, param))]
+    # the PIT entry is python-ndn's, with the same parameters
+    entry = s.app._pit[name].pending_list[0]
+    assert (entry.can_be_prefix, entry.must_be_fresh) == (param.can_be_prefix, param.must_be_fresh)
+    await s.app._receive(6, signed(name))
+    got_name, content, ctx = await asyncio.wait_for(task, 1)
+    assert bytes(content) == b"payload" and names.parse_collect(got_name).segment == 300
+    assert bytes(ctx["meta_info"].final_block_id) == names.final_block_id(3)
+    assert name not in s.app._pit
+
+
+@pytest.mark.asyncio
+async def test_express_random_nonce_and_defaults():
+    from ndn.encoding import parse_interest
+    s = Sent()
+    name = names.task("w1", "ps", "t1")
+    tasks = [asyncio.ensure_future(s.app.express(name, pass_all)) for _ in range(2)]
+    await asyncio.sleep(0)
+    params = [parse_interest(p)[1] for p in s.packets]
+    assert params[0].nonce != params[1].nonce and params[0].lifetime == 4000
+    assert not params[0].can_be_prefix and not params[0].must_be_fresh
+    s.app.express(name, pass_all, no_response=True)           # sent, nothing pending for it
+    assert len(s.packets) == 3 and len(s.app._pit[name].pending_list) == 2
+    for t in tasks:
+        t.cancel()
+
+
+@pytest.mark.asyncio
+async def test_express_other_shapes_take_python_ndns_path():
+    from ndn.encoding import Name, parse_interest
+    from ndnps.security import DigestSigner
+    s = Sent()
+    t1 = asyncio.ensure_future(s.app.express("/a/b", pass_all, nonce=5))          # str name
+    t2 = asyncio.ensure_future(s.app.express(names.task("w1", "ps", "t1"), pass_all,
+                                             app_param=b"p", signer=DigestSigner()))
+    t3 = asyncio.ensure_future(s.app.express(names.task("w1", "ps", "t1"), pass_all,
+                                             forwarding_hint=["/hint"]))
+    await asyncio.sleep(0)
+    assert Name.to_str(parse_interest(s.packets[0])[0]) == "/a/b"
+    assert parse_interest(s.packets[1])[2] == b"p"
+    assert parse_interest(s.packets[2])[1].forwarding_hint
+    with pytest.raises(ValueError):                                # as python-ndn raises
+        s.app.express(names.task("w1", "ps", "t1"), pass_all, nonce=2 ** 40)
+    with pytest.raises(ValueError):
+        s.app.express(names.task("w1", "ps", "t1"), None)          # validator required
+    for t in (t1, t2, t3):
+        t.cancel()
+
+
+@pytest.mark.asyncio
+async def test_received_data_validated_forged_and_unsigned_rejected():
+    from ndn.types import ValidationFailure
+    from ndnps.security import DigestSigner, HmacSigner, Security
+    sec = Security(KEY, names.key("ps", "t1"))
+    s = Sent()
+    good, forged, digest, unsigned = (names.collect("w1", "ps", "t1", 1, i) for i in range(4))
+    tasks = {bytes(n[-1]): asyncio.ensure_future(s.app.express(n, sec.validator, lifetime=1000))
+             for n in (good, forged, digest, unsigned)}
+    await asyncio.sleep(0)
+    await s.app._receive(6, signed(good))
+    await s.app._receive(6, signed(forged, signer=HmacSigner(b"wrong", names.key("ps", "t1"))))
+    await s.app._receive(6, signed(digest, signer=DigestSigner()))
+    await s.app._receive(6, bytes(App.make_data(unsigned, b"x", signer=None)))   # generic path
+    assert bytes((await tasks[bytes(good[-1])])[1]) == b"payload"
+    for n in (forged, digest, unsigned):
+        with pytest.raises(ValidationFailure):
+            await asyncio.wait_for(tasks[bytes(n[-1])], 1)
+    assert not s.app._pit
+
+
+@pytest.mark.asyncio
+async def test_received_push_reaches_on_distribute_with_python_ndns_values():
+    from ndn.encoding import parse_data as their_parse
+    seen = []
+    s = Sent()
+    s.app.on_distribute = lambda *a: seen.append(a)
+    push = signed(names.distribute("ps", "t1", 4, 2), b"params")
+    await s.app._receive(6, push)
+    assert len(seen) == 1
+    name, meta, content, sig = seen[0]
+    theirs = their_parse(push)
+    assert [bytes(c) for c in name] == [bytes(c) for c in theirs[0]]
+    assert meta == theirs[1] and bytes(content) == b"params"
+    assert sig.signature_info == theirs[3].signature_info
+    assert [bytes(b) for b in sig.signature_covered_part] == \
+        [bytes(b) for b in theirs[3].signature_covered_part]
+
+
+@pytest.mark.asyncio
+async def test_lp_wrapped_and_malformed_data_take_python_ndns_path():
+    from ndn.encoding.ndnlp_v2 import LpPacket, LpPacketValue
+    seen = []
+    s = Sent()
+    s.app.on_distribute = lambda *a: seen.append(a)
+    push = signed(names.distribute("ps", "t1", 4, 2), b"params")
+    pkt = LpPacket()
+    pkt.lp_packet = LpPacketValue()
+    pkt.lp_packet.pit_token = b"\x01\x02"
+    pkt.lp_packet.fragment = push
+    await s.app._receive(0x64, bytes(pkt.encode()))
+    from ndnps import wire
+    assert push[1] < 253                             # one-byte length: the Value starts at 2
+    body = push[2:] + b"\x25\x01x"                  # an unknown critical element: python-ndn drops it
+    assert wire.parse_data(wire.tl(6, len(body)) + body) is None
+    await s.app._receive(6, wire.tl(6, len(body)) + body)
+    assert len(seen) == 1 and bytes(seen[0][2]) == b"params"
+
+
+@pytest.mark.asyncio
+async def test_expiry_cancellation_shutdown_and_nack_end_as_before_and_clean_the_pit():
+    from ndn.types import InterestNack
+    from ndnps.security import Security
+    sec = Security(KEY, names.key("ps", "t1"))
+    s = Sent()
+    a, b, c, d = (names.collect("w1", "ps", "t1", 2, i) for i in range(4))
+    with pytest.raises(InterestTimeout):
+        await s.app.express(a, sec.validator, lifetime=20)
+    assert a not in s.app._pit
+    waiter = asyncio.ensure_future(s.app.express(b, sec.validator, lifetime=5000))
+    await asyncio.sleep(0.01)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert b not in s.app._pit                  # python-ndn would have kept it
+    nacked = asyncio.ensure_future(s.app.express(c, sec.validator, lifetime=5000))
+    dropped = asyncio.ensure_future(s.app.express(d, sec.validator, lifetime=5000))
+    await asyncio.sleep(0)
+    s.app._on_nack(c, 150)
+    with pytest.raises(InterestNack):
+        await nacked
+    s.app._clean_up()                           # the face shut down
+    with pytest.raises(InterestCanceled):
+        await dropped
+    assert not s.app._pit
+
+
+@pytest.mark.asyncio
+async def test_two_interests_for_one_name_are_both_satisfied_and_other_validators_still_run():
+    from ndnps.security import Security
+    sec = Security(KEY, names.key("ps", "t1"))
+    calls = []
+
+    async def counting(name, sig, ctx):
+        calls.append(ctx["deadline"])
+        return ValidResult.PASS
+
+    s = Sent()
+    name = names.collect("w1", "ps", "t1", 5, 0)
+    t1 = asyncio.ensure_future(s.app.express(name, sec.validator, lifetime=1000))
+    t2 = asyncio.ensure_future(s.app.express(name, counting, lifetime=1000))
+    t3 = asyncio.ensure_future(s.app.express(name[:-1], sec.validator, lifetime=1000,
+                                             can_be_prefix=True))
+    t4 = asyncio.ensure_future(s.app.express(name[:-2], sec.validator, lifetime=30))
+    await asyncio.sleep(0)
+    await s.app._receive(6, signed(name))
+    for t in (t1, t2, t3):
+        _, content, ctx = await asyncio.wait_for(t, 1)
+        assert bytes(content) == b"payload" and set(ctx) == {"meta_info", "sig_ptrs",
+                                                             "raw_packet", "deadline"}
+    assert len(calls) == 1
+    with pytest.raises(InterestTimeout):        # not CanBePrefix: a longer name is no match
+        await t4
+    assert not s.app._pit

@@ -1,0 +1,136 @@
+"""Stream framing: packets split across reads, several per read, oversize closes the face."""
+from __future__ import annotations
+
+import asyncio
+
+from forwarder import tlv
+from forwarder.face_table import FaceInfo
+from forwarder.faces.stream import StreamFace
+
+
+def pkt(n: int, typ: int = 5) -> bytes:
+    return tlv.encode_tlv(typ, bytes([n % 251]) * n)
+
+
+class Owner:
+    def __init__(self) -> None:
+        self.got: list[bytes] = []
+        self.calls = 0
+
+    def face_up(self, face, local, remote_uri, local_uri, persistency) -> FaceInfo:
+        return FaceInfo(300, local, remote_uri, local_uri, persistency)
+
+    def receive(self, face, wire: bytes) -> None:
+        self.got.append(wire)
+
+    def receive_batch(self, face, wires: list[bytes]) -> None:
+        self.calls += 1
+        assert all(type(w) is bytes for w in wires)
+        self.got.extend(wires)
+
+    def face_down(self, face) -> None:
+        pass
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def get_extra_info(self, key):
+        return {"sockname": "/x", "socket": type("S", (), {"fileno": lambda s: 3})()}.get(key)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def face() -> tuple[StreamFace, Owner, Transport]:
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    owner, tr = Owner(), Transport()
+    f = StreamFace(owner, "unix")
+    f.connection_made(tr)
+    return f, owner, tr
+
+
+def test_split_frames_header_forms():
+    small, big = pkt(10), pkt(300)               # 1-byte and 3-byte LENGTH
+    packets, off, oversize = tlv.split_frames(small + big + big[:7])
+    assert packets == [small, big] and off == len(small + big) and not oversize
+    assert tlv.split_frames(b"\x05") == ([], 0, False)
+    assert tlv.split_frames(bytearray(small)) == ([small], len(small), False)
+    huge = tlv.encode_varnum(5) + tlv.encode_varnum(9000)
+    assert tlv.split_frames(small + huge) == ([small], len(small), True)
+
+
+def test_one_batch_per_read_in_order_and_reassembly():
+    f, owner, _ = face()
+    stream = b"".join(pkt(n) for n in (1, 50, 252, 253, 400, 8000, 3))
+    cuts = [0, 1, 2, 60, 61, 700, 5000, 9000, len(stream)]
+    for a, b in zip(cuts, cuts[1:]):
+        f.data_received(stream[a:b])
+    assert b"".join(owner.got) == stream
+    assert owner.got == [pkt(n) for n in (1, 50, 252, 253, 400, 8000, 3)]
+    f.data_received(pkt(5) + pkt(6) + pkt(7))
+    assert owner.got[-3:] == [pkt(5), pkt(6), pkt(7)]
+    assert owner.calls <= len(cuts)              # never one call per packet of a read
+
+
+def test_oversize_packet_closes_after_the_ones_before_it():
+    f, owner, tr = face()
+    f.data_received(pkt(10) + tlv.encode_varnum(6) + tlv.encode_varnum(8801) + b"x" * 20)
+    assert owner.got == [pkt(10)]
+    assert tr.closed and f.info.counters.drops["oversize"] == 1
+
+
+# ---- one core call per read, one send per out-face ------------------------------------------
+
+def _interest(seq: int, prefix: bytes = b"\x08\x05bench") -> bytes:
+    name = prefix + b"\x08\x08" + seq.to_bytes(8, "big")
+    return tlv.encode_tlv(5, tlv.encode_tlv(7, name) + b"\x0a\x04" + seq.to_bytes(4, "big") +
+                          b"\x0c\x02\x0f\xa0")
+
+
+def _data(seq: int, prefix: bytes = b"\x08\x05bench") -> bytes:
+    name = prefix + b"\x08\x08" + seq.to_bytes(8, "big")
+    return tlv.encode_tlv(6, tlv.encode_tlv(7, name) + tlv.encode_tlv(0x15, b"x" * 10) +
+                          b"\x16\x03\x1b\x01\x00\x17\x20" + bytes(32))
+
+
+def _forwarder():
+    from forwarder.pipelines import Forwarder
+    from forwarder.tables.rib import CHILD_INHERIT, Route
+    fw = Forwarder(clock=lambda: 100.0)
+    c, p, q = (fw.add_face(True).id for _ in range(3))
+    fw.rib.add(b"\x08\x05bench", 1, Route(p, 0, 0, CHILD_INHERIT, None))
+    fw.rib.add(b"\x08\x05other", 1, Route(q, 0, 0, CHILD_INHERIT, None))
+    return fw, c, p, q
+
+
+def test_batch_is_the_packets_one_by_one_grouped_by_face():
+    wires = [_interest(i, b"\x08\x05bench" if i % 3 else b"\x08\x05other") for i in range(12)]
+    wires += [_interest(0), b"\x05\x01", _interest(1)]     # a loop, a malformed, a duplicate
+    one, c1, p1, q1 = _forwarder()
+    singles = [a for w in wires for a in one.on_receive(c1, w)]
+    batch, c2, p2, q2 = _forwarder()
+    grouped = batch.on_receive_batch(c2, wires)
+    assert set(grouped) == {f for f, _ in singles}
+    for face in grouped:
+        assert grouped[face] == [item for f, item in singles if f == face]
+    assert one.counters == batch.counters
+    assert one.faces.get(c1).counters == batch.faces.get(c2).counters
+    back = batch.on_receive_batch(p2, [_data(i) for i in range(12) if i % 3])
+    assert list(back) == [c2] and len(back[c2]) == 8
+
+
+def test_send_many_queues_in_order_and_drops_one_by_one_when_full():
+    f, _, _ = face()
+    written: list[bytes] = []
+    f.transport.get_write_buffer_size = lambda: 0           # type: ignore[attr-defined]
+    f.transport.writelines = written.extend                 # type: ignore[attr-defined]
+    f.send_many([b"a", b"bb"])
+    f.send(b"c")
+    f._flush()
+    assert written == [b"a", b"bb", b"c"]
+    from forwarder.faces.base import QUEUE_LIMIT_BYTES
+    big = b"x" * (QUEUE_LIMIT_BYTES // 2)
+    f.send_many([big, big, b"y", big])
+    assert f._outq == [big, big] and f.info.counters.drops["queue_full"] == 2
