@@ -133,6 +133,7 @@ class ParameterServer:
         self.rejoin_tasks: dict[str, asyncio.Task] = {}
         self.resumed_from: int | None = None        # the checkpoint's version, if resumed
         self.restarts = 0                           # resumptions so far (the checkpoint's count)
+        self.resumed_steps: dict[str, int] = {}     # async: each worker's next step, resumed
         self.rejoined = asyncio.Event()         # a lost worker is back
 
     # ---- life cycle ------------------------------------------------------------------------
@@ -260,7 +261,8 @@ class ParameterServer:
 
     def prepare_content(self, accepted: list[str]) -> None:
         cfg = self.cfg
-        self.workers = [WorkerState(g, i) for i, g in enumerate(accepted)]
+        self.workers = [WorkerState(g, i, steps_done=self.resumed_steps.get(g, 0))
+                        for i, g in enumerate(accepted)]
         n = len(self.workers)
         vec = flatten(self.model.params)
         for w in self.workers:
@@ -293,6 +295,7 @@ class ParameterServer:
                 "probe_min", "probe_max", "gap_delay", "tail_delay", "register_interval",
                 "register_timeout", "register_tries", "collect_lifetime", "ps_timeout")},
             "version": self.version,
+            "step": w.steps_done,               # async: the step it computes next
             "restarts": self.restarts,          # a worker rolls back only for a new PS
         }
         blob = messages.content_blob(vec, {**common, "gpu": w.gpu, "index": w.index})
@@ -399,8 +402,8 @@ class ParameterServer:
         return None
 
     def drop(self, w: WorkerState, why: str) -> None:
-        """Worker w is lost.  In sync mode with rejoin_timeout > 0 the task is re-offered to
-        it every rejoin_interval (a restarted worker of that name takes it again)."""
+        """Worker w is lost.  With rejoin_timeout > 0 the task is re-offered to it every
+        rejoin_interval (a restarted worker of that name takes it again)."""
         if not w.live:
             return
         cfg = self.cfg
@@ -413,7 +416,7 @@ class ParameterServer:
         log.warning("dropping worker %s: %s", w.gpu, why)
         self.metrics.write({"event": "dropped", "worker": w.gpu, "reason": why,
                             "version": self.version})
-        rejoin = cfg.mode == "sync" and cfg.rejoin_timeout > 0 and not self.done
+        rejoin = cfg.rejoin_timeout > 0 and not self.done
         if rejoin and w.gpu not in self.rejoin_tasks:
             self.rejoin_tasks[w.gpu] = asyncio.get_running_loop().create_task(self.rejoin(w))
         if len(self.live) < cfg.min_workers and not (rejoin and cfg.on_worker_loss == "wait"):
@@ -638,20 +641,36 @@ class ParameterServer:
         # the closing version: the same parameters, marked done, under a fresh version number
         self.version += 1
         self.evaluate(force=True)
+        if self.cfg.checkpoint:
+            self.write_checkpoint(self.cfg.checkpoint)
         push_time = await self.push(self.version, True)
         self.record(push=push_time, accuracy=self.accuracy, closing=True)
 
     async def serve_worker_async(self, w: WorkerState) -> None:
+        """Worker w's gradients, step after step; a lost worker is served again once it
+        rejoins (from the step it had reached: its content says which)."""
         total = self.total_steps
         ref = self.loop_time()
         while not self.done and w.steps_done < total:
             g = await self.collect(w, w.steps_done, ref)
             ref = self.loop_time()
-            if g is None or self.done:          # the target was reached meanwhile
+            if self.done:                       # the target was reached meanwhile
                 return
+            if g is None:
+                if not await self.back_or_gone(w):
+                    return
+                ref = self.loop_time()
+                continue
             w.steps_done += 1
             self.collected[w.gpu] = g.step
             self.apply_async(w, g)
+
+    async def back_or_gone(self, w: WorkerState) -> bool:
+        """Async: wait while lost worker w may rejoin; True once it is back."""
+        while not w.live and w.gpu in self.rejoin_tasks and not self.done:
+            self.rejoined.clear()
+            await self.rejoined.wait()
+        return w.live and not self.done
 
     def apply_async(self, w: WorkerState, g: messages.Gradient) -> None:
         staleness = self.version - g.base_version
@@ -667,6 +686,8 @@ class ParameterServer:
         if self.is_done(accuracy):
             self.done = True
             self.stopped.set()
+        if self.cfg.checkpoint and self.version % self.cfg.checkpoint_every == 0:
+            self.write_checkpoint(self.cfg.checkpoint)
         if self.cfg.push_mode == "unicast":
             self.publish(self.version, False)
         else:
@@ -733,7 +754,10 @@ class ParameterServer:
         killed while writing leaves the previous checkpoint whole (tmp file + os.replace)."""
         meta = {**self.fingerprint(), "version": self.version, "done": self.done,
                 "workers": [w.gpu for w in self.workers], "restarts": self.restarts,
-                "accuracy": self.accuracy}
+                "accuracy": self.accuracy,
+                # async: where each worker is, and what each version says was collected
+                "steps": {w.gpu: w.steps_done for w in self.workers},
+                "collected": dict(self.collected)}
         state = self.opt.state_dict()
         meta["opt"] = {k: state[k] for k in ("lr", "momentum", "weight_decay")}
         arrays = {f"p:{k}": v for k, v in self.model.params.items()}
@@ -774,6 +798,8 @@ class ParameterServer:
         self.model.load_params({k: params[k] for k in self.model.params})
         self.opt.load_state_dict({**meta["opt"], "velocity": velocity})
         self.version = self.resumed_from = int(meta["version"])
+        self.resumed_steps = {str(g): int(n) for g, n in meta.get("steps", {}).items()}
+        self.collected = {str(g): int(n) for g, n in meta.get("collected", {}).items()}
         self.restarts = int(meta.get("restarts", 0)) + 1
         log.info("resumed from checkpoint %s: version %d (restart %d)", path, self.version,
                  self.restarts)

@@ -74,7 +74,7 @@ class WorkerCounters:
     collect_probes: int = 0          # fetches started by a collect for a version we lack
     gap_fetches: int = 0             # fetches started by a gap in a push
     tail_fetches: int = 0            # fetches started by a push that went quiet short of its end
-    probe_segments: int = 0          # segments asked for by probes and gap fetches
+    probe_segments: int = 0          # segments asked for by probes and recoveries
     rejected: int = 0                # pushed Data failing the signature check
     malformed: int = 0               # assembled versions that failed to decode
     dropped_injected: int = 0        # fault injection
@@ -108,6 +108,7 @@ class Job:
         self.push_gap = 0.0                         # smoothed time between pushed segments
         self.newest = -1
         self.applied = -1                           # async: our last step the PS has collected
+        self.step = 0                               # async: the step we compute next
         self.params: np.ndarray | None = None
         self.done = False
         self.aborted = False
@@ -203,6 +204,7 @@ class Job:
         self.params = np.array(vec, np.float32)
         # a worker that (re)joins a training under way starts at the PS's current version
         self.newest = int(info.get("version", 0))
+        self.step = int(info.get("step", 0))
         self.ps_restarts = int(info.get("restarts", 0))
         log.info("worker %s is %d of %d in %s/%s (%s, %s): %d parameters, %d steps, from "
                  "version %d", self.gpu, info["index"], info["workers"], self.ps, self.train,
@@ -216,6 +218,7 @@ class Job:
         if self.resyncing or self.params is None:
             return
         self.resyncing = True
+        asked = self.now()          # what the new PS collects from now on stays collected
 
         def name_of(s: int):
             return names.content(self.ps, self.train, self.gpu, s)
@@ -225,12 +228,18 @@ class Job:
             vec, info = messages.parse_content(b"".join(parts))
             version = int(info.get("version", 0))
             restarts = int(info.get("restarts", 0))
+            step = int(info.get("step", self.step))
         except (FetchError, CodecError, ValueError, TypeError) as e:
             log.warning("resync: no training content (%s); going on as we are", e)
             return
         finally:
             self.resyncing = False
-        if vec.size != self.n_params or version == self.newest:
+        if vec.size != self.n_params:
+            return
+        if self.mode == "async" and step < self.step and restarts != self.ps_restarts:
+            # a resumed PS: the steps after its checkpoint are computed again
+            self.rewind(step, asked)
+        if version == self.newest:
             return
         if restarts == self.ps_restarts and version < self.newest:
             return          # the same PS, content made before its last push: we are ahead
@@ -243,10 +252,21 @@ class Job:
         self.newest, self.params = version, np.array(vec, np.float32)
         for v in list(self.assemblies.keys()):
             self.assemblies.pop(v)
-        for step in [s for s in self.sent_steps if s >= version]:
-            del self.sent_steps[step]
+        if self.mode == "sync":
+            self.rewind(version, asked)
         self.last_from_ps = self.now()
         self.version_event.set()
+        self.sent_event.set()
+
+    def rewind(self, step: int, before: float) -> None:
+        """Steps from `step` on are to be computed (and collected) again: forget those the
+        old PS collected (sent before `before`)."""
+        for s in [s for s, at in self.sent_steps.items() if s >= step and at < before]:
+            del self.sent_steps[s]
+        for s in [s for s in self.gradients.keys() if s >= step]:
+            self.gradients.pop(s)
+        self.step = step
+        self.applied = min(self.applied, step - 1)
         self.sent_event.set()
 
     # ---- step 4: registration, refresh, leave ----------------------------------------------
@@ -347,6 +367,11 @@ class Job:
 
     def answer_collect(self, c: names.Collect, reply, deadline: int) -> None:
         self.last_from_ps = self.now()
+        if self.mode == "async" and c.step > self.step:
+            # the PS has our step already (collected just before a resync took us back):
+            # it wants the next one
+            self.step = c.step
+            self.sent_event.set()
         wires = self.gradients.get(c.step)
         if wires is None:
             if self.gradients.keys() and c.step < min(self.gradients.keys()):
@@ -415,8 +440,9 @@ class Job:
             self.assemblies.pop(version)
             return
         recovery = self.recoveries.get(version)
-        if pushed and recovery is not None:
+        if pushed and recovery is not None and seg not in recovery.flights:
             recovery.have(seg)                      # came by the push after all
+        # (one asked for is likely the answer, seen here first: the fetch takes it next)
         if asm.complete:
             self.complete(asm)
             return
@@ -468,9 +494,7 @@ class Job:
             t = self.fetcher.transfer(name_of, fresh=True, on_segment=got, to_final=whole)
             self.recoveries.put(version, t)
             self.spawn(self.run_recovery(version, t))
-        new = [s for s in segments if s not in t.wanted]
-        self.counters.probe_segments += len(new)
-        t.want(new)
+        t.want(s for s in segments if s not in t.wanted)
 
     async def run_recovery(self, version: int, t: Transfer) -> None:
         try:
@@ -478,6 +502,7 @@ class Job:
         except FetchError:
             pass                                    # the probe timer fires again, backed off
         finally:
+            self.counters.probe_segments += t.asked
             if self.recoveries.get(version) is t:
                 self.recoveries.pop(version)
 
@@ -537,10 +562,10 @@ class Job:
         late, that Interest waits in the forwarder's PIT and the push brings the rest; the
         segment's FinalBlockId tells what else is missing (the tail timer fetches it)."""
         try:
-            self.counters.probe_segments += 1
             lifetime = self.timer.estimator.rto if self.timer else 1.0
             seg = await self.fetcher.fetch_one(
                 names.distribute(self.ps, self.train, version, 0), lifetime, tries=1, fresh=True)
+            self.counters.probe_segments += 1
             self.receive_segment(version, seg.number, seg.content, seg.final)
         except FetchError:
             pass                                    # the timer fires again, backed off
@@ -595,8 +620,9 @@ class Job:
                 self.timer.cancel()
 
     async def wait_sent(self, step: int) -> None:
-        """Until the PS has collected `step` (or the run is over); fails after ps_timeout."""
-        while step not in self.sent_steps and not self.done:
+        """Until the PS has collected `step` (or the run is over, or a resumed PS took us
+        back); fails after ps_timeout."""
+        while step not in self.sent_steps and not self.done and self.step == step:
             self.sent_event.clear()
             left = self.knobs["ps_timeout"] - (self.now() - self.last_from_ps)
             if left <= 0:
@@ -621,16 +647,20 @@ class Job:
 
     async def train_async(self) -> None:
         """Step k on the newest parameters held; once the PS has collected it, wait (boundedly)
-        for a version that includes it, then go on."""
-        k = 0
+        for a version that includes it, then go on (from where a resumed PS says, if one
+        took us back meanwhile)."""
         while not self.done:
+            k = self.step
             if k < self.total_steps:
                 self.compute(k)
                 await self.wait_sent(k)
+                if self.step != k:
+                    continue                        # rewound by a resync
                 await self.wait_params(lambda: self.applied >= k or self.done,
                                        patience=self.knobs["probe_max"])
                 self.record(k)
-                k += 1
+                if self.step == k:
+                    self.step = k + 1
             else:
                 await self.wait_params(lambda: self.done)
 

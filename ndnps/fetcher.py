@@ -138,6 +138,7 @@ class Transfer:
         self.ready_at: float | None = None       # first Data of this transfer
         self.first_clean = False                 # ... and it answered a first try
         self.seq = 0
+        self.asked = 0                           # segments asked for (first Interests)
         self.rack_order = (-1, -1, -1)           # the last-answered-in-order flight answered,
         self.rack_rtt = 0.0                      # its round trip and when it arrived
         self.rack_at = 0.0
@@ -207,7 +208,9 @@ class Transfer:
         if self.deadline is not None:
             life = max(0.001, min(life, self.deadline - now))
         first = seg not in self.tries and seg not in self.fast and seg not in self.expiries
-        if not first:
+        if first:
+            self.asked += 1
+        else:
             self.f.stats.retransmissions += 1
         # an Interest with a lifetime of its own before the first Data may wait (held by the
         # producer, or in a forwarder's PIT for a push): its round trip is no RTT sample

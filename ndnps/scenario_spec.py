@@ -241,9 +241,6 @@ def _faults(table: dict, sc: Scenario) -> list[Kill]:
             if after is None:
                 raise ScenarioError(f"{where}.restart_after: needed for the PS (the run "
                                     f"cannot finish without it)")
-            if sc.training.mode != "sync":
-                raise ScenarioError(f"{where}.ps: PS restart (checkpoint) needs training.mode "
-                                    f"= \"sync\"")
             kills.append(Kill(sc.training.ps, version, after, "ps"))
             continue
         if "forwarder" in entry:

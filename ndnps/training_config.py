@@ -102,8 +102,9 @@ class TrainingConfig:
     linger: float = _f(10.0, "PS stays at most this long after the final push, until every "
                        "worker has left, for late probes (keep it above probe_max)", low=0)
     checkpoint: str = _f("", "PS checkpoint file (.npz): parameters, optimizer state and "
-                         "version, written atomically every checkpoint_every versions; a PS "
-                         "started with an existing one resumes from it (sync mode; empty: off)")
+                         "version (async: each worker's step), written atomically every "
+                         "checkpoint_every versions; a PS started with an existing one resumes "
+                         "from it (empty: off)")
     checkpoint_every: int = _f(10, "write the checkpoint every this many versions", low=1)
     ps_timeout: float = _f(60.0, "a worker that hears nothing from its PS this long gives up",
                            low=0, strict_low=True)
@@ -129,8 +130,6 @@ class TrainingConfig:
             raise ConfigError(f"training.hidden: need positive layer sizes, got {self.hidden}")
         if self.probe_min > self.probe_max:
             raise ConfigError("training.probe_min: must be <= probe_max")
-        if self.checkpoint and self.mode != "sync":
-            raise ConfigError("training.checkpoint: supported in sync mode only")
         if self.dataset != "synthetic":
             for key in ("n_samples", "n_features", "n_classes"):
                 if getattr(self, key):

@@ -262,7 +262,7 @@ async def test_holes_in_a_push_are_fetched_once_and_only_them():
     job.spawn_probe(1, "timer")                 # the timer too: no second request
     await until(lambda: job.newest == 1)
     assert sorted(asked) == [2, 5]
-    assert job.counters.probe_segments == 2
+    assert job.counters.probe_segments == 2       # fetched: each hole once
 
 
 @pytest.mark.asyncio
@@ -356,9 +356,12 @@ async def test_a_pushed_segment_arriving_during_a_recovery_is_not_fetched_again(
     job = ready_job(hidden=[256])
     parts, asked = probe_answers(job)
     last = len(parts) - 1
+    job.fetcher.window = 2                      # the last segments wait their turn
     job.receive_segment(1, 0, parts[0], last, pushed=True)
     job.recover(1, list(range(1, last + 1)))
     t = job.recoveries.get(1)
     job.receive_segment(1, last, parts[last], last, pushed=True)
     assert last not in t.wanted and last not in t.flights
+    job.receive_segment(1, 1, parts[1], last, pushed=True)   # asked: the answer, likely
+    assert 1 in t.wanted
     await until(lambda: job.newest == 1)

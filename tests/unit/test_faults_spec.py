@@ -98,8 +98,6 @@ def test_ps_and_forwarder_kills():
     ({"kill": [{"ps": True, "worker": "w1", "at_version": 3}]}, {}, "faults.kill[0].worker"),
     ({"kill": [{"ps": 1, "at_version": 3, "restart_after": 1}]}, {}, "faults.kill[0].ps"),
     ({"kill": [{"ps": True, "at_version": 3}]}, {}, "faults.kill[0].restart_after"),
-    ({"kill": [{"ps": True, "at_version": 3, "restart_after": 1}]}, {"mode": "async"},
-     "faults.kill[0].ps"),
     ({"kill": [{"forwarder": "root", "at_version": 3, "restart_after": 1}]}, {},
      "faults.kill[0].forwarder"),
     ({"kill": [{"forwarder": "fwd", "at_version": 3}]}, {}, "faults.kill[0].restart_after"),
@@ -110,8 +108,7 @@ def test_bad_ps_and_forwarder_kills_name_the_key(faults, training, key):
     assert str(e.value).startswith(key), str(e.value)
 
 
-def test_checkpoint_is_sync_only():
-    with pytest.raises(ConfigError, match=r"^training.checkpoint: supported in sync mode only"):
-        from_table({"checkpoint": "x.npz", "mode": "async"})
+def test_checkpoint_in_both_modes():
+    assert from_table({"checkpoint": "x.npz", "mode": "async"}).checkpoint == "x.npz"
     with pytest.raises(ConfigError, match=r"^training.checkpoint_every"):
         from_table({"checkpoint_every": 0})
