@@ -58,6 +58,9 @@ ACCURACY_TOLERANCE = 0.03       # runs with fewer gradients in some versions (co
 PARAM_TOLERANCE = 1e-5          # runs that must end at the reference's parameters
 RUN_TIMEOUT = 1500.0            # run.timeout for every case (a lossy run is slow, not wrong)
 ATHERIS_RUNS, ATHERIS_QUICK_RUNS = 1_000_000, 20_000
+# A run that instruments the forwarder core reaches ~600-700 edges within 20,000 inputs; ~100
+# means atheris did not instrument it (e.g. an import hook ahead of atheris's loads it)
+ATHERIS_MIN_EDGES = 400
 # tests about bad input, by name (pytest -k), across tests/ (slow ones included)
 BAD_INPUT_K = ("malformed or bad or forged or garbage or truncat or oversize or fuzz or "
                "reject or nested or flood or corrupt or critical or non_local or localhost or "
@@ -230,7 +233,10 @@ def judge(case: Case, run_dir: Path, launched: dict) -> dict:
     codes = summary.get("exit_codes", {})
     res["exit_codes"] = codes
     if summary.get("error"):
-        res["error"] = summary["error"].splitlines()[0][:300]
+        lines = summary["error"].splitlines()
+        # the child's own last word (its ERROR line) says more than the runner's first line
+        res["error"] = next((ln.split(" ERROR ", 1)[1] for ln in reversed(lines)
+                             if " ERROR " in ln), lines[0])[:300]
     faults = summary.get("faults", [])
     res["faults_injected"] = sum(1 for f in faults if "skipped" not in f)
     res["faults_skipped"] = [f for f in faults if "skipped" in f or "restart_skipped" in f]
@@ -380,7 +386,8 @@ def atheris_fuzz(runs: int, base: Path) -> dict:
            "corpus": int(cov[-1][2]) if cov else None,
            "crash": crash.group(1)[:300] if crash else None,
            "command": f"python fuzz/fuzz_forwarder.py -runs={runs} -max_len=9000 CORPUS_DIR"}
-    res["ok"] = rc == 0 and res["runs"] == runs and not crash
+    res["ok"] = rc == 0 and res["runs"] == runs and not crash \
+        and (res["edges"] or 0) >= ATHERIS_MIN_EDGES
     if not res["ok"]:
         res["tail"] = text[-1500:]
     return res
@@ -511,8 +518,9 @@ def _accuracy(r: dict) -> str:
 
 def _evidence(r: dict) -> str:
     led = r.get("ledger", {})
-    parts = [f"versions 1–{led.get('last')} of {r.get('versions_expected')} applied"
-             + (f", {len(led['missing'])} missing" if led.get("missing") else ", none missing"),
+    parts = [(f"versions 1–{led.get('last')} of {r.get('versions_expected')} applied"
+              + (f", {len(led['missing'])} missing" if led.get("missing") else ", none missing"))
+             if led.get("last") else f"no version applied (of {r.get('versions_expected')})",
              f"{led.get('short', 0)} short", f"rejected {r.get('rejected')}",
              f"malformed {r.get('malformed')}"]
     rec = r.get("reconnects") or {}
@@ -574,7 +582,9 @@ def table_rows(sec: dict) -> list[tuple[str, ...]]:
             out.append(("atheris, coverage-guided (fuzz/fuzz_forwarder.py)",
                         f"{runs} inputs, {a.get('edges')} edges, corpus {a.get('corpus')}",
                         "-", "-", "-", "no crash, bounds held" if a["ok"]
-                        else f"crash: {a.get('crash')} (exit {a.get('exit')})",
+                        else f"crash: {a.get('crash')} (exit {a.get('exit')})" if a.get("crash")
+                        or a.get("exit") else f"no crash, but only {a.get('edges')} edges "
+                        f"(< {ATHERIS_MIN_EDGES}): the forwarder core was not instrumented",
                         f"{a['seconds']}", "pass" if a["ok"] else "**FAIL**"))
     t = bad.get("tests")
     if t:

@@ -70,14 +70,16 @@ def _tails(procs: list[ManagedProcess]) -> RuntimeError:
 def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, warmup: float,
              digest: bool = False, fwd_argv: list[str] | None = None,
              on_measure=None, pin: bool = False, tree: Path = ROOT,
-             fwd_env: dict[str, str] | None = None) -> dict:
+             fwd_env: dict[str, str] | None = None, trace: bool = False,
+             seq_type: int = 0x08) -> dict:
     """One measured run through the relay (mode "relay") or a forwarder (mode "fwd").
 
     `fwd_argv` replaces the forwarder's command prefix (e.g. to run it under a profiler; the
     flags --unix/--tcp/--udp/--log-level are appended). `on_measure(pids)` is called once
     the consumer starts, for a profiler to attach. `pin`: the relay or forwarder on CPU 0,
     consumer and producer on the other CPUs. `tree`: the source tree the forwarder runs from,
-    with `fwd_env` added to its environment."""
+    with `fwd_env` added to its environment. `trace`: the forwarder writes its per-face rate
+    trace by packet class, as in every scenario run ([trace] in its configuration)."""
     ncpu = os.cpu_count() or 1
 
     def place(proc: ManagedProcess, server_side: bool) -> None:
@@ -106,6 +108,10 @@ def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, w
             csock = psock = str(workdir / "fwd.sock")
             argv = (fwd_argv or _py("-m", "forwarder")) + [
                 "--unix", csock, "--tcp", "0", "--udp", "0", "--log-level", "WARNING"]
+            if trace:
+                conf = workdir / "trace.toml"
+                conf.write_text(f'[trace]\nrates = "{workdir / "rates.tsv"}"\n')
+                argv += ["--config", str(conf)]
             fenv = {"PYTHONPATH": os.pathsep.join([str(tree), env["PYTHONPATH"]]),
                     **(fwd_env or {})}
             server = ManagedProcess("forwarder", argv, workdir / "forwarder.log", env=fenv,
@@ -128,6 +134,7 @@ def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, w
                                                   csock, "--window", str(window), "--warmup",
                                                   str(warmup), "--seconds", str(seconds),
                                                   "--watch-pids", f"{server.pid},{producer.pid}",
+                                                  "--seq-type", str(seq_type),
                                                   "--out", str(out)),
                                   workdir / "consumer.log", env=env, cwd=str(ROOT))
         procs.append(consumer)
@@ -154,7 +161,8 @@ def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, w
 def measure(size: int, window: int, seconds: float, rounds: int, warmup: float,
             digest: bool = False, log=print, pin: bool = False,
             trees: dict[str, Path] | None = None,
-            tree_env: dict[str, dict[str, str]] | None = None) -> dict:
+            tree_env: dict[str, dict[str, str]] | None = None, trace: bool = False,
+            seq_type: int = 0x08) -> dict:
     trees = trees or {"head": ROOT}
     tree_env = tree_env or {}
     workdir = Path(tempfile.mkdtemp(prefix="fwdbench-"))
@@ -166,12 +174,14 @@ def measure(size: int, window: int, seconds: float, rounds: int, warmup: float,
                 tree = trees.get(label, ROOT)
                 try:
                     res = run_once(mode, workdir / f"{label}{r}", size, window, seconds, warmup,
-                                   digest, pin=pin, tree=tree, fwd_env=tree_env.get(label))
+                                   digest, pin=pin, tree=tree, fwd_env=tree_env.get(label),
+                                   trace=trace, seq_type=seq_type)
                 except Exception as e:          # one retry: a shared host has hiccups
                     log(f"round {r + 1} {label}: run failed, retrying once: {e}")
                     res = run_once(mode, workdir / f"{label}{r}b", size, window, seconds,
                                    warmup, digest, pin=pin, tree=tree,
-                                   fwd_env=tree_env.get(label))
+                                   fwd_env=tree_env.get(label), trace=trace,
+                                   seq_type=seq_type)
                 runs[label].append(res)
                 log(f"round {r + 1}/{rounds} {label:8s}: {res['per_s']:9.0f} exchanges/s  "
                     f"cpu {res['cpu']}  nacks {res['nacks']} lost {res['lost']}")
@@ -206,7 +216,8 @@ def measure(size: int, window: int, seconds: float, rounds: int, warmup: float,
             "relay": {"relay": cpu_us("relay", "relay"), "consumer": cpu_us("relay", "consumer"),
                       "producer": cpu_us("relay", "producer")}},
         "config": {"size": size, "window": window, "seconds": seconds, "rounds": rounds,
-                   "warmup": warmup, "digest": digest, "pin": pin},
+                   "warmup": warmup, "digest": digest, "pin": pin, "trace": trace,
+                   "seq_type": seq_type},
         "runs": runs,
         **stamp(),
     }
@@ -232,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trees", default="",
                    help="LABEL=DIR,...: forwarders of these source trees side by side "
                         "(default: this tree only)")
+    p.add_argument("--trace", action="store_true",
+                   help="forwarders write their rate trace ([trace]), as in scenario runs")
+    p.add_argument("--segment-names", action="store_true",
+                   help="Interests /bench/<SegmentNameComponent> (typed, as training traffic) "
+                        "instead of /bench/<generic component>")
     p.add_argument("--compiled", action="store_true",
                    help="also this tree's core compiled with mypyc (pure Python beside it)")
     p.add_argument("--no-save", action="store_true", help="do not write bench/results.json")
@@ -280,10 +296,12 @@ def _run(args, sizes: list[int], trees: dict[str, Path],
     for size in sizes:
         log(f"forwarder: {size}-byte Data")
         figures = measure(size, args.window, args.seconds, args.rounds, args.warmup,
-                          args.digest, log, args.pin, trees or None, tree_env)
+                          args.digest, log, args.pin, trees or None, tree_env, args.trace,
+                          0x32 if args.segment_names else 0x08)
         figures["quick"] = args.quick
         if not args.no_save:
-            save("forwarder", f"size_{size}", figures)
+            save("forwarder", f"size_{size}" + ("_trace" if args.trace else "") +
+                 ("_segnames" if args.segment_names else ""), figures)
         line[f"size_{size}"] = {k: figures[k] for k in ("fwd_per_s", "relay_per_s", "ratio")}
         if "trees" in figures:
             line[f"size_{size}"]["trees"] = {lb: {k: f[k] for k in ("fwd_per_s", "ratio")}
@@ -300,7 +318,9 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
         comp = f.get("trees", {}).get("compiled")
         if comp:                        # the optional mypyc build, measured in the same run
             figure += f"; mypyc build {fmt(comp['ratio'], '.3f')}"
-        out.append((f"forwarder exchanges/s ÷ uvloop relay, {key.split('_')[1]}-byte Data",
+        traced = (", rate trace on" if "_trace" in key else "") + \
+            (", segment names" if "_segnames" in key else "")
+        out.append((f"forwarder exchanges/s ÷ uvloop relay, {key.split('_')[1]}-byte Data{traced}",
                     figure, f"≥ {TARGET}", "met" if f["ratio"] >= TARGET else "missed"))
     return out
 

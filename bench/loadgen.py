@@ -157,7 +157,8 @@ def _proc_cpu(pid: int) -> float | None:
 
 
 class Consumer(Framed):
-    def __init__(self, window: int, timeout: float, done: asyncio.Future) -> None:
+    def __init__(self, window: int, timeout: float, done: asyncio.Future,
+                 seq_type: int = 0x08) -> None:
         super().__init__()
         self.window = window
         self.timeout = timeout
@@ -174,7 +175,7 @@ class Consumer(Framed):
         # Interest = 05 L 07 NL <prefix> 08 08 <seq> 0A 04 <nonce> 0C 02 <lifetime>
         name_len = len(PREFIX_NAME) + 2 + SEQ_LEN
         value_len = 2 + name_len + 6 + 4
-        self._head = bytes((0x05, value_len, 0x07, name_len)) + PREFIX_NAME + bytes((0x08, SEQ_LEN))
+        self._head = bytes((0x05, value_len, 0x07, name_len)) + PREFIX_NAME + bytes((seq_type, SEQ_LEN))
         self._mid = b"\x0a\x04"
         self._tail = b"\x0c\x02" + INTEREST_LIFETIME_MS.to_bytes(2, "big")
         self._pack = struct.Struct(">QI").pack
@@ -260,7 +261,7 @@ async def run_consumer(args) -> int:
     loop = asyncio.get_running_loop()
     done = loop.create_future()
     _, proto = await loop.create_unix_connection(
-        lambda: Consumer(args.window, args.timeout, done), args.sock)
+        lambda: Consumer(args.window, args.timeout, done, args.seq_type), args.sock)
     watch = [int(p) for p in args.watch_pids.split(",") if p] if args.watch_pids else []
 
     async def phase(seconds: float):
@@ -475,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--timeout", type=float, default=1.0,
                    help="seconds after which an unanswered Interest is replaced")
     c.add_argument("--watch-pids", default="", help="comma-separated pids whose CPU to report")
+    c.add_argument("--seq-type", type=int, default=0x08,
+                   help="TLV-TYPE of the seq component: 8 generic (default), 50 segment")
     c.add_argument("--out", default="")
     pr = sub.add_parser("producer")
     pr.add_argument("--sock", required=True)

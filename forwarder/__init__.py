@@ -66,8 +66,16 @@ class _SourcesFirst:
         return importlib.util.spec_from_file_location(name, source_path(name))
 
 
+def _build_present() -> bool:
+    return MANIFEST.exists() or any(Path(__file__).parent.glob("core__mypyc*"))
+
+
 USE_COMPILED = _compiled_build_usable()
-if not USE_COMPILED and not any(isinstance(f, _SourcesFirst) for f in sys.meta_path):
+# Only with a build in the tree: the default import machinery already takes the sources when
+# there is none, and a finder of ours first would hide them from import hooks such as
+# atheris.instrument_imports (the fuzzer's coverage).
+if not USE_COMPILED and _build_present() and \
+        not any(isinstance(f, _SourcesFirst) for f in sys.meta_path):
     sys.meta_path.insert(0, _SourcesFirst())
 
 

@@ -2,7 +2,9 @@
 
 Entries are grouped by name so a Data finds its matches with one dict lookup per prefix of its
 name. Expiry is lazy: entries wait in 100 ms buckets (a heap orders the buckets, not the
-entries) drained by `expire()`, and lookups ignore entries whose deadline has passed.
+entries) drained by `expire()`, and lookups ignore entries whose deadline has passed. An entry
+leaves its bucket when it is erased, so a satisfied entry and its records are freed at once
+rather than kept ~InterestLifetime by the bucket (which made the GC rescan them).
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ class OutRecord:
 
 class PitEntry:
     __slots__ = ("name", "can_be_prefix", "must_be_fresh", "in_records", "out_records",
-                 "expires", "retx_interval", "erased")
+                 "expires", "retx_interval", "erased", "bucket")
 
     def __init__(self, interest: Interest) -> None:
         self.name = interest.name
@@ -50,6 +52,7 @@ class PitEntry:
         self.expires = 0.0
         self.retx_interval = 0.0     # best-route retransmission suppression state
         self.erased = False
+        self.bucket = 0              # the expiry bucket it is filed in, 0: none
 
     @property
     def key(self) -> tuple[bool, bool]:
@@ -81,7 +84,7 @@ class Pit:
         self._by_name: dict[bytes, dict[int, PitEntry]] = {}
         self._count = 0
         self._cbp_count = 0            # CanBePrefix entries: none means exact matching only
-        self._buckets: dict[int, list[tuple[float, PitEntry]]] = {}
+        self._buckets: dict[int, dict[PitEntry, None]] = {}    # key -> entries (in order)
         self._bucket_heap: list[int] = []
 
     def __len__(self) -> int:
@@ -118,16 +121,28 @@ class Pit:
     def set_expiry(self, entry: PitEntry, expires: float) -> None:
         entry.expires = expires
         key = int(expires * _BUCKETS_PER_S) + 1       # the bucket is due once it has passed
+        if key == entry.bucket:
+            return
+        self._unfile(entry)
         bucket = self._buckets.get(key)
         if bucket is None:
-            bucket = self._buckets[key] = []
+            bucket = self._buckets[key] = {}
             heapq.heappush(self._bucket_heap, key)
-        bucket.append((expires, entry))
+        bucket[entry] = None
+        entry.bucket = key
+
+    def _unfile(self, entry: PitEntry) -> None:
+        if entry.bucket:
+            bucket = self._buckets.get(entry.bucket)
+            if bucket is not None:
+                bucket.pop(entry, None)
+            entry.bucket = 0
 
     def erase(self, entry: PitEntry) -> None:
         if entry.erased:
             return
         entry.erased = True
+        self._unfile(entry)
         group = self._by_name.get(entry.name)
         key = _selectors(entry.can_be_prefix, entry.must_be_fresh)
         if group is not None and group.get(key) is entry:
@@ -163,21 +178,18 @@ class Pit:
         heap = self._bucket_heap
         due = int(now * _BUCKETS_PER_S)
         while heap and heap[0] <= due:
-            self._expire_filed(self._buckets.pop(heapq.heappop(heap)), gone)
+            bucket = self._buckets.pop(heapq.heappop(heap), None)
+            if bucket:
+                for entry in bucket:
+                    entry.bucket = 0            # its bucket is gone already
+                    self.erase(entry)
+                    gone.append(entry)
         current = self._buckets.get(due + 1)    # the bucket `now` falls in: only what is due
         if current:
-            keep = [(d, e) for d, e in current if d > now]
-            if len(keep) < len(current):
-                self._expire_filed([(d, e) for d, e in current if d <= now], gone)
-                current[:] = keep
-        return gone
-
-    def _expire_filed(self, filed: list[tuple[float, PitEntry]], gone: list[PitEntry]) -> None:
-        for deadline, entry in filed:
-            # an entry renewed since it was filed here waits in a later bucket too
-            if not entry.erased and entry.expires == deadline:
-                self.erase(entry)
+            for entry in [e for e in current if e.expires <= now]:
+                self.erase(entry)               # leaves `current`
                 gone.append(entry)
+        return gone
 
     def remove_face(self, face: int) -> None:
         """A face that closed leaves every record; entries left with no downstream go."""

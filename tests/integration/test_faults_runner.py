@@ -100,7 +100,8 @@ def incarnations(out: Path) -> list[list[int]]:
 
 
 def ledger(out: Path) -> dict:
-    return version_ledger(read_metrics(out / "metrics" / "ps.jsonl"))
+    """bench/faults.py's reading of the PS's records (4 workers in every scenario here)."""
+    return version_ledger(read_metrics(out / "metrics" / "ps.jsonl"), workers=4)
 
 
 @pytest.mark.timeout(200)
