@@ -135,6 +135,7 @@ class ParameterServer:
         self.restarts = 0                           # resumptions so far (the checkpoint's count)
         self.resumed_steps: dict[str, int] = {}     # async: each worker's next step, resumed
         self.rejoined = asyncio.Event()         # a lost worker is back
+        self.last_dropped = ""
 
     # ---- life cycle ------------------------------------------------------------------------
 
@@ -419,9 +420,31 @@ class ParameterServer:
         rejoin = cfg.rejoin_timeout > 0 and not self.done
         if rejoin and w.gpu not in self.rejoin_tasks:
             self.rejoin_tasks[w.gpu] = asyncio.get_running_loop().create_task(self.rejoin(w))
-        if len(self.live) < cfg.min_workers and not (rejoin and cfg.on_worker_loss == "wait"):
+        if len(self.live) < cfg.min_workers and not rejoin:
             raise JobFailed(f"{len(self.live)} live workers left, min_workers = "
                             f"{cfg.min_workers} (last dropped {w.gpu}: {why})")
+        self.last_dropped = f"{w.gpu}: {why}"
+
+    async def quorum(self) -> None:
+        """At least min_workers live before going on.  A worker dropped for silence may be
+        alive (cut off, or its push lost): it answers the re-offer of its task within a
+        rejoin_interval or two, so the job fails only if too few are back after a grace of
+        max(10 s, 4 x rejoin_interval) (rejoin_timeout at most)."""
+        cfg = self.cfg
+        if len(self.live) >= cfg.min_workers:
+            return
+        grace = min(max(10.0, 4 * cfg.rejoin_interval), cfg.rejoin_timeout)
+        deadline = self.loop_time() + grace
+        while len(self.live) < cfg.min_workers and self.loop_time() < deadline:
+            self.rejoined.clear()
+            try:
+                await asyncio.wait_for(self.rejoined.wait(), deadline - self.loop_time())
+            except TimeoutError:
+                break
+        if len(self.live) < cfg.min_workers:
+            raise JobFailed(f"{len(self.live)} live workers left, min_workers = "
+                            f"{cfg.min_workers}, none back within {grace:.0f} s (last dropped "
+                            f"{self.last_dropped})")
 
     async def rejoin(self, w: WorkerState) -> None:
         """Re-offer the task to lost worker w every rejoin_interval (the first time after
@@ -577,6 +600,8 @@ class ParameterServer:
         total = self.total_steps
         ref = self.loop_time()
         while not self.done:
+            if self.cfg.on_worker_loss == "continue":
+                await self.quorum()
             v = self.version
             t0 = self.loop_time()
             live = self.live
@@ -652,6 +677,7 @@ class ParameterServer:
         total = self.total_steps
         ref = self.loop_time()
         while not self.done and w.steps_done < total:
+            await self.quorum()
             g = await self.collect(w, w.steps_done, ref)
             ref = self.loop_time()
             if self.done:                       # the target was reached meanwhile

@@ -184,6 +184,8 @@ def version_ledger(records: list[dict], workers: int | None = None) -> dict:
     to the last one the killed PS applied)."""
     applied: list[int] = []
     explained = 0
+    starts = [r for r in records if r.get("event") == "start"]
+    started = len(starts[-1].get("workers", [])) if starts else 0   # workers in the training
     for r in records:
         if r.get("event") == "start" and r.get("resumed_from") is not None and applied:
             explained += max(0, max(applied) - int(r["resumed_from"]))
@@ -201,7 +203,7 @@ def version_ledger(records: list[dict], workers: int | None = None) -> dict:
             "gradients": sum(int(r.get("gradients", 0)) for r in records if "collect_wait" in r),
             # versions averaged over fewer gradients than workers in the training
             "short": sum(1 for r in records if "collect_wait" in r
-                         and r.get("gradients", 0) < (workers or r.get("workers", 0))),
+                         and r.get("gradients", 0) < (workers or started)),
             # from the PS's events, which survive a PS restart (its counters do not)
             "dropped": sum(1 for r in records if r.get("event") == "dropped"),
             "rejoined": sum(1 for r in records if r.get("event") == "rejoined")}

@@ -12,12 +12,23 @@ from typing import Any
 from .metrics import read_metrics
 
 
-def _ps_records(run_dir: Path, ps: str) -> tuple[list[dict], dict, dict]:
+def _ps_records(run_dir: Path, ps: str) -> tuple[list[dict], dict, dict, dict]:
     records = read_metrics(run_dir / "metrics" / f"{ps}.jsonl")
     versions = [r for r in records if "version" in r and "event" not in r]
     end = next((r for r in reversed(records) if r.get("event") == "end"), {})
     start = next((r for r in records if r.get("event") == "start"), {})
-    return versions, end, start
+    return versions, end, start, fault_counts(records)
+
+
+def fault_counts(records: list[dict]) -> dict[str, int]:
+    """Workers lost and rejoined and short versions, from the PS's events and version records:
+    a restarted PS appends to the same metrics, and a killed one never writes its counters."""
+    starts = [r for r in records if r.get("event") == "start"]
+    n = len(starts[-1].get("workers", [])) if starts else 0
+    return {"workers_lost": sum(r.get("event") == "dropped" for r in records),
+            "workers_rejoined": sum(r.get("event") == "rejoined" for r in records),
+            "short_versions": sum(1 for r in records if "collect_wait" in r
+                                  and r.get("gradients", n) < n)}
 
 
 def _iteration_times(versions: list[dict]) -> list[float]:
@@ -28,7 +39,7 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
               extra: dict[str, Any] | None = None) -> dict[str, Any]:
     sc = scenario
     ps = sc.training.ps
-    versions, end, start = _ps_records(run_dir, ps)
+    versions, end, start, faults = _ps_records(run_dir, ps)
     workers_end = {}
     for w in sc.worker_names:
         recs = read_metrics(run_dir / "metrics" / f"{w}.jsonl")
@@ -57,11 +68,9 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
                                for e in [end, *workers_end.values()]),
         "links": {"loss": sc.links.loss, "delay_ms": sc.links.delay_ms,
                   "jitter_ms": sc.links.jitter_ms, "rate_mbps": sc.links.rate_mbps},
-        # faults (issue 6): from the PS's counters; summary["faults"] says what was injected
-        "workers_lost": end.get("workers_lost", 0),
-        "workers_rejoined": end.get("workers_rejoined", 0),
+        # faults (issue 6): what the PS saw; summary["faults"] says what was injected
+        **faults,
         "workers_lost_at_end": end.get("lost", []),
-        "short_versions": end.get("short_versions", 0),
         "collects_redone": end.get("collects_redone", 0),
         "ps_restarts": end.get("restarts", 0),
         "ps_resumed_from": end.get("resumed_from"),
@@ -114,7 +123,7 @@ def plot_all(run_dir: Path, scenario: Any) -> list[Path]:
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
     made = []
-    versions, _, _ = _ps_records(run_dir, scenario.training.ps)
+    versions, _, _, _ = _ps_records(run_dir, scenario.training.ps)
 
     fig, ax1 = plt.subplots(figsize=(7, 4))
     t = [r["t"] for r in versions]

@@ -227,7 +227,8 @@ async def test_a_silent_worker_is_dropped_and_training_goes_on(tmp_path):
 
 @pytest.mark.asyncio
 async def test_too_many_silent_workers_end_the_job_with_exit_3():
-    cfg = config(min_workers=3, worker_timeout=1.0, collect_lifetime=0.2, max_versions=8)
+    cfg = config(min_workers=3, worker_timeout=1.0, collect_lifetime=0.2, max_versions=8,
+                 rejoin_timeout=0)                # no re-offers: nobody can come back
 
     def drop(kind, name, app):
         c = names.parse_collect(name)
@@ -235,3 +236,25 @@ async def test_too_many_silent_workers_end_the_job_with_exit_3():
 
     ps, _, code, _, _ = await run(cfg, drop=drop)
     assert code == 3 and ps.version == 2
+
+
+@pytest.mark.asyncio
+async def test_a_live_worker_dropped_below_min_workers_is_taken_back_not_fatal():
+    """Cut off for a while (its collects lost), w2 is dropped; with min_workers = 3 the PS
+    does not fail at once: the re-offer of its task brings it back and the run finishes."""
+    cfg = config(min_workers=3, worker_timeout=0.5, collect_lifetime=0.2, max_versions=8,
+                 rejoin_interval=0.2)
+    loop = asyncio.get_running_loop()
+    cut: list[float] = []
+
+    def drop(kind, name, app):
+        c = names.parse_collect(name)
+        if kind == "interest" and c is not None and c.gpu == "w2" and c.step == 3:
+            if not cut:
+                cut.append(loop.time())
+            return loop.time() - cut[0] < 1.0
+        return False
+
+    ps, _, code, codes, _ = await run(cfg, drop=drop)
+    assert code == 0 and codes == [0, 0, 0] and ps.version == 8
+    assert ps.counters.workers_lost == 1 and ps.counters.workers_rejoined == 1
