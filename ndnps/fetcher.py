@@ -11,11 +11,13 @@ TCP does, per segment:
   except that Interests a producer holds go out together, in segment order, the moment it is
   ready.  Most losses are repaired one round trip after the loss, not after a timer.
 * **Tail loss probe**: the last Interests of a transfer have nothing due after them; once
-  nothing is left to send, one still unanswered 1.5 x the latest round trip (2 x srtt before
-  any) after it was sent, or after the producer was seen to be ready, is re-expressed.
+  nothing is left to send, the last one, still unanswered 2 round trips (srtt or the latest,
+  the longer) after it was sent or after the producer was seen to be ready, is re-expressed;
+  its answer lets RACK judge the others.
 * **Retransmission timeout** as the backstop: the Interest lifetime is the RTO of an
-  RtoEstimator (RFC 6298, samples from first tries only: Karn), doubled per expiry *of that
-  segment* only — one lost segment does not slow every other one.
+  RtoEstimator (RFC 6298, samples from first tries only: Karn), floored at MIN_RTO above the
+  queueing a busy producer adds, and doubled per expiry *of that segment* only — one lost
+  segment does not slow every other one, nor does a face that was down for a while.
 
 A re-expressed Interest has the same name, so a late answer to the original still satisfies it:
 a spurious early retransmission costs one Interest, not a wait.  Early retransmissions are
@@ -48,7 +50,8 @@ from .estimator import RtoEstimator
 Express = Callable[..., Awaitable[tuple]]
 NameOf = Callable[[int], FormalName]
 
-MIN_RTO = 0.05              # s: the RTO's floor (RACK and the tail probe act well before it)
+MIN_RTO = 0.2               # s: the RTO's floor: above the queueing a busy producer adds (RACK
+                            # and the tail probe repair losses well before it)
 REORDER_FLOOR = 0.003       # s: the smallest reordering window (scheduling jitter of a process)
 # A forwarder suppresses a re-expressed Interest that comes sooner than this after the one it
 # forwarded last for the same pending entry (NFD's RetxSuppressionExponential: 10 ms, doubling
@@ -343,6 +346,11 @@ class Transfer:
             now = self.loop.time()
             tail = not any(s in self.wanted and s not in self.got and s not in self.flights
                            for s in self.queue)
+            # the tail probe re-asks the last Interest only, as TCP's does: its answer (or the
+            # original's) lets RACK judge every one before it; probing them all would re-ask a
+            # whole window each time a queue makes round trips grow
+            last = max(self.flights.values(), key=lambda f: f.order) \
+                if tail and self.flights else None
             lost, next_due = [], None
             for flight in self.flights.values():
                 fast = self.fast.get(flight.seg, 0)
@@ -355,10 +363,10 @@ class Transfer:
                         due = self.rack_at + reo
                     else:                           # ... as soon as the producer is ready
                         due = self.ready_at + reo
-                elif tail and srtt is not None:     # nothing after it: tail loss probe
-                    # due a round trip as the last one answered after it was sent (a queue
-                    # builds and drains within a transfer, so this tracks it better than srtt)
-                    rtt = 1.5 * self.rack_rtt if self.rack_order[0] == 1 else 2 * srtt
+                elif flight is last and srtt is not None:     # tail loss probe
+                    # due 2 round trips after it was sent, the last one answered or srtt,
+                    # whichever is longer (a queue may be building)
+                    rtt = 2 * max(srtt, self.rack_rtt if self.rack_order[0] == 1 else 0.0)
                     due = max(flight.sent, self.ready_at or 0.0) + rtt + max(reo, TLP_FLOOR)
                 else:
                     continue

@@ -22,7 +22,8 @@
    the entry, and its node only if the PIT still holds that very node.
 
 3. The forwarder may go away and come back (restarted): while the face is down, ``express``
-   behaves as if the Interest were lost (it times out after its lifetime; ``no_response``
+   behaves as if the Interest were lost (it times out after its lifetime, or at once when the
+   forwarder is back and the prefixes are registered again; ``no_response``
    Interests and ``send_data`` are dropped and counted in ``sent_while_down``), so callers
    retry as they do on a lossy link; ``reconnect()`` opens the face again and
    ``after_reconnect()`` re-registers every prefix registered so far and calls
@@ -176,6 +177,7 @@ class App(NDNApp):
         self.registered: list = []               # prefixes to register again on reconnect
         self.reconnects = 0
         self.sent_while_down = 0
+        self._back: asyncio.Event | None = None  # set once the forwarder is back
 
     def express(self, name, validator=None, app_param=None, signer=None, **kwargs):
         if not self.face.running:                # the forwarder is gone (for now): lost
@@ -218,9 +220,16 @@ class App(NDNApp):
         return self.express_raw_interest(name, param, raw, validator,
                                          kwargs.get("no_response", False))
 
-    @staticmethod
-    async def _lost(seconds: float):
-        await asyncio.sleep(seconds)
+    async def _lost(self, seconds: float):
+        """An Interest expressed while the forwarder is gone: it times out after its lifetime,
+        or as soon as the forwarder is back and our prefixes are registered again, so the
+        caller re-expresses it then rather than a backed-off lifetime later."""
+        if self._back is None or self._back.is_set():
+            self._back = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._back.wait(), seconds)
+        except TimeoutError:
+            pass
         raise InterestTimeout()
 
     async def reconnect(self) -> None:
@@ -232,6 +241,8 @@ class App(NDNApp):
         """Register again every prefix registered so far, then tell the app."""
         for name in list(self.registered):
             await self.register(name)
+        if self._back is not None:
+            self._back.set()
         if self.on_reconnect is not None:
             self.on_reconnect()
 

@@ -170,10 +170,11 @@ def test_forwarder_killed_by_the_runner_apps_reconnect_and_finish(run_dir):
     assert summary["reconnects"] == {n: 1 for n in ("ps", "w1", "w2", "w3", "w4")}
     assert all(e["reinserts"] == 1 for e in summary["workers_end"].values())
     assert summary["workers_lost"] == 0 and summary["ps_restarts"] == 0
-    # the killed forwarder's traces are kept beside the new one's
-    for node in ("fwd-r0", "fwd"):
-        rows = (out / "traces" / f"{node}-rates.tsv").read_text().splitlines()[1:]
-        assert any(r.split("\t")[4] == "collect" for r in rows), node
+    # the killed forwarder's traces are kept beside the new one's (what it flushed before
+    # SIGKILL: maybe nothing yet but the header, at a trace interval of its own)
+    assert (out / "traces" / "fwd-r0-rates.tsv").read_text().startswith("Time")
+    rows = (out / "traces" / "fwd-rates.tsv").read_text().splitlines()[1:]
+    assert any(r.split("\t")[4] == "collect" for r in rows)
     [versions] = incarnations(out)
     assert versions == list(range(1, 101))           # each once, in order
     assert ledger(out)["short"] == 0                 # each with every gradient
