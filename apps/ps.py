@@ -94,6 +94,7 @@ class PsCounters:
     short_versions: int = 0         # sync versions applied with fewer gradients than workers
     collects_redone: int = 0        # on_worker_loss = wait: gradients collected again
     checkpoints: int = 0            # checkpoint files written
+    final_repushes: int = 0         # the final version pushed again while workers stayed
 
 
 class ParameterServer:
@@ -745,6 +746,8 @@ class ParameterServer:
         if self.save_path:
             self.save(self.save_path)
         # Stay for late probes (and unicast fetches) until every worker left, or `linger`.
+        # The final version is pushed again every second meanwhile: a worker that (re)joined
+        # late, or lost the final push with its probe timer backed off, learns the run is done.
         deadline = self.loop_time() + cfg.linger
         while self.loop_time() < deadline:
             if cfg.push_mode == "persistent" and self.counters.removes >= len(self.live):
@@ -753,9 +756,12 @@ class ParameterServer:
                 break
             self.removed.clear()
             try:
-                await asyncio.wait_for(self.removed.wait(), deadline - self.loop_time())
+                await asyncio.wait_for(self.removed.wait(),
+                                       min(1.0, deadline - self.loop_time()))
             except TimeoutError:
-                break
+                if cfg.push_mode == "persistent" and self.loop_time() < deadline:
+                    self.counters.final_repushes += 1
+                    await self.push(self.version, True)
         for task in list(self.rejoin_tasks.values()):
             task.cancel()
         self.metrics.write({"event": "end", "version": self.version, "accuracy": self.accuracy,
