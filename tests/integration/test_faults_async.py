@@ -19,9 +19,11 @@ ASYNC = ["--workers", ",".join(WORKERS), "--mode", "async", "--momentum", "0.5",
 
 def applied(procs, name="ps") -> int:
     path = procs.workdir / f"{name}.jsonl"
-    if not path.exists():
+    try:
+        records = read_metrics(path)
+    except (OSError, ValueError):           # not there yet, or a line being written
         return -1
-    return max((r["version"] for r in read_metrics(path) if r.get("applied")), default=-1)
+    return max((r["version"] for r in records if r.get("applied")), default=-1)
 
 
 @pytest.mark.timeout(150)
