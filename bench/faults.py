@@ -79,7 +79,7 @@ class Case:
 
 
 # the shortened chaos run (the integration test uses the same): every kind of fault, sooner
-CHAOS_SHORT = ["training.epochs=12",
+CHAOS_SHORT = ["training.epochs=40",       # time for a restarted worker to start and rejoin
                "faults.random={ kills = 2, seed = 7, from_version = 20, to_version = 70, "
                "restart_after = 1.5 }",
                "faults.kill=[{ ps = true, at_version = 50, restart_after = 1.0 }, "

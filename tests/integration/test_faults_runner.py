@@ -184,7 +184,7 @@ def test_forwarder_killed_by_the_runner_apps_reconnect_and_finish(run_dir):
 
 @pytest.mark.timeout(420)
 def test_chaos_shortened_survives_worker_ps_and_forwarder_kills(run_dir):
-    """chaos.toml (3% loss, on_worker_loss = continue) on a 120-version run: w3 killed at 29
+    """chaos.toml (3% loss, on_worker_loss = continue) on a 400-version run: w3 killed at 29
     and w4 at 61 (seed 7, each restarted 1.5 s later), the PS at 50 (checkpoint every 10),
     the forwarder at 85."""
     out = run_dir
@@ -208,7 +208,7 @@ def test_chaos_shortened_survives_worker_ps_and_forwarder_kills(run_dir):
     # every app still running when the forwarder died reconnected to the new one
     assert set(summary["reconnects"]) == {"ps", "w1", "w2", "w3", "w4"}
     led = ledger(out)
-    assert led["missing"] == [] and led["last"] == 120 and not led["applied_thrice"]
+    assert led["missing"] == [] and led["last"] == 400 and not led["applied_thrice"]
     assert led["redone"] == led["redone_explained"]
     ends = [summary["ps_end"], *summary["workers_end"].values()]
     assert sum(e.get("rejected", 0) + e.get("malformed", 0) for e in ends) == 0
