@@ -36,6 +36,7 @@ from ndnps import messages, names
 from ndnps.codec import CodecError, flatten, param_spec, segment, unflatten
 from ndnps.data import load_dataset
 from ndnps.estimator import FinishTimeEstimator, RtoEstimator
+from ndnps.events import wait_event
 from ndnps.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher
 from ndnps.metrics import Delta, MetricsWriter
 from ndnps.models import SGD, build_model
@@ -438,9 +439,7 @@ class ParameterServer:
         deadline = self.loop_time() + grace
         while len(self.live) < cfg.min_workers and self.loop_time() < deadline:
             self.rejoined.clear()
-            try:
-                await asyncio.wait_for(self.rejoined.wait(), deadline - self.loop_time())
-            except TimeoutError:
+            if not await wait_event(self.rejoined, deadline - self.loop_time()):
                 break
         if len(self.live) < cfg.min_workers:
             raise JobFailed(f"{len(self.live)} live workers left, min_workers = "
@@ -475,11 +474,9 @@ class ParameterServer:
                 elif ok:
                     w.rejoining = asyncio.Event()
                     self.make_content(w, flatten(self.model.params))
-                    try:
-                        await asyncio.wait_for(w.rejoining.wait(), max(
-                            cfg.rejoin_interval, 4 * cfg.segment_timeout))
-                    except TimeoutError:
-                        ok = False                  # accepted, but never fetched: ask again
+                    # accepted, but never fetched: ask again
+                    ok = await wait_event(w.rejoining, max(cfg.rejoin_interval,
+                                                           4 * cfg.segment_timeout))
                     w.rejoining = None
                 if ok:
                     self.back(w, reason)
@@ -755,10 +752,7 @@ class ParameterServer:
             if cfg.push_mode == "unicast" and all(w.final_fetched for w in self.live):
                 break
             self.removed.clear()
-            try:
-                await asyncio.wait_for(self.removed.wait(),
-                                       min(1.0, deadline - self.loop_time()))
-            except TimeoutError:
+            if not await wait_event(self.removed, min(1.0, deadline - self.loop_time())):
                 if cfg.push_mode == "persistent" and self.loop_time() < deadline:
                     self.counters.final_repushes += 1
                     await self.push(self.version, True)

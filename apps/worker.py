@@ -41,6 +41,7 @@ from ndnps import messages, names
 from ndnps.codec import CodecError, flatten, param_spec, unflatten
 from ndnps.data import load_dataset
 from ndnps.estimator import ProbeTimer, RtoEstimator
+from ndnps.events import wait_event
 from ndnps.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher, Transfer
 from ndnps.metrics import Delta, MetricsWriter
 from ndnps.models import build_model
@@ -109,6 +110,7 @@ class Job:
         self.newest = -1
         self.applied = -1                           # async: our last step the PS has collected
         self.step = 0                               # async: the step we compute next
+        self.rewinds = 0                            # async: times a PS took self.step back
         self.params: np.ndarray | None = None
         self.done = False
         self.aborted = False
@@ -265,9 +267,13 @@ class Job:
             del self.sent_steps[s]
         for s in [s for s in self.gradients.keys() if s >= step]:
             self.gradients.pop(s)
-        self.step = step
         self.applied = min(self.applied, step - 1)
+        self.step = step
+        # counted, not just compared: a rewind to the very step the loop is on must still
+        # make it compute that step again
+        self.rewinds += 1
         self.sent_event.set()
+        self.version_event.set()                    # wait_params re-checks its condition
 
     # ---- step 4: registration, refresh, leave ----------------------------------------------
 
@@ -284,12 +290,8 @@ class Job:
             self.counters.register_tries += 1
             self.confirmed.clear()
             self.send_insert()
-            try:
-                await asyncio.wait_for(self.confirmed.wait(),
-                                       k["register_timeout"] * min(2 ** attempt, 8))
+            if await wait_event(self.confirmed, k["register_timeout"] * min(2 ** attempt, 8)):
                 return
-            except TimeoutError:
-                continue
         raise JobFailed(f"registration not confirmed after {k['register_tries']} tries")
 
     async def refresh(self) -> None:
@@ -610,28 +612,23 @@ class Job:
                     if self.now() >= give_up:
                         return
                     left = min(left, give_up - self.now())
-                try:
-                    await asyncio.wait_for(self.version_event.wait(), left)
-                except TimeoutError:
-                    pass
+                await wait_event(self.version_event, left)
         finally:
             self.expected = None
             if self.timer is not None and (until() or patience is None):
                 self.timer.cancel()
 
-    async def wait_sent(self, step: int) -> None:
-        """Until the PS has collected `step` (or the run is over, or a resumed PS took us
-        back); fails after ps_timeout."""
-        while step not in self.sent_steps and not self.done and self.step == step:
+    async def wait_sent(self, step: int, rewinds: int) -> None:
+        """Until the PS has collected `step` (or the run is over, or the PS moved us: it
+        wants a later step, or a resumed PS took us back); fails after ps_timeout."""
+        while (step not in self.sent_steps and not self.done and self.step == step
+               and self.rewinds == rewinds):
             self.sent_event.clear()
             left = self.knobs["ps_timeout"] - (self.now() - self.last_from_ps)
             if left <= 0:
                 raise JobFailed(f"the PS did not collect step {step} for "
                                 f"{self.knobs['ps_timeout']:.0f} s")
-            try:
-                await asyncio.wait_for(self.sent_event.wait(), left)
-            except TimeoutError:
-                pass
+            await wait_event(self.sent_event, left)
 
     # ---- step 7: the training loops ----------------------------------------------------------------
 
@@ -650,19 +647,22 @@ class Job:
         for a version that includes it, then go on (from where a resumed PS says, if one
         took us back meanwhile)."""
         while not self.done:
-            k = self.step
+            k, rewinds = self.step, self.rewinds
             if k < self.total_steps:
                 self.compute(k)
-                await self.wait_sent(k)
-                if self.step != k:
-                    continue                        # rewound by a resync
-                await self.wait_params(lambda: self.applied >= k or self.done,
+                await self.wait_sent(k, rewinds)
+                if self.step != k or self.rewinds != rewinds:
+                    continue                        # moved on, or back (maybe to k itself)
+                await self.wait_params(lambda: self.applied >= k or self.done
+                                       or self.rewinds != rewinds,
                                        patience=self.knobs["probe_max"])
+                if self.rewinds != rewinds:
+                    continue                        # k is to be computed again
                 self.record(k)
-                if self.step == k:
+                if self.step == k:                  # else the PS already asks a later step
                     self.step = k + 1
             else:
-                await self.wait_params(lambda: self.done)
+                await self.wait_params(lambda: self.done or self.rewinds != rewinds)
 
     def record(self, step: int) -> None:
         sent = self.sent_steps.get(step)

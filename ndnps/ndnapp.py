@@ -73,6 +73,7 @@ from ndn.types import InterestCanceled, InterestTimeout, ValidationFailure, Vali
 from ndn.utils import gen_nonce
 
 from . import names, wire
+from .events import wait_event
 from .security import Security
 
 OnDistribute = Callable[..., None]
@@ -226,10 +227,7 @@ class App(NDNApp):
         caller re-expresses it then rather than a backed-off lifetime later."""
         if self._back is None or self._back.is_set():
             self._back = asyncio.Event()
-        try:
-            await asyncio.wait_for(self._back.wait(), seconds)
-        except TimeoutError:
-            pass
+        await wait_event(self._back, seconds)
         raise InterestTimeout()
 
     async def reconnect(self) -> None:

@@ -178,6 +178,30 @@ async def test_collect_for_a_missing_version_starts_a_probe():
 
 
 @pytest.mark.asyncio
+async def test_async_rewind_to_the_step_being_awaited_computes_it_again():
+    """A resumed PS whose checkpoint predates our last collected step k takes us back to k
+    while we wait for a version holding k: k must be computed and collectable again (once,
+    k + 1 was taken instead and the PS waited forever for k)."""
+    job = ready_job(mode="async", probe_max=0.3, probe_initial=0.2)
+    loop = asyncio.create_task(job.train_async())
+    await until(lambda: job.gradients.get(0) is not None)
+    got = []
+    job.answer_collect(names.Collect("w1", "ps", "t1", 0, 0), got.append,
+                       utils.timestamp() + 2000)
+    assert len(got) == 1 and 0 in job.sent_steps
+    job.rewind(0, job.now() + 1)                    # as resync() does for a resumed PS
+    assert job.gradients.get(0) is None and job.step == 0
+    await until(lambda: job.gradients.get(0) is not None)
+    again = []
+    job.answer_collect(names.Collect("w1", "ps", "t1", 0, 0), again.append,
+                       utils.timestamp() + 2000)
+    assert len(again) == 1 and job.step == 0
+    loop.cancel()
+    await asyncio.gather(loop, return_exceptions=True)
+    job.timer.cancel()
+
+
+@pytest.mark.asyncio
 async def test_ps_collect_sends_when_the_estimate_says_and_learns():
     net = MemNet()
     (w1,), tasks = await started(net, "w1")

@@ -1,0 +1,21 @@
+"""Waiting for an asyncio.Event with a time limit, without losing a cancellation.
+
+On Python 3.11, ``asyncio.wait_for(event.wait(), t)`` returns normally when the event is set in
+the same loop iteration as the waiting task is cancelled: the cancellation is lost (fixed in
+3.12, where wait_for is built on ``asyncio.timeout``).  A worker stopped just as the PS
+collected its step then ran on until ps_timeout.  ``asyncio.timeout`` has no such window."""
+from __future__ import annotations
+
+import asyncio
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """True once `event` is set, False after `timeout` seconds; a cancellation propagates."""
+    if event.is_set():
+        return True
+    try:
+        async with asyncio.timeout(max(timeout, 0.0)):
+            await event.wait()
+        return True
+    except TimeoutError:
+        return False
