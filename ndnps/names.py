@@ -22,6 +22,7 @@ so every collect name is new and no cache can answer it with an older gradient.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple, Sequence
 
 from ndn.encoding import Component, FormalName
@@ -58,14 +59,17 @@ def check_id(ident: str, what: str = "name") -> str:
     return ident
 
 
+@lru_cache(maxsize=8192)
 def _component(kind, value) -> bytes:
+    """One component, encoded once: the same ids, steps and segment numbers recur in every
+    name an app builds (immutable bytes, so cached copies can be shared)."""
     if isinstance(kind, bytes):
-        return Component.from_bytes(kind)
+        return bytes(Component.from_bytes(kind))
     if kind == ID:
-        return Component.from_bytes(check_id(value).encode())
+        return bytes(Component.from_bytes(check_id(value).encode()))
     if kind == VER:
-        return Component.from_version(int(value))
-    return Component.from_segment(int(value))
+        return bytes(Component.from_version(int(value)))
+    return bytes(Component.from_segment(int(value)))
 
 
 def _build(pattern: Sequence, *values) -> FormalName:

@@ -58,6 +58,19 @@ def events(records, kind):
     return [r for r in records if r.get("event") == kind]
 
 
+def restart_w2_and_finish(procs, sock, workers, ps, after_drop=True):
+    """w2 started again (once the PS has dropped it, with `after_drop`) and the run to its
+    end; every process exits 0.  Returns the PS's (end record, records)."""
+    if after_drop:
+        wait_until(lambda: events(read_metrics(procs.workdir / "ps.jsonl"), "dropped"), 60, ps,
+                   "dropping w2")
+    again = restart_worker(procs, sock, "w2")
+    codes, end, records = finish(procs, ps, {"w1": workers["w1"], "w3": workers["w3"],
+                                             "w2-again": again}, timeout=120)
+    assert codes == {"w1": 0, "w3": 0, "w2-again": 0}
+    return end, records
+
+
 @pytest.mark.timeout(150)
 def test_killed_worker_continue_finishes_with_fewer_workers(procs):
     # long enough after the loss for re-offers (the first after rejoin_interval)
@@ -80,10 +93,7 @@ def test_restarted_worker_rejoins_at_the_current_version(procs):
     # a longer run: the restarted process needs seconds to start (imports, dataset)
     sock, workers, ps = start_and_kill_w2(procs, "--on-worker-loss", "continue",
                                           "--epochs", "40")
-    again = restart_worker(procs, sock, "w2")
-    codes, end, records = finish(procs, ps, {"w1": workers["w1"], "w3": workers["w3"],
-                                             "w2-again": again}, timeout=120)
-    assert codes == {"w1": 0, "w3": 0, "w2-again": 0}
+    end, records = restart_w2_and_finish(procs, sock, workers, ps, after_drop=False)
     assert end["accuracy"] >= 0.9 and end["version"] == 40 * 14
     assert end["workers"] == WORKERS and end["lost"] == []
     assert end["workers_lost"] == 1 and end["workers_rejoined"] == 1
@@ -103,12 +113,7 @@ def test_restarted_worker_rejoins_at_the_current_version(procs):
 @pytest.mark.timeout(150)
 def test_wait_policy_collects_the_lost_gradient_again(procs):
     sock, workers, ps = start_and_kill_w2(procs, "--on-worker-loss", "wait")
-    wait_until(lambda: events(read_metrics(procs.workdir / "ps.jsonl"), "dropped"), 60, ps,
-               "dropping w2")
-    again = restart_worker(procs, sock, "w2")
-    codes, end, records = finish(procs, ps, {"w1": workers["w1"], "w3": workers["w3"],
-                                             "w2-again": again}, timeout=120)
-    assert codes == {"w1": 0, "w3": 0, "w2-again": 0}
+    end, records = restart_w2_and_finish(procs, sock, workers, ps)
     assert end["accuracy"] >= 0.9 and end["version"] == 8 * 14
     assert end["workers_lost"] == 1 and end["workers_rejoined"] == 1
     assert end["collects_redone"] == 1 and end["short_versions"] == 0

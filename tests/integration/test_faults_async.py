@@ -8,7 +8,7 @@ import pytest
 from ndnps.metrics import read_metrics
 from ndnps.process import wait_until
 
-from test_faults import events, restart_worker
+from test_faults import events, restart_w2_and_finish
 from test_training import WORKERS, finish, start_ps, start_workers, worker_end
 
 pytestmark = pytest.mark.slow
@@ -34,12 +34,7 @@ def test_async_killed_worker_rejoins_from_its_step(procs):
                   "--worker-timeout", "2", "--rejoin-interval", "0.5")
     wait_until(lambda: applied(procs) >= 30, 60, ps, "30 gradients applied")
     workers["w2"].kill()
-    wait_until(lambda: events(read_metrics(procs.workdir / "ps.jsonl"), "dropped"), 60, ps,
-               "dropping w2")
-    again = restart_worker(procs, sock, "w2")
-    codes, end, records = finish(procs, ps, {"w1": workers["w1"], "w3": workers["w3"],
-                                             "w2-again": again}, timeout=120)
-    assert codes == {"w1": 0, "w3": 0, "w2-again": 0}
+    end, records = restart_w2_and_finish(procs, sock, workers, ps)
     assert end["accuracy"] >= 0.9
     assert end["workers"] == WORKERS and end["lost"] == []
     assert end["workers_lost"] == 1 and end["workers_rejoined"] == 1
