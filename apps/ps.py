@@ -132,6 +132,7 @@ class ParameterServer:
         self.delta = Delta()
         self.loop_time = lambda: asyncio.get_running_loop().time()
         self.removed = asyncio.Event()
+        self.all_left = False                   # a *remove* came after the end
         self.rejoin_tasks: dict[str, asyncio.Task] = {}
         self.resumed_from: int | None = None        # the checkpoint's version, if resumed
         self.restarts = 0                           # resumptions so far (the checkpoint's count)
@@ -353,6 +354,10 @@ class ParameterServer:
         if t is None or (t.ps, t.train) != (self.cfg.ps, self.cfg.train):
             return
         self.counters.removes += 1
+        if self.done:
+            # forwarders pass a *remove* upstream only once no downstream is left (a prune):
+            # one that reaches us after the end says every worker has left
+            self.all_left = True
         self.removed.set()
         reply(self.app.make_data(name, b"", signer=self.sec.signer))
 
@@ -747,7 +752,7 @@ class ParameterServer:
         # late, or lost the final push with its probe timer backed off, learns the run is done.
         deadline = self.loop_time() + cfg.linger
         while self.loop_time() < deadline:
-            if cfg.push_mode == "persistent" and self.counters.removes >= len(self.live):
+            if cfg.push_mode == "persistent" and self.all_left:
                 break
             if cfg.push_mode == "unicast" and all(w.final_fetched for w in self.live):
                 break

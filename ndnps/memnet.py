@@ -2,7 +2,8 @@
 
 ``MemNet`` plays one forwarder with the semantics the apps rely on (DESIGN.md): Interests go to
 the app with the longest registered prefix of the name (markers stripped); ``*insert*`` /
-``*remove*`` add / drop the sender in the persistent entry of the stripped name; a Data goes to
+``*remove*`` add / drop the sender in the persistent entry of the stripped name (a ``*remove*``
+goes on to the producer only once the entry is empty, as the forwarder prunes); a Data goes to
 the pending Interests of its name, and a ``*distribute*`` Data also to every app of the longest
 persistent entry and to the pending ``*insert*`` twin, and is cached for probes.  ``MemApp`` has
 the slice of ``ndnps.ndnapp.App`` the apps use (express, attach_handler, register, make_data,
@@ -65,7 +66,10 @@ class MemNet:
         if key[0] == _INSERT:
             self.ppit.setdefault(route, set()).add(src)
         elif key[0] == _REMOVE:
-            self.ppit.get(route, set()).discard(src)
+            members = self.ppit.get(route, set())
+            members.discard(src)
+            if members:
+                return True                     # others still receive: not forwarded
         if not fresh and key in self.cs:
             self._later(src.receive_data, self.cs[key])
             return True

@@ -147,6 +147,8 @@ def test_netns_run(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = check_outputs(out, 4)
     assert summary["netns"] is True
+    # the last worker's *remove* reached the PS through both leaves: it left without lingering
+    assert summary["ps_end"]["final_repushes"] == 0
     leftover = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "ndnps" not in leftover
 

@@ -132,6 +132,33 @@ async def test_registration_is_retried_until_confirmed_and_removed_on_leaving():
     assert not net.ppit.get(key)                    # *remove* took w1 out again
 
 
+@pytest.mark.asyncio
+async def test_one_remove_after_the_end_means_every_worker_left():
+    """Forwarders prune: a *remove* goes upstream only once no downstream is left, so the PS
+    of a tree hears one per trunk, not one per worker.  One after the end ends the linger (it
+    used to wait for one per worker, re-pushing the final version every second meanwhile)."""
+    net = MemNet()
+    apps = [net.app() for _ in range(3)]
+    remove = names.remove("ps", "t1")
+    insert = names.insert("ps", "t1")
+    for app in apps:
+        net.interest(app, insert, 1000, False)
+    ps = ParameterServer(config(workers=["w1", "w2", "w3"], linger=30.0), net.app())
+    ps.attach()
+    assert await ps.app.register(names.node("ps"))
+    ps.prepare_content(["w1", "w2", "w3"])
+    heard = ps.counters.removes
+    net.interest(apps[0], remove, 1000, True)           # others still there: not forwarded
+    net.interest(apps[1], remove, 1000, True)
+    await asyncio.sleep(0.01)
+    assert ps.counters.removes == heard and not ps.all_left
+    ps.done = True
+    net.interest(apps[2], remove, 1000, True)           # the last one: the PS hears it
+    await asyncio.wait_for(ps.finish(), 5)
+    assert ps.counters.removes == heard + 1 and ps.all_left
+    assert ps.counters.final_repushes == 0
+
+
 # ---- step 5: collect, held until the gradient is ready -----------------------------------------
 
 def ready_job(**kw) -> Job:
