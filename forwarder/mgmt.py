@@ -12,6 +12,7 @@ so it uses python-ndn's TLV models.
 from __future__ import annotations
 
 import json
+import struct
 import time
 from dataclasses import asdict
 from typing import Awaitable, Callable
@@ -218,8 +219,9 @@ class Management:
                params: m.ControlParametersValue | None) -> bytes:
         try:
             content = _response(code, text, params)
-        except (IndexError, ValueError, TypeError, OverflowError):
-            # parameters that parsed but cannot be encoded back (found by fuzzing): say so
+        except (IndexError, ValueError, TypeError, OverflowError, struct.error):
+            # parameters that parsed but cannot be encoded back (found by fuzzing: python-ndn
+            # may size a field one way and write it another): say so
             content = _response(400, "Malformed ControlParameters", None)
         return bytes(make_data(comps, MetaInfo(), content, signer=self._signer))
 

@@ -68,6 +68,12 @@ def test_errors_carry_status_codes_and_parameters():
     assert command(fw, mgmt, face, Name.from_str("/localhost/nfd/rib/register"))[
         "status_code"] == 400                           # no parameters at all
     assert command(fw, mgmt, face, cmd("faces", "destroy"))["status_code"] == 400
+    # found by atheris: a Strategy Name with a component of type 0x78 whose TLV-LENGTH python-ndn
+    # parses but cannot encode back (struct.error from its encoder)
+    odd = bytes.fromhex("682e07030801616b27072578c77ef7a2b6efc251ffffffffffffff64c59be63365187d"
+                        "dff7e5fbf061890c020fa024740220df")
+    r = command(fw, mgmt, face, raw_params("strategy-choice", "set", odd))
+    assert r["status_code"] == 400
 
 
 def test_unregister_and_route_expiry():
