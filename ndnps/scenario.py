@@ -210,7 +210,10 @@ class Runner:
             forwarders = list(self.forwarder_procs.values())
             if time.monotonic() > next_look:            # learn which face is which app
                 self.learn_face_labels()
-                next_look = time.monotonic() + 2.0
+                # often until every app is known: a short run may be over within 2 s
+                known = set(self.face_labels.values())
+                apps = {self.sc.training.ps, *workers}
+                next_look = time.monotonic() + (2.0 if apps <= known else 0.25)
             for proc in forwarders:
                 if proc.poll() is not None:
                     raise proc.fail(f"exited with code {proc.poll()} during the run")
