@@ -387,16 +387,20 @@ class ScenarioRun(TrainingRun):
     # ---- forwarder traces ----
 
     def labels(self, node: str) -> dict[str, str]:
-        """Face id -> peer or app, from the runner's final status; when a failed run left no
-        status, the face that brought this node the PS's collect Interests is named: "ps" at
-        the PS's forwarder (fwd, root), "root" at a leaf; other faces stay faceN."""
+        """Face id -> peer or app, from the runner's final status (which names an app's face
+        only if the runner saw it connected: a short run's PS may come and go between two
+        looks).  The face that brought this node the PS's collect Interests is named when the
+        status does not name it: "ps" at the PS's forwarder (fwd, root), "root" at a leaf;
+        other faces stay faceN."""
         path = self.dir / "traces" / f"{node}-status.json"
-        if path.exists():
-            return json.loads(path.read_text()).get("labels", {})
+        labels = json.loads(path.read_text()).get("labels", {}) if path.exists() else {}
+        up = "ps" if node in ("fwd", "root") else "root"
+        if up in labels.values():
+            return labels
         with open(self.dir / "traces" / f"{node}-rates.tsv") as f:
             rows = [line.split("\t") for line in f.read().splitlines()[1:]]
-        up = "ps" if node in ("fwd", "root") else "root"
-        return {r[2]: up for r in rows if r[3] == "InInterests" and r[4] == "collect"}
+        inferred = {r[2]: up for r in rows if r[3] == "InInterests" and r[4] == "collect"}
+        return {**labels, **inferred}
 
     def nodes(self) -> list[str]:
         return sorted(p.name[:-len("-rates.tsv")] for p in (self.dir / "traces").glob("*-rates.tsv"))
