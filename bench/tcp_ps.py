@@ -281,8 +281,8 @@ class Children:
         if any(c != 0 for c in codes):
             logs = "\n".join(f"-- {f.name}\n" + f.read_text(errors="replace")[-1500:]
                              for f in sorted((self.out / "logs").glob("*.log")))
-            raise RuntimeError(f"{what} failed (exit codes {codes}, None: still running "
-                               f"after {timeout:.0f} s or stopped):\n{logs}")
+            late = " (None: still running, killed)" if None in codes else ""
+            raise RuntimeError(f"{what} failed: exit codes {codes}{late}\n{logs}")
 
 
 def run_training(out: Path, n_features: int, hidden: list[int], n_samples: int, workers: int,
