@@ -164,7 +164,8 @@ class CpuSampler:
     """Samples the CPU time (utime + stime, /proc) of every process whose command line
     mentions `tag` (a run directory), every `interval` s, from a thread, while a run goes on:
     `cpu_between(t0, t1)` gives each role's CPU seconds between two wall-clock instants.
-    Roles: forwarder, ps, worker (ndnps apps; bench.tcp_ps's too)."""
+    Roles: forwarder, ps, worker (ndnps apps; bench.tcp_ps's too; bench.gloo's ranks are
+    workers)."""
 
     def __init__(self, tag: str, interval: float = 0.2) -> None:
         self.tag, self.interval = tag, interval
@@ -188,7 +189,8 @@ class CpuSampler:
             return "forwarder"
         if " -m apps.ps" in cmdline or "tcp_ps ps" in cmdline:
             return "ps"
-        if " -m apps.worker" in cmdline or "tcp_ps worker" in cmdline:
+        if " -m apps.worker" in cmdline or "tcp_ps worker" in cmdline \
+                or "bench.gloo rank" in cmdline:            # a gloo rank: a worker, no PS
             return "worker"
         return None
 

@@ -10,6 +10,9 @@ For each model, side by side in one run (rounds alternate persistent, unicast, t
   the TCP PS does not evaluate either). Iteration = seconds between consecutive versions at
   the PS (its metrics), median over the versions after the first WARMUP_VERSIONS.
 - `tcp`: bench/tcp_ps.py, the same training over plain TCP (same model, data, codec, loop).
+- `gloo` (only when torch is installed: pip install -e '.[baselines]'): bench/gloo.py, the same
+  model, data and SGD as data-parallel ranks allreducing each gradient with torch.distributed
+  (backend gloo), no PS.
 - `compute alone`: one process computing the same gradients back to back (the worker's code
   path from load_params to flatten, one BLAS thread, no I/O): bench.tcp_ps `compute`.
 - `transfer`: one model's bytes (4 x parameters) sent to another process over a unix stream
@@ -17,18 +20,20 @@ For each model, side by side in one run (rounds alternate persistent, unicast, t
 
 Figures: iteration / (compute + transfer) for ndnps (compute = its own workers' median
 `compute` in that run, transfer over the unix socket) and for the TCP PS (its workers' compute,
-TCP transfer): target <= 1.05 (issue 7); ndnps / TCP PS: target <= 1.0; unicast / persistent.
+TCP transfer): target <= 1.05 (issue 7); ndnps / TCP PS: target <= 1.0; unicast / persistent;
+with torch, ndnps / gloo, TCP PS / gloo and gloo / (its ranks' compute + TCP transfer), reported.
 The PS's own per-version split (collect_wait, apply, push) says where an iteration goes.
 Writes bench/results.json key "iteration" -> model; the last line printed is one JSON object.
 """
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from bench import tcp_ps
+from bench import gloo, tcp_ps
 from bench.common import (CpuSampler, TrainingRun, bench_parser, cpu_per_iteration, emit, fmt,
                           interleave, log, median, mlp_params, model_sets, ratio, rnd,
                           run_scenario, save, stamp)
@@ -41,7 +46,16 @@ WORKERS = 4
 N_SAMPLES = 4000
 TARGET_BOUND = 1.05
 TARGET_VS_TCP = 1.0
-CONFIGS = ["persistent", "unicast", "tcp", "compute"]
+# gloo only where torch is installed (the optional `baselines` extra): never a figure without it
+GLOO = importlib.util.find_spec("torch") is not None
+GLOO_ABSENT = f"gloo baseline absent: {gloo.INSTALL}"
+TRAININGS = ["persistent", "unicast", "tcp", *(["gloo"] if GLOO else [])]
+CONFIGS = [*TRAININGS, "compute"]
+BASELINES = {"tcp": tcp_ps.run_training, "gloo": gloo.run_training}
+# the PS's per-version split; gloo's ranks have no PS: the allreduce, then the SGD step
+SPLIT = {"gloo": ("allreduce", "apply")}
+PS_SPLIT = ("collect_wait", "apply", "push")
+GLOO_KEYS = ("ndnps_over_gloo", "tcp_over_gloo", "gloo_over_bound")
 
 
 def one(config: str, model: dict, versions: int, out: Path) -> dict:
@@ -55,22 +69,22 @@ def one(config: str, model: dict, versions: int, out: Path) -> dict:
                 "run.timeout=1800", "training.key=\"iteration-key\"",
                 *model_sets(nf, hidden, N_SAMPLES)], out)
         cpu = cpu_per_iteration(run, sampler)
-    elif config == "tcp":
+    elif config in BASELINES:
         with CpuSampler(str(out)) as sampler:
-            run = TrainingRun(tcp_ps.run_training(out, nf, hidden, N_SAMPLES, WORKERS, versions))
+            run = TrainingRun(BASELINES[config](out, nf, hidden, N_SAMPLES, WORKERS, versions))
         cpu = cpu_per_iteration(run, sampler)
     else:
         run = TrainingRun(tcp_ps.run_compute(out, nf, hidden, N_SAMPLES, WORKERS,
                                              max(20, versions)))
     res = {"iteration_median": run.iteration_median(), "iteration_mean": run.iteration_mean(),
            "compute_median": run.compute_median(),
-           "collect_wait_median": run.ps_median("collect_wait"),
-           "apply_median": run.ps_median("apply"), "push_median": run.ps_median("push"),
+           **{f"{k}_median": run.ps_median(k) for k in SPLIT.get(config, PS_SPLIT)},
            "cpu_ms_per_iteration": cpu, "notes": getattr(run, "notes", [])}
     if config != "compute":
+        wait = SPLIT.get(config, PS_SPLIT)[0]
         log(f"    {config:10s}: iteration {fmt(res['iteration_median'] and res['iteration_median'] * 1e3, '.1f')} ms"
             f"  compute {fmt(res['compute_median'] and res['compute_median'] * 1e3, '.2f')} ms"
-            f"  collect_wait {fmt(res['collect_wait_median'] and res['collect_wait_median'] * 1e3, '.1f')} ms"
+            f"  {wait} {fmt(res[f'{wait}_median'] and res[f'{wait}_median'] * 1e3, '.1f')} ms"
             f"  CPU ms/iteration {cpu}")
     else:
         log(f"    compute alone: {res['compute_median'] * 1e3:.2f} ms")
@@ -102,7 +116,7 @@ def measure(name: str, rounds: int, quick: bool, keep: Path | None) -> dict:
     def med(config: str, key: str) -> float | None:
         return median(r[key] for r in runs[config])
 
-    it = {c: med(c, "iteration_median") for c in ("persistent", "unicast", "tcp")}
+    it = {c: med(c, "iteration_median") for c in TRAININGS}
     comp = {c: med(c, "compute_median") for c in CONFIGS}
     xfer = {k: median(v) for k, v in transfers.items()}
     bound_ndn = comp["persistent"] + xfer["unix"]
@@ -111,14 +125,13 @@ def measure(name: str, rounds: int, quick: bool, keep: Path | None) -> dict:
         "model_params": n_params, "model_bytes": nbytes, "workers": WORKERS,
         "versions": versions, "rounds": rounds,
         "iteration_median_s": {k: rnd(v, 6) for k, v in it.items()},
-        "iteration_mean_s": {c: rnd(med(c, "iteration_mean"), 6)
-                             for c in ("persistent", "unicast", "tcp")},
+        "iteration_mean_s": {c: rnd(med(c, "iteration_mean"), 6) for c in TRAININGS},
         "compute_median_s": {("alone" if k == "compute" else k): rnd(v, 6)
                              for k, v in comp.items()},
         "transfer_s": {k: rnd(v, 7) for k, v in xfer.items()},
         "ps_split_median_s": {c: {k: rnd(med(c, f"{k}_median"), 6)
-                                  for k in ("collect_wait", "apply", "push")}
-                              for c in ("persistent", "unicast", "tcp")},
+                                  for k in SPLIT.get(c, PS_SPLIT)}
+                              for c in TRAININGS},
         "bound_s": {"ndnps": rnd(bound_ndn, 6), "tcp": rnd(bound_tcp, 6)},
         "ndnps_over_bound": rnd(ratio(it["persistent"], bound_ndn), 3),
         "unicast_over_bound": rnd(ratio(it["unicast"], comp["unicast"] + xfer["unix"]), 3),
@@ -129,10 +142,12 @@ def measure(name: str, rounds: int, quick: bool, keep: Path | None) -> dict:
         "per_round": {c: [rnd(r["iteration_median"], 6) for r in rs] for c, rs in runs.items()},
         # CPU ms per iteration by role (first round), total, and cores kept busy: whether an
         # iteration is bounded by CPU on this 2-core host, and whose
-        "cpu_ms_per_iteration": {c: runs[c][0]["cpu_ms_per_iteration"]
-                                 for c in ("persistent", "unicast", "tcp")},
+        "cpu_ms_per_iteration": {c: runs[c][0]["cpu_ms_per_iteration"] for c in TRAININGS},
         "notes": sorted({n for rs in runs.values() for r in rs for n in r["notes"]}),
     }
+    if GLOO:                    # gloo's transport is TCP loopback: its bound takes that transfer
+        fig["bound_s"]["gloo"] = rnd(comp["gloo"] + xfer["tcp"], 6)
+        fig.update(gloo_figures(it, comp["gloo"] + xfer["tcp"]))
     fig["meets_bound"] = fig["ndnps_over_bound"] is not None and \
         fig["ndnps_over_bound"] <= TARGET_BOUND
     fig["meets_vs_tcp"] = fig["ndnps_over_tcp"] is not None and \
@@ -140,11 +155,21 @@ def measure(name: str, rounds: int, quick: bool, keep: Path | None) -> dict:
     return fig
 
 
+def gloo_figures(it: dict[str, float | None], bound: float) -> dict:
+    """ndnps and the TCP PS against the gloo allreduce, and gloo against `bound` (its ranks'
+    compute + one model transfer). Reported, no target."""
+    return {"gloo_over_bound": rnd(ratio(it["gloo"], bound), 3),
+            "ndnps_over_gloo": rnd(ratio(it["persistent"], it["gloo"]), 3),
+            "tcp_over_gloo": rnd(ratio(it["tcp"], it["gloo"]), 3)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = bench_parser("python -m bench.iteration", __doc__, "1 round, fewer versions", rounds=2)
     p.add_argument("--models", default="100k,1M", help="comma-separated: " + ",".join(MODELS))
     args = p.parse_args(argv)
     rounds = 1 if args.quick else args.rounds
+    if not GLOO:
+        log(GLOO_ABSENT)
     out = {}
     for name in args.models.split(","):
         fig = measure(name, rounds, args.quick, args.keep)
@@ -154,9 +179,11 @@ def main(argv: list[str] | None = None) -> int:
             save("iteration", name, fig)
         log(f"{name}: ndnps/bound {fig['ndnps_over_bound']}  tcp/bound {fig['tcp_over_bound']}  "
             f"ndnps/tcp {fig['ndnps_over_tcp']}  unicast/persistent "
-            f"{fig['unicast_over_persistent']}")
+            f"{fig['unicast_over_persistent']}"
+            + "".join(f"  {k.replace('_over_', '/')} {fig[k]}" for k in GLOO_KEYS if k in fig))
     emit({name: {k: f[k] for k in ("ndnps_over_bound", "tcp_over_bound", "ndnps_over_tcp",
-                                   "unicast_over_persistent")} for name, f in out.items()}
+                                   "unicast_over_persistent", *GLOO_KEYS) if k in f}
+          for name, f in out.items()}
          | {"target": {"ndnps_over_bound": TARGET_BOUND, "ndnps_over_tcp": TARGET_VS_TCP}})
     return 0
 
@@ -174,6 +201,11 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
                     f"{fmt(f['ndnps_over_tcp'], '.2f')} (TCP {fmt(it['tcp'] * 1e3, '.1f')} ms; "
                     f"unicast ÷ persistent {fmt(f['unicast_over_persistent'], '.2f')})",
                     f"≤ {TARGET_VS_TCP}", "met" if f["meets_vs_tcp"] else "missed"))
+        if "ndnps_over_gloo" in f:
+            out.append((f"iteration {name}, N=4: ndnps ÷ gloo allreduce",
+                        f"{fmt(f['ndnps_over_gloo'], '.2f')} (gloo {fmt(it['gloo'] * 1e3, '.1f')} ms;"
+                        f" TCP PS ÷ gloo {fmt(f['tcp_over_gloo'], '.2f')}; gloo ÷ (compute + 1 "
+                        f"transfer) {fmt(f['gloo_over_bound'], '.2f')})", "report", "–"))
     return out
 
 

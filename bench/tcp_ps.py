@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -40,7 +41,7 @@ if str(ROOT) not in sys.path:
 FRAME = struct.Struct("<Q")
 
 
-def _limit_blas() -> None:
+def limit_blas() -> None:
     """One BLAS thread per process, as the ndnps apps run (apps/launch.py). numpy first:
     threadpoolctl limits only the BLAS libraries already loaded."""
     import numpy  # noqa: F401
@@ -167,7 +168,8 @@ def compute_step(model, pspec, batches, params, step: int):
     return vec, loss, time.perf_counter() - t0, started
 
 
-def _worker_setup(args):
+def worker_setup(args: argparse.Namespace):
+    """A worker's (or a gloo rank's) model, parameter spec, batches and metrics."""
     from ndnps.codec import param_spec
     from ndnps.train import WorkerBatches
     ds, _, model = _setup(args)
@@ -180,7 +182,7 @@ async def worker_main(args) -> int:
     import numpy as np
     from ndnps import messages
 
-    model, pspec, batches, metrics = _worker_setup(args)
+    model, pspec, batches, metrics = worker_setup(args)
     reader, writer = await asyncio.open_connection("127.0.0.1", args.port)
     writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     writer.write(FRAME.pack(args.index))
@@ -203,7 +205,7 @@ def compute_main(args) -> int:
     """Compute alone: the same gradients back to back, no I/O (the SGD step is skipped: the
     parameters stay the initial ones, which costs the same arithmetic)."""
     from ndnps.codec import flatten
-    model, pspec, batches, metrics = _worker_setup(args)
+    model, pspec, batches, metrics = worker_setup(args)
     params = flatten(model.params)
     for step in range(args.versions):
         _, _, compute, started = compute_step(model, pspec, batches, params, step)
@@ -235,46 +237,73 @@ def run_compute(out: Path, n_features: int, hidden: list[int], n_samples: int, w
     return out
 
 
-def run_training(out: Path, n_features: int, hidden: list[int], n_samples: int, workers: int,
-                 versions: int, timeout: float = 600.0) -> Path:
-    """PS + N worker processes; returns the directory holding metrics/ps.jsonl, w*.jsonl."""
-    from bench.common import env
-    (out / "metrics").mkdir(parents=True, exist_ok=True)
-    (out / "logs").mkdir(exist_ok=True)
-    common = model_args(n_features, hidden, n_samples, workers, versions)
-    e = {**os.environ, **env()}
-    ready = out / "ps.port"
-    procs = []
-    try:
-        with open(out / "logs" / "ps.log", "wb") as f:
-            ps = subprocess.Popen([sys.executable, "-m", "bench.tcp_ps", "ps", *common,
-                                   "--ready", str(ready), "--metrics",
-                                   str(out / "metrics" / "ps.jsonl")],
-                                  stdout=f, stderr=subprocess.STDOUT, cwd=str(ROOT), env=e)
-        procs.append(ps)
-        deadline = time.monotonic() + 60
-        while not (ready.exists() and ready.read_text()):
-            if ps.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tcp PS did not start: {(out / 'logs' / 'ps.log').read_text()}")
-            time.sleep(0.05)
-        port = ready.read_text()
-        for i in range(workers):
-            with open(out / "logs" / f"w{i + 1}.log", "wb") as f:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "bench.tcp_ps", "worker", *common, "--port", port,
-                     "--index", str(i), "--metrics", str(out / "metrics" / f"w{i + 1}.jsonl")],
-                    stdout=f, stderr=subprocess.STDOUT, cwd=str(ROOT), env=e))
-        for p in procs:
-            rc = p.wait(timeout)
-            if rc != 0:
-                logs = "\n".join((out / "logs" / x).read_text()[-1500:]
-                                 for x in os.listdir(out / "logs"))
-                raise RuntimeError(f"tcp PS run failed (exit {rc}):\n{logs}")
-    finally:
-        for p in procs:
+class Children:
+    """Child processes of one run (`python -m MODULE ...`, cwd = the checkout, each logging to
+    out/logs/NAME.log); on leaving the `with`, every one still running is killed, pass or fail."""
+
+    def __init__(self, out: Path) -> None:
+        from bench.common import env
+        self.out = out
+        self.env = {**os.environ, **env()}
+        self.procs: list[subprocess.Popen] = []
+        (out / "metrics").mkdir(parents=True, exist_ok=True)
+        (out / "logs").mkdir(exist_ok=True)
+
+    def __enter__(self) -> "Children":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        with open(self.out / "logs" / f"{name}.log", "wb") as f:
+            p = subprocess.Popen([sys.executable, "-m", *argv], stdout=f, stderr=subprocess.STDOUT,
+                                 cwd=str(ROOT), env=self.env)
+        self.procs.append(p)
+        return p
+
+    def log(self, name: str) -> str:
+        return (self.out / "logs" / f"{name}.log").read_text(errors="replace")
+
+    def wait_all(self, timeout: float, what: str) -> None:
+        """Wait for every child to exit 0 within `timeout` s; the first to fail, or the
+        deadline, raises with the logs (the others are killed on leaving the `with`)."""
+        deadline = time.monotonic() + timeout
+        while any(p.poll() is None for p in self.procs):
+            failed = [p.returncode for p in self.procs if p.returncode not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        codes = [p.poll() for p in self.procs]
+        if any(c != 0 for c in codes):
+            logs = "\n".join(f"-- {f.name}\n" + f.read_text(errors="replace")[-1500:]
+                             for f in sorted((self.out / "logs").glob("*.log")))
+            late = " (None: still running, killed)" if None in codes else ""
+            raise RuntimeError(f"{what} failed: exit codes {codes}{late}\n{logs}")
+
+
+def run_training(out: Path, n_features: int, hidden: list[int], n_samples: int, workers: int,
+                 versions: int, timeout: float = 600.0) -> Path:
+    """PS + N worker processes; returns the directory holding metrics/ps.jsonl, w*.jsonl."""
+    common = model_args(n_features, hidden, n_samples, workers, versions)
+    ready = out / "ps.port"
+    with Children(out) as kids:
+        ps = kids.spawn("ps", ["bench.tcp_ps", "ps", *common, "--ready", str(ready),
+                               "--metrics", str(out / "metrics" / "ps.jsonl")])
+        deadline = time.monotonic() + 60
+        while not (ready.exists() and ready.read_text()):
+            if ps.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"tcp PS did not start: {kids.log('ps')}")
+            time.sleep(0.05)
+        port = ready.read_text()
+        for i in range(workers):
+            kids.spawn(f"w{i + 1}", ["bench.tcp_ps", "worker", *common, "--port", port,
+                                     "--index", str(i),
+                                     "--metrics", str(out / "metrics" / f"w{i + 1}.jsonl")])
+        kids.wait_all(timeout, "tcp PS run")
     return out
 
 
@@ -350,37 +379,51 @@ def transfer_time(nbytes: int, kind: str = "unix", reps: int = 30) -> dict:
 
 # ---- command line ------------------------------------------------------------------------------
 
+def add_training_args(sp: argparse.ArgumentParser) -> None:
+    """The training's flags, shared by every role here and by bench.gloo's."""
+    sp.add_argument("--workers", type=int, default=4)
+    sp.add_argument("--n-features", type=int, default=256)
+    sp.add_argument("--hidden", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[256, 128])
+    sp.add_argument("--n-samples", type=int, default=4000)
+    sp.add_argument("--n-classes", type=int, default=10)
+    sp.add_argument("--versions", type=int, default=20)
+    sp.add_argument("--batch", type=int, default=32)
+    sp.add_argument("--lr", type=float, default=0.1)
+    sp.add_argument("--momentum", type=float, default=0.9)
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--metrics")
+
+
+def report_run(train: Callable[..., Path], args: argparse.Namespace, prefix: str) -> int:
+    """`run`: one training by `train` (a run_training), its medians printed as one JSON line,
+    read back by the same reader as the ndnps runs."""
+    from bench.common import TrainingRun
+    out = args.out or Path(tempfile.mkdtemp(prefix=prefix))
+    run = TrainingRun(train(out, args.n_features, args.hidden, args.n_samples, args.workers,
+                            args.versions))
+    print(json.dumps({"iteration_median": run.iteration_median(),
+                      "compute_median": run.compute_median(), "dir": str(out)}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.tcp_ps", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    def training(sp):
-        sp.add_argument("--workers", type=int, default=4)
-        sp.add_argument("--n-features", type=int, default=256)
-        sp.add_argument("--hidden", type=lambda s: [int(x) for x in s.split(",")],
-                        default=[256, 128])
-        sp.add_argument("--n-samples", type=int, default=4000)
-        sp.add_argument("--n-classes", type=int, default=10)
-        sp.add_argument("--versions", type=int, default=20)
-        sp.add_argument("--batch", type=int, default=32)
-        sp.add_argument("--lr", type=float, default=0.1)
-        sp.add_argument("--momentum", type=float, default=0.9)
-        sp.add_argument("--seed", type=int, default=0)
-        sp.add_argument("--metrics")
-
     sp = sub.add_parser("ps")
-    training(sp)
+    add_training_args(sp)
     sp.add_argument("--port", type=int, default=0)
     sp.add_argument("--ready", required=True)
     sw = sub.add_parser("worker")
-    training(sw)
+    add_training_args(sw)
     sw.add_argument("--port", type=int, required=True)
     sw.add_argument("--index", type=int, required=True)
     sc = sub.add_parser("compute", help="compute alone: gradients back to back, no I/O")
-    training(sc)
+    add_training_args(sc)
     sc.add_argument("--index", type=int, default=0)
     sr = sub.add_parser("run", help="PS + workers; prints iteration and compute medians")
-    training(sr)
+    add_training_args(sr)
     sr.add_argument("--out", type=Path)
     ss = sub.add_parser("sink")
     ss.add_argument("--ready", required=True)
@@ -390,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--kind", choices=["unix", "tcp"], default="unix")
     args = p.parse_args(argv)
     if args.cmd in ("ps", "worker", "compute"):
-        _limit_blas()
+        limit_blas()
         if args.cmd == "compute":
             return compute_main(args)
         return _run(ps_main(args) if args.cmd == "ps" else worker_main(args))
@@ -399,13 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "transfer":
         print(json.dumps(transfer_time(args.bytes, args.kind)))
         return 0
-    from bench.common import TrainingRun          # the same reader as the ndnps runs
-    out = args.out or Path(tempfile.mkdtemp(prefix="tcpps-"))
-    run = TrainingRun(run_training(out, args.n_features, args.hidden, args.n_samples,
-                                   args.workers, args.versions))
-    print(json.dumps({"iteration_median": run.iteration_median(),
-                      "compute_median": run.compute_median(), "dir": str(out)}))
-    return 0
+    return report_run(run_training, args, "tcpps-")
 
 
 if __name__ == "__main__":
