@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,10 +59,19 @@ def _to_toml(doc: dict) -> str:
     return out
 
 
+MAX_SOCKET_PATH = 100        # bytes; the kernel's limit is 108 with the terminating NUL
+
+
 class Runner:
     def __init__(self, sc: Scenario, run_dir: Path, live: bool = True) -> None:
         self.sc = sc
-        self.run_dir = run_dir
+        # absolute: apps are pointed at unix://<path>, and python-ndn reads a relative
+        # unix://runs/x/fwd.sock as host "runs", path "/x/fwd.sock"
+        self.run_dir = run_dir.resolve()
+        self.socket_dir = self.run_dir / "sockets"
+        if len(str(self.socket_dir / "a-forwarder-name.sock")) > MAX_SOCKET_PATH:
+            # a unix socket path has 108 bytes: a run directory that deep gets short ones
+            self.socket_dir = Path(tempfile.mkdtemp(prefix="ndnps-sock-"))
         self.live = live
         self.procs: list[ManagedProcess] = []
         self.sockets: dict[str, str] = {}        # forwarder -> unix socket
@@ -125,7 +136,7 @@ class Runner:
         for name, node in plan.forwarders.items():
             conf = self.run_dir / "config" / f"{name}.toml"
             conf.write_text(node.config(self.run_dir, tables, self.sc.trace_interval))
-            sock = str(self.run_dir / "sockets" / f"{name}.sock")
+            sock = str(self.socket_dir / f"{name}.sock")
             host = "0.0.0.0" if self.netns else "127.0.0.1"
             argv = self._wrap(node) + [sys.executable, "-m", "forwarder", "--unix", sock,
                                        "--tcp", "0", "--udp", str(node.udp), "--host", host,
@@ -287,6 +298,8 @@ class Runner:
             proc.stop()
         if self.netns is not None:
             self.netns.close()
+        if self.socket_dir.parent != self.run_dir:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
 
     def _write_summary(self, started: float, ok: bool, error: str | None = None) -> dict:
         extra = {"ok": ok, "notes": self.notes, "faults": self.faults,

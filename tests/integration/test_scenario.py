@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -19,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SHORT = ["--set", "training.epochs=2", "--plain"]
 
 
-def run_scenario(out: Path, *args: str, timeout: float = 150) -> subprocess.CompletedProcess:
+def run_scenario(out: Path, *args: str, timeout: float = 150,
+                 cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ndnps.scenario", *args, "--out", str(out)],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def start_long_run(tmp_path: Path, out: Path) -> ManagedProcess:
@@ -83,10 +85,22 @@ def test_sync_sgd_short_run_writes_every_output(tmp_path):
 
 @pytest.mark.timeout(200)
 def test_async_sgd_short_run(tmp_path):
-    out = tmp_path / "run"
-    proc = run_scenario(out, "async-sgd", "--set", "training.epochs=4", "--plain")
+    # a relative run directory, as the README's default `runs/...` is: the apps must still
+    # find the forwarder's socket (python-ndn reads unix://runs/x as host "runs")
+    proc = run_scenario(Path("run"), "async-sgd", "--set", "training.epochs=4", "--plain",
+                        cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert check_outputs(out, 4)["mode"] == "async"
+    assert check_outputs(tmp_path / "run", 4)["mode"] == "async"
+
+
+@pytest.mark.timeout(200)
+def test_a_run_directory_too_deep_for_a_socket_path_still_runs(tmp_path):
+    out = tmp_path.joinpath(*["deep" * 10] * 3) / "run"       # sockets would pass 108 bytes
+    before = set(Path(tempfile.gettempdir()).glob("ndnps-sock-*"))
+    proc = run_scenario(out, "sync-sgd", *SHORT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((out / "summary.json").read_text())["ok"] is True
+    assert set(Path(tempfile.gettempdir()).glob("ndnps-sock-*")) == before   # removed again
 
 
 @pytest.mark.timeout(200)
