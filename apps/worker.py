@@ -111,6 +111,7 @@ class Job:
         self.applied = -1                           # async: our last step the PS has collected
         self.step = 0                               # async: the step we compute next
         self.rewinds = 0                            # async: times a PS took self.step back
+        self.computed = -1                          # the highest step computed
         self.params: np.ndarray | None = None
         self.done = False
         self.aborted = False
@@ -327,6 +328,7 @@ class Job:
     def compute(self, step: int) -> None:
         """The gradient of `step` on the newest parameters, published for the collect."""
         base = self.newest
+        self.computed = max(self.computed, step)
         started = time.time()
         t0 = time.perf_counter()
         self.model.load_params(unflatten(self.params, self.pspec))
@@ -369,9 +371,10 @@ class Job:
 
     def answer_collect(self, c: names.Collect, reply, deadline: int) -> None:
         self.last_from_ps = self.now()
-        if self.mode == "async" and c.step > self.step:
+        if self.mode == "async" and self.step < c.step <= self.computed + 1:
             # the PS has our step already (collected just before a resync took us back):
-            # it wants the next one
+            # it wants the next one.  Never past what we computed: Interests are not signed,
+            # a forged step must not make us skip the rest of the training
             self.step = c.step
             self.sent_event.set()
         wires = self.gradients.get(c.step)

@@ -272,9 +272,10 @@ class Children:
         """Wait for every child to exit 0 within `timeout` s; the first to fail, or the
         deadline, raises with the logs (the others are killed on leaving the `with`)."""
         deadline = time.monotonic() + timeout
-        while any(p.poll() is None for p in self.procs):
-            failed = [p.returncode for p in self.procs if p.returncode not in (None, 0)]
-            if failed or time.monotonic() > deadline:
+        while True:
+            codes = [p.poll() for p in self.procs]         # every child, every round
+            if None not in codes or any(c not in (None, 0) for c in codes) \
+                    or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         codes = [p.poll() for p in self.procs]

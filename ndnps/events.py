@@ -18,4 +18,4 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
             await event.wait()
         return True
     except TimeoutError:
-        return False
+        return event.is_set()           # set in the very iteration the time ran out

@@ -69,15 +69,13 @@ class Runner:
         # unix://runs/x/fwd.sock as host "runs", path "/x/fwd.sock"
         self.run_dir = run_dir.resolve()
         self.socket_dir = self.run_dir / "sockets"
-        if len(str(self.socket_dir / "a-forwarder-name.sock")) > MAX_SOCKET_PATH:
-            # a unix socket path has 108 bytes: a run directory that deep gets short ones
-            self.socket_dir = Path(tempfile.mkdtemp(prefix="ndnps-sock-"))
         self.live = live
         self.procs: list[ManagedProcess] = []
         self.sockets: dict[str, str] = {}        # forwarder -> unix socket
         self.netns: Netns | None = None
         self.notes: list[str] = []
         self.face_labels: dict[tuple[str, int], str] = {}
+        self.apps_seen: set[str] = set()         # apps seen on a forwarder's unix socket
         self.worker_launch: dict[str, tuple[list[str], dict[str, str]]] = {}
         self.ps_launch: tuple[list[str], dict[str, str]] | None = None
         self.forwarder_procs: dict[str, ManagedProcess] = {}
@@ -133,6 +131,11 @@ class Runner:
 
     def start_forwarders(self, plan: topology.Plan) -> None:
         tables = self.sc.forwarder
+        longest = max(len(f"{name}.sock") for name in plan.forwarders)
+        if len(str(self.socket_dir)) + 1 + longest > MAX_SOCKET_PATH:
+            # a unix socket path has 108 bytes: a run directory that deep gets short ones
+            # (removed at shutdown)
+            self.socket_dir = Path(tempfile.mkdtemp(prefix="ndnps-sock-"))
         for name, node in plan.forwarders.items():
             conf = self.run_dir / "config" / f"{name}.toml"
             conf.write_text(node.config(self.run_dir, tables, self.sc.trace_interval))
@@ -222,9 +225,8 @@ class Runner:
             if time.monotonic() > next_look:            # learn which face is which app
                 self.learn_face_labels()
                 # often until every app is known: a short run may be over within 2 s
-                known = set(self.face_labels.values())
                 apps = {self.sc.training.ps, *workers}
-                next_look = time.monotonic() + (2.0 if apps <= known else 0.25)
+                next_look = time.monotonic() + (2.0 if apps <= self.apps_seen else 0.25)
             for proc in forwarders:
                 if proc.poll() is not None:
                     raise proc.fail(f"exited with code {proc.poll()} during the run")
@@ -265,11 +267,14 @@ class Runner:
                 status = fetch_status(f"unix://{sock}", timeout=1.0)
             except (OSError, ConnectionError, ValueError):
                 continue
+            app_faces = {f["id"] for f in status["faces"] if f["remote"].startswith("fd://")}
             for entry in status["fib"]:
                 for hop in entry["nexthops"]:
                     prefix = entry["prefix"].lstrip("/")
                     if prefix and not prefix.startswith("localhost"):
                         self.face_labels.setdefault((name, hop["face"]), prefix)
+                        if hop["face"] in app_faces:    # not a route toward another forwarder
+                            self.apps_seen.add(prefix)
 
     def collect_status(self, plan: topology.Plan) -> None:
         """Each forwarder's final status, with faces labelled by peer or app, for the report."""

@@ -162,9 +162,9 @@ def test_netns_run(tmp_path):
     summary = check_outputs(out, 4)
     assert summary["netns"] is True
     # the last worker's *remove* reached the PS through both leaves: it left without lingering
-    # (before, it re-pushed its final version every second for the whole 10 s linger; a
-    # loaded host may take a second or two for the last worker to leave)
-    assert summary["ps_end"]["final_repushes"] <= 2
+    # (before, it re-pushed its final version every second for the whole 10 s linger, 9
+    # times; a loaded host may take seconds for the last worker to leave)
+    assert summary["ps_end"]["final_repushes"] <= 5
     leftover = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "ndnps" not in leftover
 

@@ -216,6 +216,10 @@ async def test_async_rewind_to_the_step_being_awaited_computes_it_again():
     job.answer_collect(names.Collect("w1", "ps", "t1", 0, 0), got.append,
                        utils.timestamp() + 2000)
     assert len(got) == 1 and 0 in job.sent_steps
+    await until(lambda: job.expected is not None)   # now waiting for a version holding 0
+    job.answer_collect(names.Collect("w1", "ps", "t1", 50, 0), got.append,
+                       utils.timestamp() + 2000)
+    assert job.step == 0                            # a step never computed moves nothing
     job.rewind(0, job.now() + 1)                    # as resync() does for a resumed PS
     assert job.gradients.get(0) is None and job.step == 0
     await until(lambda: job.gradients.get(0) is not None)
