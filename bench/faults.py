@@ -82,8 +82,10 @@ class Case:
 CHAOS_SHORT = ["training.epochs=40",       # time for a restarted worker to start and rejoin
                "faults.random={ kills = 2, seed = 7, from_version = 20, to_version = 70, "
                "restart_after = 1.5 }",
-               "faults.kill=[{ ps = true, at_version = 50, restart_after = 1.0 }, "
-               "{ forwarder = \"fwd\", at_version = 85, restart_after = 1.0 }]"]
+               # the PS is killed after both workers are back: a PS killed while a worker
+               # is lost resumes with it assigned afresh, and that loss is never "rejoined"
+               "faults.kill=[{ ps = true, at_version = 150, restart_after = 1.0 }, "
+               "{ forwarder = \"fwd\", at_version = 200, restart_after = 1.0 }]"]
 
 CASES = [
     Case("worker-continue", "worker w2 killed at version 40, not restarted "
