@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.common import ROOT, bench_parser, emit, env, load_results, log, rnd, save, stamp
+from ndnps.report import fault_counts
 
 ACCURACY_TOLERANCE = 0.03       # runs with fewer gradients in some versions (continue, chaos)
 PARAM_TOLERANCE = 1e-5          # runs that must end at the reference's parameters
@@ -82,10 +83,8 @@ class Case:
 CHAOS_SHORT = ["training.epochs=40",       # time for a restarted worker to start and rejoin
                "faults.random={ kills = 2, seed = 7, from_version = 20, to_version = 70, "
                "restart_after = 1.5 }",
-               # the PS is killed after both workers are back: a PS killed while a worker
-               # is lost resumes with it assigned afresh, and that loss is never "rejoined"
-               "faults.kill=[{ ps = true, at_version = 150, restart_after = 1.0 }, "
-               "{ forwarder = \"fwd\", at_version = 200, restart_after = 1.0 }]"]
+               "faults.kill=[{ ps = true, at_version = 50, restart_after = 1.0 }, "
+               "{ forwarder = \"fwd\", at_version = 85, restart_after = 1.0 }]"]
 
 CASES = [
     Case("worker-continue", "worker w2 killed at version 40, not restarted "
@@ -186,6 +185,7 @@ def version_ledger(records: list[dict], workers: int | None = None) -> dict:
     to the last one the killed PS applied)."""
     applied: list[int] = []
     explained = 0
+    lost = fault_counts(records)
     starts = [r for r in records if r.get("event") == "start"]
     started = len(starts[-1].get("workers", [])) if starts else 0   # workers in the training
     for r in records:
@@ -207,8 +207,7 @@ def version_ledger(records: list[dict], workers: int | None = None) -> dict:
             "short": sum(1 for r in records if "collect_wait" in r
                          and r.get("gradients", 0) < (workers or started)),
             # from the PS's events, which survive a PS restart (its counters do not)
-            "dropped": sum(1 for r in records if r.get("event") == "dropped"),
-            "rejoined": sum(1 for r in records if r.get("event") == "rejoined")}
+            "dropped": lost["workers_lost"], "rejoined": lost["workers_rejoined"]}
 
 
 def ps_name(run_dir: Path) -> str:

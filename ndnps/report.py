@@ -22,11 +22,23 @@ def _ps_records(run_dir: Path, ps: str) -> tuple[list[dict], dict, dict, dict]:
 
 def fault_counts(records: list[dict]) -> dict[str, int]:
     """Workers lost and rejoined and short versions, from the PS's events and version records:
-    a restarted PS appends to the same metrics, and a killed one never writes its counters."""
+    a restarted PS appends to the same metrics, and a killed one never writes its counters.
+    A worker lost by a PS that was killed before it came back rejoins when the restarted PS
+    assigns it its task again."""
     starts = [r for r in records if r.get("event") == "start"]
     n = len(starts[-1].get("workers", [])) if starts else 0
-    return {"workers_lost": sum(r.get("event") == "dropped" for r in records),
-            "workers_rejoined": sum(r.get("event") == "rejoined" for r in records),
+    lost: set[str] = set()
+    dropped = rejoined = 0
+    for r in records:
+        event, worker = r.get("event"), r.get("worker")
+        if event == "dropped":
+            dropped += 1
+            lost.add(worker)
+        elif (event == "rejoined" or (event == "task" and r.get("accepted"))) \
+                and worker in lost:
+            rejoined += 1
+            lost.discard(worker)
+    return {"workers_lost": dropped, "workers_rejoined": rejoined,
             "short_versions": sum(1 for r in records if "collect_wait" in r
                                   and r.get("gradients", n) < n)}
 
@@ -67,7 +79,8 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
         "retransmissions": sum(e.get("retransmissions", 0)
                                for e in [end, *workers_end.values()]),
         "links": {"loss": sc.links.loss, "delay_ms": sc.links.delay_ms,
-                  "jitter_ms": sc.links.jitter_ms, "rate_mbps": sc.links.rate_mbps},
+                  "jitter_ms": sc.links.jitter_ms, "rate_mbps": sc.links.rate_mbps,
+                  "reliability": sc.links.reliability},
         # faults (issue 6): what the PS saw; summary["faults"] says what was injected
         **faults,
         "workers_lost_at_end": end.get("lost", []),

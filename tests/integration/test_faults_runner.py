@@ -185,13 +185,13 @@ def test_forwarder_killed_by_the_runner_apps_reconnect_and_finish(run_dir):
 @pytest.mark.timeout(420)
 def test_chaos_shortened_survives_worker_ps_and_forwarder_kills(run_dir):
     """chaos.toml (3% loss, on_worker_loss = continue) on a 400-version run: w3 killed at 29
-    and w4 at 61 (seed 7, each restarted 1.5 s later and back some 30 versions later), the PS
-    at 150 (checkpoint every 10), the forwarder at 200."""
+    and w4 at 61 (seed 7, each restarted 1.5 s later), the PS at 50 (checkpoint every 10),
+    the forwarder at 85."""
     out = run_dir
     _, text, summary = run(out, "chaos", *CHAOS_SHORT, timeout=360)
     faults = summary["faults"]
     assert [(f["role"], f[f["role"]]) for f in faults] == [
-        ("worker", "w3"), ("worker", "w4"), ("ps", "ps"), ("forwarder", "fwd")]
+        ("worker", "w3"), ("ps", "ps"), ("worker", "w4"), ("forwarder", "fwd")]
     assert all("skipped" not in f and "restarted" in f for f in faults), faults
     codes = summary["exit_codes"]
     for killed, again in (("w3", "w3-r1"), ("ps", "ps-r1"), ("w4", "w4-r1"),
@@ -201,10 +201,10 @@ def test_chaos_shortened_survives_worker_ps_and_forwarder_kills(run_dir):
     # the PS resumed once from a checkpoint at or before the version it was killed at
     assert summary["ps_restarts"] == 1
     resumed = summary["ps_resumed_from"]
-    assert resumed % 10 == 0 and resumed <= faults[2]["version"] + 1
-    # both killed workers were lost and came back, to the PS that lost them (the PS was
-    # killed later); nobody is missing at the end
-    assert summary["workers_lost"] >= 2
+    assert resumed % 10 == 0 and resumed <= faults[1]["version"] + 1
+    # killed workers were lost and came back — to the PS that lost them, or to the restarted
+    # PS when it was killed first (w3's rejoin races the PS kill); nobody is missing at the end
+    assert summary["workers_lost"] >= 1
     assert summary["workers_rejoined"] == summary["workers_lost"]
     assert summary["workers_lost_at_end"] == []
     # every app still running when the forwarder died reconnected to the new one

@@ -10,6 +10,7 @@ import pytest
 
 from apps.ps import JobFailed, ParameterServer
 from ndnps.memnet import MemNet
+from ndnps.report import fault_counts
 from ndnps.training_config import from_table
 
 
@@ -87,3 +88,22 @@ def test_a_finished_training_is_not_redone(tmp_path):
     ps.write_checkpoint(str(path))
     with pytest.raises(JobFailed, match="finished"):
         ParameterServer(config(path), MemNet().app()).resume()
+
+
+def test_fault_counts_a_worker_lost_by_a_killed_ps_rejoins_with_the_restarted_one():
+    """w3 dropped by the first PS, which was killed before w3 came back: the restarted PS
+    assigning w3 its task again is its rejoin; w4 dropped and re-offered by one PS."""
+    records = [
+        {"event": "task", "worker": "w3", "accepted": True},
+        {"event": "start", "workers": ["w3", "w4"]},
+        {"event": "dropped", "worker": "w3"},
+        {"event": "task", "worker": "w3", "accepted": True},      # the restarted PS
+        {"event": "task", "worker": "w4", "accepted": True},
+        {"event": "start", "workers": ["w3", "w4"]},
+        {"event": "dropped", "worker": "w4"},
+        {"event": "rejoined", "worker": "w4"},
+        {"event": "dropped", "worker": "w4"},                     # lost at the end
+        {"version": 5, "collect_wait": 0.1, "gradients": 1},
+    ]
+    assert fault_counts(records) == {"workers_lost": 3, "workers_rejoined": 2,
+                                     "short_versions": 1}
