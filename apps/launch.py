@@ -41,6 +41,10 @@ def app_parser(prog: str, description: str, exits: str, metrics: str) -> argpars
                    help="when the forwarder connection is lost, try to reconnect (backoff "
                         "0.1 s doubling to 2 s) for this long, then exit 1 (0: exit at once; "
                         "default: 30)")
+    p.add_argument("--lp-reliability", action="store_true",
+                   help="ask the forwarder for NDNLPv2 link reliability on our face "
+                        "(faces/update LpReliabilityEnabled): losses on this hop are repaired "
+                        "one link round trip after them")
     return p
 
 
@@ -63,10 +67,11 @@ def limit_blas_threads(n: int = 1) -> None:
 
 
 def serve(transport: str | None, metrics, role: Callable[[App], Awaitable[int]],
-          reconnect_timeout: float = 30.0) -> int:
+          reconnect_timeout: float = 30.0, lp_reliability: bool = False) -> int:
     """Run `role(app)` on an App connected to `transport`; close `metrics` whatever happens."""
     try:
-        return launch(lambda: App(transport), role, reconnect_timeout)
+        return launch(lambda: App(transport, lp_reliability=lp_reliability), role,
+                      reconnect_timeout)
     finally:
         metrics.close()
 
@@ -107,6 +112,8 @@ async def _serve(make_app: Callable[[], App], main: Callable[[App], Awaitable[in
         log.error("cannot connect to the forwarder at %s: %s", app.transport, e)
         return EXIT_ERROR
     face_task = asyncio.create_task(app.face.run())
+    if app.lp_reliability:
+        await app.enable_reliability()
     main_task = asyncio.create_task(main(app))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -822,7 +822,7 @@ def main(argv: list[str] | None = None) -> int:
     return serve(args.transport, metrics,
                  lambda app: Worker(args.name, key.encode() if key else None, app, metrics,
                                     faults, args.slowdown).run(),
-                 args.reconnect_timeout)
+                 args.reconnect_timeout, args.lp_reliability)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,16 @@
 against the lossless run of the same model side by side; probes vs retransmissions.
 
     python -m bench.loss [--losses 0,0.02,0.05,0.1] [--models digits,100k] [--rounds 2]
-                         [--quick] [--keep DIR]
+                         [--link-reliability both|on|off] [--quick] [--keep DIR]
 
 Each point is one run of the star scenario (PS + 4 workers, persistent PIT) with
 `links.loss` set: the forwarder drops that share of the packets on every app face, both
 ways, so pushes, gradients and the collect and probe Interests are all lost alike. Models:
 `100k` (bench/sweep.py's MLP, 51 segments per version) and `digits` (the shipped `lossy`
 scenario's MLP, 3 segments). Rounds alternate the loss levels (0, 2, 5, 10, 0, 2, ...).
+Each level runs twice: with end-to-end recovery alone (the apps' fetchers and probes), and with
+NDNLPv2 link reliability on every app face as well (`links.reliability = true`: each loss
+repaired on its hop, `lp_*` counters), both against the same lossless run without it.
 
 Iteration = seconds between versions at the PS after WARMUP_VERSIONS. The headline ratio is
 the MEAN iteration at loss p ÷ the mean lossless iteration (a recovery stalls one iteration,
@@ -17,8 +20,10 @@ too. Recovery counters, summed over the PS and the workers: `probes` (probe-time
 `gap_fetches` (fetches started by a gap in a push), `collect_probes` (a collect for a version
 the worker lacks), `probe_segments` (segments so fetched), `retransmissions` (re-expressed
 Interests, gradients and parameters alike), `probes_answered_by_ps` (the rest came from the
-forwarder's cache). Target (issue 7): mean iteration at 5% loss <= 1.15 x lossless.
-Writes bench/results.json key "loss" -> model; the last line printed is one JSON object.
+forwarder's cache), and with link reliability `lp_retransmitted` (frames the link layer sent
+again, apps' side) and `lp_given_up`. Target (issue 7): mean iteration at 5% loss <= 1.15 x
+lossless. Writes bench/results.json key "loss" -> model ("per_loss": end-to-end alone,
+"per_loss_lp": with link reliability); the last line printed is one JSON object.
 """
 from __future__ import annotations
 
@@ -37,38 +42,47 @@ MODELS = {"digits": {"sets": lambda: [], "versions": 25, "quick_versions": 12},
           "100k": {"sets": lambda: model_sets(MODEL["n_features"], MODEL["hidden"]),
                    "versions": 10, "quick_versions": 6}}
 COUNTERS = ("probes", "gap_fetches", "collect_probes", "probe_segments", "retransmissions",
-            "timeouts")
+            "timeouts", "lp_retransmitted", "lp_given_up")
+LP = "+lp"          # a condition's suffix: link reliability on
 
 
-def point(loss: float, model: str, versions: int, out: Path) -> dict:
-    sets = ["topology.workers=4", f"links.loss={loss}", f"training.max_versions={versions}",
-            "training.eval_every=100000", "run.timeout=1800", *MODELS[model]["sets"]()]
+def point(condition: str, model: str, versions: int, out: Path) -> dict:
+    loss, lp = float(condition.removesuffix(LP)), condition.endswith(LP)
+    sets = ["topology.workers=4", f"links.loss={loss}", f"links.reliability={str(lp).lower()}",
+            f"training.max_versions={versions}", "training.eval_every=100000",
+            "run.timeout=1800", *MODELS[model]["sets"]()]
     run = run_scenario("lossy", sets, out)
     res = {"iteration_mean": run.iteration_mean(), "iteration_median": run.iteration_median(),
            "versions": len(run.ps_versions),
            "probes_answered_by_ps": int(run.summary["ps_end"].get("probes_answered", 0) or 0),
            **{c: run.counter(c) for c in COUNTERS}}
-    log(f"    loss {loss:4.2f}: iteration mean {res['iteration_mean'] * 1e3:8.1f} ms, median "
-        f"{res['iteration_median'] * 1e3:8.1f} ms; probes {res['probes']}, gap fetches "
-        f"{res['gap_fetches']}, retransmissions {res['retransmissions']}")
+    log(f"    loss {condition:>7}: iteration mean {res['iteration_mean'] * 1e3:8.1f} ms, "
+        f"median {res['iteration_median'] * 1e3:8.1f} ms; probes {res['probes']}, gap fetches "
+        f"{res['gap_fetches']}, retransmissions {res['retransmissions']}"
+        + (f", link retransmissions {res['lp_retransmitted']}" if lp else ""))
     return res
 
 
 def measure(model: str, losses: list[float], rounds: int, quick: bool,
-            keep: Path | None) -> dict:
+            keep: Path | None, reliability: str = "both") -> dict:
     versions = MODELS[model]["quick_versions" if quick else "versions"]
     base = keep or Path(tempfile.mkdtemp(prefix="loss-"))
-    log(f"loss {model}: losses {losses}, {versions} versions, {rounds} round(s)")
+    conditions = [str(x) for x in losses] if reliability != "on" else [str(losses[0])]
+    if reliability != "off":
+        conditions += [f"{x}{LP}" for x in losses]
+    log(f"loss {model}: {conditions}, {versions} versions, {rounds} round(s)")
     try:
-        runs = interleave([str(x) for x in losses], rounds,
-                          lambda c, tag: point(float(c), model, versions,
+        runs = interleave(conditions, rounds,
+                          lambda c, tag: point(c, model, versions,
                                                base / model / f"loss{c}-{tag}"))
     finally:
         if keep is None:
             shutil.rmtree(base, ignore_errors=True)
+    # every ratio is over the lossless run without link reliability (what it costs counts)
     base_mean = median(r["iteration_mean"] for r in runs[str(losses[0])])
     base_med = median(r["iteration_median"] for r in runs[str(losses[0])])
-    per = {}
+    per: dict[str, dict] = {}
+    per_lp: dict[str, dict] = {}
     for c, rs in runs.items():
         m = median(r["iteration_mean"] for r in rs)
         md = median(r["iteration_median"] for r in rs)
@@ -80,17 +94,26 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
                   "per_version": {k: rnd(sum(r[k] for r in rs) / versions_total, 2)
                                   for k in ("probes", "gap_fetches", "retransmissions")},
                   "rounds": [rnd(r["iteration_mean"], 5) for r in rs]}
-    at = per.get(str(TARGET_LOSS))
-    return {"versions": versions, "rounds": rounds, "per_loss": per,
+        if c.endswith(LP):
+            per_lp[c.removesuffix(LP)] = per.pop(c)
+    at, at_lp = per.get(str(TARGET_LOSS)), per_lp.get(str(TARGET_LOSS))
+    return {"versions": versions, "rounds": rounds, "per_loss": per, "per_loss_lp": per_lp,
             "target": TARGET, "target_loss": TARGET_LOSS,
-            "meets_target": bool(at and at["mean_over_lossless"] is not None
-                                 and at["mean_over_lossless"] <= TARGET)}
+            "meets_target": _meets(at), "meets_target_lp": _meets(at_lp)}
+
+
+def _meets(at: dict | None) -> bool:
+    return bool(at and at["mean_over_lossless"] is not None
+                and at["mean_over_lossless"] <= TARGET)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = bench_parser("python -m bench.loss", __doc__, "1 round, fewer versions", rounds=2)
     p.add_argument("--losses", default="0,0.02,0.05,0.1")
     p.add_argument("--models", default="digits,100k")
+    p.add_argument("--link-reliability", choices=("both", "on", "off"), default="both",
+                   help="runs with NDNLPv2 link reliability on the app faces, without, or both "
+                        "(default)")
     args = p.parse_args(argv)
     losses = [float(x) for x in args.losses.split(",")]
     if losses[0] != 0.0:
@@ -98,15 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     rounds = 1 if args.quick else args.rounds
     out = {}
     for model in args.models.split(","):
-        fig = measure(model, losses, rounds, args.quick, args.keep)
+        fig = measure(model, losses, rounds, args.quick, args.keep, args.link_reliability)
         fig.update(quick=args.quick, **stamp())
         out[model] = fig
         if not args.no_save:
             save("loss", model, fig)
-        for c, r in fig["per_loss"].items():
-            log(f"  {model} loss {c}: mean x{r['mean_over_lossless']} median "
-                f"x{r['median_over_lossless']}  probes {r['probes']} retx {r['retransmissions']}")
-    emit({m: {c: r["mean_over_lossless"] for c, r in f["per_loss"].items()}
+        for key, tag in (("per_loss", ""), ("per_loss_lp", LP)):
+            for c, r in fig[key].items():
+                log(f"  {model} loss {c}{tag}: mean x{r['mean_over_lossless']} median "
+                    f"x{r['median_over_lossless']}  probes {r['probes']} retx "
+                    f"{r['retransmissions']} link retx {r['lp_retransmitted']}")
+    emit({m: {"end_to_end": {c: r["mean_over_lossless"] for c, r in f["per_loss"].items()},
+              "link_reliability": {c: r["mean_over_lossless"]
+                                   for c, r in f["per_loss_lp"].items()}}
           for m, f in out.items()} | {"target": TARGET, "at_loss": TARGET_LOSS})
     return 0
 
@@ -114,14 +141,18 @@ def main(argv: list[str] | None = None) -> int:
 def rows(sec: dict) -> list[tuple[str, str, str, str]]:
     out = []
     for model, f in sec.items():
-        per = f["per_loss"]
-        cells = ", ".join(f"{float(c) * 100:g}%: ×{fmt(r['mean_over_lossless'], '.2f')}"
-                          for c, r in per.items() if float(c) > 0)
-        at = per.get(str(TARGET_LOSS), {})
-        out.append((f"loss recovery ({model}): mean iteration ÷ lossless",
-                    f"{cells} (at 5%: probes {at.get('probes')}, gap fetches "
-                    f"{at.get('gap_fetches')}, retransmissions {at.get('retransmissions')})",
-                    f"≤ {TARGET} at 5%", "met" if f["meets_target"] else "missed"))
+        for key, meets, how in (("per_loss", "meets_target", "end-to-end"),
+                                ("per_loss_lp", "meets_target_lp", "link reliability")):
+            per = f.get(key) or {}
+            if not per:
+                continue
+            cells = ", ".join(f"{float(c) * 100:g}%: ×{fmt(r['mean_over_lossless'], '.2f')}"
+                              for c, r in per.items())
+            at = per.get(str(TARGET_LOSS), {})
+            out.append((f"loss recovery ({model}, {how}): mean iteration ÷ lossless",
+                        f"{cells} (at 5%: probes {at.get('probes')}, retransmissions "
+                        f"{at.get('retransmissions')}, link {at.get('lp_retransmitted')})",
+                        f"≤ {TARGET} at 5%", "met" if f.get(meets) else "missed"))
     return out
 
 

@@ -36,7 +36,8 @@ class ForwarderDaemon:
         self.config = config
         self.fw = Forwarder(config.limits)
         self.faces: dict[int, Face] = {}
-        self.mgmt = Management(self.fw, self.create_face, self.destroy_face)
+        self.mgmt = Management(self.fw, self.create_face, self.destroy_face,
+                               self.set_reliability)
         self.fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
         self._servers: list[asyncio.AbstractServer] = []
         self._udp: UdpChannel | None = None
@@ -129,6 +130,15 @@ class ForwarderDaemon:
             lambda: StreamFace(self, "tcp", persistency, link, local=False), host, parts.port),
             timeout=5)
         return proto.info.id, True
+
+    def set_reliability(self, face_id: int, on: bool) -> bool:
+        """faces/update's LpReliabilityEnabled flag: False if there is no such face."""
+        face = self.faces.get(face_id)
+        if face is None:
+            return False
+        face.set_reliability(on)
+        face.info.lp_reliability = face.reliable.core.counters if face.reliable else None
+        return True
 
     def destroy_face(self, face_id: int) -> bool:
         face = self.faces.get(face_id)

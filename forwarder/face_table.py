@@ -27,12 +27,29 @@ class FaceCounters:
 
 
 @dataclass
+class ReliabilityCounters:
+    """NDNLPv2 link reliability on one face (faces/reliability.py)."""
+    acknowledged: int = 0
+    retransmitted: int = 0
+    given_up: int = 0              # dropped after max_retx, or pushed out of max_unacked
+    duplicates: int = 0            # received again (its Ack had been lost)
+    idle_acks: int = 0             # LpPackets sent that carried only Acks
+    acks_dropped: int = 0
+    malformed: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
 class FaceInfo:
     id: int
     local: bool                     # may use /localhost (unix, or TCP/UDP from loopback)
     remote_uri: str = ""
     local_uri: str = ""
     persistency: int = 0            # NFD: 0 persistent, 1 on-demand, 2 permanent
+    # NDNLPv2 reliability (faces/update flag): its counters while on, None while off
+    lp_reliability: ReliabilityCounters | None = None
     counters: FaceCounters = field(default_factory=FaceCounters)
 
     def drop(self, reason: str) -> None:

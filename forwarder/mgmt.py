@@ -34,6 +34,8 @@ SEGMENT_SIZE = 8000
 # faces/create: the daemon opens the face; returns its FaceId or raises ValueError
 FaceCreator = Callable[[str, int], Awaitable[tuple[int, bool]]]
 FaceDestroyer = Callable[[int], bool]
+ReliabilitySetter = Callable[[int, bool], bool]    # faces/update: (face id, on) -> face found
+LP_RELIABILITY: int = m.FaceFlags.LP_RELIABILITY_ENABLED.value
 
 
 class ControlError(Exception):
@@ -61,10 +63,12 @@ def _components(name: bytes) -> list[bytes]:
 
 class Management:
     def __init__(self, fw: Forwarder, create_face: FaceCreator | None = None,
-                 destroy_face: FaceDestroyer | None = None) -> None:
+                 destroy_face: FaceDestroyer | None = None,
+                 set_reliability: ReliabilitySetter | None = None) -> None:
         self.fw = fw
         self.create_face = create_face
         self.destroy_face = destroy_face
+        self.set_reliability = set_reliability
         self.start_time = time.time()
         self._signer = DigestSha256Signer()
         self._datasets: dict[bytes, list[bytes]] = {}    # versioned prefix -> segments
@@ -73,6 +77,7 @@ class Management:
             (b"rib", b"unregister"): self._rib_unregister,
             (b"faces", b"create"): self._faces_create,
             (b"faces", b"destroy"): self._faces_destroy,
+            (b"faces", b"update"): self._faces_update,
             (b"strategy-choice", b"set"): self._strategy_set,
             (b"strategy-choice", b"unset"): self._strategy_unset,
         }
@@ -189,6 +194,32 @@ class Management:
             raise ControlError(409, "Face with remote URI already exists", out)
         return out
 
+    async def _faces_update(self, params, in_face):
+        """NFD's faces/update: of the flags only LpReliabilityEnabled can change (local fields
+        and congestion marking are not implemented: asking for them is 409); persistency
+        cannot change."""
+        face = params.face_id or in_face
+        info = self.fw.faces.get(face)
+        if info is None:
+            raise ControlError(404, "Specified face does not exist", params)
+        if (params.flags is None) != (params.mask is None):
+            raise ControlError(400, "Flags and Mask must come together", params)
+        if params.face_persistency is not None and \
+                params.face_persistency.value != info.persistency:
+            raise ControlError(409, "Changing the persistency is not supported", params)
+        if params.mask is not None:
+            if params.mask & params.flags & ~LP_RELIABILITY:
+                raise ControlError(409, "Only LpReliabilityEnabled can be set", params)
+            if params.mask & LP_RELIABILITY:
+                on = bool(params.flags & LP_RELIABILITY)
+                if self.set_reliability is None or not self.set_reliability(face, on):
+                    raise ControlError(404, "Specified face does not exist", params)
+        out = m.ControlParametersValue()
+        out.face_id = face
+        out.face_persistency = m.FacePersistency(info.persistency)
+        out.flags = LP_RELIABILITY if info.lp_reliability is not None else 0
+        return out
+
     async def _faces_destroy(self, params, in_face):
         if params.face_id is None:
             raise ControlError(400, "FaceId is required", params)
@@ -271,7 +302,7 @@ class Management:
             fs.n_out_interests, fs.n_out_data, fs.n_out_nacks = (c.out_interests, c.out_data,
                                                                  c.out_nacks)
             fs.n_in_bytes, fs.n_out_bytes = c.in_bytes, c.out_bytes
-            fs.flags = m.FaceFlags.NO_FLAG
+            fs.flags = LP_RELIABILITY if info.lp_reliability is not None else 0
             msg.face_status.append(fs)
         return bytes(msg.encode())
 
@@ -364,7 +395,9 @@ def status_snapshot(fw: Forwarder) -> dict:
         c["drops"] = dict(info.counters.drops)
         faces.append({"id": info.id, "remote": info.remote_uri, "local": info.local_uri,
                       "scope": "local" if info.local else "non-local",
-                      "persistency": info.persistency, "counters": c})
+                      "persistency": info.persistency, "counters": c,
+                      "lp_reliability": (None if info.lp_reliability is None
+                                         else info.lp_reliability.as_dict())})
     return {
         "counters": asdict(fw.counters),
         "tables": {"fib": len(fw.fib), "pit": len(fw.pit), "cs": len(fw.cs),

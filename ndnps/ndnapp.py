@@ -61,20 +61,32 @@ patched; ``tests/unit/test_apps_ndnapp.py`` pins each of these behaviours.
 from __future__ import annotations
 
 import asyncio
+import logging
 from hashlib import sha256
 from typing import Callable
 
 from ndn import utils
+from ndn.app_support import nfd_mgmt
 from ndn.appv2 import NDNApp, PendingIntEntry
 from ndn.client_conf import default_face, read_client_conf
-from ndn.encoding import InterestParam
+from ndn.encoding import DecodeError, InterestParam
+from ndn.security import DigestSha256Signer
 from ndn.transport.face import Face
-from ndn.types import InterestCanceled, InterestTimeout, ValidationFailure, ValidResult
+from ndn.transport.nfd_registerer import pass_all
+from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, ValidationFailure,
+                       ValidResult)
 from ndn.utils import gen_nonce
 
 from . import names, wire
+from forwarder.face_table import ReliabilityCounters
+from forwarder.faces.reliability import ReliableLink
+from forwarder.tlv import LP_PACKET
+
 from .events import wait_event
 from .security import Security
+
+log = logging.getLogger(__name__)
+LP_RELIABILITY: int = nfd_mgmt.FaceFlags.LP_RELIABILITY_ENABLED.value
 
 OnDistribute = Callable[..., None]
 
@@ -111,6 +123,31 @@ class CountingFace(Face):
         self.packets_in = self.packets_out = 0
         self.bytes_in = self.bytes_out = 0
         self.lost_sends = 0
+        # NDNLPv2 reliability with the forwarder: Acks are read and sent from `start_
+        # reliability` on; what we send is wrapped once the forwarder has it on too
+        self.reliable: ReliableLink | None = None
+        self.wrap_out = False
+        self.reliability_counters = ReliabilityCounters()
+
+    def start_reliability(self) -> None:
+        self.stop_reliability()
+        self.reliable = ReliableLink(self._send_raw)
+
+    def stop_reliability(self) -> None:
+        """The face is gone (the forwarder's state with it): counters kept, state dropped."""
+        if self.reliable is not None:
+            self.reliable.close()
+            for k, v in self.reliable.core.counters.as_dict().items():
+                setattr(self.reliability_counters, k, getattr(self.reliability_counters, k) + v)
+        self.reliable = None
+        self.wrap_out = False
+
+    def reliability_stats(self) -> dict[str, int]:
+        total = dict(self.reliability_counters.as_dict())
+        if self.reliable is not None:
+            for k, v in self.reliable.core.counters.as_dict().items():
+                total[k] += v
+        return total
 
     @property
     def running(self) -> bool:                    # type: ignore[override]
@@ -124,11 +161,18 @@ class CountingFace(Face):
         await self.inner.open()
 
     def shutdown(self) -> None:
+        self.stop_reliability()
         self.inner.shutdown()
 
     def send(self, data: bytes) -> None:
         self.packets_out += 1
         self.bytes_out += len(data)
+        if self.wrap_out and self.reliable is not None:
+            self.reliable.send(data)
+        else:
+            self._send_raw(data)
+
+    def _send_raw(self, data: bytes) -> None:
         try:
             self.inner.send(data)
         except (RuntimeError, ConnectionError, OSError):
@@ -143,6 +187,10 @@ class CountingFace(Face):
     async def _received(self, typ: int, data: bytes) -> None:
         self.packets_in += 1
         self.bytes_in += len(data)
+        if typ == LP_PACKET and self.reliable is not None:
+            for packet in self.reliable.receive_many([data]):
+                await self.callback(packet[0], packet)
+            return
         await self.callback(typ, data)
 
     def isLocalFace(self):
@@ -168,9 +216,11 @@ class App(NDNApp):
     from NDN_CLIENT_TRANSPORT / client.conf, as python-ndn does."""
 
     def __init__(self, transport: str | None = None,
-                 on_distribute: OnDistribute | None = None) -> None:
+                 on_distribute: OnDistribute | None = None,
+                 lp_reliability: bool = False) -> None:
         transport = transport or read_client_conf()["transport"]
         self.transport = transport
+        self.lp_reliability = lp_reliability     # ask for NDNLPv2 reliability on our face
         self.counting = CountingFace(default_face(transport))
         super().__init__(face=self.counting)
         self.on_distribute = on_distribute
@@ -235,8 +285,41 @@ class App(NDNApp):
         await self.counting.open()
         self.reconnects += 1
 
+    async def enable_reliability(self, tries: int = 6) -> bool:
+        """Ask the forwarder for NDNLPv2 reliability on our face (NFD's faces/update with
+        LpReliabilityEnabled); from then on both ends repair each loss on this hop one link
+        round trip after it.  Acks are read and sent from the moment we ask (the forwarder
+        wraps its answer already); our packets are wrapped once it said yes.  False if it
+        refused or never answered (then nothing we send is wrapped)."""
+        self.counting.start_reliability()
+        command = nfd_mgmt.make_command_v2("faces", "update", self.face,
+                                           flags=LP_RELIABILITY, mask=LP_RELIABILITY)
+        delay = 0.2
+        for attempt in range(tries):
+            try:
+                _, reply, _ = await self.express(
+                    command, app_param=b"", signer=DigestSha256Signer(for_interest=True),
+                    validator=pass_all, lifetime=1000)
+                answer = nfd_mgmt.parse_response(reply)
+            except (InterestTimeout, InterestNack, InterestCanceled, ValidationFailure,
+                    DecodeError):
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 2.0)
+                continue
+            if answer["status_code"] == 200 and (answer["flags"] or 0) & LP_RELIABILITY:
+                self.counting.wrap_out = True
+                return True
+            log.warning("the forwarder refused LpReliability: %s %s", answer["status_code"],
+                        answer["status_text"])
+            return False
+        log.warning("no answer to faces/update (LpReliability) after %d tries", tries)
+        return False
+
     async def after_reconnect(self) -> None:
-        """Register again every prefix registered so far, then tell the app."""
+        """Ask for link reliability again (a new face), register again every prefix
+        registered so far, then tell the app."""
+        if self.lp_reliability:
+            await self.enable_reliability()
         for name in list(self.registered):
             await self.register(name)
         if self._back is not None:
@@ -346,6 +429,12 @@ class App(NDNApp):
                 "packets_sent": c.packets_out, "packets_received": c.packets_in}
 
     def link_events(self) -> dict[str, int]:
-        """Forwarder connection losses survived, and packets dropped while it was down."""
-        return {"reconnects": self.reconnects,
-                "sent_while_down": self.sent_while_down + self.counting.lost_sends}
+        """Forwarder connection losses survived, packets dropped while it was down, and (with
+        link reliability) what the link layer repaired."""
+        events = {"reconnects": self.reconnects,
+                  "sent_while_down": self.sent_while_down + self.counting.lost_sends}
+        if self.lp_reliability:
+            lp = self.counting.reliability_stats()
+            events.update({"lp_retransmitted": lp["retransmitted"],
+                           "lp_given_up": lp["given_up"], "lp_duplicates": lp["duplicates"]})
+        return events

@@ -155,6 +155,9 @@ class Runner:
         self.procs.append(proc)
         return proc
 
+    def _link_flags(self) -> list[str]:
+        return ["--lp-reliability"] if self.sc.links.reliability else []
+
     def start_apps(self, plan: topology.Plan, config: Path) -> tuple[ManagedProcess, dict]:
         workers = {}
         ps_node = None
@@ -169,6 +172,7 @@ class Runner:
                                        "--config", str(config), "--metrics", str(metrics)]
             if app.name in self.sc.slowdown:
                 argv += ["--slowdown", str(self.sc.slowdown[app.name])]
+            argv += self._link_flags()
             workers[app.name] = self._spawn(app.name, argv, env)
             self.worker_launch[app.name] = (argv, env)
         for name, proc in workers.items():
@@ -177,7 +181,8 @@ class Runner:
         app, node, env, metrics = ps_node
         argv = self._wrap(node) + [sys.executable, "-m", "apps.ps", "--config", str(config),
                                    "--metrics", str(metrics),
-                                   "--save", str(self.run_dir / "model.npz")]
+                                   "--save", str(self.run_dir / "model.npz"),
+                                   *self._link_flags()]
         self.ps_launch = (argv, env)
         return self._spawn(app.name, argv, env), workers
 

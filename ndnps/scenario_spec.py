@@ -3,7 +3,8 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
 
     description = "..."
     [topology]   kind = "star" | "tree"; workers = 4; leaves = 2 (tree)
-    [links]      loss, delay_ms, jitter_ms, rate_mbps: every link (apps' and forwarders')
+    [links]      loss, delay_ms, jitter_ms, rate_mbps: every link (apps' and forwarders');
+                 reliability = true: every app asks for NDNLPv2 link reliability on its face
     [[link]]     from = "root", to = "leaf1", loss = 0.1 ...: one direction of one
                  forwarder-to-forwarder link (tree), replacing [links] there
     [forwarder]  forwarder table limits, e.g. ppit_lifetime = 60.0 (forwarder/config.py)
@@ -66,9 +67,12 @@ class Links:
     delay_ms: float = 0.0
     jitter_ms: float = 0.0
     rate_mbps: float = 0.0
+    reliability: bool = False      # apps ask for NDNLPv2 link reliability on their faces
 
     def as_table(self) -> dict[str, float]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+        """The link emulation, as the forwarder's face options take it."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name != "reliability" and getattr(self, f.name)}
 
 
 @dataclass
@@ -283,6 +287,17 @@ def _faults(table: dict, sc: Scenario) -> list[Kill]:
 def _links_from(table: dict, where: str) -> Links:
     links = Links()
     for f in fields(Links):
+        if f.name == "reliability":
+            if f.name in table:
+                if where != "links":
+                    raise ScenarioError(f"{where}.reliability: link reliability is asked for "
+                                        "by apps on their faces ([links] reliability = true); "
+                                        "forwarder-to-forwarder links do not have it")
+                if not isinstance(table[f.name], bool):
+                    raise ScenarioError(f"{where}.reliability: expected true or false, got "
+                                        f"{table[f.name]!r}")
+                links.reliability = table[f.name]
+            continue
         if f.name in table:
             high = 1.0 if f.name == "loss" else None
             setattr(links, f.name, _number(table[f.name], f"{where}.{f.name}", 0.0, high))

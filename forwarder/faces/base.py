@@ -5,6 +5,7 @@ import ipaddress
 from typing import Callable, Protocol
 
 from ..face_table import FaceInfo
+from .reliability import ReliableLink
 
 # Bytes queued toward one face beyond which further packets are dropped (and counted).
 QUEUE_LIMIT_BYTES = 4 << 20
@@ -26,9 +27,24 @@ class FaceOwner(Protocol):
 class Face:
     info: FaceInfo
     on_send: Callable[[bytes], None] | None = None
+    reliable: ReliableLink | None = None          # NDNLPv2 reliability, set by faces/update
 
     def send(self, wire: bytes) -> None:
+        if self.reliable is not None:
+            self.reliable.send(wire)
+        else:
+            self._send_link(wire)
+
+    def _send_link(self, wire: bytes) -> None:
+        """Send one packet toward the peer (through the link emulation, if any)."""
         raise NotImplementedError
+
+    def set_reliability(self, on: bool) -> None:
+        if on and self.reliable is None:
+            self.reliable = ReliableLink(self._send_link)
+        elif not on and self.reliable is not None:
+            self.reliable.close()
+            self.reliable = None
 
     def send_many(self, wires: list[bytes]) -> None:
         for wire in wires:

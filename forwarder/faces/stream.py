@@ -65,6 +65,8 @@ class StreamFace(Face, asyncio.Protocol):
         if self._emu is not None:
             emu = self._emu
             packets = [p for p in packets if emu.admit()]
+        if self.reliable is not None:
+            packets = self.reliable.receive_many(packets)
         if packets and not self._closed:
             self._owner.receive_batch(self, packets)
         if oversize:
@@ -74,7 +76,7 @@ class StreamFace(Face, asyncio.Protocol):
             return None
         return off
 
-    def send(self, wire: bytes) -> None:
+    def _send_link(self, wire: bytes) -> None:
         if self._emu is not None:
             self._emu.send(wire)
         else:
@@ -82,7 +84,8 @@ class StreamFace(Face, asyncio.Protocol):
 
     def send_many(self, wires: list[bytes]) -> None:
         """`send` for each, in order; queued in one step while the queue has room for all."""
-        if self._emu is not None or self.transport is None or self._closed:
+        if self._emu is not None or self.reliable is not None or self.transport is None \
+                or self._closed:
             for wire in wires:
                 self.send(wire)
             return
@@ -125,6 +128,7 @@ class StreamFace(Face, asyncio.Protocol):
             self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.set_reliability(False)
         if not self._closed:
             self._closed = True
             if self.info is not None:

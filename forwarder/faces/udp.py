@@ -32,7 +32,7 @@ class UdpFace(Face):
         if link is not None and link.active:
             self.emu = LinkEmulator(link, self._write, self.info)
 
-    def send(self, wire: bytes) -> None:
+    def _send_link(self, wire: bytes) -> None:
         if self.emu is not None:
             self.emu.send(wire)
         else:
@@ -71,7 +71,12 @@ class UdpChannel(asyncio.DatagramProtocol):
         if len(data) > MAX_PACKET_SIZE:
             face.info.drop("oversize")
             return
-        if face.emu is None or face.emu.admit():
+        if face.emu is not None and not face.emu.admit():
+            return
+        if face.reliable is not None:
+            for wire in face.reliable.receive_many([data]):
+                self.owner.receive(face, wire)
+        else:
             self.owner.receive(face, data)
 
     def error_received(self, exc: Exception) -> None:
@@ -87,6 +92,7 @@ class UdpChannel(asyncio.DatagramProtocol):
         return face
 
     def close_face(self, face: UdpFace) -> None:
+        face.set_reliability(False)
         if self.faces.get(face.addr) is face:
             del self.faces[face.addr]
             self.owner.face_down(face)

@@ -8,7 +8,7 @@ from ndn.encoding import Component, InterestParam, Name, make_interest, parse_da
 from ndn.security import DigestSha256Signer
 
 from fuzz.harness import _run
-from forwarder.face_table import INTERNAL_FACE
+from forwarder.face_table import INTERNAL_FACE, ReliabilityCounters
 from forwarder.mgmt import MGMT_PREFIX, Management
 from forwarder.pipelines import Forwarder
 from forwarder.tables.rib import CHILD_INHERIT, Route
@@ -97,3 +97,41 @@ def test_non_local_faces_cannot_reach_management():
     assert fw.on_receive(remote, bytes(wire)) == []
     assert fw.faces.get(remote).counters.drops["localhost_scope"] == 1
     assert fw.fib.find_exact(name_from_str("/evil")) is None
+
+
+def test_faces_update_turns_lp_reliability_on_and_off_as_nfd():
+    fw = Forwarder()
+    fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
+    calls = []
+
+    def set_reliability(face_id, on):
+        calls.append((face_id, on))
+        fw.faces.get(face_id).lp_reliability = ReliabilityCounters() if on else None
+        return True
+
+    mgmt = Management(fw, set_reliability=set_reliability)
+    face = fw.add_face(True).id
+    other = fw.add_face(True).id
+    r = command(fw, mgmt, face, cmd("faces", "update", flags=2, mask=2))
+    assert (r["status_code"], r["face_id"], r["flags"]) == (200, face, 2)
+    assert calls == [(face, True)]
+    # another face by id; Flags without Mask, and other flags, refused
+    r = command(fw, mgmt, face, cmd("faces", "update", face_id=other, flags=0, mask=2))
+    assert (r["status_code"], r["face_id"], r["flags"]) == (200, other, 0)
+    assert command(fw, mgmt, face, cmd("faces", "update", flags=2))["status_code"] == 400
+    assert command(fw, mgmt, face, cmd("faces", "update", flags=1, mask=1))["status_code"] == 409
+    assert command(fw, mgmt, face, cmd("faces", "update", face_id=9999, flags=2,
+                                       mask=2))["status_code"] == 404
+    assert command(fw, mgmt, face, cmd("faces", "update", face_persistency=2))[
+        "status_code"] == 409
+    # nothing asked: the face's state, unchanged
+    r = command(fw, mgmt, face, cmd("faces", "update"))
+    assert (r["status_code"], r["flags"]) == (200, 2)
+    assert calls == [(face, True), (other, False)]
+    assert fw.faces.get(face).lp_reliability is not None
+    assert fw.faces.get(other).lp_reliability is None
+
+
+def test_faces_update_without_a_daemon_cannot_change_reliability():
+    fw, mgmt, face = setup()
+    assert command(fw, mgmt, face, cmd("faces", "update", flags=2, mask=2))["status_code"] == 404

@@ -31,6 +31,9 @@ def test_overrides_reach_any_field():
     assert sc.training.epochs == 3 and sc.links.loss == 0.05 and sc.workers == 8
     assert sc.training.workers == [f"w{i}" for i in range(1, 9)]
     assert sc.slowdown == {"w2": 2.0} and sc.training.hidden == [32, 16]
+    assert not sc.links.reliability
+    sc = load("lossy", ["links.reliability=true"])
+    assert sc.links.reliability and "reliability" not in sc.links.as_table()
 
 
 @pytest.mark.parametrize("doc, key", [
@@ -53,6 +56,9 @@ def test_overrides_reach_any_field():
     ({"topology": {"kind": "tree"}, "link": [{"from": "leaf1", "to": "leaf2"}]}, "link[0].from"),
     ({"topology": {"kind": "tree"}, "link": [{"from": "root", "to": "leaf1", "loss": 2}]},
      "link[0].loss"),
+    ({"links": {"reliability": "yes"}}, "links.reliability"),
+    ({"topology": {"kind": "tree"},
+      "link": [{"from": "root", "to": "leaf1", "reliability": True}]}, "link[0].reliability"),
 ])
 def test_bad_values_name_the_key(doc, key):
     with pytest.raises(ScenarioError) as e:

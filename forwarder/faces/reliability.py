@@ -1,0 +1,322 @@
+"""NDNLPv2 link reliability (TxSequence / Ack) for one face, sans-I/O — NFD's LpReliability.
+
+A face with reliability enabled sends every packet in an LpPacket with a TxSequence and keeps
+it until the other end acknowledges that TxSequence (an Ack header, piggybacked on the next
+packet it sends or alone after `ack_delay`); a Sequence header, the same in every transmission
+of a frame, lets the receiver drop a frame it already has, as NFD does.  A frame is retransmitted, under a new TxSequence,
+when `loss_threshold` frames sent after it were acknowledged first (the link reorders nothing,
+so it was lost) or when it stays unacknowledged for an RTO; after `max_retx` retransmissions it
+is given up (counted).  The receiver drops a Sequence it has delivered recently (a
+retransmission whose Ack was lost: a pushed Data delivered twice would be multicast twice) and
+hands the network packet up without the three headers.
+
+So a loss on one lossy hop costs that hop's round trip, not the consumer's end-to-end retry
+(NFD does the same; python-ndn and NDNts do not implement it, which is why it is off unless a
+face asks for it with faces/update, flag LpReliabilityEnabled).  The adapter calls `wrap` for
+each packet it sends, `receive` for each it reads, and `poll` when `deadline` has passed.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Callable, Final
+
+from ..face_table import ReliabilityCounters
+from ..tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
+                   MAX_PACKET_SIZE, decode_nonneg, encode_varnum, read_tl)
+
+# fixed-width 8-octet values, as ndn-cxx encodes Sequence, TxSequence and Ack
+_SEQ_HEAD: Final = encode_varnum(LP_SEQUENCE) + b"\x08"
+_ACK_HEAD: Final = encode_varnum(LP_ACK) + b"\x08"
+_TXSEQ_HEAD: Final = encode_varnum(LP_TX_SEQUENCE) + b"\x08"
+_ACK_SIZE: Final = len(_ACK_HEAD) + 8
+# LpPacket TL, Sequence, TxSequence, Fragment TL
+_WRAP_OVERHEAD: Final = 4 + len(_SEQ_HEAD) + 8 + len(_TXSEQ_HEAD) + 8 + 4
+_MASK: Final = (1 << 64) - 1
+
+
+@dataclass
+class ReliabilityOptions:
+    max_retx: int = 3              # retransmissions of one frame before it is given up
+    loss_threshold: int = 3        # later frames acknowledged before a frame counts as lost
+    ack_delay: float = 0.005       # an Ack waits this long for a packet to ride on (NFD: 5 ms)
+    initial_rto: float = 0.2
+    min_rto: float = 0.03
+    max_rto: float = 2.0
+    max_unacked: int = 4096        # frames kept for retransmission (oldest given up first)
+    max_acks: int = 8192           # Acks waiting to be sent (oldest dropped: the peer retries)
+    recent_rx: int = 8192          # Sequences remembered to drop duplicate retransmissions
+
+
+@dataclass
+class _Frame:
+    packet: bytes                  # the network-layer packet (or LpPacket) as given to wrap
+    frame: int                     # its Sequence, the same in each retransmission
+    sent: float
+    retx: int = 0
+    later_acked: int = 0
+
+
+@dataclass
+class LpReliability:
+    options: ReliabilityOptions = field(default_factory=ReliabilityOptions)
+
+    def __post_init__(self) -> None:
+        self.counters = ReliabilityCounters()
+        self._next_seq = random.getrandbits(63)
+        self._next_frame = random.getrandbits(63)
+        self._unacked: OrderedDict[int, _Frame] = OrderedDict()   # by TxSequence = send order
+        self._acks: list[int] = []
+        self._acks_since: float | None = None
+        self._lost: list[int] = []          # TxSequences known lost, for the next poll
+        self._recent: set[int] = set()
+        self._recent_order: deque[int] = deque()
+        self._srtt: float | None = None
+        self._rttvar = 0.0
+        self.rto = self.options.initial_rto
+
+    # ---- sending ----------------------------------------------------------------------------
+
+    def wrap(self, packet: bytes, now: float) -> bytes:
+        """The LpPacket to send for `packet` (a network packet or an LpPacket carrying a
+        PitToken or Nack), with a new TxSequence and as many pending Acks as fit."""
+        if len(packet) + _WRAP_OVERHEAD > MAX_PACKET_SIZE:
+            return packet           # no room for the headers: sent unreliable, as it came
+        seq = self._next_seq
+        self._next_seq = (seq + 1) & _MASK
+        frame = self._next_frame
+        self._next_frame = (frame + 1) & _MASK
+        self._unacked[seq] = _Frame(packet, frame, now)
+        if len(self._unacked) > self.options.max_unacked:
+            self._unacked.popitem(last=False)
+            self.counters.given_up += 1
+        return self._encode(packet, seq, frame)
+
+    def _encode(self, packet: bytes, seq: int, frame: int) -> bytes:
+        if packet[0] == LP_PACKET:
+            headers, fragment = _split_lp(packet)
+        else:
+            headers = b""
+            fragment = encode_varnum(LP_FRAGMENT) + encode_varnum(len(packet)) + packet
+        room = (MAX_PACKET_SIZE - len(headers) - len(fragment) - _WRAP_OVERHEAD) // _ACK_SIZE
+        # header fields in TLV-TYPE order (Sequence, PitToken / Nack, Ack, TxSequence)
+        body = b"".join((_SEQ_HEAD, frame.to_bytes(8, "big"), headers, self._take_acks(room),
+                         _TXSEQ_HEAD, seq.to_bytes(8, "big"), fragment))
+        return encode_varnum(LP_PACKET) + encode_varnum(len(body)) + body
+
+    def _take_acks(self, room: int) -> bytes:
+        acks = self._acks
+        if not acks or room <= 0:
+            return b""
+        take, self._acks = acks[:room], acks[room:]
+        if not self._acks:
+            self._acks_since = None
+        return b"".join(_ACK_HEAD + s.to_bytes(8, "big") for s in take)
+
+    # ---- receiving --------------------------------------------------------------------------
+
+    def receive(self, wire: bytes, now: float) -> bytes | None:
+        """The packet to hand up for `wire` as read from the face: without TxSequence and Ack
+        headers (a bare network packet when nothing else was in its LpPacket); None for an
+        Ack-only packet or a duplicate.  Malformed LpPackets are handed up unchanged (the
+        forwarder's decoder counts and drops them)."""
+        if not wire or wire[0] != LP_PACKET:
+            return wire
+        try:
+            _, off, end = read_tl(wire, 0, len(wire))
+            txseq = frame = None
+            acked: list[int] = []
+            kept: list[tuple[int, int]] = []        # other headers (PitToken, Nack, ...)
+            fragment: tuple[int, int, int] | None = None
+            while off < end:
+                start = off
+                typ, voff, off = read_tl(wire, off, end)
+                if typ == LP_ACK:
+                    acked.append(decode_nonneg(wire, voff, off))
+                elif typ == LP_TX_SEQUENCE:
+                    txseq = decode_nonneg(wire, voff, off)
+                elif typ == LP_SEQUENCE:
+                    frame = decode_nonneg(wire, voff, off)
+                elif typ == LP_FRAGMENT:
+                    fragment = (start, voff, off)
+                else:
+                    kept.append((start, off))
+        except Exception:           # DecodeError, IndexError: let the decoder drop it
+            self.counters.malformed += 1
+            return wire
+        for seq in acked:
+            self._on_ack(seq, now)
+        if fragment is None or fragment[1] == fragment[2]:
+            return None
+        if txseq is not None:
+            self._queue_ack(txseq, now)
+        if frame is not None:
+            if frame in self._recent:
+                self.counters.duplicates += 1
+                return None
+            self._remember(frame)
+        if not kept:
+            return wire[fragment[1]:fragment[2]]
+        body = b"".join([wire[a:b] for a, b in kept] + [wire[fragment[0]:fragment[2]]])
+        return encode_varnum(LP_PACKET) + encode_varnum(len(body)) + body
+
+    def _queue_ack(self, txseq: int, now: float) -> None:
+        if len(self._acks) >= self.options.max_acks:
+            self._acks.pop(0)
+            self.counters.acks_dropped += 1
+        self._acks.append(txseq)
+        if self._acks_since is None:
+            self._acks_since = now
+
+    def _remember(self, frame: int) -> None:
+        self._recent.add(frame)
+        self._recent_order.append(frame)
+        if len(self._recent_order) > self.options.recent_rx:
+            self._recent.discard(self._recent_order.popleft())
+
+    def _on_ack(self, seq: int, now: float) -> None:
+        frame = self._unacked.pop(seq, None)
+        if frame is None:
+            return                  # late, duplicate, or for a frame already given up
+        self.counters.acknowledged += 1
+        self._sample_rtt(now - frame.sent)
+        # frames sent before this one and still unacknowledged: one more sign they were lost
+        threshold = self.options.loss_threshold
+        for older, f in self._unacked.items():
+            if not older_than(seq, older):
+                break
+            f.later_acked += 1
+            if f.later_acked == threshold:
+                self._lost.append(older)
+
+    def _sample_rtt(self, rtt: float) -> None:
+        if self._srtt is None:
+            self._srtt, self._rttvar = rtt, rtt / 2
+        else:
+            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
+            self._srtt = 0.875 * self._srtt + 0.125 * rtt
+        o = self.options
+        self.rto = min(o.max_rto, max(o.min_rto, self._srtt + 4 * self._rttvar))
+
+    # ---- timers -----------------------------------------------------------------------------
+
+    def deadline(self) -> float | None:
+        """When `poll` has something to do (an RTO or an Ack that waited long enough)."""
+        if self._lost:
+            return 0.0
+        times = []
+        if self._unacked:
+            first = next(iter(self._unacked.values()))
+            times.append(first.sent + self.rto)
+        if self._acks_since is not None:
+            times.append(self._acks_since + self.options.ack_delay)
+        return min(times) if times else None
+
+    def poll(self, now: float) -> list[bytes]:
+        """Packets to send now: retransmissions of frames lost (by later Acks) or timed out,
+        and an Ack-only LpPacket when Acks waited `ack_delay` for a packet to ride on."""
+        out = []
+        lost, self._lost = self._lost, []
+        timed_out = False
+        for seq, f in self._unacked.items():        # in send order: the oldest time out first
+            if f.sent + self.rto > now:
+                break
+            lost.append(seq)
+            timed_out = True
+        if timed_out:       # back off, as TCP: the peer may be busy, not the link lossy
+            self.rto = min(self.options.max_rto, 2 * self.rto)
+        for seq in lost:
+            frame = self._unacked.pop(seq, None)
+            if frame is None:
+                continue            # acknowledged after all, or listed twice
+            if frame.retx >= self.options.max_retx:
+                self.counters.given_up += 1
+                continue
+            frame.retx += 1
+            frame.later_acked = 0
+            frame.sent = now
+            new = self._next_seq
+            self._next_seq = (new + 1) & _MASK
+            self._unacked[new] = frame
+            self.counters.retransmitted += 1
+            out.append(self._encode(frame.packet, new, frame.frame))
+        if self._acks and self._acks_since is not None \
+                and now >= self._acks_since + self.options.ack_delay:
+            room = (MAX_PACKET_SIZE - 4) // _ACK_SIZE
+            body = self._take_acks(room)
+            out.append(encode_varnum(LP_PACKET) + encode_varnum(len(body)) + body)
+            self.counters.idle_acks += 1
+        return out
+
+    def has_lost(self) -> bool:
+        """Whether a frame is known lost (by later Acks) and waits for `poll`."""
+        return bool(self._lost)
+
+    @property
+    def unacked(self) -> int:
+        return len(self._unacked)
+
+
+def older_than(a: int, b: int) -> bool:
+    """Whether TxSequence b was sent before a (64-bit serial arithmetic)."""
+    return 0 < ((a - b) & _MASK) < (1 << 63)
+
+
+def _split_lp(packet: bytes) -> tuple[bytes, bytes]:
+    """An LpPacket's header fields and its Fragment element, as bytes."""
+    _, off, end = read_tl(packet, 0, len(packet))
+    start = off
+    while off < end:
+        field_start = off
+        typ, _, off = read_tl(packet, off, end)
+        if typ == LP_FRAGMENT:
+            return packet[start:field_start], packet[field_start:off]
+    return packet[start:end], b""
+
+
+class ReliableLink:
+    """The asyncio side of LpReliability for one face: `send_lower` writes a wire toward the
+    peer (through the face's link emulation, if any); one timer runs `poll` at `deadline`."""
+
+    def __init__(self, send_lower: Callable[[bytes], None],
+                 options: ReliabilityOptions | None = None) -> None:
+        self.core = LpReliability(options or ReliabilityOptions())
+        self._send_lower = send_lower
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+
+    def send(self, wire: bytes) -> None:
+        self._send_lower(self.core.wrap(wire, self._loop.time()))
+        self._arm()
+
+    def receive_many(self, wires: list[bytes]) -> list[bytes]:
+        """The packets of one read, without their reliability headers (Ack-only packets and
+        duplicates removed)."""
+        now = self._loop.time()
+        receive = self.core.receive
+        out = [up for up in (receive(w, now) for w in wires) if up is not None]
+        self._arm()
+        return out
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self) -> None:
+        at = self.core.deadline()
+        if at is None or (self._timer is not None and self._timer_at <= at):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self._loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        for wire in self.core.poll(self._loop.time()):
+            self._send_lower(wire)
+        self._arm()

@@ -1,0 +1,95 @@
+"""NDNLPv2 link reliability between our apps and a real forwarder process whose app faces lose
+10 % of packets each way: faces/update turns it on, both ends wrap, acknowledge and repair, so
+Interests that cross two lossy faces (four with their Data) are answered at their first try."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from ndn.appv2 import pass_all
+from ndn.encoding import Name
+from ndn.security import DigestSha256Signer
+from ndn.types import InterestTimeout
+
+from forwarder.status import fetch_status
+from ndnps.ndnapp import App
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+N = 150
+
+
+async def _open(sock: str, reliable: bool) -> tuple[App, asyncio.Task]:
+    app = App(f"unix://{sock}", lp_reliability=reliable)
+    await app.face.open()
+    task = asyncio.create_task(app.face.run())
+    if reliable:
+        assert await app.enable_reliability()
+    return app, task
+
+
+async def _answered(consumer: App, prefix: str) -> int:
+    """How many of N Interests (8 at a time) are answered at their only try."""
+    sem = asyncio.Semaphore(8)
+
+    async def one(i: int) -> bool:
+        async with sem:
+            try:
+                await consumer.express(Name.from_str(f"{prefix}/{i}"), validator=pass_all,
+                                       lifetime=2000, must_be_fresh=True)
+                return True
+            except InterestTimeout:
+                return False
+    return sum(await asyncio.gather(*(one(i) for i in range(N))))
+
+
+async def test_lossy_app_faces_with_link_reliability_lose_nothing(procs):
+    config = procs.workdir / "fwd.toml"
+    config.write_text("[app_links]\nloss = 0.1\n")
+    sock = procs.forwarder(config=config)
+    tasks, apps = [], []
+    try:
+        producer, t = await _open(sock, True)
+        tasks.append(t)
+        apps.append(producer)
+        served: list[str] = []
+
+        def on_interest(name, _param, reply, _ctx):
+            served.append(Name.to_str(name))
+            reply(producer.make_data(name, b"r" * 1000, DigestSha256Signer()))
+
+        producer.attach_handler("/rel", on_interest)
+        assert await producer.register("/rel")
+        producer.attach_handler("/plain", on_interest)
+        assert await producer.register("/plain")
+        reliable, t = await _open(sock, True)
+        plain, t2 = await _open(sock, False)
+        tasks += [t, t2]
+        apps += [reliable, plain]
+
+        got = await _answered(reliable, "/rel")
+        lost_plain = N - await _answered(plain, "/plain")
+        # each Interest and its Data cross 4 lossy hops: without repair 1 - 0.9^4 = 34 % fail
+        # (the plain consumer's Interests still reach the producer over its repaired face)
+        assert got >= N - 2, got
+        assert lost_plain >= N // 10, lost_plain
+        # nothing handed up twice: each Interest reached the producer once
+        assert len([n for n in served if n.startswith("/rel/")]) == len(
+            {n for n in served if n.startswith("/rel/")})
+        for app in (producer, reliable):
+            lp = app.counting.reliability_stats()
+            assert lp["acknowledged"] >= N - 5 and lp["malformed"] == 0
+        assert reliable.counting.reliability_stats()["retransmitted"] > 0
+        assert plain.counting.reliable is None
+
+        status = fetch_status(f"unix://{sock}")
+        faces = {f["id"]: f for f in status["faces"] if f["remote"].startswith("fd://")}
+        on = [f for f in faces.values() if f["lp_reliability"] is not None]
+        assert len(on) == 2            # the plain consumer and the status reader: off
+        assert sum(f["lp_reliability"]["retransmitted"] for f in on) > 0
+        assert all(f["lp_reliability"]["malformed"] == 0 for f in on)
+    finally:
+        for app in apps:
+            app.counting.shutdown()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,233 @@
+"""NDNLPv2 link reliability (forwarder/faces/reliability.py), sans-I/O: two ends joined by a
+lossy link on a fake clock."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from forwarder.faces.reliability import (LpReliability, ReliabilityOptions, _split_lp,
+                                         older_than)
+from forwarder.packet import Data, Interest, Nack, decode, lp_wrap
+from forwarder.tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
+                           MAX_PACKET_SIZE, encode_tlv, read_tl)
+from tests.unit.fwkit import data, interest
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def fields(wire: bytes) -> list[tuple[int, bytes]]:
+    typ, off, end = read_tl(wire, 0, len(wire))
+    assert typ == LP_PACKET
+    out = []
+    while off < end:
+        t, v, off = read_tl(wire, off, end)
+        out.append((t, wire[v:off]))
+    return out
+
+
+def txseq(wire: bytes) -> int:
+    return int.from_bytes(dict(fields(wire))[LP_TX_SEQUENCE], "big")
+
+
+def acks(wire: bytes) -> list[int]:
+    return [int.from_bytes(v, "big") for t, v in fields(wire) if t == LP_ACK]
+
+
+INTEREST = interest("/a/b", nonce=7)
+DATA = data("/a/b", content=b"x" * 100)
+
+
+def test_a_packet_travels_wrapped_and_comes_out_bare_and_acknowledged():
+    a, b = LpReliability(), LpReliability()
+    w = a.wrap(INTEREST, 0.0)
+    assert w[0] == LP_PACKET and dict(fields(w))[LP_FRAGMENT] == INTEREST
+    assert [t for t, _ in fields(w)] == [LP_SEQUENCE, LP_TX_SEQUENCE, LP_FRAGMENT]
+    assert len(dict(fields(w))[LP_TX_SEQUENCE]) == 8          # fixed width, as ndn-cxx
+    assert b.receive(w, 0.001) == INTEREST
+    assert isinstance(decode(b.receive(a.wrap(DATA, 0.0), 0.001)), Data)
+    assert a.unacked == 2
+    # b's next packet carries both Acks, ahead of its own TxSequence
+    back = b.wrap(DATA, 0.002)
+    assert acks(back) == [txseq(w), txseq(w) + 1]
+    assert a.receive(back, 0.003) == DATA
+    assert a.unacked == 0 and a.counters.acknowledged == 2
+    # the forwarder's decoder reads a wrapped packet too (the headers are ignorable)
+    assert isinstance(decode(w), Interest)
+
+
+def test_other_lp_headers_are_kept_and_the_stripped_packet_decodes():
+    token = b"\x01\x02\x03\x04"
+    nack = lp_wrap(INTEREST, token, 150)
+    a, b = LpReliability(), LpReliability()
+    w = a.wrap(nack, 0.0)
+    types = [t for t, _ in fields(w)]
+    assert types == sorted(types[:-1]) + [LP_FRAGMENT] and len(types) == 5
+    up = b.receive(w, 0.0)
+    assert up == nack
+    pkt = decode(up)
+    assert isinstance(pkt, Nack) and pkt.reason == 150
+
+
+def test_an_ack_only_packet_after_ack_delay_and_nothing_is_handed_up():
+    opts = ReliabilityOptions(ack_delay=0.005)
+    a, b = LpReliability(opts), LpReliability(opts)
+    b.receive(a.wrap(INTEREST, 0.0), 0.0)
+    assert b.deadline() == pytest.approx(0.005)
+    assert b.poll(0.004) == []
+    [idle] = b.poll(0.005)
+    assert [t for t, _ in fields(idle)] == [LP_ACK]
+    assert b.counters.idle_acks == 1 and b.deadline() is None
+    assert a.receive(idle, 0.006) is None
+    assert a.unacked == 0
+
+
+def test_a_loss_is_repaired_after_three_later_frames_are_acknowledged():
+    a, b = LpReliability(), LpReliability()
+    sent = [a.wrap(interest(f"/p/{i}", nonce=i), 0.0) for i in range(5)]
+    for w in sent[:1] + sent[2:]:                 # the second frame is lost
+        b.receive(w, 0.001)
+    assert not a.has_lost()
+    a.receive(b.wrap(DATA, 0.002), 0.003)         # Acks of 1, 3, 4, 5
+    assert a.has_lost() and a.deadline() == 0.0
+    [again] = a.poll(0.003)
+    assert txseq(again) != txseq(sent[1])          # a new TxSequence for the retransmission
+    assert dict(fields(again))[LP_SEQUENCE] == dict(fields(sent[1]))[LP_SEQUENCE]
+    assert b.receive(again, 0.004) == interest("/p/1", nonce=1)
+    assert a.counters.retransmitted == 1
+
+
+def test_a_lone_loss_is_repaired_after_the_rto():
+    a = LpReliability(ReliabilityOptions(initial_rto=0.2))
+    a.wrap(INTEREST, 0.0)                          # lost, and nothing after it
+    assert a.deadline() == pytest.approx(0.2)
+    assert a.poll(0.1) == []
+    [again] = a.poll(0.2)
+    assert dict(fields(again))[LP_FRAGMENT] == INTEREST
+
+
+def test_a_retransmission_whose_ack_was_lost_is_delivered_once_and_acknowledged_again():
+    a, b = LpReliability(ReliabilityOptions(initial_rto=0.1)), LpReliability()
+    w = a.wrap(INTEREST, 0.0)
+    assert b.receive(w, 0.001) == INTEREST
+    b.poll(1.0)                                    # its Ack is lost
+    [again] = a.poll(0.1)
+    assert b.receive(again, 0.101) is None and b.counters.duplicates == 1
+    assert a.receive(b.wrap(DATA, 0.102), 0.103) == DATA
+    assert a.unacked == 0
+
+
+def test_timeouts_back_off_and_a_frame_is_given_up_after_max_retx():
+    a = LpReliability(ReliabilityOptions(max_retx=2, initial_rto=0.1, max_rto=0.3))
+    a.wrap(INTEREST, 0.0)
+    assert len(a.poll(0.1)) == 1 and a.rto == pytest.approx(0.2)
+    assert a.poll(0.25) == [] and len(a.poll(0.31)) == 1 and a.rto == pytest.approx(0.3)
+    assert a.poll(0.65) == [] and a.unacked == 0 and a.counters.given_up == 1
+
+
+def test_rto_follows_the_measured_round_trip_within_bounds():
+    opts = ReliabilityOptions(min_rto=0.03, max_rto=2.0)
+    a, b = LpReliability(opts), LpReliability(opts)
+    for i in range(20):
+        b.receive(a.wrap(INTEREST, i * 1.0), i * 1.0 + 0.004)
+        a.receive(b.wrap(DATA, i * 1.0 + 0.005), i * 1.0 + 0.010)
+    assert a.rto == pytest.approx(0.03)            # 10 ms round trips: floored at min_rto
+    b.receive(a.wrap(INTEREST, 100.0), 100.0)
+    a.receive(b.wrap(DATA, 101.0), 101.0)          # one 1 s round trip raises it
+    assert 0.1 < a.rto <= 2.0
+
+
+def test_bounds_unacked_frames_and_pending_acks():
+    opts = ReliabilityOptions(max_unacked=10, max_acks=5)
+    a, b = LpReliability(opts), LpReliability(opts)
+    for i in range(25):
+        b.receive(a.wrap(INTEREST, 0.0), 0.0)
+    assert a.unacked == 10 and a.counters.given_up == 15
+    assert len(acks(b.wrap(DATA, 0.0))) == 5 and b.counters.acks_dropped == 20
+
+
+def test_acks_never_push_a_packet_past_the_mtu():
+    a, b = LpReliability(), LpReliability()
+    for i in range(2000):
+        b.receive(a.wrap(INTEREST, 0.0), 0.0)
+    big = data("/big", content=b"y" * 8000)
+    w = b.wrap(big, 0.0)
+    assert len(w) <= MAX_PACKET_SIZE and 0 < len(acks(w)) < 2000
+    rest = b.wrap(big, 0.0)
+    assert len(rest) <= MAX_PACKET_SIZE
+
+
+def test_a_packet_too_large_to_wrap_goes_as_it_came():
+    a = LpReliability()
+    huge = data("/h", content=b"z" * (MAX_PACKET_SIZE - 60))
+    assert a.wrap(huge, 0.0) == huge and a.unacked == 0
+
+
+def test_bare_and_malformed_packets_are_handed_up_unchanged():
+    b = LpReliability()
+    assert b.receive(INTEREST, 0.0) == INTEREST
+    bad = bytes([LP_PACKET, 10, 0xfd, 0x03])
+    assert b.receive(bad, 0.0) == bad and b.counters.malformed == 1
+    assert b.receive(b"", 0.0) == b""
+
+
+def test_sequence_numbers_wrap_around():
+    assert older_than(5, 3) and not older_than(3, 5)
+    assert older_than(2, (1 << 64) - 2)            # 2 was sent after 2^64 - 2
+    a, b = LpReliability(), LpReliability()
+    a._next_seq = (1 << 64) - 2
+    ws = [a.wrap(interest(f"/w/{i}", nonce=i), 0.0) for i in range(5)]
+    for w in ws[:1] + ws[2:]:
+        b.receive(w, 0.0)
+    a.receive(b.wrap(DATA, 0.0), 0.0)
+    assert a.has_lost() and len(a.poll(0.0)) == 1
+
+
+def test_split_lp_returns_headers_and_fragment():
+    token = encode_tlv(0x62, b"\x09\x09")
+    frag = encode_tlv(LP_FRAGMENT, INTEREST)
+    wire = encode_tlv(LP_PACKET, token + frag)
+    assert _split_lp(wire) == (token, frag)
+
+
+@pytest.mark.parametrize("loss", [0.05, 0.2])
+def test_every_packet_arrives_exactly_once_over_a_lossy_link(loss):
+    """Both directions lose `loss` of everything (Acks too); 2000 packets each way, sent in
+    bursts, with time advancing: each arrives once, in spite of lost Acks and frames."""
+    rng = random.Random(int(loss * 100))
+    # a round fails with (1 - (1 - loss)^2): at 20 %, 13 tries all fail for 1 frame in 10^6
+    opts = ReliabilityOptions(max_retx=12, initial_rto=0.05, min_rto=0.02)
+    ends = [LpReliability(opts), LpReliability(opts)]
+    got: list[list[bytes]] = [[], []]
+    t = 0.0
+    in_flight: list[tuple[float, int, bytes]] = []      # (arrival, to, wire)
+
+    def send(frm: int, wire: bytes) -> None:
+        if rng.random() >= loss:
+            in_flight.append((t + 0.002, 1 - frm, wire))
+
+    packets = [[interest(f"/x/{side}/{i}", nonce=i) for i in range(2000)]
+               for side in (0, 1)]
+    i = 0
+    while t < 60.0:
+        for side in (0, 1):
+            for p in packets[side][i:i + 20]:
+                send(side, ends[side].wrap(p, t))
+        i += 20
+        t += 0.001
+        arrived = [f for f in in_flight if f[0] <= t]
+        in_flight = [f for f in in_flight if f[0] > t]
+        for _, to, wire in arrived:
+            up = ends[to].receive(wire, t)
+            if up is not None:
+                got[to].append(up)
+        for side in (0, 1):
+            for wire in ends[side].poll(t):
+                send(side, wire)
+        if i >= 2000 and not in_flight and all(e.unacked == 0 for e in ends) \
+                and all(e.deadline() is None for e in ends):
+            break
+    for side in (0, 1):
+        assert sorted(got[1 - side]) == sorted(packets[side])
+        assert ends[side].counters.given_up == 0
+    assert ends[0].counters.retransmitted > 0
