@@ -37,7 +37,7 @@ from ndnps.codec import CodecError, flatten, param_spec, segment, unflatten
 from ndnps.data import load_dataset
 from ndnps.estimator import FinishTimeEstimator, RtoEstimator
 from ndnps.events import wait_event
-from ndnps.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher
+from ndnps.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher, reorder_floor
 from ndnps.metrics import Delta, MetricsWriter
 from ndnps.models import SGD, build_model
 from ndnps.pacer import Pacer
@@ -122,7 +122,7 @@ class ParameterServer:
         self.fetcher = SegmentFetcher(
             app.express, self.sec.validator, cfg.window,
             RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
-            cfg.max_tries, self.fetch_stats)
+            cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app))
         self.held = HeldInterests()
         self.contents: dict[str, list[bytes]] = {}
         self.pushed: Recent[int, list[bytes]] = Recent(cfg.keep_versions)      # signed pushes

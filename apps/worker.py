@@ -42,7 +42,8 @@ from ndnps.codec import CodecError, flatten, param_spec, unflatten
 from ndnps.data import load_dataset
 from ndnps.estimator import ProbeTimer, RtoEstimator
 from ndnps.events import wait_event
-from ndnps.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher, Transfer
+from ndnps.fetcher import (MIN_RTO, FetchError, FetchStats, SegmentFetcher, Transfer,
+                           reorder_floor)
 from ndnps.metrics import Delta, MetricsWriter
 from ndnps.models import build_model
 from ndnps.pending import HeldInterests
@@ -96,7 +97,8 @@ class Job:
         self.sec = Security(worker.key, names.key(ps, train))
         self.counters = WorkerCounters()
         self.fetch_stats = FetchStats()
-        self.fetcher = SegmentFetcher(self.app.express, self.sec.validator, stats=self.fetch_stats)
+        self.fetcher = SegmentFetcher(self.app.express, self.sec.validator, stats=self.fetch_stats,
+                                      reorder_floor=reorder_floor(self.app))
         self.knobs: dict = {}
         self.mode = self.push_mode = None           # known once the content is in
         self.held = HeldInterests()
@@ -454,7 +456,8 @@ class Job:
         if asm.has_gap and version not in self.gap_pending:
             # one path, in order: a hole below the highest segment is a loss
             self.gap_pending.add(version)
-            asyncio.get_running_loop().call_later(self.knobs["gap_delay"], self.on_gap, version)
+            asyncio.get_running_loop().call_later(
+                max(self.knobs["gap_delay"], self.fetcher.reorder_floor), self.on_gap, version)
         self.arm_tail(version)
 
     def on_gap(self, version: int) -> None:

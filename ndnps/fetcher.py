@@ -53,6 +53,11 @@ NameOf = Callable[[int], FormalName]
 MIN_RTO = 0.2               # s: the RTO's floor: above the queueing a busy producer adds (RACK
                             # and the tail probe repair losses well before it)
 REORDER_FLOOR = 0.003       # s: the smallest reordering window (scheduling jitter of a process)
+# With NDNLPv2 link reliability on our face, a loss on a hop is repaired there some link round
+# trips later (three later Acks, or the link's RTO): to the consumer it looks like reordering,
+# so its window (and a worker's wait before fetching a hole in a push) covers that repair
+# rather than racing it with an end-to-end retry.
+LINK_REPAIR = 0.025
 # A forwarder suppresses a re-expressed Interest that comes sooner than this after the one it
 # forwarded last for the same pending entry (NFD's RetxSuppressionExponential: 10 ms, doubling
 # with each retransmission it forwards): re-expressing earlier would be wasted.
@@ -338,7 +343,7 @@ class Transfer:
             self.timer = None
         if self.done.done():
             return
-        reo = max(REORDER_FLOOR, (self.f.min_rtt or 0.0) / 4)
+        reo = max(self.f.reorder_floor, (self.f.min_rtt or 0.0) / 4)
         srtt = self.f.rto.stats.mean             # before any sample, the smallest round trip
         if srtt is None:
             srtt = self.f.min_rtt
@@ -417,7 +422,8 @@ class SegmentFetcher:
 
     def __init__(self, express: Express, validator, window: int = 16,
                  rto: RtoEstimator | None = None, max_tries: int = 8,
-                 stats: FetchStats | None = None, max_fast: int = MAX_FAST) -> None:
+                 stats: FetchStats | None = None, max_fast: int = MAX_FAST,
+                 reorder_floor: float = REORDER_FLOOR) -> None:
         if window < 1:
             raise ValueError("window must be >= 1")
         self.express = express
@@ -426,6 +432,7 @@ class SegmentFetcher:
         self.rto = rto or RtoEstimator(initial=1.0, min_rto=MIN_RTO, max_rto=4.0)
         self.max_tries = max_tries
         self.max_fast = max_fast
+        self.reorder_floor = reorder_floor
         self.stats = stats or FetchStats()
         # smallest round trip seen, held Interests included: some are answered at once, so
         # this approaches the path's RTT even when every Interest may be held
@@ -505,3 +512,9 @@ def names_segment(name: FormalName) -> int:
     """The segment number a name ends with (0 if it ends with none)."""
     n = names.segment_number(bytes(name[-1])) if name else None
     return 0 if n is None else n
+
+
+def reorder_floor(app) -> float:
+    """The reordering window's floor for an app's fetches: LINK_REPAIR on a face with link
+    reliability (the link repairs its losses), REORDER_FLOOR otherwise."""
+    return LINK_REPAIR if app.lp_reliability else REORDER_FLOOR

@@ -99,6 +99,8 @@ class MemNet:
 
 
 class MemApp:
+    lp_reliability = False          # no link layer to make reliable
+
     def __init__(self, net: MemNet) -> None:
         self.net = net
         self.handlers: dict[tuple[bytes, ...], Callable] = {}
