@@ -127,27 +127,18 @@ class CountingFace(Face):
         # reliability` on; what we send is wrapped once the forwarder has it on too
         self.reliable: ReliableLink | None = None
         self.wrap_out = False
-        self.reliability_counters = ReliabilityCounters()
+        self.reliability_counters = ReliabilityCounters()   # over every connection
 
     def start_reliability(self) -> None:
         self.stop_reliability()
-        self.reliable = ReliableLink(self._send_raw)
+        self.reliable = ReliableLink(self._send_raw, self.reliability_counters)
 
     def stop_reliability(self) -> None:
         """The face is gone (the forwarder's state with it): counters kept, state dropped."""
         if self.reliable is not None:
             self.reliable.close()
-            for k, v in self.reliable.core.counters.as_dict().items():
-                setattr(self.reliability_counters, k, getattr(self.reliability_counters, k) + v)
         self.reliable = None
         self.wrap_out = False
-
-    def reliability_stats(self) -> dict[str, int]:
-        total = dict(self.reliability_counters.as_dict())
-        if self.reliable is not None:
-            for k, v in self.reliable.core.counters.as_dict().items():
-                total[k] += v
-        return total
 
     @property
     def running(self) -> bool:                    # type: ignore[override]
@@ -434,7 +425,7 @@ class App(NDNApp):
         events = {"reconnects": self.reconnects,
                   "sent_while_down": self.sent_while_down + self.counting.lost_sends}
         if self.lp_reliability:
-            lp = self.counting.reliability_stats()
+            lp = self.counting.reliability_counters.as_dict()
             events.update({"lp_retransmitted": lp["retransmitted"],
                            "lp_given_up": lp["given_up"], "lp_duplicates": lp["duplicates"]})
         return events

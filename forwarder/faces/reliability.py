@@ -3,8 +3,8 @@
 A face with reliability enabled sends every packet in an LpPacket with a TxSequence and keeps
 it until the other end acknowledges that TxSequence (an Ack header, piggybacked on the next
 packet it sends or alone after `ack_delay`); a Sequence header, the same in every transmission
-of a frame, lets the receiver drop a frame it already has, as NFD does.  A frame is retransmitted, under a new TxSequence,
-when `loss_threshold` frames sent after it were acknowledged first (the link reorders nothing,
+of a frame, lets the receiver drop a frame it already has, as NFD does.  A frame is
+retransmitted, under a new TxSequence, when `loss_threshold` frames sent after it were acknowledged first (the link reorders nothing,
 so it was lost) or when it stays unacknowledged for an RTO; after `max_retx` retransmissions it
 is given up (counted).  The receiver drops a Sequence it has delivered recently (a
 retransmission whose Ack was lost: a pushed Data delivered twice would be multicast twice) and
@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Final
 
 from ..face_table import ReliabilityCounters
+from ..rto import RtoEstimator
 from ..tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
-                   MAX_PACKET_SIZE, decode_nonneg, encode_varnum, read_tl)
+                   MAX_PACKET_SIZE, decode_nonneg, encode_tlv, encode_varnum, read_tl)
 
 # fixed-width 8-octet values, as ndn-cxx encodes Sequence, TxSequence and Ack
 _SEQ_HEAD: Final = encode_varnum(LP_SEQUENCE) + b"\x08"
@@ -62,9 +63,10 @@ class _Frame:
 @dataclass
 class LpReliability:
     options: ReliabilityOptions = field(default_factory=ReliabilityOptions)
+    # shared by the successive instances of one app's face (reconnects keep its totals)
+    counters: ReliabilityCounters = field(default_factory=ReliabilityCounters)
 
     def __post_init__(self) -> None:
-        self.counters = ReliabilityCounters()
         self._next_seq = random.getrandbits(63)
         self._next_frame = random.getrandbits(63)
         self._unacked: OrderedDict[int, _Frame] = OrderedDict()   # by TxSequence = send order
@@ -73,9 +75,8 @@ class LpReliability:
         self._lost: list[int] = []          # TxSequences known lost, for the next poll
         self._recent: set[int] = set()
         self._recent_order: deque[int] = deque()
-        self._srtt: float | None = None
-        self._rttvar = 0.0
-        self.rto = self.options.initial_rto
+        o = self.options
+        self._rto = RtoEstimator(o.initial_rto, min_rto=o.min_rto, max_rto=o.max_rto)
 
     # ---- sending ----------------------------------------------------------------------------
 
@@ -99,12 +100,12 @@ class LpReliability:
             headers, fragment = _split_lp(packet)
         else:
             headers = b""
-            fragment = encode_varnum(LP_FRAGMENT) + encode_varnum(len(packet)) + packet
+            fragment = encode_tlv(LP_FRAGMENT, packet)
         room = (MAX_PACKET_SIZE - len(headers) - len(fragment) - _WRAP_OVERHEAD) // _ACK_SIZE
         # header fields in TLV-TYPE order (Sequence, PitToken / Nack, Ack, TxSequence)
-        body = b"".join((_SEQ_HEAD, frame.to_bytes(8, "big"), headers, self._take_acks(room),
-                         _TXSEQ_HEAD, seq.to_bytes(8, "big"), fragment))
-        return encode_varnum(LP_PACKET) + encode_varnum(len(body)) + body
+        return encode_tlv(LP_PACKET, b"".join((
+            _SEQ_HEAD, frame.to_bytes(8, "big"), headers, self._take_acks(room),
+            _TXSEQ_HEAD, seq.to_bytes(8, "big"), fragment)))
 
     def _take_acks(self, room: int) -> bytes:
         acks = self._acks
@@ -159,8 +160,8 @@ class LpReliability:
             self._remember(frame)
         if not kept:
             return wire[fragment[1]:fragment[2]]
-        body = b"".join([wire[a:b] for a, b in kept] + [wire[fragment[0]:fragment[2]]])
-        return encode_varnum(LP_PACKET) + encode_varnum(len(body)) + body
+        return encode_tlv(LP_PACKET, b"".join([wire[a:b] for a, b in kept]
+                                               + [wire[fragment[0]:fragment[2]]]))
 
     def _queue_ack(self, txseq: int, now: float) -> None:
         if len(self._acks) >= self.options.max_acks:
@@ -181,7 +182,7 @@ class LpReliability:
         if frame is None:
             return                  # late, duplicate, or for a frame already given up
         self.counters.acknowledged += 1
-        self._sample_rtt(now - frame.sent)
+        self._rto.observe(now - frame.sent)
         # frames sent before this one and still unacknowledged: one more sign they were lost
         threshold = self.options.loss_threshold
         for older, f in self._unacked.items():
@@ -191,14 +192,9 @@ class LpReliability:
             if f.later_acked == threshold:
                 self._lost.append(older)
 
-    def _sample_rtt(self, rtt: float) -> None:
-        if self._srtt is None:
-            self._srtt, self._rttvar = rtt, rtt / 2
-        else:
-            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
-            self._srtt = 0.875 * self._srtt + 0.125 * rtt
-        o = self.options
-        self.rto = min(o.max_rto, max(o.min_rto, self._srtt + 4 * self._rttvar))
+    @property
+    def rto(self) -> float:
+        return self._rto.rto
 
     # ---- timers -----------------------------------------------------------------------------
 
@@ -226,7 +222,7 @@ class LpReliability:
             lost.append(seq)
             timed_out = True
         if timed_out:       # back off, as TCP: the peer may be busy, not the link lossy
-            self.rto = min(self.options.max_rto, 2 * self.rto)
+            self._rto.backoff()
         for seq in lost:
             frame = self._unacked.pop(seq, None)
             if frame is None:
@@ -244,15 +240,9 @@ class LpReliability:
             out.append(self._encode(frame.packet, new, frame.frame))
         if self._acks and self._acks_since is not None \
                 and now >= self._acks_since + self.options.ack_delay:
-            room = (MAX_PACKET_SIZE - 4) // _ACK_SIZE
-            body = self._take_acks(room)
-            out.append(encode_varnum(LP_PACKET) + encode_varnum(len(body)) + body)
+            out.append(encode_tlv(LP_PACKET, self._take_acks((MAX_PACKET_SIZE - 4) // _ACK_SIZE)))
             self.counters.idle_acks += 1
         return out
-
-    def has_lost(self) -> bool:
-        """Whether a frame is known lost (by later Acks) and waits for `poll`."""
-        return bool(self._lost)
 
     @property
     def unacked(self) -> int:
@@ -281,8 +271,8 @@ class ReliableLink:
     peer (through the face's link emulation, if any); one timer runs `poll` at `deadline`."""
 
     def __init__(self, send_lower: Callable[[bytes], None],
-                 options: ReliabilityOptions | None = None) -> None:
-        self.core = LpReliability(options or ReliabilityOptions())
+                 counters: ReliabilityCounters | None = None) -> None:
+        self.core = LpReliability(counters=counters or ReliabilityCounters())
         self._send_lower = send_lower
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None

@@ -76,9 +76,9 @@ async def test_lossy_app_faces_with_link_reliability_lose_nothing(procs):
         assert len([n for n in served if n.startswith("/rel/")]) == len(
             {n for n in served if n.startswith("/rel/")})
         for app in (producer, reliable):
-            lp = app.counting.reliability_stats()
+            lp = app.counting.reliability_counters.as_dict()
             assert lp["acknowledged"] >= N - 5 and lp["malformed"] == 0
-        assert reliable.counting.reliability_stats()["retransmitted"] > 0
+        assert reliable.counting.reliability_counters.retransmitted > 0
         assert plain.counting.reliable is None
 
         status = fetch_status(f"unix://{sock}")

@@ -1,0 +1,55 @@
+"""TCP's retransmission timeout (RFC 6298): the smoothed round trip and its deviation, and an
+RTO from them, clamped and doubled on each expiry until a fresh sample.  Used by the link
+reliability of the forwarder's faces and, through ndnps.estimator, by the apps' fetchers and
+probe timers."""
+from __future__ import annotations
+
+
+class MeanDeviation:
+    """srtt / rttvar of RFC 6298 (alpha = 1/8, beta = 1/4 by default)."""
+
+    def __init__(self, alpha: float = 0.125, beta: float = 0.25) -> None:
+        self.alpha, self.beta = alpha, beta
+        self.mean: float | None = None
+        self.dev = 0.0
+        self.samples = 0
+
+    def update(self, sample: float) -> None:
+        sample = max(0.0, float(sample))
+        if self.mean is None:
+            self.mean, self.dev = sample, sample / 2
+        else:
+            self.dev = (1 - self.beta) * self.dev + self.beta * abs(self.mean - sample)
+            self.mean = (1 - self.alpha) * self.mean + self.alpha * sample
+        self.samples += 1
+
+
+class RtoEstimator:
+    """Retransmission timeout: ``clamp(mean + k * dev) * 2**backoffs``, clamped again."""
+
+    def __init__(self, initial: float = 1.0, k: float = 4.0, min_rto: float = 0.05,
+                 max_rto: float = 10.0) -> None:
+        if not 0 < min_rto <= max_rto:
+            raise ValueError("need 0 < min_rto <= max_rto")
+        self.initial, self.k, self.min_rto, self.max_rto = initial, k, min_rto, max_rto
+        self.stats = MeanDeviation()
+        self.backoffs = 0
+
+    def observe(self, sample: float) -> None:
+        """A measured duration (never one that needed a retransmission: Karn)."""
+        self.stats.update(sample)
+        self.backoffs = 0
+
+    def backoff(self) -> None:
+        if self.rto < self.max_rto:
+            self.backoffs += 1
+
+    @property
+    def base(self) -> float:
+        s = self.stats
+        base = self.initial if s.mean is None else s.mean + self.k * s.dev
+        return min(max(base, self.min_rto), self.max_rto)
+
+    @property
+    def rto(self) -> float:
+        return min(self.base * (2 ** self.backoffs), self.max_rto)
