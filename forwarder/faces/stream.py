@@ -76,7 +76,7 @@ class StreamFace(Face, asyncio.Protocol):
             return None
         return off
 
-    def _send_link(self, wire: bytes) -> None:
+    def send(self, wire: bytes) -> None:
         if self._emu is not None:
             self._emu.send(wire)
         else:

@@ -32,7 +32,7 @@ class UdpFace(Face):
         if link is not None and link.active:
             self.emu = LinkEmulator(link, self._write, self.info)
 
-    def _send_link(self, wire: bytes) -> None:
+    def send(self, wire: bytes) -> None:
         if self.emu is not None:
             self.emu.send(wire)
         else:
