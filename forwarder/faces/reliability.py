@@ -33,6 +33,8 @@ _SEQ_HEAD: Final = encode_varnum(LP_SEQUENCE) + b"\x08"
 _ACK_HEAD: Final = encode_varnum(LP_ACK) + b"\x08"
 _TXSEQ_HEAD: Final = encode_varnum(LP_TX_SEQUENCE) + b"\x08"
 _ACK_SIZE: Final = len(_ACK_HEAD) + 8
+_LP_TYPE: Final = encode_varnum(LP_PACKET)
+_FRAGMENT_TYPE: Final = encode_varnum(LP_FRAGMENT)
 # LpPacket TL, Sequence, TxSequence, Fragment TL
 _WRAP_OVERHEAD: Final = 4 + len(_SEQ_HEAD) + 8 + len(_TXSEQ_HEAD) + 8 + 4
 _MASK: Final = (1 << 64) - 1
@@ -41,7 +43,7 @@ _MASK: Final = (1 << 64) - 1
 @dataclass
 class ReliabilityOptions:
     max_retx: int = 3              # retransmissions of one frame before it is given up
-    loss_threshold: int = 3        # later frames acknowledged before a frame counts as lost
+    loss_threshold: int = 1        # later frames acknowledged before a frame counts as lost
     ack_delay: float = 0.005       # an Ack waits this long for a packet to ride on (NFD: 5 ms)
     initial_rto: float = 0.2
     min_rto: float = 0.03
@@ -96,16 +98,14 @@ class LpReliability:
         return self._encode(packet, seq, frame)
 
     def _encode(self, packet: bytes, seq: int, frame: int) -> bytes:
-        if packet[0] == LP_PACKET:
-            headers, fragment = _split_lp(packet)
-        else:
-            headers = b""
-            fragment = encode_tlv(LP_FRAGMENT, packet)
-        room = (MAX_PACKET_SIZE - len(headers) - len(fragment) - _WRAP_OVERHEAD) // _ACK_SIZE
-        # header fields in TLV-TYPE order (Sequence, PitToken / Nack, Ack, TxSequence)
-        return encode_tlv(LP_PACKET, b"".join((
-            _SEQ_HEAD, frame.to_bytes(8, "big"), headers, self._take_acks(room),
-            _TXSEQ_HEAD, seq.to_bytes(8, "big"), fragment)))
+        headers, inner = _split_lp(packet) if packet[0] == LP_PACKET else (b"", packet)
+        room = (MAX_PACKET_SIZE - len(headers) - len(inner) - _WRAP_OVERHEAD) // _ACK_SIZE
+        # header fields in TLV-TYPE order (Sequence, PitToken / Nack, Ack, TxSequence); the
+        # network packet is copied once, into the result
+        head = b"".join((_SEQ_HEAD, frame.to_bytes(8, "big"), headers, self._take_acks(room),
+                         _TXSEQ_HEAD, seq.to_bytes(8, "big"), _FRAGMENT_TYPE,
+                         encode_varnum(len(inner))))
+        return b"".join((_LP_TYPE, encode_varnum(len(head) + len(inner)), head, inner))
 
     def _take_acks(self, room: int) -> bytes:
         acks = self._acks
@@ -125,6 +125,19 @@ class LpReliability:
         forwarder's decoder counts and drops them)."""
         if not wire or wire[0] != LP_PACKET:
             return wire
+        fast = _read_own(wire)
+        if fast is not None:
+            frame, acked, txseq, start = fast
+            for seq in acked:
+                self._on_ack(seq, now)
+            if start == len(wire):
+                return None
+            self._queue_ack(txseq, now)
+            if frame in self._recent:
+                self.counters.duplicates += 1
+                return None
+            self._remember(frame)
+            return wire[start:]
         try:
             _, off, end = read_tl(wire, 0, len(wire))
             txseq = frame = None
@@ -255,15 +268,49 @@ def older_than(a: int, b: int) -> bool:
 
 
 def _split_lp(packet: bytes) -> tuple[bytes, bytes]:
-    """An LpPacket's header fields and its Fragment element, as bytes."""
+    """An LpPacket's header fields, and the network packet in its Fragment, as bytes."""
     _, off, end = read_tl(packet, 0, len(packet))
     start = off
     while off < end:
         field_start = off
-        typ, _, off = read_tl(packet, off, end)
+        typ, voff, off = read_tl(packet, off, end)
         if typ == LP_FRAGMENT:
-            return packet[start:field_start], packet[field_start:off]
+            return packet[start:field_start], packet[voff:off]
     return packet[start:end], b""
+
+
+def _read_own(wire: bytes) -> tuple[int, list[int], int, int] | None:
+    """The headers of an LpPacket shaped as `_encode` writes them (Sequence, Acks, TxSequence,
+    then a Fragment to the end, or Acks alone), read at fixed offsets: (Sequence, Acks,
+    TxSequence, where the network packet starts; len(wire) for Acks alone).  None for any
+    other shape (the general reader takes it)."""
+    try:
+        _, off, end = read_tl(wire, 0, len(wire))
+    except Exception:
+        return None
+    if end != len(wire):
+        return None
+    acked = []
+    if wire[off:off + 2] != _SEQ_HEAD:
+        while wire[off:off + 4] == _ACK_HEAD:      # Acks alone
+            acked.append(int.from_bytes(wire[off + 4:off + 12], "big"))
+            off += 12
+        return (0, acked, 0, off) if off == end and acked else None
+    frame = int.from_bytes(wire[off + 2:off + 10], "big")
+    off += 10
+    while wire[off:off + 4] == _ACK_HEAD:
+        acked.append(int.from_bytes(wire[off + 4:off + 12], "big"))
+        off += 12
+    if wire[off:off + 4] != _TXSEQ_HEAD or off + 12 >= end or wire[off + 12] != LP_FRAGMENT:
+        return None
+    txseq = int.from_bytes(wire[off + 4:off + 12], "big")
+    try:
+        _, voff, fend = read_tl(wire, off + 12, end)
+    except Exception:
+        return None
+    if fend != end or voff == fend:
+        return None
+    return frame, acked, txseq, voff
 
 
 class ReliableLink:

@@ -183,11 +183,11 @@ def test_sequence_numbers_wrap_around():
     assert a.deadline() == 0.0 and len(a.poll(0.0)) == 1
 
 
-def test_split_lp_returns_headers_and_fragment():
+def test_split_lp_returns_headers_and_the_network_packet():
     token = encode_tlv(0x62, b"\x09\x09")
     frag = encode_tlv(LP_FRAGMENT, INTEREST)
     wire = encode_tlv(LP_PACKET, token + frag)
-    assert _split_lp(wire) == (token, frag)
+    assert _split_lp(wire) == (token, INTEREST)
 
 
 @pytest.mark.parametrize("loss", [0.05, 0.2])
@@ -231,3 +231,19 @@ def test_every_packet_arrives_exactly_once_over_a_lossy_link(loss):
         assert sorted(got[1 - side]) == sorted(packets[side])
         assert ends[side].counters.given_up == 0
     assert ends[0].counters.retransmitted > 0
+
+
+def test_a_peer_that_sends_no_sequence_is_read_by_the_general_reader():
+    """NFD without fragmentation may send TxSequence and Acks with no Sequence field: the
+    packet is handed up and acknowledged (duplicates then cannot be told apart)."""
+    a, b = LpReliability(), LpReliability()
+    w = a.wrap(INTEREST, 0.0)
+    seq = txseq(w)
+    foreign = encode_tlv(LP_PACKET, encode_tlv(LP_ACK, (5).to_bytes(8, "big"))
+                         + encode_tlv(LP_TX_SEQUENCE, (77).to_bytes(8, "big"))
+                         + encode_tlv(LP_FRAGMENT, DATA))
+    assert b.receive(foreign, 0.0) == DATA
+    assert acks(b.wrap(INTEREST, 0.0)) == [77]
+    # and Acks for our frames in a foreign-shaped packet count
+    reply = encode_tlv(LP_PACKET, encode_tlv(LP_ACK, seq.to_bytes(8, "big")))
+    assert a.receive(reply, 0.001) is None and a.unacked == 0
