@@ -4,9 +4,11 @@ A face with reliability enabled sends every packet in an LpPacket with a TxSeque
 it until the other end acknowledges that TxSequence (an Ack header, piggybacked on the next
 packet it sends or alone after `ack_delay`); a Sequence header, the same in every transmission
 of a frame, lets the receiver drop a frame it already has, as NFD does.  A frame is
-retransmitted, under a new TxSequence, when `loss_threshold` frames sent after it were acknowledged first (the link reorders nothing,
-so it was lost) or when it stays unacknowledged for an RTO; after `max_retx` retransmissions it
-is given up (counted).  The receiver drops a Sequence it has delivered recently (a
+retransmitted, under a new TxSequence, once `loss_threshold` frames sent after it were
+acknowledged first (NFD waits for 3; a link delivers in order and Acks leave in the order
+frames came, so one suffices: an Ack lost with its packet costs a duplicate the receiver
+drops) or when it stays unacknowledged for an RTO; after `max_retx` retransmissions it is
+given up (counted).  The receiver drops a Sequence it has delivered recently (a
 retransmission whose Ack was lost: a pushed Data delivered twice would be multicast twice) and
 hands the network packet up without the three headers.
 
