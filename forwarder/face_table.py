@@ -31,6 +31,7 @@ class ReliabilityCounters:
     """NDNLPv2 link reliability on one face (faces/reliability.py)."""
     acknowledged: int = 0
     retransmitted: int = 0
+    tail_probes: int = 0           # of which: the newest frame re-sent after 2 round trips
     given_up: int = 0              # dropped after max_retx, or pushed out of max_unacked
     duplicates: int = 0            # received again (its Ack had been lost)
     idle_acks: int = 0             # LpPackets sent that carried only Acks

@@ -49,6 +49,7 @@ class ReliabilityOptions:
     ack_delay: float = 0.005       # an Ack waits this long for a packet to ride on (NFD: 5 ms)
     initial_rto: float = 0.2
     min_rto: float = 0.03
+    min_pto: float = 0.01          # a tail probe waits 2 smoothed round trips, at least this
     max_rto: float = 2.0
     max_unacked: int = 4096        # frames kept for retransmission (oldest given up first)
     max_acks: int = 8192           # Acks waiting to be sent (oldest dropped: the peer retries)
@@ -77,6 +78,7 @@ class LpReliability:
         self._acks: list[int] = []
         self._acks_since: float | None = None
         self._lost: list[int] = []          # TxSequences known lost, for the next poll
+        self._probe_armed = True            # one tail probe per Ack received
         self._recent: set[int] = set()
         self._recent_order: deque[int] = deque()
         o = self.options
@@ -197,6 +199,7 @@ class LpReliability:
         if frame is None:
             return                  # late, duplicate, or for a frame already given up
         self.counters.acknowledged += 1
+        self._probe_armed = True
         self._rto.observe(now - frame.sent)
         # frames sent before this one and still unacknowledged: one more sign they were lost
         threshold = self.options.loss_threshold
@@ -221,13 +224,27 @@ class LpReliability:
         if self._unacked:
             first = next(iter(self._unacked.values()))
             times.append(first.sent + self.rto)
+            probe = self._probe_at()
+            if probe is not None:
+                times.append(probe)
         if self._acks_since is not None:
             times.append(self._acks_since + self.options.ack_delay)
         return min(times) if times else None
 
+    def _probe_at(self) -> float | None:
+        """When to re-send the newest unacknowledged frame (a tail loss probe, as TCP's): no
+        later frame will reveal the loss of a burst's last frames, and the RTO is long; its
+        Ack reveals any loss before it.  One probe per Ack received; none before a sample."""
+        srtt = self._rto.stats.mean
+        if not self._probe_armed or srtt is None or not self._unacked:
+            return None
+        newest = self._unacked[next(reversed(self._unacked))]
+        return newest.sent + max(self.options.min_pto, 2 * srtt)
+
     def poll(self, now: float) -> list[bytes]:
         """Packets to send now: retransmissions of frames lost (by later Acks) or timed out,
-        and an Ack-only LpPacket when Acks waited `ack_delay` for a packet to ride on."""
+        a tail probe, and an Ack-only LpPacket when Acks waited `ack_delay` for a packet to
+        ride on."""
         out = []
         lost, self._lost = self._lost, []
         timed_out = False
@@ -238,6 +255,11 @@ class LpReliability:
             timed_out = True
         if timed_out:       # back off, as TCP: the peer may be busy, not the link lossy
             self._rto.backoff()
+        probe = self._probe_at()
+        if probe is not None and probe <= now:
+            lost.append(next(reversed(self._unacked)))
+            self._probe_armed = False
+            self.counters.tail_probes += 1
         for seq in lost:
             frame = self._unacked.pop(seq, None)
             if frame is None:

@@ -247,3 +247,23 @@ def test_a_peer_that_sends_no_sequence_is_read_by_the_general_reader():
     # and Acks for our frames in a foreign-shaped packet count
     reply = encode_tlv(LP_PACKET, encode_tlv(LP_ACK, seq.to_bytes(8, "big")))
     assert a.receive(reply, 0.001) is None and a.unacked == 0
+
+
+def test_a_lost_last_frame_is_probed_after_two_round_trips_before_the_rto():
+    opts = ReliabilityOptions(min_pto=0.004, min_rto=0.05, ack_delay=0.001)
+    a, b = LpReliability(opts), LpReliability(opts)
+    b.receive(a.wrap(INTEREST, 0.0), 0.001)
+    [ack] = b.poll(0.002)
+    a.receive(ack, 0.003)                          # one 3 ms round trip
+    sent = [a.wrap(interest(f"/t/{i}", nonce=i), 1.0) for i in range(3)]
+    for w in sent[:2]:                             # the burst's last frame is lost
+        b.receive(w, 1.001)
+    [ack] = b.poll(1.002)
+    a.receive(ack, 1.003)
+    assert a.unacked == 1 and a.deadline() == pytest.approx(1.006)
+    assert a.poll(1.005) == []
+    [probe] = a.poll(1.006)
+    assert dict(fields(probe))[LP_FRAGMENT] == interest("/t/2", nonce=2)
+    assert a.counters.tail_probes == 1 and a.counters.retransmitted == 1
+    # one probe per Ack: the next re-send waits for the RTO
+    assert a.poll(1.03) == [] and a.deadline() == pytest.approx(1.006 + a.rto)
