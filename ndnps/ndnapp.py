@@ -425,7 +425,6 @@ class App(NDNApp):
         events = {"reconnects": self.reconnects,
                   "sent_while_down": self.sent_while_down + self.counting.lost_sends}
         if self.lp_reliability:
-            lp = self.counting.reliability_counters.as_dict()
-            events.update({"lp_retransmitted": lp["retransmitted"],
-                           "lp_given_up": lp["given_up"], "lp_duplicates": lp["duplicates"]})
+            events.update({f"lp_{k}": v
+                           for k, v in self.counting.reliability_counters.as_dict().items()})
         return events

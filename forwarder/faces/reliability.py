@@ -351,7 +351,11 @@ class ReliableLink:
 
     def send(self, wire: bytes) -> None:
         self._send_lower(self.core.wrap(wire, self._loop.time()))
-        self._arm()
+        if self._timer is None:
+            # with a timer set, sending cannot make the deadline earlier (a new frame's RTO
+            # and probe come after the Ack delay and after the older frames'): its poll
+            # re-arms for whatever is due next
+            self._arm()
 
     def receive_many(self, wires: list[bytes]) -> list[bytes]:
         """The packets of one read, without their reliability headers (Ack-only packets and
