@@ -337,6 +337,10 @@ def _read_own(wire: bytes) -> tuple[int, list[int], int, int] | None:
     return frame, acked, txseq, voff
 
 
+LATE = 0.002           # s: a timer this late means the event loop was busy meanwhile
+DEFER = 0.001          # s: a late timer waits this much longer, past one socket read
+
+
 class ReliableLink:
     """The asyncio side of LpReliability for one face: `send_lower` writes a wire toward the
     peer (through the face's link emulation, if any); one timer runs `poll` at `deadline`."""
@@ -348,6 +352,7 @@ class ReliableLink:
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self._deferred = False
 
     def send(self, wire: bytes) -> None:
         self._send_lower(self.core.wrap(wire, self._loop.time()))
@@ -382,6 +387,15 @@ class ReliableLink:
 
     def _fire(self) -> None:
         self._timer = None
-        for wire in self.core.poll(self._loop.time()):
+        now = self._loop.time()
+        if now - self._timer_at > LATE and not self._deferred:
+            # the loop was busy past the deadline, and uvloop runs timers before it reads the
+            # sockets: let it read the Acks that may be waiting before judging frames lost
+            self._deferred = True
+            self._timer_at = now + DEFER
+            self._timer = self._loop.call_at(self._timer_at, self._fire)
+            return
+        self._deferred = False
+        for wire in self.core.poll(now):
             self._send_lower(wire)
         self._arm()
