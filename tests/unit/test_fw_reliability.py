@@ -267,3 +267,30 @@ def test_a_lost_last_frame_is_probed_after_two_round_trips_before_the_rto():
     assert a.counters.tail_probes == 1 and a.counters.retransmitted == 1
     # one probe per Ack: the next re-send waits for the RTO
     assert a.poll(1.03) == [] and a.deadline() == pytest.approx(1.006 + a.rto)
+
+
+async def test_a_late_timer_lets_waiting_acks_in_before_judging_frames_lost():
+    """The loop was busy past an RTO (uvloop runs timers before reading sockets): the timer
+    waits one more socket read; an Ack read then saves the frame from a needless re-send."""
+    import asyncio
+    import time
+
+    from forwarder.faces.reliability import DEFER, ReliableLink
+
+    for acked in (True, False):
+        sent: list[bytes] = []
+        link = ReliableLink(sent.append)
+        peer = LpReliability(ReliabilityOptions(ack_delay=0.0))
+        link.send(INTEREST)
+        peer.receive(sent[0], 0.0)
+        [ack] = peer.poll(0.0)
+        time.sleep(link.core.rto + 0.01)           # busy past the RTO
+        link._timer.cancel()
+        link._fire()                                # late: deferred, nothing sent yet
+        assert len(sent) == 1 and link._timer is not None
+        if acked:
+            assert link.receive_many([ack]) == []   # the read that was waiting
+        await asyncio.sleep(DEFER + 0.005)
+        assert len(sent) == (1 if acked else 2)
+        assert link.core.unacked == (0 if acked else 1)
+        link.close()
