@@ -21,7 +21,9 @@ too. Recovery counters, summed over the PS and the workers: `probes` (probe-time
 the worker lacks), `probe_segments` (segments so fetched), `retransmissions` (re-expressed
 Interests, gradients and parameters alike), `probes_answered_by_ps` (the rest came from the
 forwarder's cache), and with link reliability `lp_retransmitted` (frames the link layer sent
-again, apps' side) and `lp_given_up`. Target (issue 7): mean iteration at 5% loss <= 1.15 x
+again, apps' side) and `lp_given_up`. While each run goes on, every process's CPU time is
+sampled from /proc (`cpu_ms_per_iteration`: CPU ms per steady iteration by role, median over
+the rounds) — what link reliability costs, and whom, apart from the wall clock. Target (issue 7): mean iteration at 5% loss <= 1.15 x
 lossless. Writes bench/results.json key "loss" -> model ("per_loss": end-to-end alone,
 "per_loss_lp": with link reliability); the last line printed is one JSON object.
 """
@@ -32,8 +34,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import (bench_parser, emit, fmt, interleave, log, median, model_sets, ratio,
-                          rnd, run_scenario, save, stamp)
+from bench.common import (CpuSampler, bench_parser, cpu_per_iteration, emit, fmt, interleave,
+                          log, median, model_sets, ratio, rnd, run_scenario, save, stamp)
 from bench.sweep import MODEL
 
 TARGET = 1.15
@@ -51,15 +53,17 @@ def point(condition: str, model: str, versions: int, out: Path) -> dict:
     sets = ["topology.workers=4", f"links.loss={loss}", f"links.reliability={str(lp).lower()}",
             f"training.max_versions={versions}", "training.eval_every=100000",
             "run.timeout=1800", *MODELS[model]["sets"]()]
-    run = run_scenario("lossy", sets, out)
-    res = {"iteration_mean": run.iteration_mean(), "iteration_median": run.iteration_median(),
+    with CpuSampler(str(out)) as sampler:
+        run = run_scenario("lossy", sets, out)
+    res = {"cpu_ms_per_iteration": cpu_per_iteration(run, sampler),"iteration_mean": run.iteration_mean(), "iteration_median": run.iteration_median(),
            "versions": len(run.ps_versions),
            "probes_answered_by_ps": int(run.summary["ps_end"].get("probes_answered", 0) or 0),
            **{c: run.counter(c) for c in COUNTERS}}
     log(f"    loss {condition:>7}: iteration mean {res['iteration_mean'] * 1e3:8.1f} ms, "
         f"median {res['iteration_median'] * 1e3:8.1f} ms; probes {res['probes']}, gap fetches "
         f"{res['gap_fetches']}, retransmissions {res['retransmissions']}"
-        + (f", link retransmissions {res['lp_retransmitted']}" if lp else ""))
+        + (f", link retransmissions {res['lp_retransmitted']}" if lp else "")
+        + f"; CPU ms/iteration {res['cpu_ms_per_iteration']}")
     return res
 
 
@@ -93,13 +97,22 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
                   **{k: sum(r[k] for r in rs) for k in (*COUNTERS, "probes_answered_by_ps")},
                   "per_version": {k: rnd(sum(r[k] for r in rs) / versions_total, 2)
                                   for k in ("probes", "gap_fetches", "retransmissions")},
-                  "rounds": [rnd(r["iteration_mean"], 5) for r in rs]}
+                  "rounds": [rnd(r["iteration_mean"], 5) for r in rs],
+                  "cpu_ms_per_iteration": _median_cpu(r["cpu_ms_per_iteration"] for r in rs)}
         if c.endswith(LP):
             per_lp[c.removesuffix(LP)] = per.pop(c)
     at, at_lp = per.get(str(TARGET_LOSS)), per_lp.get(str(TARGET_LOSS))
     return {"versions": versions, "rounds": rounds, "per_loss": per, "per_loss_lp": per_lp,
             "target": TARGET, "target_loss": TARGET_LOSS,
             "meets_target": _meets(at), "meets_target_lp": _meets(at_lp)}
+
+
+def _median_cpu(samples) -> dict[str, float] | None:
+    """Each role's median over the rounds of its CPU ms per steady iteration."""
+    samples = [s for s in samples if s]
+    if not samples:
+        return None
+    return {k: rnd(median(s[k] for s in samples if k in s), 2) for k in samples[0]}
 
 
 def _meets(at: dict | None) -> bool:
