@@ -56,13 +56,16 @@ class ReliabilityOptions:
     recent_rx: int = 8192          # Sequences remembered to drop duplicate retransmissions
 
 
-@dataclass
 class _Frame:
-    packet: bytes                  # the network-layer packet (or LpPacket) as given to wrap
-    frame: int                     # its Sequence, the same in each retransmission
-    sent: float
-    retx: int = 0
-    later_acked: int = 0
+    """One frame kept until acknowledged (a slotted class: one is made per packet sent)."""
+    __slots__ = ("packet", "frame", "sent", "retx", "later_acked")
+
+    def __init__(self, packet: bytes, frame: int, sent: float) -> None:
+        self.packet = packet        # the network-layer packet (or LpPacket) as given to wrap
+        self.frame = frame          # its Sequence, the same in each retransmission
+        self.sent = sent
+        self.retx = 0
+        self.later_acked = 0
 
 
 @dataclass
@@ -83,6 +86,7 @@ class LpReliability:
         self._recent_order: deque[int] = deque()
         o = self.options
         self._rto = RtoEstimator(o.initial_rto, min_rto=o.min_rto, max_rto=o.max_rto)
+        self.rto = self._rto.rto            # cached: read for every frame a poll looks at
 
     # ---- sending ----------------------------------------------------------------------------
 
@@ -132,8 +136,8 @@ class LpReliability:
         fast = _read_own(wire)
         if fast is not None:
             frame, acked, txseq, start = fast
-            for seq in acked:
-                self._on_ack(seq, now)
+            if acked:
+                self._on_acks(acked, now)
             if start == len(wire):
                 return None
             self._queue_ack(txseq, now)
@@ -164,8 +168,8 @@ class LpReliability:
         except Exception:           # DecodeError, IndexError: let the decoder drop it
             self.counters.malformed += 1
             return wire
-        for seq in acked:
-            self._on_ack(seq, now)
+        if acked:
+            self._on_acks(acked, now)
         if fragment is None or fragment[1] == fragment[2]:
             return None
         if txseq is not None:
@@ -194,25 +198,37 @@ class LpReliability:
         if len(self._recent_order) > self.options.recent_rx:
             self._recent.discard(self._recent_order.popleft())
 
-    def _on_ack(self, seq: int, now: float) -> None:
-        frame = self._unacked.pop(seq, None)
-        if frame is None:
-            return                  # late, duplicate, or for a frame already given up
-        self.counters.acknowledged += 1
+    def _on_acks(self, acked: list[int], now: float) -> None:
+        """The Acks of one received packet: frames acknowledged, one RTT sample (the newest
+        frame's: one per packet, as TCP takes one per ACK), and the frames sent before them
+        and still unacknowledged one step nearer to being lost."""
+        unacked = self._unacked
+        newest: _Frame | None = None
+        newest_seq = 0
+        done = []
+        for seq in acked:
+            frame = unacked.pop(seq, None)
+            if frame is None:
+                continue            # late, duplicate, or for a frame already given up
+            done.append(seq)
+            if newest is None or older_than(seq, newest_seq):
+                newest, newest_seq = frame, seq
+        if newest is None:
+            return
+        self.counters.acknowledged += len(done)
         self._probe_armed = True
-        self._rto.observe(now - frame.sent)
-        # frames sent before this one and still unacknowledged: one more sign they were lost
+        self._rto.observe(now - newest.sent)
+        self.rto = self._rto.rto
+        if not unacked:
+            return
         threshold = self.options.loss_threshold
-        for older, f in self._unacked.items():
-            if not older_than(seq, older):
+        for older, f in unacked.items():        # in send order: stop at the first newer one
+            if not older_than(newest_seq, older):
                 break
-            f.later_acked += 1
-            if f.later_acked == threshold:
+            later = sum(1 for seq in done if older_than(seq, older))
+            if f.later_acked < threshold <= f.later_acked + later:
                 self._lost.append(older)
-
-    @property
-    def rto(self) -> float:
-        return self._rto.rto
+            f.later_acked += later
 
     # ---- timers -----------------------------------------------------------------------------
 
@@ -220,16 +236,17 @@ class LpReliability:
         """When `poll` has something to do (an RTO or an Ack that waited long enough)."""
         if self._lost:
             return 0.0
-        times = []
+        at = None
         if self._unacked:
-            first = next(iter(self._unacked.values()))
-            times.append(first.sent + self.rto)
+            at = next(iter(self._unacked.values())).sent + self.rto
             probe = self._probe_at()
-            if probe is not None:
-                times.append(probe)
+            if probe is not None and probe < at:
+                at = probe
         if self._acks_since is not None:
-            times.append(self._acks_since + self.options.ack_delay)
-        return min(times) if times else None
+            ack_at = self._acks_since + self.options.ack_delay
+            if at is None or ack_at < at:
+                at = ack_at
+        return at
 
     def _probe_at(self) -> float | None:
         """When to re-send the newest unacknowledged frame (a tail loss probe, as TCP's): no
@@ -255,6 +272,7 @@ class LpReliability:
             timed_out = True
         if timed_out:       # back off, as TCP: the peer may be busy, not the link lossy
             self._rto.backoff()
+            self.rto = self._rto.rto
         probe = self._probe_at()
         if probe is not None and probe <= now:
             lost.append(next(reversed(self._unacked)))
