@@ -300,6 +300,11 @@ class LpReliability:
         return out
 
     @property
+    def lost(self) -> bool:
+        """Whether frames are known lost (by later Acks) and wait for `poll` to go again."""
+        return bool(self._lost)
+
+    @property
     def unacked(self) -> int:
         return len(self._unacked)
 
@@ -386,6 +391,11 @@ class ReliableLink:
         now = self._loop.time()
         receive = self.core.receive
         out = [up for up in (receive(w, now) for w in wires) if up is not None]
+        if self.core.lost:
+            # frames these Acks showed lost go again now, with whatever this read makes the
+            # face send, not from a timer on a later turn of the loop (a wakeup more each)
+            for wire in self.core.poll(now):
+                self._send_lower(wire)
         self._arm()
         return out
 

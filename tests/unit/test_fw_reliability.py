@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from forwarder.faces.reliability import (LpReliability, ReliabilityOptions, _split_lp,
-                                         older_than)
+from forwarder.faces.reliability import (LpReliability, ReliabilityOptions, ReliableLink,
+                                         _split_lp, older_than)
 from forwarder.packet import Data, Interest, Nack, decode, lp_wrap
 from forwarder.tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
                            MAX_PACKET_SIZE, encode_tlv, read_tl)
@@ -275,7 +275,7 @@ async def test_a_late_timer_lets_waiting_acks_in_before_judging_frames_lost():
     import asyncio
     import time
 
-    from forwarder.faces.reliability import DEFER, ReliableLink
+    from forwarder.faces.reliability import DEFER
 
     for acked in (True, False):
         sent: list[bytes] = []
@@ -294,3 +294,19 @@ async def test_a_late_timer_lets_waiting_acks_in_before_judging_frames_lost():
         assert len(sent) == (1 if acked else 2)
         assert link.core.unacked == (0 if acked else 1)
         link.close()
+
+
+async def test_a_loss_that_acks_reveal_is_repaired_within_the_read_that_revealed_it():
+    """The retransmission leaves with whatever the read makes the face send, not from a timer
+    on a later turn of the event loop (one wakeup more at each end)."""
+    sent: list[bytes] = []
+    link = ReliableLink(sent.append)
+    peer = LpReliability()
+    link.send(interest("/t/1", nonce=1))
+    link.send(interest("/t/2", nonce=2))        # the first is lost; the peer gets the second
+    peer.receive(sent[1], 0.0)
+    reply = peer.wrap(DATA, 0.0)                # its Ack rides on this
+    assert link.receive_many([reply]) == [DATA]
+    assert len(sent) == 3 and dict(fields(sent[2]))[LP_FRAGMENT] == interest("/t/1", nonce=1)
+    assert link.core.counters.retransmitted == 1 and not link.core.lost
+    link.close()
