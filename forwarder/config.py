@@ -23,6 +23,7 @@
     delay_ms = 0.0
     jitter_ms = 0.0
     rate_mbps = 0.0
+    reliability = false           # NDNLPv2 link reliability (the peer's face must have it too)
 
     [[routes]]
     prefix = "/ps"
@@ -62,6 +63,7 @@ class FaceConfig:
     name: str
     uri: str
     link: LinkParams = field(default_factory=LinkParams)
+    reliability: bool = False      # NDNLPv2 link reliability, as faces/create's flag asks
 
 
 @dataclass
@@ -145,7 +147,7 @@ def parse_config(data: dict) -> Config:
     for i, face in enumerate(_expect(data.get("faces", []), list, "faces")):
         where = f"faces[{i}]"
         _expect(face, dict, where)
-        _check_keys(face, {"name", "uri"} | _LINK_KEYS, where)
+        _check_keys(face, {"name", "uri", "reliability"} | _LINK_KEYS, where)
         uri = _expect(face.get("uri"), str, f"{where}.uri")
         if not uri.startswith(("udp4://", "udp6://", "tcp4://", "tcp6://", "udp://", "tcp://")):
             raise ConfigError(f"{where}.uri: expected udp4://HOST:PORT or tcp4://HOST:PORT, got {uri!r}")
@@ -154,7 +156,8 @@ def parse_config(data: dict) -> Config:
             raise ConfigError(f"{where}.name: duplicate face name {name!r}")
         names.add(name)
         link = _link_params(face, where)
-        cfg.faces.append(FaceConfig(name, uri, link))
+        reliability = _expect(face.get("reliability", False), bool, f"{where}.reliability")
+        cfg.faces.append(FaceConfig(name, uri, link, reliability))
 
     for i, route in enumerate(_expect(data.get("routes", []), list, "routes")):
         where = f"routes[{i}]"

@@ -162,6 +162,8 @@ class ForwarderDaemon:
         for face_cfg in cfg.faces:
             face_id, _ = await self.create_face(face_cfg.uri, PERSISTENT, face_cfg.link)
             self._face_by_name[face_cfg.name] = face_id
+            if face_cfg.reliability:
+                self.set_reliability(face_id, True)
         for route in cfg.routes:
             prefix = name_from_str(route.prefix)
             self.fw.rib.add(prefix, len(component_offsets(prefix)),

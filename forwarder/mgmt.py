@@ -171,10 +171,13 @@ class Management:
         return params
 
     async def _faces_create(self, params, in_face):
+        """NFD's faces/create. Of the flags only LpReliabilityEnabled is implemented (local
+        fields and congestion marking: 406); it applies to a face this command creates."""
         if params.uri is None:
             raise ControlError(400, "Uri is required", params)
         if self.create_face is None:
             raise ControlError(501, "Face creation unavailable", params)
+        reliability = self._reliability_asked(params, 406)
         persistency = params.face_persistency.value if params.face_persistency is not None else 0
         try:
             face_id, created = await self.create_face(params.uri, persistency)
@@ -182,17 +185,31 @@ class Management:
             raise ControlError(406, str(e), params) from None
         except OSError as e:
             raise ControlError(504, f"Connection failed: {e}", params) from None
+        if created and reliability is not None and self.set_reliability is not None:
+            self.set_reliability(face_id, reliability)
         info = self.fw.faces.get(face_id)
         out = m.ControlParametersValue()
         out.face_id = face_id
         out.uri = info.remote_uri
         out.local_uri = info.local_uri
         out.face_persistency = m.FacePersistency(info.persistency)
-        out.flags = 0
+        out.flags = LP_RELIABILITY if info.lp_reliability is not None else 0
         out.mtu = 8800
         if not created:
             raise ControlError(409, "Face with remote URI already exists", out)
         return out
+
+    @staticmethod
+    def _reliability_asked(params, unsupported_status: int) -> bool | None:
+        """LpReliabilityEnabled as Flags/Mask ask for it (None: not asked); Flags without
+        Mask is 400, any other flag asked for is `unsupported_status`."""
+        if (params.flags is None) != (params.mask is None):
+            raise ControlError(400, "Flags and Mask must come together", params)
+        if params.mask is None:
+            return None
+        if params.mask & params.flags & ~LP_RELIABILITY:
+            raise ControlError(unsupported_status, "Only LpReliabilityEnabled can be set", params)
+        return bool(params.flags & LP_RELIABILITY) if params.mask & LP_RELIABILITY else None
 
     async def _faces_update(self, params, in_face):
         """NFD's faces/update: of the flags only LpReliabilityEnabled can change (local fields
@@ -202,18 +219,13 @@ class Management:
         info = self.fw.faces.get(face)
         if info is None:
             raise ControlError(404, "Specified face does not exist", params)
-        if (params.flags is None) != (params.mask is None):
-            raise ControlError(400, "Flags and Mask must come together", params)
+        on = self._reliability_asked(params, 409)
         if params.face_persistency is not None and \
                 params.face_persistency.value != info.persistency:
             raise ControlError(409, "Changing the persistency is not supported", params)
-        if params.mask is not None:
-            if params.mask & params.flags & ~LP_RELIABILITY:
-                raise ControlError(409, "Only LpReliabilityEnabled can be set", params)
-            if params.mask & LP_RELIABILITY:
-                on = bool(params.flags & LP_RELIABILITY)
-                if self.set_reliability is None or not self.set_reliability(face, on):
-                    raise ControlError(404, "Specified face does not exist", params)
+        if on is not None and (self.set_reliability is None
+                               or not self.set_reliability(face, on)):
+            raise ControlError(404, "Specified face does not exist", params)
         out = m.ControlParametersValue()
         out.face_id = face
         out.face_persistency = m.FacePersistency(info.persistency)

@@ -120,7 +120,7 @@ class Runner:
             if self.sc.netem:
                 self.notes.append("kernel netem unavailable: link conditions emulated in the "
                                   "forwarders' faces")
-        topology.assign_addresses(plan, addrs, {} if kernel else link)
+        topology.assign_addresses(plan, addrs, {} if kernel else link, self.sc.links.reliability)
         topology.apply_link_overrides(plan, self.sc)
         return plan
 
@@ -156,7 +156,9 @@ class Runner:
         return proc
 
     def _link_flags(self) -> list[str]:
-        return ["--lp-reliability"] if self.sc.links.reliability else []
+        """Apps ask for link reliability where their faces are the links: locally. In netns
+        mode an app's face is its host forwarder's unix socket; the veth faces have it."""
+        return ["--lp-reliability"] if self.sc.links.reliability and self.netns is None else []
 
     def start_apps(self, plan: topology.Plan, config: Path) -> tuple[ManagedProcess, dict]:
         workers = {}

@@ -4,7 +4,10 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
     description = "..."
     [topology]   kind = "star" | "tree"; workers = 4; leaves = 2 (tree)
     [links]      loss, delay_ms, jitter_ms, rate_mbps: every link (apps' and forwarders');
-                 reliability = true: every app asks for NDNLPv2 link reliability on its face
+                 reliability = true: NDNLPv2 link reliability on every link — both ends of
+                 each forwarder-to-forwarder face, and every app's face (locally, where the
+                 apps' faces carry the link conditions; in netns mode an app's face is its
+                 host's lossless unix socket, and it does not ask)
     [[link]]     from = "root", to = "leaf1", loss = 0.1 ...: one direction of one
                  forwarder-to-forwarder link (tree), replacing [links] there
     [forwarder]  forwarder table limits, e.g. ppit_lifetime = 60.0 (forwarder/config.py)
@@ -67,7 +70,7 @@ class Links:
     delay_ms: float = 0.0
     jitter_ms: float = 0.0
     rate_mbps: float = 0.0
-    reliability: bool = False      # apps ask for NDNLPv2 link reliability on their faces
+    reliability: bool = False      # NDNLPv2 link reliability on every link (see above)
 
     def as_table(self) -> dict[str, float]:
         """The link emulation, as the forwarder's face options take it."""
@@ -290,9 +293,9 @@ def _links_from(table: dict, where: str) -> Links:
         if f.name == "reliability":
             if f.name in table:
                 if where != "links":
-                    raise ScenarioError(f"{where}.reliability: link reliability is asked for "
-                                        "by apps on their faces ([links] reliability = true); "
-                                        "forwarder-to-forwarder links do not have it")
+                    raise ScenarioError(f"{where}.reliability: link reliability is for every "
+                                        "link ([links] reliability = true): both ends of a "
+                                        "link need it, not one direction")
                 if not isinstance(table[f.name], bool):
                     raise ScenarioError(f"{where}.reliability: expected true or false, got "
                                         f"{table[f.name]!r}")

@@ -3,6 +3,9 @@
 Local mode: the apps connect to their forwarder's unix socket; forwarders (one for `star`, a
 root and leaves for `tree`) are joined by UDP faces on 127.0.0.1. Link conditions go on every
 link: the apps' faces (`[app_links]`, loss both ways) and the forwarder-to-forwarder faces.
+`[links] reliability = true` turns NDNLPv2 link reliability on at both ends of every
+forwarder-to-forwarder face (the forwarders' `[[faces]] reliability`; the apps ask for it on
+their own faces, see the runner).
 
 Netns mode (`--netns`): every host — each router forwarder, the PS and each worker — is its own
 network namespace and runs its own forwarder, as Mini-NDN runs NFD on every node; the apps use
@@ -24,6 +27,7 @@ class Face:
     name: str          # the peer forwarder
     uri: str
     link: dict[str, float] = field(default_factory=dict)
+    reliability: bool = False          # NDNLPv2 link reliability (both ends have it)
 
 
 @dataclass
@@ -45,6 +49,8 @@ class ForwarderNode:
             lines += [f"{k} = {v!r}" for k, v in self.app_link.items()]
         for face in self.faces:
             lines += ["[[faces]]", f'name = "{face.name}"', f'uri = "{face.uri}"']
+            if face.reliability:
+                lines.append("reliability = true")
             lines += [f"{k} = {v!r}" for k, v in face.link.items()]
         for prefix, face in self.routes:
             lines += ["[[routes]]", f'prefix = "{prefix}"', f'face = "{face}"']
@@ -71,9 +77,9 @@ class Plan:
 
 
 def _join(a: ForwarderNode, b: ForwarderNode, uri_of_b: str, uri_of_a: str,
-          link: dict[str, float]) -> None:
-    a.faces.append(Face(b.name, uri_of_b, dict(link)))
-    b.faces.append(Face(a.name, uri_of_a, dict(link)))
+          link: dict[str, float], reliability: bool) -> None:
+    a.faces.append(Face(b.name, uri_of_b, dict(link), reliability))
+    b.faces.append(Face(a.name, uri_of_a, dict(link), reliability))
 
 
 def plan_local(sc: Scenario) -> Plan:
@@ -90,7 +96,8 @@ def plan_local(sc: Scenario) -> Plan:
         leaf = ForwarderNode(f"leaf{i + 1}", udp=free_port(), app_link=dict(link))
         nodes[leaf.name] = leaf
         leaves.append(leaf)
-        _join(root, leaf, f"udp4://127.0.0.1:{leaf.udp}", f"udp4://127.0.0.1:{root.udp}", link)
+        _join(root, leaf, f"udp4://127.0.0.1:{leaf.udp}", f"udp4://127.0.0.1:{root.udp}", link,
+              sc.links.reliability)
         leaf.routes.append((f"/{ps}", "root"))
     apps = [AppNode(ps, "ps", "root")]
     for i, worker in enumerate(sc.worker_names):
@@ -142,8 +149,9 @@ def plan_netns(sc: Scenario) -> Plan:
     return Plan(nodes, apps, links)
 
 
-def assign_addresses(plan: Plan, addrs: list[tuple[str, str]], link: dict[str, float]) -> None:
+def assign_addresses(plan: Plan, addrs: list[tuple[str, str]], link: dict[str, float],
+                     reliability: bool = False) -> None:
     """Faces over the veths: `addrs[i]` are the addresses of host_links[i]'s two ends."""
     for (a, b), (addr_a, addr_b) in zip(plan.host_links, addrs):
         _join(plan.forwarders[a], plan.forwarders[b], f"udp4://{addr_b}:{NDN_PORT}",
-              f"udp4://{addr_a}:{NDN_PORT}", link)
+              f"udp4://{addr_a}:{NDN_PORT}", link, reliability)

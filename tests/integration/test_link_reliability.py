@@ -13,6 +13,7 @@ from ndn.types import InterestTimeout
 
 from forwarder.status import fetch_status
 from ndnps.ndnapp import App
+from ndnps.process import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 N = 150
@@ -98,6 +99,50 @@ async def test_lossy_app_faces_with_link_reliability_lose_nothing(procs):
         assert len(on) == 2            # the plain consumer and the status reader: off
         assert sum(f["lp_reliability"]["retransmitted"] for f in on) > 0
         assert all(f["lp_reliability"]["malformed"] == 0 for f in on)
+    finally:
+        for app in apps:
+            app.counting.shutdown()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_lossy_link_between_forwarders_with_reliability_from_their_config(procs):
+    """Two forwarders joined by a UDP face that loses 10 % of what each end sends, with
+    `[[faces]] reliability = true` at both ends: plain apps (no link reliability of their own)
+    see every Interest answered at its first try; both faces report their repairs."""
+    port_a, port_b = free_port(), free_port()
+    for me, peer, port in (("a", "b", port_b), ("b", "a", port_a)):
+        (procs.workdir / f"{me}.toml").write_text(
+            f'[[faces]]\nname = "{peer}"\nuri = "udp4://127.0.0.1:{port}"\nloss = 0.1\n'
+            'reliability = true\n' + ('[[routes]]\nprefix = "/rel"\nface = "b"\n'
+                                      if me == "a" else ""))
+    sock_a = procs.forwarder("a", udp=port_a, config=procs.workdir / "a.toml")
+    sock_b = procs.forwarder("b", udp=port_b, config=procs.workdir / "b.toml")
+    tasks, apps = [], []
+    try:
+        producer, t = await _open(sock_b, False)
+        tasks.append(t)
+        apps.append(producer)
+        producer.attach_handler(
+            "/rel", lambda name, _p, reply, _c: reply(
+                producer.make_data(name, b"r" * 1000, DigestSha256Signer())))
+        assert await producer.register("/rel")
+        consumer, t = await _open(sock_a, False)
+        tasks.append(t)
+        apps.append(consumer)
+        # without repair an exchange fails 1 - 0.9^2 = 19 % of the time
+        got = await _answered(consumer, "/rel")
+        assert got >= N - 2, got
+        repaired = 0
+        for sock in (sock_a, sock_b):
+            face = next(f for f in fetch_status(f"unix://{sock}", timeout=2.0)["faces"]
+                        if f["remote"].startswith("udp"))
+            lp = face["lp_reliability"]
+            assert lp is not None and lp["acknowledged"] >= N - 5 and lp["malformed"] == 0
+            assert face["counters"]["drops"].get("emulated_loss", 0) > 0
+            repaired += lp["retransmitted"]
+        assert repaired > 0
     finally:
         for app in apps:
             app.counting.shutdown()

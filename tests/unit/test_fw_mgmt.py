@@ -135,3 +135,42 @@ def test_faces_update_turns_lp_reliability_on_and_off_as_nfd():
 def test_faces_update_without_a_daemon_cannot_change_reliability():
     fw, mgmt, face = setup()
     assert command(fw, mgmt, face, cmd("faces", "update", flags=2, mask=2))["status_code"] == 404
+
+
+def test_faces_create_turns_lp_reliability_on_for_the_face_it_creates():
+    fw = Forwarder()
+    fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
+    made: dict[str, int] = {}
+    calls = []
+
+    async def create_face(uri, persistency):
+        if uri in made:
+            return made[uri], False
+        info = fw.add_face(False)
+        info.remote_uri = uri
+        made[uri] = info.id
+        return info.id, True
+
+    def set_reliability(face_id, on):
+        calls.append((face_id, on))
+        fw.faces.get(face_id).lp_reliability = ReliabilityCounters() if on else None
+        return True
+
+    mgmt = Management(fw, create_face=create_face, set_reliability=set_reliability)
+    face = fw.add_face(True).id
+    r = command(fw, mgmt, face, cmd("faces", "create", uri="udp4://127.0.0.1:7001",
+                                    flags=2, mask=2))
+    assert (r["status_code"], r["flags"]) == (200, 2)
+    assert calls == [(r["face_id"], True)]
+    r = command(fw, mgmt, face, cmd("faces", "create", uri="udp4://127.0.0.1:7002"))
+    assert (r["status_code"], r["flags"]) == (200, 0)
+    # an existing face: 409 with its parameters, its state unchanged (as NFD)
+    r = command(fw, mgmt, face, cmd("faces", "create", uri="udp4://127.0.0.1:7002",
+                                    flags=2, mask=2))
+    assert (r["status_code"], r["flags"]) == (409, 0)
+    # Flags without Mask; flags not implemented (local fields, congestion marking)
+    assert command(fw, mgmt, face, cmd("faces", "create", uri="udp4://127.0.0.1:7003",
+                                       flags=2))["status_code"] == 400
+    assert command(fw, mgmt, face, cmd("faces", "create", uri="udp4://127.0.0.1:7003",
+                                       flags=4, mask=4))["status_code"] == 406
+    assert "udp4://127.0.0.1:7003" not in made and len(calls) == 1

@@ -104,3 +104,19 @@ def test_per_link_direction_overrides():
     back = {f.name: f.link for f in plan.forwarders["leaf2"].faces}
     assert root == {"leaf1": {"delay_ms": 1.0}, "leaf2": {"loss": 0.2}}
     assert back == {"root": {"delay_ms": 1.0}}          # the other direction keeps [links]
+
+
+def test_link_reliability_goes_on_both_ends_of_every_forwarder_link(tmp_path):
+    from ndnps.topology import plan_local
+    sc = parse({"topology": {"kind": "tree"}, "links": {"loss": 0.05, "reliability": True}}, "t")
+    plan = plan_local(sc)
+    faces = [f for node in plan.forwarders.values() for f in node.faces]
+    assert len(faces) == 4 and all(f.reliability for f in faces)
+    conf = plan.forwarders["leaf1"].config(tmp_path, {}, 1.0)
+    from forwarder.config import parse_config, read_toml
+    (tmp_path / "leaf1.toml").write_text(conf)
+    [root] = parse_config(read_toml(tmp_path / "leaf1.toml")).faces
+    assert (root.name, root.reliability, root.link.loss) == ("root", True, 0.05)
+    plain = plan_local(parse({"topology": {"kind": "tree"}}, "t"))
+    assert not any(f.reliability for n in plain.forwarders.values() for f in n.faces)
+    assert "reliability =" not in plain.forwarders["root"].config(tmp_path, {}, 1.0)

@@ -1,0 +1,29 @@
+"""The forwarder's configuration file: faces toward other forwarders, their link emulation and
+link reliability; bad values are refused with the offending key named."""
+from __future__ import annotations
+
+import pytest
+
+from forwarder.config import ConfigError, parse_config
+
+
+def test_faces_take_link_emulation_and_link_reliability():
+    cfg = parse_config({"faces": [
+        {"name": "root", "uri": "udp4://127.0.0.1:6364", "loss": 0.1, "reliability": True},
+        {"name": "leaf", "uri": "tcp4://127.0.0.1:6365"}],
+        "routes": [{"prefix": "/ps", "face": "root"}]})
+    root, leaf = cfg.faces
+    assert (root.name, root.link.loss, root.reliability) == ("root", 0.1, True)
+    assert (leaf.name, leaf.link.loss, leaf.reliability) == ("leaf", 0.0, False)
+
+
+@pytest.mark.parametrize("doc, key", [
+    ({"faces": [{"uri": "udp4://127.0.0.1:1", "reliability": "yes"}]}, "faces[0].reliability"),
+    ({"faces": [{"uri": "udp4://127.0.0.1:1", "reliable": True}]}, "faces[0]"),
+    ({"faces": [{"uri": "http://x"}]}, "faces[0].uri"),
+    ({"faces": [{"uri": "udp4://127.0.0.1:1", "loss": 2.0}]}, "faces[0]"),
+    ({"routes": [{"prefix": "/ps", "face": "nowhere"}]}, "routes[0].face"),
+])
+def test_bad_values_name_their_key(doc, key):
+    with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
+        parse_config(doc)
