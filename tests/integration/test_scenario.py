@@ -112,6 +112,24 @@ def test_lossy_short_run_recovers(tmp_path):
     assert summary["probes"] + summary["retransmissions"] > 0   # losses happened, recovered
 
 
+@pytest.mark.timeout(200)
+def test_tree_with_link_reliability_on_every_link(tmp_path):
+    """[links] reliability = true: both ends of each forwarder-to-forwarder UDP face and every
+    app's face repair their own losses (5 % on every link)."""
+    out = tmp_path / "run"
+    proc = run_scenario(out, "tree", "--set", "topology.workers=4", "--set", "links.loss=0.05",
+                        "--set", "links.reliability=true", *SHORT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = check_outputs(out, 4)
+    links = [f for name in ("root", "leaf1", "leaf2")
+             for f in json.loads((out / "traces" / f"{name}-status.json").read_text())["faces"]
+             if f["remote"].startswith("udp")]
+    assert len(links) == 4 and all(f["lp_reliability"]["acknowledged"] > 0 for f in links)
+    assert sum(f["lp_reliability"]["retransmitted"] for f in links) > 0
+    ends = [summary["ps_end"]] + list(summary["workers_end"].values())
+    assert all(e["lp_acknowledged"] > 0 for e in ends)
+
+
 def test_bad_scenario_is_refused_before_anything_starts(tmp_path):
     out = tmp_path / "run"
     proc = run_scenario(out, "sync-sgd", "--set", "links.loss=7")
