@@ -167,7 +167,7 @@ class CpuSampler:
     Roles: forwarder, ps, worker (ndnps apps; bench.tcp_ps's too; bench.gloo's ranks are
     workers)."""
 
-    def __init__(self, tag: str, interval: float = 0.2) -> None:
+    def __init__(self, tag: str, interval: float = 0.05) -> None:
         self.tag, self.interval = tag, interval
         self.samples: dict[int, list[tuple[float, float]]] = {}
         self.roles: dict[int, str] = {}
@@ -195,20 +195,23 @@ class CpuSampler:
         return None
 
     def _loop(self) -> None:
+        others: set[int] = set()            # processes not of the run: their cmdline read once
         while not self._stop.wait(self.interval):
             now = time.time()
             for pid in os.listdir("/proc"):
                 if not pid.isdigit():
                     continue
                 p = int(pid)
+                if p in others:
+                    continue
                 try:
                     if p not in self.roles:
                         with open(f"/proc/{pid}/cmdline", "rb") as f:
                             cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-                        if self.tag not in cmd:
-                            continue
-                        role = self.role(" " + cmd)
+                        role = self.role(" " + cmd) if self.tag in cmd else None
                         if role is None:
+                            if cmd:                 # not a process still being exec'd
+                                others.add(p)
                             continue
                         self.roles[p] = role
                     with open(f"/proc/{pid}/stat") as f:
@@ -218,13 +221,19 @@ class CpuSampler:
                     continue
                 self.samples.setdefault(p, []).append((now, cpu))
 
-    def cpu_between(self, t0: float, t1: float) -> dict[str, float]:
-        """CPU seconds per role between wall-clock instants t0 and t1 (linear between samples)."""
-        out: dict[str, float] = {}
+    def cpu_between(self, t0: float, t1: float) -> dict[str, float | None]:
+        """CPU seconds per role between wall-clock instants t0 and t1 (linear between samples).
+        A role with a process sampled within [t0, t1] but not at both ends (it started or ended
+        between two samples) is None: a partial sum would read as a low figure."""
+        out: dict[str, float | None] = {}
         for pid, samples in self.samples.items():
+            role = self.roles[pid]
             a, b = _at(samples, t0), _at(samples, t1)
             if a is not None and b is not None:
-                out[self.roles[pid]] = out.get(self.roles[pid], 0.0) + max(0.0, b - a)
+                if role not in out or out[role] is not None:
+                    out[role] = (out.get(role) or 0.0) + max(0.0, b - a)
+            elif samples[0][0] <= t1 and samples[-1][0] >= t0 - self.interval:
+                out[role] = None
         return out
 
 
@@ -237,7 +246,7 @@ def _at(samples: list[tuple[float, float]], t: float) -> float | None:
     return samples[-1][1]
 
 
-def cpu_per_iteration(run: "TrainingRun", sampler: CpuSampler) -> dict[str, float] | None:
+def cpu_per_iteration(run: "TrainingRun", sampler: CpuSampler) -> dict[str, float | None] | None:
     """Each role's CPU milliseconds per iteration over the steady versions (wall clock of the
     PS's records), their total, and the cores that total keeps busy (total / iteration)."""
     vs = [r for r in run.ps_versions if r["version"] >= WARMUP_VERSIONS and "ts" in r]
@@ -248,9 +257,11 @@ def cpu_per_iteration(run: "TrainingRun", sampler: CpuSampler) -> dict[str, floa
     cpu = sampler.cpu_between(t0, t1)
     if not cpu:
         return None
-    out = {role: round(1000 * c / n, 2) for role, c in sorted(cpu.items())}
-    out["total"] = round(sum(cpu.values()) * 1000 / n, 2)
-    out["cores_busy"] = round(sum(cpu.values()) / (t1 - t0), 2)
+    out: dict[str, float | None] = {role: None if c is None else round(1000 * c / n, 2)
+                                    for role, c in sorted(cpu.items())}
+    whole = None if None in cpu.values() else sum(c for c in cpu.values() if c is not None)
+    out["total"] = None if whole is None else round(whole * 1000 / n, 2)
+    out["cores_busy"] = None if whole is None else round(whole / (t1 - t0), 2)
     return out
 
 

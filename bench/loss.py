@@ -55,7 +55,8 @@ def point(condition: str, model: str, versions: int, out: Path) -> dict:
             "run.timeout=1800", *MODELS[model]["sets"]()]
     with CpuSampler(str(out)) as sampler:
         run = run_scenario("lossy", sets, out)
-    res = {"cpu_ms_per_iteration": cpu_per_iteration(run, sampler),"iteration_mean": run.iteration_mean(), "iteration_median": run.iteration_median(),
+    res = {"iteration_mean": run.iteration_mean(), "iteration_median": run.iteration_median(),
+           "cpu_ms_per_iteration": cpu_per_iteration(run, sampler),
            "versions": len(run.ps_versions),
            "probes_answered_by_ps": int(run.summary["ps_end"].get("probes_answered", 0) or 0),
            **{c: run.counter(c) for c in COUNTERS}}
@@ -108,11 +109,13 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
 
 
 def _median_cpu(samples) -> dict[str, float] | None:
-    """Each role's median over the rounds of its CPU ms per steady iteration."""
+    """Each role's median over the rounds of its CPU ms per steady iteration (rounds where a
+    role's figure is missing left out)."""
     samples = [s for s in samples if s]
     if not samples:
         return None
-    return {k: rnd(median(s[k] for s in samples if k in s), 2) for k in samples[0]}
+    keys = sorted({k for s in samples for k in s})
+    return {k: rnd(median(s.get(k) for s in samples), 2) for k in keys}
 
 
 def _meets(at: dict | None) -> bool:
