@@ -65,8 +65,16 @@ def fetch_dataset(transport: str, path: str, timeout: float = 3.0) -> bytes:
         sock.close()
 
 
-def fetch_status(transport: str, timeout: float = 3.0) -> dict:
-    return json.loads(fetch_dataset(transport, "/localhost/nfd/ndnps/status", timeout))
+def fetch_status(transport: str, timeout: float = 3.0, tries: int = 1) -> dict:
+    """The forwarder's ndnps/status; asked again up to `tries` times when an Interest or a
+    segment goes unanswered for `timeout` (a face with emulated loss loses them too)."""
+    for attempt in range(tries):
+        try:
+            return json.loads(fetch_dataset(transport, "/localhost/nfd/ndnps/status", timeout))
+        except TimeoutError:
+            if attempt + 1 == tries:
+                raise
+    raise ValueError("tries must be at least 1")
 
 
 def print_status(status: dict) -> None:

@@ -271,7 +271,7 @@ class Runner:
         while they are connected, since the final status comes after they left."""
         for name, sock in self.sockets.items():
             try:
-                status = fetch_status(f"unix://{sock}", timeout=1.0)
+                status = fetch_status(f"unix://{sock}", timeout=1.0, tries=2)
             except (OSError, ConnectionError, ValueError):
                 continue
             app_faces = {f["id"] for f in status["faces"] if f["remote"].startswith("fd://")}
@@ -291,7 +291,8 @@ class Runner:
                 peers[(name, face.uri.split("://", 1)[1])] = face.name
         for name, sock in self.sockets.items():
             try:
-                status = fetch_status(f"unix://{sock}")
+                # the runner's face has the apps' link conditions: a lost packet is asked again
+                status = fetch_status(f"unix://{sock}", timeout=1.0, tries=5)
             except (OSError, ConnectionError, ValueError) as e:
                 self.notes.append(f"status of {name} unavailable: {e}")
                 continue
