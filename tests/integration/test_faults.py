@@ -96,9 +96,12 @@ def test_restarted_worker_rejoins_at_the_current_version(procs):
     end, records = restart_w2_and_finish(procs, sock, workers, ps, after_drop=False)
     assert end["accuracy"] >= 0.9 and end["version"] == 40 * 14
     assert end["workers"] == WORKERS and end["lost"] == []
-    assert end["workers_lost"] == 1 and end["workers_rejoined"] == 1
+    # w2 was lost and came back; on a loaded host another worker silent for the 2 s of
+    # --worker-timeout may be dropped too (a fresh-clone CI run saw it): it must come back too
+    assert "w2" in [r["worker"] for r in events(records, "dropped")]
+    assert end["workers_lost"] == end["workers_rejoined"] >= 1
     rejoined = events(records, "rejoined")
-    assert [r["worker"] for r in rejoined] == ["w2"]
+    assert "w2" in [r["worker"] for r in rejoined]
     # it started from the PS's version at the time (not from 0) and trained to the end
     w2 = read_metrics(procs.workdir / "w2-again.jsonl")
     steps = [r["step"] for r in w2 if "step" in r]
