@@ -23,7 +23,7 @@ HOT_MODULES = (
     "forwarder.pipelines", "forwarder.tracer", "forwarder.tables.prefix_table",
     "forwarder.tables.fib", "forwarder.tables.pit", "forwarder.tables.cs",
     "forwarder.tables.dead_nonce_list", "forwarder.tables.strategy_choice",
-    "forwarder.tables.persistent_pit",
+    "forwarder.tables.persistent_pit", "forwarder.rto", "forwarder.faces.reliability",
 )
 MANIFEST = Path(__file__).with_name("_compiled.txt")
 PURE_ENV = "NDNPS_FORWARDER_PURE"

@@ -3,7 +3,7 @@ that carries the bytes lives in faces/; both sides update the same counters."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Final, Iterator
 
 INVALID_FACE: Final = 0
@@ -39,7 +39,8 @@ class ReliabilityCounters:
     malformed: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+        # not __dict__: the optional mypyc build's classes have none
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass

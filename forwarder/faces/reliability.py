@@ -23,7 +23,7 @@ import asyncio
 import random
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Callable, Final
+from typing import Callable, Final, Union
 
 from ..face_table import ReliabilityCounters
 from ..rto import RtoEstimator
@@ -40,6 +40,9 @@ _FRAGMENT_TYPE: Final = encode_varnum(LP_FRAGMENT)
 # LpPacket TL, Sequence, TxSequence, Fragment TL
 _WRAP_OVERHEAD: Final = 4 + len(_SEQ_HEAD) + 8 + len(_TXSEQ_HEAD) + 8 + 4
 _MASK: Final = (1 << 64) - 1
+# a packet to send: bytes, or bytearray as python-ndn builds some — spelled out for the
+# optional mypyc build, which checks argument types at run time (what is read is bytes)
+Wire = Union[bytes, bytearray]
 
 
 @dataclass
@@ -60,7 +63,7 @@ class _Frame:
     """One frame kept until acknowledged (a slotted class: one is made per packet sent)."""
     __slots__ = ("packet", "frame", "sent", "retx", "later_acked")
 
-    def __init__(self, packet: bytes, frame: int, sent: float) -> None:
+    def __init__(self, packet: Wire, frame: int, sent: float) -> None:
         self.packet = packet        # the network-layer packet (or LpPacket) as given to wrap
         self.frame = frame          # its Sequence, the same in each retransmission
         self.sent = sent
@@ -90,11 +93,11 @@ class LpReliability:
 
     # ---- sending ----------------------------------------------------------------------------
 
-    def wrap(self, packet: bytes, now: float) -> bytes:
+    def wrap(self, packet: Wire, now: float) -> bytes:
         """The LpPacket to send for `packet` (a network packet or an LpPacket carrying a
         PitToken or Nack), with a new TxSequence and as many pending Acks as fit."""
         if len(packet) + _WRAP_OVERHEAD > MAX_PACKET_SIZE:
-            return packet           # no room for the headers: sent unreliable, as it came
+            return bytes(packet)    # no room for the headers: sent unreliable, as it came
         seq = self._next_seq
         self._next_seq = (seq + 1) & _MASK
         frame = self._next_frame
@@ -105,8 +108,8 @@ class LpReliability:
             self.counters.given_up += 1
         return self._encode(packet, seq, frame)
 
-    def _encode(self, packet: bytes, seq: int, frame: int) -> bytes:
-        headers, inner = _split_lp(packet) if packet[0] == LP_PACKET else (b"", packet)
+    def _encode(self, packet: Wire, seq: int, frame: int) -> bytes:
+        headers, inner = _split_lp(bytes(packet)) if packet[0] == LP_PACKET else (b"", packet)
         room = (MAX_PACKET_SIZE - len(headers) - len(inner) - _WRAP_OVERHEAD) // _ACK_SIZE
         # header fields in TLV-TYPE order (Sequence, PitToken / Nack, Ack, TxSequence); the
         # network packet is copied once, into the result
@@ -134,18 +137,23 @@ class LpReliability:
         if not wire or wire[0] != LP_PACKET:
             return wire
         fast = _read_own(wire)
-        if fast is not None:
-            frame, acked, txseq, start = fast
-            if acked:
-                self._on_acks(acked, now)
-            if start == len(wire):
-                return None
-            self._queue_ack(txseq, now)
-            if frame in self._recent:
-                self.counters.duplicates += 1
-                return None
-            self._remember(frame)
-            return wire[start:]
+        if fast is None:
+            return self._receive_any(wire, now)
+        frame, acked, txseq, start = fast
+        if acked:
+            self._on_acks(acked, now)
+        if start == len(wire):
+            return None
+        self._queue_ack(txseq, now)
+        if frame in self._recent:
+            self.counters.duplicates += 1
+            return None
+        self._remember(frame)
+        return wire[start:]
+
+    def _receive_any(self, wire: bytes, now: float) -> bytes | None:
+        """`receive` for an LpPacket of any shape (other headers, other field order, a peer
+        that sends no Sequence)."""
         try:
             _, off, end = read_tl(wire, 0, len(wire))
             txseq = frame = None
@@ -377,7 +385,7 @@ class ReliableLink:
         self._timer_at = 0.0
         self._deferred = False
 
-    def send(self, wire: bytes) -> None:
+    def send(self, wire: Wire) -> None:
         self._send_lower(self.core.wrap(wire, self._loop.time()))
         if self._timer is None:
             # with a timer set, sending cannot make the deadline earlier (a new frame's RTO

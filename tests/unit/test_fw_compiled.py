@@ -31,7 +31,8 @@ def copy_tree(dst: Path, with_tests: bool = False) -> Path:
         for f in (ROOT / "tests" / "unit").glob("*.py"):
             if f.name == "fwkit.py" or (f.name.startswith("test_fw_") and f != Path(__file__)):
                 shutil.copy(f, dst / "tests" / "unit")
-        for name in ("rawclient.py", "test_forwarder_pyndn.py", "test_bad_input.py"):
+        for name in ("rawclient.py", "test_forwarder_pyndn.py", "test_bad_input.py",
+                     "test_link_reliability.py"):
             shutil.copy(ROOT / "tests" / "integration" / name, dst / "tests" / "integration")
     return dst
 
@@ -81,8 +82,11 @@ def test_compiled_core_passes_the_forwarder_tests(tmp_path):
     assert built.returncode == 0, built.stdout + built.stderr
     assert run(tree, "-c", PROBE).stdout.split() == ["True", "mypyc"]
     assert run(tree, "-c", PROBE, pure=True).stdout.split() == ["False", "python"]
+    # the link reliability is in the build, and the apps import it too (python-ndn hands them
+    # bytearray packets: the compiled module checks argument types)
     tests = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit",
-             "tests/integration/test_forwarder_pyndn.py", "tests/integration/test_bad_input.py"]
+             "tests/integration/test_forwarder_pyndn.py", "tests/integration/test_bad_input.py",
+             "tests/integration/test_link_reliability.py"]
     for pure in (False, True):
         res = run(tree, *tests, pure=pure, timeout=900)
         assert res.returncode == 0, f"pure={pure}\n{res.stdout[-4000:]}\n{res.stderr[-2000:]}"
