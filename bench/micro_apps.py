@@ -65,7 +65,6 @@ def main(argv: list[str] | None = None) -> int:
 
     key = b"micro-key"
     sec = Security(key, names.key("ps", "t1"))
-    content = os.urandom(8000)
     blob = os.urandom(8000 * 51)
     last = 50
     meta = MetaInfo(freshness_period=10_000, final_block_id=names.final_block_id(last))

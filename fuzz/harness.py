@@ -8,7 +8,6 @@ management. Anything raised is a bug; after every packet the tables must be with
 """
 from __future__ import annotations
 
-import asyncio
 import os
 
 from ndn.app_support.nfd_mgmt import make_command, make_command_v2

@@ -120,7 +120,7 @@ SEGMENT_CONSUMER = textwrap.dedent('''
 
 
 def test_one_megabyte_segmented_through_two_forwarders_over_udp(procs):
-    from ndnps.process import free_port, wait_until
+    from ndnps.process import free_port
     port_a, port_b = free_port(), free_port()
     conf_a = procs.workdir / "a.toml"
     conf_a.write_text(f'[[faces]]\nname = "b"\nuri = "udp4://127.0.0.1:{port_b}"\n')

@@ -2,7 +2,7 @@
 NFD's status codes and always with ControlParameters, nothing from non-local faces."""
 from __future__ import annotations
 
-from ndn.app_support.nfd_mgmt import ControlParameters, ControlParametersValue, make_command_v2, \
+from ndn.app_support.nfd_mgmt import make_command_v2, \
     parse_response
 from ndn.encoding import Component, InterestParam, Name, make_interest, parse_data
 from ndn.security import DigestSha256Signer
