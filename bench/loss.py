@@ -2,7 +2,7 @@
 against the lossless run of the same model side by side; probes vs retransmissions.
 
     python -m bench.loss [--losses 0,0.02,0.05,0.1] [--models digits,100k] [--rounds 2]
-                         [--link-reliability both|on|off] [--quick] [--keep DIR]
+                         [--link-reliability both|on|off] [--versions N] [--quick] [--keep DIR]
 
 Each point is one run of the star scenario (PS + 4 workers, persistent PIT) with
 `links.loss` set: the forwarder drops that share of the packets on every app face, both
@@ -42,7 +42,7 @@ TARGET = 1.15
 TARGET_LOSS = 0.05
 MODELS = {"digits": {"sets": lambda: [], "versions": 25, "quick_versions": 12},
           "100k": {"sets": lambda: model_sets(MODEL["n_features"], MODEL["hidden"]),
-                   "versions": 10, "quick_versions": 6}}
+                   "versions": 30, "quick_versions": 6}}
 COUNTERS = ("probes", "gap_fetches", "collect_probes", "probe_segments", "retransmissions",
             "timeouts", "lp_retransmitted", "lp_given_up")
 LP = "+lp"          # a condition's suffix: link reliability on
@@ -69,8 +69,8 @@ def point(condition: str, model: str, versions: int, out: Path) -> dict:
 
 
 def measure(model: str, losses: list[float], rounds: int, quick: bool,
-            keep: Path | None, reliability: str = "both") -> dict:
-    versions = MODELS[model]["quick_versions" if quick else "versions"]
+            keep: Path | None, reliability: str = "both", versions: int | None = None) -> dict:
+    versions = versions or MODELS[model]["quick_versions" if quick else "versions"]
     base = keep or Path(tempfile.mkdtemp(prefix="loss-"))
     conditions = [str(x) for x in losses] if reliability != "on" else [str(losses[0])]
     if reliability != "off":
@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--link-reliability", choices=("both", "on", "off"), default="both",
                    help="runs with NDNLPv2 link reliability on the app faces, without, or both "
                         "(default)")
+    p.add_argument("--versions", type=int, help="versions per run (default: digits 25, 100k "
+                                                 "30; --quick 12 and 6)")
     args = p.parse_args(argv)
     losses = [float(x) for x in args.losses.split(",")]
     if losses[0] != 0.0:
@@ -137,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     rounds = 1 if args.quick else args.rounds
     out = {}
     for model in args.models.split(","):
-        fig = measure(model, losses, rounds, args.quick, args.keep, args.link_reliability)
+        fig = measure(model, losses, rounds, args.quick, args.keep, args.link_reliability,
+                      args.versions)
         fig.update(quick=args.quick, **stamp())
         out[model] = fig
         if not args.no_save:
