@@ -28,6 +28,14 @@ async def _open(sock: str, reliable: bool) -> tuple[App, asyncio.Task]:
     return app, task
 
 
+async def _close(apps: list[App], tasks: list[asyncio.Task]) -> None:
+    for app in apps:
+        app.counting.shutdown()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def _status(sock: str) -> dict:
     """The forwarder's status, asked for over a face that loses 10 % too (a plain reader)."""
     return fetch_status(f"unix://{sock}", timeout=1.0, tries=10)
@@ -98,11 +106,7 @@ async def test_lossy_app_faces_with_link_reliability_lose_nothing(procs):
         assert sum(f["lp_reliability"]["retransmitted"] for f in on) > 0
         assert all(f["lp_reliability"]["malformed"] == 0 for f in on)
     finally:
-        for app in apps:
-            app.counting.shutdown()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _close(apps, tasks)
 
 
 async def test_lossy_link_between_forwarders_with_reliability_from_their_config(procs):
@@ -149,8 +153,4 @@ async def test_lossy_link_between_forwarders_with_reliability_from_their_config(
             repaired += lp["retransmitted"]
         assert repaired > 0
     finally:
-        for app in apps:
-            app.counting.shutdown()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _close(apps, tasks)
