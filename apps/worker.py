@@ -57,6 +57,11 @@ from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNAL, EXIT_USAGE, app_pars
 
 log = logging.getLogger("worker")
 
+# a content fetch that failed for want of answers starts again this long after the task was
+# accepted (the default ps_timeout: the PS's knobs come with the content), every CONTENT_RETRY
+CONTENT_PATIENCE = 60.0
+CONTENT_RETRY = 0.5
+
 
 class JobFailed(Exception):
     """This training cannot go on for this worker (the message says why)."""
@@ -85,6 +90,7 @@ class WorkerCounters:
     gradients_sent: int = 0
     reinserts: int = 0               # *insert* sent again after a forwarder reconnect
     resyncs: int = 0                 # the PS re-offered the task: content fetched again
+    content_retries: int = 0         # the content fetch failed (PS gone?) and was started again
     versions_rolled_back: int = 0    # a resumed PS (checkpoint) restarted from an older version
 
 
@@ -167,23 +173,38 @@ class Job:
     # ---- step 3: training content --------------------------------------------------------------
 
     async def fetch_content(self) -> None:
+        """Our training content. A fetch that fails for want of answers (the PS that offered
+        the task died: a restarted one makes the content again when it re-offers it) starts
+        again until CONTENT_PATIENCE has passed, as the job waits for a silent PS later on;
+        Data that fails validation, or content that fails to decode three times, ends the
+        job at once."""
         def name_of(s: int):
             return names.content(self.ps, self.train, self.gpu, s)
 
-        for _ in range(3):
+        deadline = self.now() + CONTENT_PATIENCE
+        malformed = 0
+        while True:
+            rejected = self.fetch_stats.rejected
             try:
                 parts = await self.fetcher.fetch(name_of, first_lifetime=2.0, first_tries=15,
                                                  fresh=True)
             except FetchError as e:
-                raise JobFailed(f"no training content: {e}") from None
+                if self.fetch_stats.rejected > rejected or self.now() >= deadline:
+                    raise JobFailed(f"no training content: {e}") from None
+                self.counters.content_retries += 1
+                log.warning("no training content yet (%s); asking again", e)
+                await asyncio.sleep(CONTENT_RETRY)
+                continue
             try:
                 vec, info = messages.parse_content(b"".join(parts))
                 self.setup(vec, info)
                 return
             except (CodecError, ValueError, KeyError, TypeError) as e:
                 self.counters.malformed += 1
+                malformed += 1
+                if malformed == 3:
+                    raise JobFailed("training content malformed three times") from None
                 log.warning("malformed training content (%s); refetching", e)
-        raise JobFailed("training content malformed three times")
 
     def setup(self, vec: np.ndarray, info: dict) -> None:
         self.info = info

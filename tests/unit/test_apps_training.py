@@ -258,3 +258,32 @@ async def test_a_live_worker_dropped_below_min_workers_is_taken_back_not_fatal()
     ps, _, code, codes, _ = await run(cfg, drop=drop)
     assert code == 0 and codes == [0, 0, 0] and ps.version == 8
     assert ps.counters.workers_lost == 1 and ps.counters.workers_rejoined == 1
+
+
+@pytest.mark.asyncio
+async def test_a_failed_content_fetch_starts_again_while_the_ps_may_come_back():
+    """The PS that offered the task is gone while a worker fetches its content (its Data
+    lost for a while): the worker asks again instead of failing its job."""
+    cfg = config(max_versions=4)
+    gone = []
+
+    def drop(kind, name, app):
+        c = names.parse_content(name)
+        if kind == "interest" and c is not None and c.gpu == "w2" and c.segment == 1 \
+                and not gone:
+            # the PS's routes vanish for 3 s, as when it dies and is restarted: its
+            # content Interests are Nacked (no route) until then
+            routes = app.net.routes
+            gone.extend((k, v) for k, v in routes.items() if v is app)
+            for k, _ in gone:
+                del routes[k]
+            asyncio.get_running_loop().call_later(3.0, routes.update, dict(gone))
+            return True
+        return False
+
+    ps, workers, code, codes, _ = await run(cfg, drop=drop)
+    assert code == 0 and codes == [0, 0, 0]
+    w2 = next(w for w in workers if w.gpu == "w2")
+    assert w2.job.counters.content_retries >= 1
+    # it trained once back (the PS may have gone on without it meanwhile)
+    assert w2.job.params is not None and w2.job.counters.gradients_sent >= 1
