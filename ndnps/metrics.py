@@ -63,6 +63,7 @@ class MetricsWriter:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """All records of a metrics file (for tests and the scenario runner)."""
+    """All records of a metrics file (for tests and the scenario runner). A last line without
+    its newline is a record still being written by a live process: not a record yet."""
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]

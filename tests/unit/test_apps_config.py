@@ -196,3 +196,14 @@ async def test_pacer_without_rate_only_yields():
     sent = []
     await asyncio.wait_for(pacer.send_all([b"a"] * 5, sent.append), 1)
     assert sent == [b"a"] * 5 and pacer.waited == 0
+
+
+def test_a_metrics_line_still_being_written_is_not_read_yet(tmp_path):
+    path = tmp_path / "m.jsonl"
+    w = MetricsWriter(path, role="ps")
+    w.write({"version": 1})
+    w.write({"version": 2})
+    w.close()
+    with open(path, "a") as f:          # a live writer's next record, half-way through
+        f.write('{"version":3,"wor')
+    assert [r["version"] for r in read_metrics(path)] == [1, 2]
