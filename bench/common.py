@@ -318,7 +318,7 @@ def _end_failure(out: Path) -> str | None:
         return None
     failed = [w for w, c in codes.items() if c != 0 and not w.startswith("fwd-") and w != "ps"]
     for w in failed:
-        steps = [r for r in _jsonl(out / "metrics" / f"{w}.jsonl") if "step" in r]
+        steps = [r for r in jsonl_records(out / "metrics" / f"{w}.jsonl") if "step" in r]
         if not steps or max(r.get("version", -1) for r in steps) < final - 1:
             return None
     error = summary.get("error", "")
@@ -338,9 +338,9 @@ class TrainingRun:
     def __init__(self, path: Path) -> None:
         self.dir = Path(path)
         self.wall = 0.0
-        self.ps_versions = [r for r in _jsonl(self.dir / "metrics" / "ps.jsonl")
+        self.ps_versions = [r for r in jsonl_records(self.dir / "metrics" / "ps.jsonl")
                             if "version" in r and "event" not in r]
-        self.workers = {p.stem: [r for r in _jsonl(p) if "step" in r and "event" not in r]
+        self.workers = {p.stem: [r for r in jsonl_records(p) if "step" in r and "event" not in r]
                         for p in sorted((self.dir / "metrics").glob("*.jsonl")) if p.stem != "ps"}
 
     def steady(self) -> list[dict]:
@@ -435,11 +435,13 @@ class ScenarioRun(TrainingRun):
         return out
 
 
-def _jsonl(path: Path) -> list[dict]:
+def jsonl_records(path: Path) -> list[dict]:
+    """The records of a metrics file that decode (a process killed mid-write leaves a bad
+    line); none if it does not exist."""
     if not path.exists():
         return []
     out = []
-    for line in path.read_text().splitlines():
+    for line in path.read_text(errors="replace").splitlines():
         try:
             out.append(json.loads(line))
         except ValueError:

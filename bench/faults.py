@@ -52,7 +52,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.common import ROOT, bench_parser, emit, env, load_results, log, rnd, save, stamp
+from bench.common import (ROOT, bench_parser, emit, env, jsonl_records, load_results, log, rnd,
+                          save, stamp)
 from ndnps.report import fault_counts
 
 ACCURACY_TOLERANCE = 0.03       # runs with fewer gradients in some versions (continue, chaos)
@@ -152,17 +153,6 @@ def launch(scenario: str, sets: list[str], out: Path, timeout: float) -> dict:
             "log": str(out.parent / f"{out.name}.runner.log")}
 
 
-def _jsonl(path: Path) -> list[dict]:
-    out = []
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
-
-
 def reference(run_dir: Path) -> dict:
     """The single-process reference of the training this run resolved (scenario.toml)."""
     from ndnps.data import load_dataset
@@ -250,7 +240,7 @@ def judge(case: Case, run_dir: Path, launched: dict) -> dict:
     ends = [summary.get("ps_end") or {}, *(summary.get("workers_end") or {}).values()]
     res["rejected"] = sum(int(e.get("rejected", 0) or 0) for e in ends)
     res["malformed"] = sum(int(e.get("malformed", 0) or 0) for e in ends)
-    ledger = version_ledger(_jsonl(run_dir / "metrics" / "ps.jsonl"), summary.get("workers"))
+    ledger = version_ledger(jsonl_records(run_dir / "metrics" / "ps.jsonl"), summary.get("workers"))
     res["ledger"] = ledger
     # what the summary says against what the PS's records say (they differ when a PS
     # restart lost the killed PS's counters)
