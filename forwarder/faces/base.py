@@ -49,6 +49,9 @@ class Face:
         for wire in wires:
             self.send(wire)
 
+    def flush(self) -> None:
+        """Send now what is queued for the end of this loop turn (no queue: nothing)."""
+
     def close(self) -> None:
         raise NotImplementedError
 

@@ -116,6 +116,12 @@ class StreamFace(Face, asyncio.Protocol):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
+    def flush(self) -> None:
+        if self._outq and not self._closed:
+            self.transport.writelines(self._outq)
+            self._outq = []
+            self._queued = 0
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         if self._outq and not self._closed:

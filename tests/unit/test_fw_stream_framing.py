@@ -134,3 +134,47 @@ def test_send_many_queues_in_order_and_drops_one_by_one_when_full():
     big = b"x" * (QUEUE_LIMIT_BYTES // 2)
     f.send_many([big, big, b"y", big])
     assert f._outq == [big, big] and f.info.counters.drops["queue_full"] == 2
+
+
+class RecordingTransport(Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[list[bytes]] = []
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def writelines(self, wires) -> None:
+        self.writes.append(list(wires))
+
+
+def test_a_long_read_leaves_in_chunks_so_the_next_hop_starts_early():
+    from forwarder.config import Config
+    from forwarder.daemon import READ_CHUNK, ForwarderDaemon
+    from forwarder.tables.rib import CHILD_INHERIT, Route
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        daemon = ForwarderDaemon(Config())
+        consumer, producer = StreamFace(daemon, "unix"), StreamFace(daemon, "unix")
+        ctr, ptr = RecordingTransport(), RecordingTransport()
+        consumer.connection_made(ctr)
+        producer.connection_made(ptr)
+        daemon.fw.rib.add(b"\x08\x05bench", 1,
+                          Route(producer.info.id, 0, 0, CHILD_INHERIT, None))
+        n = 2 * READ_CHUNK + 3
+        consumer.data_received(b"".join(_interest(i) for i in range(n)))
+        # every full chunk is on its way before the read is handled; the rest waits for the
+        # end of the loop turn, to share one write with what other reads add
+        assert [len(w) for w in ptr.writes] == [READ_CHUNK, READ_CHUNK]
+        loop.run_until_complete(asyncio.sleep(0))
+        assert [len(w) for w in ptr.writes] == [READ_CHUNK, READ_CHUNK, 3]
+        sent = [p for w in ptr.writes for p in w]
+        assert all(b"bench\x08\x08" + i.to_bytes(8, "big") in bytes(p) for i, p in enumerate(sent))
+        assert len(sent) == n
+        producer.data_received(b"".join(_data(i) for i in range(5)))   # short read: one write
+        assert ctr.writes == []
+        loop.run_until_complete(asyncio.sleep(0))
+        assert [len(w) for w in ctr.writes] == [5]
+    finally:
+        loop.close()
