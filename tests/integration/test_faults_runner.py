@@ -202,10 +202,15 @@ def test_chaos_shortened_survives_worker_ps_and_forwarder_kills(run_dir):
     assert summary["ps_restarts"] == 1
     resumed = summary["ps_resumed_from"]
     assert resumed % 10 == 0 and resumed <= faults[1]["version"] + 1
-    # killed workers were lost and came back — to the PS that lost them, or to the restarted
-    # PS when it was killed first (w3's rejoin races the PS kill); nobody is missing at the end
-    assert summary["workers_lost"] >= 1
+    # killed workers came back: to the PS that lost them (silent for worker_timeout = 5 s),
+    # or — when the next kill (PS at 50, forwarder at 85) lands within those 5 s, as it does
+    # on a fast run — to a PS that assigned them their task afresh; either way every lost
+    # worker rejoined, nobody is missing at the end, and each restarted incarnation trained
+    # to the last version
     assert summary["workers_rejoined"] == summary["workers_lost"]
+    for w in ("w3", "w4"):
+        end = summary["workers_end"][w]
+        assert end["version"] == 400 and end["gradients_sent"] > 0, (w, end)
     assert summary["workers_lost_at_end"] == []
     # every app still running when the forwarder died reconnected to the new one
     assert set(summary["reconnects"]) == {"ps", "w1", "w2", "w3", "w4"}
