@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from ndn import utils
 from ndn.appv2 import InterestTreeNode, pass_all
-from ndn.encoding import InterestParam, parse_data
+from ndn.encoding import InterestParam, make_interest, parse_data
 from ndn.types import InterestCanceled, InterestTimeout, ValidResult
 
 from ndnps import names
@@ -281,3 +281,51 @@ async def test_two_interests_for_one_name_are_both_satisfied_and_other_validator
     with pytest.raises(InterestTimeout):        # not CanBePrefix: a longer name is no match
         await t4
     assert not s.app._pit
+
+
+@pytest.mark.asyncio
+@pytest.mark.timeout(20)
+async def test_the_stream_reader_frames_reads_and_hands_each_packet_on(tmp_path):
+    """App's own reader of the forwarder's stream (instead of python-ndn's packet-at-a-time
+    loop): packets split across reads or several in one read all arrive, in order; a Data of
+    ours is handled at once, an Interest goes through python-ndn's path to its handler; an
+    oversize length (framing lost) shuts the face down."""
+    writers: list[asyncio.StreamWriter] = []
+    server = await asyncio.start_unix_server(lambda r, w: writers.append(w),
+                                             str(tmp_path / "fw.sock"))
+    app = App(f"unix://{tmp_path / 'fw.sock'}")
+    asked = []
+    app.attach_handler(names.task("w1", "ps", "t1"), lambda name, *_: asked.append(name))
+    await app.counting.open()
+    reading = asyncio.ensure_future(app.face.run())
+    try:
+        while not writers:
+            await asyncio.sleep(0.01)
+        fw = writers[0]
+        wanted = [names.collect("w1", "ps", "t1", 3, seg) for seg in range(3)]
+        futures = [pending(app, n)[0] for n in wanted]
+        datas = [App.make_data(n, bytes([seg]) * 5000, signer=DigestSigner())
+                 for seg, n in enumerate(wanted)]
+        interest = make_interest(names.task("w1", "ps", "t1"), InterestParam(lifetime=1000))
+        stream = bytes(datas[0]) + bytes(interest) + bytes(datas[1]) + bytes(datas[2])
+        for a, b in ((0, 7), (7, 6000), (6000, len(stream))):       # cuts inside packets
+            fw.write(stream[a:b])
+            await fw.drain()
+            await asyncio.sleep(0.02)
+        got = await asyncio.wait_for(asyncio.gather(*futures), 5)
+        assert [bytes(content) for _, content, _ in got] == [bytes([s]) * 5000 for s in range(3)]
+        for _ in range(100):
+            if asked:
+                break
+            await asyncio.sleep(0.01)
+        assert asked == [names.task("w1", "ps", "t1")]
+        assert app.counting.packets_in == 4 and app.counting.bytes_in == len(stream)
+        fw.write(b"\x06\xfd\x30\x00")                              # a 12 KB Data: oversize
+        await asyncio.wait_for(reading, 5)
+        assert not app.face.running
+    finally:
+        reading.cancel()
+        for w in writers:
+            w.close()
+        server.close()
+        app.counting.shutdown()
