@@ -211,12 +211,23 @@ class CountingFace(Face):
             data = rest + chunk if rest else chunk
             packets, off, oversize = split_frames(data)
             rest = data[off:] if off < len(data) else b""
-            for packet in packets:
-                self._deliver(packet)
+            if self.reliable is not None and all(p[0] == LP_PACKET for p in packets):
+                self._deliver_frames(packets)
+            else:
+                for packet in packets:
+                    self._deliver(packet)
             if oversize:
                 log.warning("oversize packet from the forwarder: closing the face")
                 break
         inner.shutdown()
+
+    def _deliver_frames(self, frames: list[bytes]) -> None:
+        """A read of NDNLPv2 frames with link reliability on: their Acks, sequence numbers and
+        the losses they reveal handled as one batch, as the forwarder's faces do."""
+        self.packets_in += len(frames)
+        self.bytes_in += sum(map(len, frames))
+        for inner in self.reliable.receive_many(frames):
+            self._handle(inner[0], inner)
 
     def _deliver(self, packet: bytes) -> None:
         self.packets_in += 1
