@@ -52,13 +52,17 @@
 6. Reading the forwarder's stream.  python-ndn's ``StreamFace.run`` reads a packet with a few
    awaits, copies it through a BytesIO and starts a Task for each; ``CountingFace.run`` reads
    the same StreamReader a socket read at a time, frames it with ``forwarder.tlv.split_frames``
-   and hands a Data of ours to ``App._receive_now`` at once (no Task), everything else to
-   python-ndn's ``_receive`` in a Task as before (a Data may so overtake an Interest of the
-   same read; no exchange relies on their order).  An oversize length shuts the face down, as
+   and hands a Data of ours, or an Interest without parameters or signature that
+   ``ndnps.wire.parse_interest`` reads, to ``App._receive_now`` at once (no Task: the Data as
+   in 5, the Interest to its handler as ``NDNApp._on_interest`` would, minus the Task it
+   starts per Interest), everything else to python-ndn's ``_receive`` in a Task as before (a
+   packet so handled may overtake a signed Interest or a Nack of the same read; no exchange
+   relies on their order).  An oversize length shuts the face down, as
    the forwarder does.  21 → 12–14 µs per received 8000-byte Data (``bench/micro_apps.py``).
 
 python-ndn internals relied on (pinned 0.5.2): ``StreamFace.reader`` / ``.running`` /
-``.shutdown`` (read by ``CountingFace.run``), ``NDNApp._receive`` (overridden; the face calls
+``.shutdown`` (read by ``CountingFace.run``), ``NDNApp._fib`` (``longest_prefix`` → a node
+with ``callback``) and ``_put_raw_packet`` (the handler's ``reply``), ``NDNApp._receive`` (overridden; the face calls
 it with ``(typ, data)``), ``NDNApp._on_data`` (overridden), ``NDNApp._wait_for_data``
 (overridden; ``express_raw_interest`` returns it with ``(future, deadline, node_name, node)``),
 ``NDNApp._pit`` (a ``NameTrie`` of ``InterestTreeNode``: ``prefixes``, ``get``, ``del``),
@@ -76,9 +80,9 @@ from typing import Callable
 
 from ndn import utils
 from ndn.app_support import nfd_mgmt
-from ndn.appv2 import NDNApp, PendingIntEntry
+from ndn.appv2 import DEFAULT_LIFETIME, NDNApp, PendingIntEntry
 from ndn.client_conf import default_face, read_client_conf
-from ndn.encoding import DecodeError, InterestParam, parse_tl_num
+from ndn.encoding import DecodeError, InterestParam, SignaturePtrs, parse_tl_num
 from ndn.security import DigestSha256Signer
 from ndn.transport.face import Face
 from ndn.transport.stream_face import StreamFace
@@ -399,14 +403,43 @@ class App(NDNApp):
             await super()._receive(typ, data)
 
     def _receive_now(self, typ: int, data) -> bool:
-        """A bare Data of our shape, handled now (no Task, no await); False: anything else."""
-        if typ != wire.DATA:
+        """A bare Data or plain Interest of our shape, handled now (no Task, no await); False:
+        anything else (python-ndn's path)."""
+        if typ == wire.DATA:
+            parsed = wire.parse_data(data)
+            if parsed is None:
+                return False
+            name, meta_info, content, sig = parsed
+            self._data_arrived(name, meta_info, content, sig, data)
+            return True
+        if typ == wire.INTEREST:
+            interest = wire.parse_interest(data)
+            return interest is not None and self._interest_arrived(*interest, data)
+        return False
+
+    def _interest_arrived(self, name, param: InterestParam, raw_packet) -> bool:
+        """``NDNApp._on_interest`` for an Interest without parameters or signature, for which
+        it validates nothing: the handler runs now, not from a Task of its own, with the same
+        arguments (its context's ``sig_ptrs`` empty: nothing is signed).  False when no
+        handler is attached: python-ndn's path logs it as before."""
+        step = self._fib.longest_prefix(name)
+        if not step or step.value.callback is None:
             return False
-        parsed = wire.parse_data(data)
-        if parsed is None:
-            return False
-        name, meta_info, content, sig = parsed
-        self._data_arrived(name, meta_info, content, sig, data)
+        lifetime = param.lifetime if param.lifetime is not None else DEFAULT_LIFETIME
+        deadline = utils.timestamp() + lifetime
+        context = {"int_param": param, "pit_token": None, "sig_ptrs": SignaturePtrs(),
+                   "raw_packet": raw_packet, "deadline": deadline}
+
+        def reply(data) -> bool | None:
+            if utils.timestamp() > deadline:
+                log.warning("deadline passed, unable to reply to %s", names.to_str(name))
+                return False
+            self._put_raw_packet(data)
+            return None
+        try:
+            step.value.callback(name, None, reply, context)
+        except Exception:               # python-ndn's Task would have logged it and gone on
+            log.exception("Interest handler failed: %s", names.to_str(name))
         return True
 
     async def _on_data(self, name, meta_info, content, sig, raw_packet):

@@ -14,14 +14,17 @@ these functions write and read that shape directly:
 - ``parse_data``: the same four values as ``ndn.encoding.parse_data`` (memoryviews into the
   wire, a ``MetaInfo``, a ``SignaturePtrs``) for a Data whose elements are all ones it knows,
   and ``None`` for anything else, so the caller falls back to python-ndn, which then decides
-  (and rejects malformed packets) exactly as before.
+  (and rejects malformed packets) exactly as before;
+- ``parse_interest``: the name and ``InterestParam`` of ``ndn.encoding.parse_interest`` for an
+  Interest of the shape ``encode_interest`` writes (no ApplicationParameters, signature or
+  ForwardingHint), ``None`` for any other.
 """
 from __future__ import annotations
 
 import struct
 from typing import Callable, Sequence
 
-from ndn.encoding import KeyLocator, MetaInfo, SignatureInfo, SignaturePtrs
+from ndn.encoding import InterestParam, KeyLocator, MetaInfo, SignatureInfo, SignaturePtrs
 
 # TLV types (NDN packet format v0.3)
 INTEREST = 0x05
@@ -307,3 +310,60 @@ def _signature_info(val: memoryview, pos: int, end: int) -> SignatureInfo | None
         if e != end:
             return None
     return info
+
+
+def parse_interest(wire) -> tuple | None:
+    """``(name, param)`` as ``ndn.encoding.parse_interest(wire, with_tl=True)`` returns them
+    (name components as memoryviews into the wire), for an Interest with no
+    ApplicationParameters, signature or ForwardingHint; None for any other shape or a
+    malformed packet (the caller falls back to python-ndn)."""
+    try:
+        return _parse_interest(memoryview(wire))
+    except (IndexError, ValueError):
+        return None
+
+
+# the optional elements after the Name, in the order v0.3 requires
+_INTEREST_ORDER = {CAN_BE_PREFIX: 0, MUST_BE_FRESH: 1, NONCE: 2, INTEREST_LIFETIME: 3,
+                   HOP_LIMIT: 4}
+
+
+def _parse_interest(buf: memoryview) -> tuple | None:
+    total = len(buf)
+    typ, vstart, vend = _read_tl(buf, 0, total)
+    if typ != INTEREST or vend != total:
+        return None
+    typ, nstart, pos = _read_tl(buf, vstart, vend)
+    if typ != NAME or nstart == pos:
+        return None
+    name = _name(buf, nstart, pos)
+    if any(c[0] in _INVALID_INTEREST_COMPONENT for c in name):
+        return None                     # a parameters digest: python-ndn's path checks it
+    param = InterestParam(lifetime=None)
+    last = -1
+    while pos < vend:
+        typ, s, e = _read_tl(buf, pos, vend)
+        rank = _INTEREST_ORDER.get(typ)
+        if rank is None or rank <= last:
+            return None                 # unknown, repeated or out of order
+        last = rank
+        if typ == CAN_BE_PREFIX:
+            if e != s:
+                return None
+            param.can_be_prefix = True
+        elif typ == MUST_BE_FRESH:
+            if e != s:
+                return None
+            param.must_be_fresh = True
+        elif typ == NONCE:
+            if e - s != 4:
+                return None
+            param.nonce = int.from_bytes(buf[s:e], "big")
+        elif typ == INTEREST_LIFETIME:
+            param.lifetime = _uint(buf, s, e)
+        else:
+            if e - s != 1:
+                return None
+            param.hop_limit = buf[s]
+        pos = e
+    return name, param

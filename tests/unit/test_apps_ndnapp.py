@@ -329,3 +329,38 @@ async def test_the_stream_reader_frames_reads_and_hands_each_packet_on(tmp_path)
             w.close()
         server.close()
         app.counting.shutdown()
+
+
+@pytest.mark.asyncio
+async def test_a_plain_interest_reaches_its_handler_now_with_python_ndns_arguments():
+    from ndn.appv2 import NDNApp
+    calls = []
+    app = App("unix:///nonexistent.sock")
+    app.attach_handler(names.node("w1"), lambda *a: calls.append(a))
+    sent = []
+    app.counting.inner.running = True
+    app.counting.inner.send = sent.append
+    name = names.collect("w1", "ps", "t1", 3, 4)
+    raw = bytes(make_interest(name, InterestParam(must_be_fresh=True, nonce=9, lifetime=700)))
+    assert app._receive_now(5, raw) and len(calls) == 1            # now, not from a Task
+    await NDNApp._receive(app, 5, raw)                               # python-ndn's own path
+    await asyncio.sleep(0)
+    ours, theirs = calls
+    assert [bytes(c) for c in ours[0]] == [bytes(c) for c in theirs[0]]
+    assert ours[1] is None and theirs[1] is None
+    assert ours[3].keys() == theirs[3].keys()
+    for key in ("int_param", "pit_token", "raw_packet"):
+        assert ours[3][key] == theirs[3][key], key
+    assert abs(ours[3]["deadline"] - theirs[3]["deadline"]) < 50
+    ours[2](b"\x06\x00")                                              # reply sends
+    assert sent == [b"\x06\x00"]
+    # a signed Interest or one with parameters, and one nobody handles: python-ndn's path
+    signed = make_interest(names.insert("ps", "t1"), InterestParam(), b"p", signer=DigestSigner())
+    assert not app._receive_now(5, bytes(signed))
+    other = bytes(make_interest(names.collect("w2x", "ps", "t1", 3, 4), InterestParam()))
+    app2 = App("unix:///nonexistent.sock")
+    assert not app2._receive_now(5, other)
+    # a handler that raises is logged; the reader goes on
+    app.attach_handler(names.node("w9"), lambda *a: 1 / 0)
+    raw9 = bytes(make_interest(names.collect("w9", "ps", "t1", 3, 4), InterestParam()))
+    assert app._receive_now(5, raw9)

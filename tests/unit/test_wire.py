@@ -127,7 +127,37 @@ def test_interest_is_byte_identical_to_make_interest(prefix, fresh, lifetime, ho
         assert got == ref
         back = parse_interest(got)
         assert back[1] == param and [bytes(c) for c in back[0]] == [bytes(c) for c in name]
+        ours = wire.parse_interest(got)               # and our reader gives the same values
+        assert ours is not None and ours[1] == back[1]
+        assert [bytes(c) for c in ours[0]] == [bytes(c) for c in back[0]]
     assert wire.encode_interest(NAMES[0], None) == bytes(make_interest(NAMES[0], InterestParam()))
+
+
+def test_parse_interest_leaves_other_shapes_to_python_ndn():
+    nm = wire.encode_name(names.collect("gpu1", "ps", "t1", 3, 4))
+    nonce, life = _tlv(0x0A, b"\x00\x00\x00\x07"), _tlv(0x0C, b"\x01\xf4")
+    good = _tlv(5, nm + _tlv(0x21, b"") + nonce + life)
+    name, param = wire.parse_interest(good)
+    assert param == InterestParam(can_be_prefix=True, nonce=7, lifetime=500)
+    assert param == parse_interest(good)[1]
+    signed = make_interest(names.insert("ps", "t1"), InterestParam(), b"params",
+                           signer=HMAC)
+    bad = [
+        good[:-1], good + b"\x00", b"", b"\x05",
+        _tlv(6, nm + nonce),                                       # a Data
+        _tlv(5, nonce + nm),                                       # Name not first
+        _tlv(5, nm + life + nonce),                                # out of order
+        _tlv(5, nm + nonce + nonce),                               # repeated
+        _tlv(5, nm + _tlv(0x0A, b"\x07")),                          # 1-byte Nonce
+        _tlv(5, nm + _tlv(0x21, b"x")),                            # CanBePrefix with a value
+        _tlv(5, nm + _tlv(0x0C, b"\x01\x02\x03")),                  # 3-byte lifetime
+        _tlv(5, nm + _tlv(0x1E, nm)),                              # ForwardingHint
+        _tlv(5, nm + _tlv(0x24, b"p")),                            # ApplicationParameters
+        _tlv(5, _tlv(7, b"")),                                     # empty name
+        bytes(signed),                                             # signed, with parameters
+    ]
+    for raw in bad:
+        assert wire.parse_interest(raw) is None, raw.hex()
 
 
 def test_parse_data_matches_python_ndn_for_other_shapes():
