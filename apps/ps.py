@@ -120,7 +120,7 @@ class ParameterServer:
         self.counters = PsCounters()
         self.fetch_stats = FetchStats()
         self.fetcher = SegmentFetcher(
-            app.express, self.sec.validator, cfg.window,
+            app.express_future, self.sec.validator, cfg.window,
             RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
             cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app))
         self.held = HeldInterests()

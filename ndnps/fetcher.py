@@ -31,7 +31,9 @@ computed, a push not made yet).  Until the first Data of a transfer arrives, exp
 Interests are not loss and their round trips are no RTT samples; from then on the producer is
 ready and every Interest is an ordinary one.
 
-``express`` is ``NDNApp.express`` or anything with its signature and exceptions.
+``express`` is ``NDNApp.express`` or anything with its signature and exceptions, returning an
+awaitable (run in a Task) or a Future (``App.express_future``: no Task per Interest; one
+cancelled by anything but the transfer counts as lost, like InterestCanceled).
 """
 from __future__ import annotations
 
@@ -252,9 +254,15 @@ class Transfer:
     # ---- answers ---------------------------------------------------------------------------------
 
     def _answered(self, flight: _Flight, task: asyncio.Future) -> None:
-        if task.cancelled() or self.done.done():
+        if self.done.done():
             return
-        exc = task.exception()
+        if task.cancelled():
+            if self.flights.get(flight.seg) is not flight:
+                return                              # we cancelled it (superseded)
+            # not by us: an express future the face's shutdown cancelled, as lost
+            exc: BaseException | None = InterestCanceled()
+        else:
+            exc = task.exception()
         if exc is None:
             self._data(flight, task.result())
             return

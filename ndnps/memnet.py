@@ -127,6 +127,9 @@ class MemApp:
             return None
         return self._express(name, validator, lifetime, kw.get("must_be_fresh", False))
 
+    def express_future(self, name, validator, **kw) -> asyncio.Future:
+        return asyncio.ensure_future(self.express(name, validator, **kw))
+
     async def _express(self, name, validator, lifetime: int, fresh: bool):
         fut = asyncio.get_running_loop().create_future()
         entry = (fut, validator)

@@ -80,9 +80,10 @@ from typing import Callable
 
 from ndn import utils
 from ndn.app_support import nfd_mgmt
-from ndn.appv2 import DEFAULT_LIFETIME, NDNApp, PendingIntEntry
+from ndn.appv2 import DEFAULT_LIFETIME, InterestTreeNode, NDNApp, PendingIntEntry
 from ndn.client_conf import default_face, read_client_conf
-from ndn.encoding import DecodeError, InterestParam, SignaturePtrs, parse_tl_num
+from ndn.encoding import (Component, DecodeError, InterestParam, Name, SignaturePtrs,
+                          parse_tl_num)
 from ndn.security import DigestSha256Signer
 from ndn.transport.face import Face
 from ndn.transport.stream_face import StreamFace
@@ -315,11 +316,56 @@ class App(NDNApp):
 
     _NOT_PLAIN = object()
 
+    def express_future(self, name, validator, **kwargs) -> asyncio.Future:
+        """``express`` as a Future, for callers that add a done callback rather than await
+        (the segment fetcher): for an Interest without parameters or signature, the PIT
+        entry's own future, no coroutine or Task around it.  It ends as ``express`` does —
+        the Data's (name, content, context), InterestTimeout at the lifetime (entry removed),
+        InterestNack, ValidationFailure — except that a face shutdown, which cancels every
+        pending future in python-ndn, shows as the future cancelled.  Cancelling it removes
+        the entry.  Any other Interest: a Task around ``express``."""
+        if self.face.running and type(name) is list and name and \
+                not kwargs.get("no_response") and _PLAIN_INTEREST_ARGS.issuperset(kwargs):
+            plain = self._plain_interest(name, kwargs)
+            if plain is not None and Component.get_type(name[-1]) != \
+                    Component.TYPE_IMPLICIT_SHA256:
+                return self._pending(Name.normalize(name), plain[1], plain[0], validator)
+        return asyncio.ensure_future(self.express(name, validator, **kwargs))
+
+    def _pending(self, name, param: InterestParam, raw: bytes, validator) -> asyncio.Future:
+        """``express_raw_interest`` without the coroutine: the entry, the packet sent, the
+        lifetime as one timer on the future."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        node = self._pit.setdefault(name, InterestTreeNode())
+        lifetime = param.lifetime if param.lifetime is not None else DEFAULT_LIFETIME
+        node.append_interest(future, utils.timestamp() + lifetime, param, validator, b"")
+        self.face.send(raw)
+        handle = loop.call_later(lifetime / 1000, self._expire, future, name, node)
+
+        def ended(f: asyncio.Future) -> None:
+            handle.cancel()
+            if f.cancelled():
+                self._forget(f, name, node)
+        future.add_done_callback(ended)
+        return future
+
     def _express_plain(self, name: list, validator, kwargs: dict):
         """``NDNApp.express`` for an Interest without parameters or signature: the same
         InterestParam (python-ndn's defaults: random nonce, lifetime 4000 ms), the packet
         written by the fixed-shape encoder.  ``_NOT_PLAIN`` when a value is one only
         python-ndn handles (it then raises or encodes as before)."""
+        plain = self._plain_interest(name, kwargs)
+        if plain is None:
+            return self._NOT_PLAIN
+        raw, param = plain
+        return self.express_raw_interest(name, param, raw, validator,
+                                         kwargs.get("no_response", False))
+
+    @staticmethod
+    def _plain_interest(name: list, kwargs: dict) -> tuple[bytes, InterestParam] | None:
+        """The packet and InterestParam of a plain Interest, or None when a value is one only
+        python-ndn handles."""
         can_be_prefix = kwargs.get("can_be_prefix", False)
         must_be_fresh = kwargs.get("must_be_fresh", False)
         lifetime = kwargs.get("lifetime", InterestParam.lifetime)   # 4000, its default
@@ -329,16 +375,14 @@ class App(NDNApp):
                 or not (lifetime is None or (type(lifetime) is int and lifetime >= 0)) \
                 or not (nonce is None or type(nonce) is int) \
                 or not (hop_limit is None or type(hop_limit) is int):
-            return self._NOT_PLAIN
+            return None
         try:
             raw = wire.encode_interest(name, nonce, lifetime, can_be_prefix, must_be_fresh,
                                        hop_limit)
         except (TypeError, ValueError):
-            return self._NOT_PLAIN
-        param = InterestParam(can_be_prefix=can_be_prefix, must_be_fresh=must_be_fresh,
-                              nonce=nonce, lifetime=lifetime, hop_limit=hop_limit)
-        return self.express_raw_interest(name, param, raw, validator,
-                                         kwargs.get("no_response", False))
+            return None
+        return raw, InterestParam(can_be_prefix=can_be_prefix, must_be_fresh=must_be_fresh,
+                                  nonce=nonce, lifetime=lifetime, hop_limit=hop_limit)
 
     async def _lost(self, seconds: float):
         """An Interest expressed while the forwarder is gone: it times out after its lifetime,

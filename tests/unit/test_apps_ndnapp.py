@@ -364,3 +364,47 @@ async def test_a_plain_interest_reaches_its_handler_now_with_python_ndns_argumen
     app.attach_handler(names.node("w9"), lambda *a: 1 / 0)
     raw9 = bytes(make_interest(names.collect("w9", "ps", "t1", 3, 4), InterestParam()))
     assert app._receive_now(5, raw9)
+
+
+@pytest.mark.asyncio
+async def test_express_future_ends_as_express_does_without_a_task():
+    from ndn.types import InterestNack
+    from ndnps.security import Security
+    sec = Security(KEY, names.key("ps", "t1"))
+    s = Sent()
+    a, b, c, d, e = (names.collect("w1", "ps", "t1", 5, i) for i in range(5))
+    answered = s.app.express_future(a, sec.validator, lifetime=5000, must_be_fresh=True)
+    assert not isinstance(answered, asyncio.Task)              # the PIT entry's own future
+    via_express = asyncio.ensure_future(s.app.express(a, sec.validator, lifetime=5000))
+    await asyncio.sleep(0)
+    assert s.packets[0] == wire_of(s.packets[0], a)             # sent at once
+    assert s.app._receive_now(6, signed(a))
+    (n1, c1, x1), (n2, c2, x2) = await answered, await via_express
+    assert [bytes(p) for p in n1] == [bytes(p) for p in n2] and bytes(c1) == bytes(c2)
+    assert x1.keys() == x2.keys()
+    with pytest.raises(InterestTimeout):
+        await s.app.express_future(b, sec.validator, lifetime=20)
+    cancelled = s.app.express_future(c, sec.validator, lifetime=5000)
+    cancelled.cancel()
+    await asyncio.sleep(0)
+    nacked = s.app.express_future(d, sec.validator, lifetime=5000)
+    s.app._on_nack(d, 150)
+    with pytest.raises(InterestNack):
+        await nacked
+    dropped = s.app.express_future(e, sec.validator, lifetime=5000)
+    s.app._clean_up()                                           # the face shut down
+    await asyncio.sleep(0)
+    assert dropped.cancelled()
+    assert not s.app._pit                                       # every entry gone
+    # shapes only python-ndn encodes, or a face that is down: a Task around express
+    s.app.counting.inner.running = False
+    down = s.app.express_future(a, sec.validator, lifetime=20)
+    assert isinstance(down, asyncio.Task)
+    with pytest.raises(InterestTimeout):
+        await down
+
+
+def wire_of(packet: bytes, name) -> bytes:
+    from ndn.encoding import parse_interest
+    assert [bytes(p) for p in parse_interest(packet)[0]] == [bytes(p) for p in name]
+    return packet

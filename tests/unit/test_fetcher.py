@@ -298,3 +298,23 @@ def test_recent_keeps_the_last_few():
 def test_codec_error_is_a_value_error():
     # apps catch CodecError for malformed payloads; it must not escape as something else
     assert issubclass(CodecError, ValueError)
+
+
+@pytest.mark.asyncio
+async def test_express_futures_a_shutdown_cancelled_is_lost_and_asked_again():
+    """An express that hands back Futures (App.express_future): the transfer adds callbacks,
+    no Task; a future cancelled by anything but the transfer (a face shutdown) is a loss."""
+    prod = FakeProducer(BLOB)
+    shut: list[asyncio.Future] = []
+
+    def express_future(name, validator, **kw) -> asyncio.Future:
+        fut = asyncio.ensure_future(prod.express(name, validator, **kw))
+        if names.parse_content(name).segment == 5 and not shut:
+            shut.append(fut)
+            asyncio.get_running_loop().call_soon(fut.cancel)      # the face went down
+        return fut
+    f = SegmentFetcher(express_future, SEC.validator,
+                       rto=RtoEstimator(initial=0.05, min_rto=0.01, max_rto=0.2), window=8)
+    assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
+    assert shut and shut[0].cancelled() and prod.attempts[5] == 2
+    assert f.stats.timeouts == 1                  # counted like InterestCanceled
