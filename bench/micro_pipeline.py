@@ -173,6 +173,19 @@ def tables() -> dict[str, float]:
             return [f] if f != c and faces.get(f).local else None
     t("  alternative: single-hop fast path", inline_hops)
     t("strategy_choice.find", lambda: fw.strategy_choice.find(i.name, offs))
+    # Dead Nonce List at training's rate: 2,000 satisfied Interests per s live 6 s, expired
+    # at every 100 ms tick (an OrderedDict since a plain dict emptied from the front made
+    # each expiry skip every slot deleted before it: 12 µs per Interest instead of 0.8)
+    from forwarder.tables.dead_nonce_list import DeadNonceList
+    dnl, clock, added = DeadNonceList(lifetime=6.0), [0.0], itertools.count()
+
+    def dnl_op():
+        k = next(added)
+        dnl.add(names[k % 200000], k.to_bytes(4, "big"), clock[0])
+        if k % 200 == 199:
+            clock[0] += 0.1
+            dnl.expire(clock[0])
+    t("DeadNonceList add (+ expire every 200), 12k live", dnl_op, number=120000)
     t("Pit.data_matches (2-component name, no entry)", lambda: fw.pit.data_matches(i.name, offs, 0.0))
     return res
 
