@@ -57,8 +57,9 @@ from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNAL, EXIT_USAGE, app_pars
 
 log = logging.getLogger("worker")
 
-# a content fetch that failed for want of answers starts again this long after the task was
-# accepted (the default ps_timeout: the PS's knobs come with the content), every CONTENT_RETRY
+# a content fetch that failed for want of answers starts again for this long after the task
+# was accepted, every CONTENT_RETRY: the training's ps_timeout, read from --config or given as
+# --content-patience (the PS's own knobs come only with the content); this default otherwise
 CONTENT_PATIENCE = 60.0
 CONTENT_RETRY = 0.5
 
@@ -175,13 +176,14 @@ class Job:
     async def fetch_content(self) -> None:
         """Our training content. A fetch that fails for want of answers (the PS that offered
         the task died: a restarted one makes the content again when it re-offers it) starts
-        again until CONTENT_PATIENCE has passed, as the job waits for a silent PS later on;
+        again until the worker's content_patience has passed, as the job waits for a silent
+        PS later on;
         Data that fails validation, or content that fails to decode three times, ends the
         job at once."""
         def name_of(s: int):
             return names.content(self.ps, self.train, self.gpu, s)
 
-        deadline = self.now() + CONTENT_PATIENCE
+        deadline = self.now() + self.worker.content_patience
         malformed = 0
         while True:
             rejected = self.fetch_stats.rejected
@@ -709,8 +711,10 @@ class Worker:
     """Serves /<gpu>: takes one training (declining others while busy), runs it, exits."""
 
     def __init__(self, gpu: str, key: bytes | None, app, metrics: MetricsWriter | None = None,
-                 faults: Faults | None = None, slowdown: float = 1.0) -> None:
+                 faults: Faults | None = None, slowdown: float = 1.0,
+                 content_patience: float = CONTENT_PATIENCE) -> None:
         self.gpu, self.key, self.app = names.check_id(gpu, "worker name"), key, app
+        self.content_patience = content_patience
         self.metrics = metrics or MetricsWriter(None)
         self.faults = faults or Faults()
         self.slowdown = slowdown
@@ -805,7 +809,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "0 done, 1 error, 2 bad flags, 3 the training failed", "one per step")
     p.add_argument("--name", required=True, help="this worker's name (one name component)")
     p.add_argument("--config", metavar="FILE", help="TOML file with a [training] table; "
-                   "only its key is used (the PS sends everything else)")
+                   "only its key and ps_timeout are used (the PS sends everything else)")
+    p.add_argument("--content-patience", type=float, metavar="SECONDS",
+                   help="how long to keep asking for the training content while the PS does "
+                        "not answer (default: the config's ps_timeout, else "
+                        f"{CONTENT_PATIENCE:.0f})")
     p.add_argument("--key", help="HMAC key of the training (overrides the config's)")
     p.add_argument("--slowdown", type=float, default=1.0, metavar="X",
                    help="emulate a device X times slower: each gradient takes X times its "
@@ -825,11 +833,19 @@ def main(argv: list[str] | None = None) -> int:
     limit_blas_threads()
     try:
         names.check_id(args.name, "--name")
-        key = args.key
+        key, patience = args.key, args.content_patience
+        table = read_table(args.config) if args.config else {}
         if key is None and args.config:
-            key = read_table(args.config).get("key", "")
+            key = table.get("key", "")
             if not isinstance(key, str):
                 raise ConfigError(f"training.key: expected a string, got {key!r}")
+        if patience is None:
+            patience = table.get("ps_timeout", CONTENT_PATIENCE)
+            if isinstance(patience, bool) or not isinstance(patience, (int, float)):
+                raise ConfigError(f"training.ps_timeout: expected seconds, got {patience!r}")
+        if not patience > 0:
+            raise ConfigError(f"--content-patience / training.ps_timeout: must be > 0, "
+                              f"got {patience}")
         if not 0.0 <= args.drop_pushes_prob <= 1.0:
             raise ConfigError("--drop-pushes-prob: must be within [0, 1]")
         if args.slowdown < 1.0:
@@ -845,7 +861,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = MetricsWriter(args.metrics, role="worker", name=args.name)
     return serve(args.transport, metrics,
                  lambda app: Worker(args.name, key.encode() if key else None, app, metrics,
-                                    faults, args.slowdown).run(),
+                                    faults, args.slowdown, float(patience)).run(),
                  args.reconnect_timeout, args.lp_reliability)
 
 

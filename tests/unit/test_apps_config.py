@@ -97,6 +97,19 @@ def test_ps_rejects_a_bad_flag_with_exit_2():
     assert out.returncode == 2 and "training.lr" in out.stderr
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--content-patience", "0"], "must be > 0"),
+    (["--config", "{toml}"], "training.ps_timeout: expected seconds"),
+])
+def test_worker_rejects_a_bad_content_patience_with_exit_2(tmp_path, argv, message):
+    toml = tmp_path / "t.toml"
+    toml.write_text('[training]\nps_timeout = "soon"\n')
+    argv = [a.replace("{toml}", str(toml)) for a in argv]
+    out = subprocess.run([sys.executable, "-m", "apps.worker", "--name", "w1", *argv],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
 def test_every_field_has_a_flag():
     parser = argparse.ArgumentParser()
     add_arguments(parser)

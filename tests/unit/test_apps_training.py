@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from apps.ps import ParameterServer
+from apps.launch import EXIT_JOB_FAILED
 from apps.worker import Faults, Worker
 from ndnps import messages, names
 from ndnps.data import load_dataset
@@ -29,13 +30,16 @@ def config(**kw):
     return from_table({**base, **kw})
 
 
-async def run(cfg, drop=None, faults=None, metrics_dir=None, worker_key=KEY, rogue=None):
+async def run(cfg, drop=None, faults=None, metrics_dir=None, worker_key=KEY, rogue=None,
+              patience=None):
     """PS + workers over one MemNet; returns (ps, workers, ps exit code, worker codes, net).
-    `rogue(net)`: a coroutine run beside them (an attacker on the same network)."""
+    `rogue(net)`: a coroutine run beside them (an attacker on the same network);
+    `patience`: worker -> its content patience (s)."""
     net = MemNet(drop)
     faults = faults or {}
     workers = [Worker(g, worker_key.encode(), net.app(), faults=faults.get(g),
-                      metrics=MetricsWriter(metrics_dir / f"{g}.jsonl" if metrics_dir else None))
+                      metrics=MetricsWriter(metrics_dir / f"{g}.jsonl" if metrics_dir else None),
+                      **({"content_patience": patience[g]} if patience and g in patience else {}))
                for g in cfg.workers]
     tasks = [asyncio.create_task(w.run()) for w in workers]
     await asyncio.sleep(0)
@@ -285,5 +289,31 @@ async def test_a_failed_content_fetch_starts_again_while_the_ps_may_come_back():
     assert code == 0 and codes == [0, 0, 0]
     w2 = next(w for w in workers if w.gpu == "w2")
     assert w2.job.counters.content_retries >= 1
+    assert w2.content_patience == 60.0              # the default ps_timeout
     # it trained once back (the PS may have gone on without it meanwhile)
     assert w2.job.params is not None and w2.job.counters.gradients_sent >= 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.timeout(60)
+async def test_a_worker_gives_up_on_the_content_after_its_patience():
+    """The same outage as above, for a worker told to wait 0.5 s (--content-patience, or its
+    config's ps_timeout): its job fails instead of asking again (and the PS, which needs all
+    3, gives up on it after worker_timeout)."""
+    cfg = config(max_versions=4, worker_timeout=2.0, rejoin_timeout=0.5)
+    gone = []
+
+    def drop(kind, name, app):
+        c = names.parse_content(name)
+        if kind == "interest" and c is not None and c.gpu == "w2" and not gone:
+            routes = app.net.routes
+            gone.extend((k, v) for k, v in routes.items() if v is app)
+            for k, _ in gone:
+                del routes[k]
+            asyncio.get_running_loop().call_later(3.0, routes.update, dict(gone))
+        return False                    # on its way, to no route: Nacked, as the others
+
+    ps, workers, code, codes, _ = await run(cfg, drop=drop, patience={"w2": 0.5})
+    w2 = next(w for w in workers if w.gpu == "w2")
+    assert codes[cfg.workers.index("w2")] == EXIT_JOB_FAILED
+    assert w2.job.counters.content_retries == 0 and w2.job.params is None
