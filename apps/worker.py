@@ -104,7 +104,8 @@ class Job:
         self.sec = Security(worker.key, names.key(ps, train))
         self.counters = WorkerCounters()
         self.fetch_stats = FetchStats()
-        self.fetcher = SegmentFetcher(self.app.express_future, self.sec.validator, stats=self.fetch_stats,
+        self.fetcher = SegmentFetcher(self.app.express_future, self.sec.validator,
+                                      stats=self.fetch_stats,
                                       reorder_floor=reorder_floor(self.app))
         self.knobs: dict = {}
         self.mode = self.push_mode = None           # known once the content is in

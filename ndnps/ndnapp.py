@@ -57,13 +57,16 @@
    in 5, the Interest to its handler as ``NDNApp._on_interest`` would, minus the Task it
    starts per Interest), everything else to python-ndn's ``_receive`` in a Task as before (a
    packet so handled may overtake a signed Interest or a Nack of the same read; no exchange
-   relies on their order).  An oversize length shuts the face down, as
-   the forwarder does.  21 → 12–14 µs per received 8000-byte Data (``bench/micro_apps.py``).
+   relies on their order).  An oversize length shuts the face down, as the forwarder does.
+   21 → 12–14 µs per received 8000-byte Data, 47 → 7 µs per collect Interest
+   (``bench/micro_apps.py``).  ``express_future`` gives the segment fetcher the PIT entry's
+   own future instead of a Task per Interest.
 
 python-ndn internals relied on (pinned 0.5.2): ``StreamFace.reader`` / ``.running`` /
 ``.shutdown`` (read by ``CountingFace.run``), ``NDNApp._fib`` (``longest_prefix`` → a node
-with ``callback``) and ``_put_raw_packet`` (the handler's ``reply``), ``NDNApp._receive`` (overridden; the face calls
-it with ``(typ, data)``), ``NDNApp._on_data`` (overridden), ``NDNApp._wait_for_data``
+with ``callback``) and ``_put_raw_packet`` (the handler's ``reply``), ``InterestTreeNode.
+append_interest`` (``express_future``), ``NDNApp._receive`` (overridden; the face calls it
+with ``(typ, data)``), ``NDNApp._on_data`` (overridden), ``NDNApp._wait_for_data``
 (overridden; ``express_raw_interest`` returns it with ``(future, deadline, node_name, node)``),
 ``NDNApp._pit`` (a ``NameTrie`` of ``InterestTreeNode``: ``prefixes``, ``get``, ``del``),
 ``InterestTreeNode.pending_list`` and ``.timeout(future)``, ``PendingIntEntry`` (``future``,
@@ -202,9 +205,9 @@ class CountingFace(Face):
         """python-ndn's ``StreamFace.run`` reads each packet with three or more awaits, copies
         it through a BytesIO and starts a Task for it.  This reads what the socket has, frames
         it with ``forwarder.tlv.split_frames`` and hands each packet on at once: to
-        ``receive_now`` (the App's synchronous path for a bare Data of ours), else to the
-        callback in a Task, as python-ndn does.  Ends, the face shut down, at EOF or on an
-        oversize length (the stream's framing is lost)."""
+        ``receive_now`` (the App's synchronous path for a bare Data or plain Interest of
+        ours), else to the callback in a Task, as python-ndn does.  Ends, the face shut down,
+        at EOF or on an oversize length (the stream's framing is lost)."""
         rest = b""
         while inner.running:
             try:
@@ -216,8 +219,10 @@ class CountingFace(Face):
             data = rest + chunk if rest else chunk
             packets, off, oversize = split_frames(data)
             rest = data[off:] if off < len(data) else b""
+            self.packets_in += len(packets)
+            self.bytes_in += sum(map(len, packets))
             if self.reliable is not None and all(p[0] == LP_PACKET for p in packets):
-                self._deliver_frames(packets)
+                self._handle_frames(packets)
             else:
                 for packet in packets:
                     self._deliver(packet)
@@ -226,25 +231,21 @@ class CountingFace(Face):
                 break
         inner.shutdown()
 
-    def _deliver_frames(self, frames: list[bytes]) -> None:
-        """A read of NDNLPv2 frames with link reliability on: their Acks, sequence numbers and
-        the losses they reveal handled as one batch, as the forwarder's faces do."""
-        self.packets_in += len(frames)
-        self.bytes_in += sum(map(len, frames))
+    def _handle_frames(self, frames: list[bytes]) -> None:
+        """NDNLPv2 frames with link reliability on (a whole read when it holds nothing else):
+        their Acks, sequence numbers and the losses they reveal handled as one batch, as the
+        forwarder's faces do; the packets they carry handed on."""
         for inner in self.reliable.receive_many(frames):
             self._handle(inner[0], inner)
 
     def _deliver(self, packet: bytes) -> None:
-        self.packets_in += 1
-        self.bytes_in += len(packet)
         typ = packet[0]
         if typ >= 253:                      # a multi-byte TLV-TYPE: none of ours
             typ, _ = parse_tl_num(packet)
         if typ == LP_PACKET and self.reliable is not None:
-            for inner in self.reliable.receive_many([packet]):
-                self._handle(inner[0], inner)
-            return
-        self._handle(typ, packet)
+            self._handle_frames([packet])
+        else:
+            self._handle(typ, packet)
 
     def _handle(self, typ: int, packet: bytes) -> None:
         receive_now = self.receive_now

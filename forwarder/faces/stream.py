@@ -117,17 +117,15 @@ class StreamFace(Face, asyncio.Protocol):
             self._loop.call_soon(self._flush)
 
     def flush(self) -> None:
-        if self._outq and not self._closed:
-            self.transport.writelines(self._outq)
-            self._outq = []
-            self._queued = 0
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
+        """Write what is queued now (one writev), rather than at the end of the loop turn."""
         if self._outq and not self._closed:
             self.transport.writelines(self._outq)
         self._outq = []
         self._queued = 0
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        self.flush()
 
     def close(self) -> None:
         if not self._closed and self.transport is not None:
