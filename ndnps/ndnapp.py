@@ -255,13 +255,10 @@ class CountingFace(Face):
             task.add_done_callback(self._tasks.discard)
 
     async def _received(self, typ: int, data: bytes) -> None:
+        """A packet from python-ndn's own reader loop (a datagram face): the stream path's."""
         self.packets_in += 1
         self.bytes_in += len(data)
-        if typ == LP_PACKET and self.reliable is not None:
-            for packet in self.reliable.receive_many([data]):
-                await self.callback(packet[0], packet)
-            return
-        await self.callback(typ, data)
+        self._deliver(bytes(data))
 
     def isLocalFace(self):
         return self.inner.isLocalFace()

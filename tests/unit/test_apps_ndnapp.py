@@ -408,3 +408,17 @@ def wire_of(packet: bytes, name) -> bytes:
     from ndn.encoding import parse_interest
     assert [bytes(p) for p in parse_interest(packet)[0]] == [bytes(p) for p in name]
     return packet
+
+
+@pytest.mark.asyncio
+async def test_a_datagram_faces_packets_take_the_stream_readers_path():
+    """python-ndn's own reader loop (UDP) calls CountingFace._received per packet: counted,
+    and handed on exactly as the stream reader does (a Data of ours at once)."""
+    s = Sent()
+    name = names.collect("w1", "ps", "t1", 6, 0)
+    fut, _ = pending(s.app, name)
+    wire = signed(name)
+    await s.app.counting._received(6, wire)
+    got_name, content, _ = await asyncio.wait_for(fut, 1)
+    assert bytes(content) == b"payload"
+    assert (s.app.counting.packets_in, s.app.counting.bytes_in) == (1, len(wire))
