@@ -84,14 +84,41 @@ def test_counting_face_counts_and_delegates():
 
 # ---- issue 7 fast paths: the same packets and the same outcomes as python-ndn's own paths ----
 
+class RecordingWriter:
+    """Stands in for the StreamWriter of a face that is up: records each write call."""
+
+    def __init__(self) -> None:
+        self.writes: list[list[bytes]] = []
+        self.transport = None
+
+    def writelines(self, packets) -> None:
+        self.writes.append([bytes(p) for p in packets])
+
+    def close(self) -> None:
+        pass
+
+    async def drain(self) -> None:
+        pass
+
+
+def face_up(app: App) -> RecordingWriter:
+    app.counting.inner.running = True
+    app.counting.inner.writer = writer = RecordingWriter()
+    return writer
+
+
 class Sent:
     """An App whose face is up and records what it sends."""
 
     def __init__(self) -> None:
         self.app = App("unix:///nonexistent.sock")
-        self.packets: list[bytes] = []
-        self.app.counting.inner.running = True
-        self.app.counting.inner.send = lambda wire: self.packets.append(bytes(wire))
+        self.writer = face_up(self.app)
+
+    @property
+    def packets(self) -> list[bytes]:
+        """Everything sent so far, this loop turn's packets included."""
+        self.app.counting.flush()
+        return [p for write in self.writer.writes for p in write]
 
 
 KEY = b"k" * 16
@@ -337,9 +364,7 @@ async def test_a_plain_interest_reaches_its_handler_now_with_python_ndns_argumen
     calls = []
     app = App("unix:///nonexistent.sock")
     app.attach_handler(names.node("w1"), lambda *a: calls.append(a))
-    sent = []
-    app.counting.inner.running = True
-    app.counting.inner.send = sent.append
+    writer = face_up(app)
     name = names.collect("w1", "ps", "t1", 3, 4)
     raw = bytes(make_interest(name, InterestParam(must_be_fresh=True, nonce=9, lifetime=700)))
     assert app._receive_now(5, raw) and len(calls) == 1            # now, not from a Task
@@ -353,7 +378,8 @@ async def test_a_plain_interest_reaches_its_handler_now_with_python_ndns_argumen
         assert ours[3][key] == theirs[3][key], key
     assert abs(ours[3]["deadline"] - theirs[3]["deadline"]) < 50
     ours[2](b"\x06\x00")                                              # reply sends
-    assert sent == [b"\x06\x00"]
+    app.counting.flush()
+    assert writer.writes == [[b"\x06\x00"]]
     # a signed Interest or one with parameters, and one nobody handles: python-ndn's path
     signed = make_interest(names.insert("ps", "t1"), InterestParam(), b"p", signer=DigestSigner())
     assert not app._receive_now(5, bytes(signed))
@@ -422,3 +448,23 @@ async def test_a_datagram_faces_packets_take_the_stream_readers_path():
     got_name, content, _ = await asyncio.wait_for(fut, 1)
     assert bytes(content) == b"payload"
     assert (s.app.counting.packets_in, s.app.counting.bytes_in) == (1, len(wire))
+
+
+@pytest.mark.asyncio
+async def test_a_loop_turns_packets_leave_in_one_write_and_none_is_lost_silently():
+    s = Sent()
+    face = s.app.counting
+    for i in range(3):
+        face.send(b"\x06\x01" + bytes([i]))
+    assert s.writer.writes == []                    # queued until the end of this turn
+    await asyncio.sleep(0)
+    assert s.writer.writes == [[b"\x06\x01\x00", b"\x06\x01\x01", b"\x06\x01\x02"]]
+    face.send(b"\x06\x00")
+    await face.drain()                              # pacing: what is queued is written first
+    assert s.writer.writes[-1] == [b"\x06\x00"]
+    face.send(b"\x05\x00")
+    face.shutdown()                                 # written before the face closes
+    assert s.writer.writes[-1] == [b"\x05\x00"]
+    face.send(b"\x05\x01")                          # the writer is gone by the flush: lost
+    await asyncio.sleep(0)
+    assert face.lost_sends == 1 and face.packets_out == 6
