@@ -138,6 +138,7 @@ class Transfer:
         self.loop = asyncio.get_running_loop()
         self.wanted: set[int] = set()
         self.got: dict[int, Segment] = {}
+        self.missing: set[int] = set()           # wanted, not got: done when empty
         self.queue: deque[int] = deque()
         self.flights: dict[int, _Flight] = {}
         self.tries: dict[int, int] = {}          # failures that count toward the limit
@@ -162,6 +163,7 @@ class Transfer:
             if s not in self.wanted and (self.final is None or s <= self.final):
                 self.wanted.add(s)
                 if s not in self.got:
+                    self.missing.add(s)
                     self.queue.append(s)
         self._fill()
         self._detect_losses()
@@ -170,6 +172,7 @@ class Transfer:
     def have(self, seg: int) -> None:
         """Segment `seg` arrived another way: stop asking for it."""
         self.wanted.discard(seg)
+        self.missing.discard(seg)
         flight = self.flights.pop(seg, None)
         if flight is not None:
             flight.task.cancel()
@@ -203,7 +206,7 @@ class Transfer:
     def _fill(self) -> None:
         while self.queue and len(self.flights) < self.f.window and not self.done.done():
             seg = self.queue.popleft()
-            if seg in self.wanted and seg not in self.got and seg not in self.flights:
+            if seg in self.missing and seg not in self.flights:
                 self._send(seg)
 
     def _send(self, seg: int) -> None:
@@ -246,7 +249,7 @@ class Transfer:
                 self._fail(f"{names.to_str(self.name_of(seg))}: no valid Data after "
                            f"{self.tries[seg]} tries")
                 return
-        if seg in self.wanted and seg not in self.got:
+        if seg in self.missing:
             self.queue.appendleft(seg)
         self._fill()
         self._detect_losses()
@@ -321,6 +324,7 @@ class Transfer:
                                                or rtt >= self.f.min_rtt):
             self.rack_order, self.rack_rtt, self.rack_at = flight.order, rtt, now
         self.got[seg] = segment
+        self.missing.discard(seg)
         self.f.stats.segments += 1
         self.f.stats.bytes += len(segment.content)
         if self.to_final and self.final is None:
@@ -337,6 +341,7 @@ class Transfer:
         """The object ends at `final`: drop what was asked beyond it (a guess)."""
         for s in [s for s in self.wanted if s > self.final]:
             self.wanted.discard(s)
+            self.missing.discard(s)
             flight = self.flights.pop(s, None)
             if flight is not None:
                 flight.task.cancel()
@@ -357,7 +362,7 @@ class Transfer:
             srtt = self.f.min_rtt
         while True:
             now = self.loop.time()
-            tail = not any(s in self.wanted and s not in self.got and s not in self.flights
+            tail = not any(s in self.missing and s not in self.flights
                            for s in self.queue)
             # the tail probe re-asks the last Interest only, as TCP's does: its answer (or the
             # original's) lets RACK judge every one before it; probing them all would re-ask a
@@ -409,7 +414,7 @@ class Transfer:
             return
         if self.to_final and self.final is None:
             return
-        if all(s in self.got for s in self.wanted):
+        if not self.missing:
             if self.timer is not None:
                 self.timer.cancel()
                 self.timer = None

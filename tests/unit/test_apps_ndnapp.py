@@ -298,16 +298,19 @@ async def test_two_interests_for_one_name_are_both_satisfied_and_other_validator
     t3 = asyncio.ensure_future(s.app.express(name[:-1], sec.validator, lifetime=1000,
                                              can_be_prefix=True))
     t4 = asyncio.ensure_future(s.app.express(name[:-2], sec.validator, lifetime=30))
+    t5 = s.app.express_future(name, counting, lifetime=1000)       # in the exact-name dict
+    t6 = s.app.express_future(name[:-2], sec.validator, lifetime=30)
     await asyncio.sleep(0)
     await s.app._receive(6, signed(name))
-    for t in (t1, t2, t3):
+    for t in (t1, t2, t3, t5):
         _, content, ctx = await asyncio.wait_for(t, 1)
         assert bytes(content) == b"payload" and set(ctx) == {"meta_info", "sig_ptrs",
                                                              "raw_packet", "deadline"}
-    assert len(calls) == 1
-    with pytest.raises(InterestTimeout):        # not CanBePrefix: a longer name is no match
-        await t4
-    assert not s.app._pit
+    assert len(calls) == 2
+    for t in (t4, t6):
+        with pytest.raises(InterestTimeout):    # not CanBePrefix: a longer name is no match
+            await t
+    assert not s.app._pit and not s.app._exact
 
 
 @pytest.mark.asyncio
@@ -401,6 +404,7 @@ async def test_express_future_ends_as_express_does_without_a_task():
     a, b, c, d, e = (names.collect("w1", "ps", "t1", 5, i) for i in range(5))
     answered = s.app.express_future(a, sec.validator, lifetime=5000, must_be_fresh=True)
     assert not isinstance(answered, asyncio.Task)              # the PIT entry's own future
+    assert b"".join(a) in s.app._exact and a not in s.app._pit  # exact name: the dict
     via_express = asyncio.ensure_future(s.app.express(a, sec.validator, lifetime=5000))
     await asyncio.sleep(0)
     assert s.packets[0] == wire_of(s.packets[0], a)             # sent at once
@@ -421,7 +425,12 @@ async def test_express_future_ends_as_express_does_without_a_task():
     s.app._clean_up()                                           # the face shut down
     await asyncio.sleep(0)
     assert dropped.cancelled()
-    assert not s.app._pit                                       # every entry gone
+    assert not s.app._pit and not s.app._exact                  # every entry gone
+    # CanBePrefix: python-ndn's trie, which a longer name satisfies
+    prefix = s.app.express_future(a[:-1], sec.validator, lifetime=5000, can_be_prefix=True)
+    assert a[:-1] in s.app._pit and not s.app._exact
+    assert s.app._receive_now(6, signed(a))
+    assert bytes((await prefix)[1]) == b"payload" and not s.app._pit
     # shapes only python-ndn encodes, or a face that is down: a Task around express
     s.app.counting.inner.running = False
     down = s.app.express_future(a, sec.validator, lifetime=20)
