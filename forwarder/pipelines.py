@@ -318,7 +318,7 @@ class Forwarder:
         if name[2:3] == MARKER_BYTE and name.startswith(DISTRIBUTE_COMPONENT):
             self.on_incoming_distribute(face, data, offsets, now)
             return
-        matches = self.pit.data_matches(name, offsets, now)
+        matches = self.pit.data_matches(name, offsets, now, data.wire)
         if not matches:
             self.on_data_unsolicited(face, data)
             return
@@ -345,7 +345,7 @@ class Forwarder:
             pushed = []
         else:
             pushed = [f for f in self.ppit.downstreams(rest, rest_offsets, now) if f != face.id]
-        matches = self.pit.data_matches(data.name, offsets, now)
+        matches = self.pit.data_matches(data.name, offsets, now, data.wire)
         insert_name = INSERT_COMPONENT + rest
         matches += self.pit.data_matches(insert_name, component_offsets(insert_name), now)
         if not pushed and not matches:

@@ -4,6 +4,7 @@ Every function works on `bytes` and offsets; nothing is copied until a caller sl
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Final
 
 MAX_PACKET_SIZE: Final = 8800
@@ -183,6 +184,25 @@ def component_offsets(name: bytes) -> list[int]:
             _, _, off = read_tl(name, off, end)
         offs.append(off)
     return offs
+
+
+_DIGEST_HEAD: Final = bytes((IMPLICIT_DIGEST, 32))
+
+
+def implicit_digest(name: bytes) -> bytes | None:
+    """The SHA-256 of an ImplicitSha256DigestComponent that ends `name`, else None.  Any
+    other name costs one comparison of two bytes; a match is confirmed against the name's
+    component boundaries (a generic component's value may end with the same bytes)."""
+    if len(name) < 34 or name[-34] != IMPLICIT_DIGEST or name[-33] != 32:
+        return None
+    offsets = component_offsets(name)
+    last_start = offsets[-2] if len(offsets) >= 2 else 0
+    return name[-32:] if last_start == len(name) - 34 else None
+
+
+def digest_component(packet: bytes) -> bytes:
+    """The ImplicitSha256DigestComponent naming this exact packet (its whole Data TLV)."""
+    return _DIGEST_HEAD + hashlib.sha256(packet).digest()
 
 
 def name_from_str(uri: str) -> bytes:

@@ -1,5 +1,5 @@
-"""Content Store: LRU bounded by packets and bytes; exact-name and CanBePrefix matching;
-MustBeFresh honoured through FreshnessPeriod.
+"""Content Store: LRU bounded by packets and bytes; exact-name, full-name (implicit digest)
+and CanBePrefix matching; MustBeFresh honoured through FreshnessPeriod.
 
 Names are kept in a sorted index of their raw bytes: every name under a prefix P sorts in the
 contiguous range starting at P, so a CanBePrefix lookup is a short range scan. Only those
@@ -15,6 +15,7 @@ from collections import OrderedDict
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
 from ..packet import Data, Interest
+from ..tlv import digest_component, implicit_digest
 
 # A CanBePrefix lookup gives up after this many candidates that are all stale.
 _MAX_PREFIX_SCAN: Final = 64
@@ -79,8 +80,10 @@ class ContentStore:
 
     def lookup(self, interest: Interest, now: float) -> Data | None:
         name: bytes | None = interest.name
-        if not interest.can_be_prefix:          # the usual case, without _find's call
-            entry = self._entries.get(interest.name)
+        iname = interest.name
+        if not interest.can_be_prefix and not (len(iname) >= 34 and iname[-34] == 1):
+            # the usual case (no CanBePrefix, no implicit digest), without _find's call
+            entry = self._entries.get(iname)
             if entry is None or (interest.must_be_fresh and entry[2] <= now):
                 name = None
         else:
@@ -96,6 +99,16 @@ class ContentStore:
     def _find(self, interest: Interest, now: float) -> bytes | None:
         """The name of the Data this Interest takes from the store, or None."""
         mbf = interest.must_be_fresh
+        digest = implicit_digest(interest.name)
+        if digest is not None:
+            # a full name: only the Data of that name whose whole TLV hashes to the digest
+            # (nothing can be longer, so CanBePrefix changes nothing)
+            name = interest.name[:-34]
+            entry = self._entries.get(name)
+            if entry is not None and (not mbf or entry[2] > now) \
+                    and digest_component(entry[0])[2:] == digest:
+                return name
+            return None
         if not interest.can_be_prefix:
             entry = self._entries.get(interest.name)
             if entry is not None and (not mbf or entry[2] > now):

@@ -12,6 +12,7 @@ import heapq
 from typing import Final, Iterator
 
 from ..packet import Interest
+from ..tlv import digest_component, implicit_digest
 
 
 _BUCKETS_PER_S: Final = 10
@@ -41,7 +42,7 @@ class OutRecord:
 
 class PitEntry:
     __slots__ = ("name", "can_be_prefix", "must_be_fresh", "in_records", "out_records",
-                 "expires", "retx_interval", "erased", "bucket")
+                 "expires", "retx_interval", "erased", "bucket", "digest")
 
     def __init__(self, interest: Interest) -> None:
         self.name = interest.name
@@ -53,6 +54,7 @@ class PitEntry:
         self.retx_interval = 0.0     # best-route retransmission suppression state
         self.erased = False
         self.bucket = 0              # the expiry bucket it is filed in, 0: none
+        self.digest = False          # the name ends in an implicit digest (a full name)
 
     @property
     def key(self) -> tuple[bool, bool]:
@@ -84,6 +86,7 @@ class Pit:
         self._by_name: dict[bytes, dict[int, PitEntry]] = {}
         self._count = 0
         self._cbp_count = 0            # CanBePrefix entries: none means exact matching only
+        self._digest_count = 0         # names ending in an implicit digest: none, no hashing
         self._buckets: dict[int, dict[PitEntry, None]] = {}    # key -> entries (in order)
         self._bucket_heap: list[int] = []
 
@@ -116,6 +119,8 @@ class Pit:
         group[key] = entry
         self._count += 1
         self._cbp_count += entry.can_be_prefix
+        entry.digest = implicit_digest(entry.name) is not None
+        self._digest_count += entry.digest
         return entry, True
 
     def set_expiry(self, entry: PitEntry, expires: float) -> None:
@@ -151,10 +156,13 @@ class Pit:
                 del self._by_name[entry.name]
             self._count -= 1
             self._cbp_count -= entry.can_be_prefix
+            self._digest_count -= entry.digest
 
-    def data_matches(self, name: bytes, offsets: list[int], now: float) -> list[PitEntry]:
-        """Unexpired entries a Data of this name satisfies: exact-name entries, and
-        CanBePrefix entries for every prefix of the name."""
+    def data_matches(self, name: bytes, offsets: list[int], now: float,
+                     wire: bytes = b"") -> list[PitEntry]:
+        """Unexpired entries a Data of this name satisfies: exact-name entries, entries for
+        its full name (the name plus the implicit digest of `wire`, its Data TLV: hashed only
+        while such entries exist), and CanBePrefix entries for every prefix of the name."""
         matches: list[PitEntry] = []
         by_name = self._by_name
         group = by_name.get(name)
@@ -162,6 +170,12 @@ class Pit:
             for e in group.values():
                 if e.expires > now:
                     matches.append(e)
+        if self._digest_count and wire:
+            group = by_name.get(name + digest_component(wire))
+            if group:
+                for e in group.values():
+                    if e.expires > now:
+                        matches.append(e)
         if not self._cbp_count:
             return matches
         for end in offsets[:-1]:

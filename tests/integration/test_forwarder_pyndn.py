@@ -77,6 +77,41 @@ def test_unrouted_name_is_nacked_no_route(procs):
     assert "NACK 150" in _output(consumer)
 
 
+FULL_NAME_CONSUMER = textwrap.dedent('''
+    import hashlib, sys
+    from ndn.appv2 import NDNApp, pass_all
+    from ndn.encoding import Component, Name
+    from ndn.types import InterestTimeout
+    app = NDNApp()
+
+    async def main():
+        try:
+            name = Name.from_str(sys.argv[1])
+            _, _, ctx = await app.express(name, validator=pass_all, lifetime=3000)
+            digest = hashlib.sha256(bytes(ctx["raw_packet"])).digest()
+            # python-ndn checks the digest of what answers: only the same Data does
+            full = name + [Component.from_bytes(digest, Component.TYPE_IMPLICIT_SHA256)]
+            _, content, _ = await app.express(full, validator=pass_all, lifetime=3000)
+            print("FULL", bytes(content).decode(), flush=True)
+            wrong = name + [Component.from_bytes(bytes(32), Component.TYPE_IMPLICIT_SHA256)]
+            try:
+                await app.express(wrong, validator=pass_all, lifetime=500)
+            except InterestTimeout:
+                print("WRONG timeout", flush=True)
+        finally:
+            app.shutdown()
+    app.run_forever(after_start=main())
+''')
+
+
+def test_a_full_name_with_implicit_digest_is_answered_from_the_cs(procs):
+    sock = procs.forwarder()
+    _run(procs, "producer", PRODUCER, sock, "/hello", wait_ready=True)
+    consumer = _run(procs, "consumer", FULL_NAME_CONSUMER, sock, "/hello/world")
+    out = _output(consumer)
+    assert "FULL hello from /hello" in out and "WRONG timeout" in out
+
+
 SEGMENT_PRODUCER = textwrap.dedent('''
     import hashlib
     from ndn.appv2 import NDNApp

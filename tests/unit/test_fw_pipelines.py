@@ -12,7 +12,7 @@ from forwarder.strategy import Multicast
 from forwarder.tables.rib import CHILD_INHERIT, Route
 from forwarder import tlv
 
-from fwkit import Bench, brief, data, depth, interest, lp, nack, nv, parse_out, with_hop
+from fwkit import Bench, brief, data, depth, interest, lp, nack, name, nv, parse_out, uri, with_hop
 
 
 @pytest.fixture
@@ -128,6 +128,43 @@ def test_cs_hit_with_can_be_prefix(b):
     b.raw(up, dw)
     assert b.raw(d, interest("/a/b", cbp=True)) == [(d, dw)]
     assert brief(b.rx(d, interest("/a/b"))) == [(up, "I", "/a/b")]      # exact: a miss
+
+
+def full_name(n, wire: bytes) -> list[bytes]:
+    """`n` plus the ImplicitSha256DigestComponent of the Data `wire`."""
+    return [*name(n), tlv.digest_component(wire)]
+
+
+def test_a_full_name_interest_takes_only_the_data_of_its_digest(b):
+    d, up = b.faces(2)
+    b.route("/a", up)
+    dw, other = data("/a/b", content=b"one"), data("/a/b", content=b"two")
+    wire = interest(full_name("/a/b", dw))
+    assert b.raw(d, wire) == [(up, wire)]
+    assert b.raw(up, other) == []                     # same name, other bytes: unsolicited
+    assert b.fw.counters.unsolicited == 1 and len(b.fw.pit) == 1
+    assert b.raw(up, dw) == [(d, dw)]                 # its digest: satisfied
+    assert len(b.fw.pit) == 0 and len(b.fw.cs) == 1
+    assert b.fw.pit._digest_count == 0                # no such entry left: no more hashing
+    # from the CS: the Data whose digest it names, never another; CanBePrefix alike
+    assert b.raw(d, interest(full_name("/a/b", dw))) == [(d, dw)]
+    assert b.raw(d, interest(full_name("/a/b", dw), cbp=True)) == [(d, dw)]
+    assert brief(b.rx(d, interest(full_name("/a/b", other)))) == \
+        [(up, "I", uri(full_name("/a/b", other)))]
+    assert b.fw.counters.cs_hits == 2
+
+
+def test_a_generic_component_ending_like_a_digest_is_an_ordinary_name(b):
+    d, up = b.faces(2)
+    b.route("/a", up)
+    tail = b"\x01\x20" + bytes(32)                 # a value whose last 34 bytes look like one
+    n = ["a", b"\x08" + bytes([len(tail) + 2]) + b"xy" + tail]
+    assert tlv.implicit_digest(nv(n)) is None
+    assert tlv.implicit_digest(nv(full_name("/a", data("/a")))) is not None
+    b.rx(d, interest(n))
+    dw = data(n)
+    assert b.raw(up, dw) == [(d, dw)]                 # exact match, no digest involved
+    assert b.raw(d, interest(n)) == [(d, dw)]
 
 
 def test_must_be_fresh_with_stale_cs_entry_goes_upstream(b):
