@@ -34,6 +34,9 @@
     prefix = "/ps"
     strategy = "multicast"        # or "best-route"
 
+    network_region = ["/isp/site"]  # (top level) NFD's tables.network_region: producer
+                                  # regions this forwarder is in (ForwardingHint stripped)
+
     [trace]                       # rates per face and packet class, table sizes (TSV)
     rates = "fwd-rates.tsv"       # ndnSIM L3RateTracer shape (forwarder/tracer.py)
     tables = "fwd-tables.tsv"     # Time Node Pit PersistentEntries PersistentFaces Cs
@@ -93,6 +96,7 @@ class Config:
     routes: list[RouteConfig] = field(default_factory=list)
     strategies: dict[str, str] = field(default_factory=dict)
     trace: TraceConfig = field(default_factory=TraceConfig)
+    network_region: list[str] = field(default_factory=list)
 
 
 def _expect(value, types, key: str):
@@ -116,8 +120,8 @@ def _check_keys(table: dict, allowed: set[str], where: str) -> None:
 
 def parse_config(data: dict) -> Config:
     cfg = Config()
-    _check_keys(data, {"listen", "tables", "app_links", "faces", "routes", "strategies", "trace"},
-                "config")
+    _check_keys(data, {"listen", "tables", "app_links", "faces", "routes", "strategies", "trace",
+                       "network_region"}, "config")
     listen = _expect(data.get("listen", {}), dict, "listen")
     _check_keys(listen, {"unix", "tcp", "udp", "host"}, "listen")
     cfg.unix = _expect(listen.get("unix", cfg.unix), str, "listen.unix")
@@ -179,6 +183,13 @@ def parse_config(data: dict) -> Config:
         if strategy not in STRATEGIES:
             raise ConfigError(f"{where}.strategy: unknown {strategy!r} (known: {', '.join(STRATEGIES)})")
         cfg.strategies[prefix] = strategy
+
+    for i, region in enumerate(_expect(data.get("network_region", []), list, "network_region")):
+        region = _expect(region, str, f"network_region[{i}]")
+        if not region.startswith("/") or region == "/":
+            raise ConfigError(f"network_region[{i}]: expected a name such as /isp/site, "
+                              f"got {region!r}")
+        cfg.network_region.append(region)
 
     trace = _expect(data.get("trace", {}), dict, "trace")
     _check_keys(trace, {"rates", "tables", "interval", "node"}, "trace")

@@ -39,6 +39,7 @@ class ForwarderDaemon:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.fw = Forwarder(config.limits)
+        self.fw.network_region = [name_from_str(uri) for uri in config.network_region]
         self.faces: dict[int, Face] = {}
         self.mgmt = Management(self.fw, self.create_face, self.destroy_face,
                                self.set_reliability)

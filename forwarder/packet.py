@@ -14,7 +14,8 @@ from .tlv import (
     LP_ACK, LP_CACHE_POLICY, LP_CONGESTION_MARK, LP_FRAG_COUNT, LP_FRAG_INDEX, LP_FRAGMENT,
     LP_INCOMING_FACE_ID, LP_NACK, LP_NACK_REASON, LP_NEXT_HOP_FACE_ID, LP_NON_DISCOVERY, LP_PACKET,
     LP_PIT_TOKEN, LP_PREFIX_ANNOUNCEMENT, LP_SEQUENCE, LP_TX_SEQUENCE, META_INFO, MUST_BE_FRESH,
-    NAME, NONCE, decode_nonneg, encode_nonneg, encode_tlv, encode_varnum, read_tl,
+    NAME, NONCE, FORWARDING_HINT, component_offsets, decode_nonneg, encode_nonneg, encode_tlv,
+    encode_varnum, read_tl,
 )
 
 DEFAULT_LIFETIME_MS: Final = 4000
@@ -32,19 +33,21 @@ _KNOWN_LP_HEADERS: Final = frozenset((
 ))
 
 
-# ForwardingHint, ApplicationParameters, InterestSignatureInfo/Value: carried, not inspected.
-_CARRIED_INTEREST_ELEMENTS: Final = frozenset((0x1E, 0x24, 0x2C, 0x2E))
+# ApplicationParameters, InterestSignatureInfo/Value: carried, not inspected.
+_CARRIED_INTEREST_ELEMENTS: Final = frozenset((0x24, 0x2C, 0x2E))
+_DELEGATION: Final = 0x1F           # ForwardingHint's element before v0.3 (Preference, Name)
 
 
 class Interest:
     """The fields forwarding needs, plus the received wire."""
 
     __slots__ = ("wire", "name", "can_be_prefix", "must_be_fresh", "nonce", "lifetime",
-                 "hop_limit", "hop_limit_at", "pit_token")
+                 "hop_limit", "hop_limit_at", "pit_token", "forwarding_hint")
 
     def __init__(self, wire: bytes, name: bytes, can_be_prefix: bool, must_be_fresh: bool,
                  nonce: bytes | None, lifetime: int, hop_limit: int | None, hop_limit_at: int,
-                 pit_token: bytes | None = None) -> None:
+                 pit_token: bytes | None = None,
+                 forwarding_hint: tuple[bytes, ...] = ()) -> None:
         self.wire = wire
         self.name = name                  # Name TLV-VALUE: concatenated component TLVs
         self.can_be_prefix = can_be_prefix
@@ -54,6 +57,7 @@ class Interest:
         self.hop_limit = hop_limit
         self.hop_limit_at = hop_limit_at  # offset of the HopLimit value byte in wire, or -1
         self.pit_token = pit_token
+        self.forwarding_hint = forwarding_hint    # its Names' TLV-VALUEs, in order
 
     def wire_for_forwarding(self) -> bytes:
         """The received bytes with HopLimit decremented (the caller checked it is > 0)."""
@@ -134,6 +138,7 @@ def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None =
     lifetime = DEFAULT_LIFETIME_MS
     hop = None
     hop_at = -1
+    hint: tuple[bytes, ...] = ()
     off = nend
     while off < vend:
         # inline the common one-byte TYPE and LENGTH; read_tl handles the rest
@@ -161,10 +166,35 @@ def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None =
                 raise DecodeError("HopLimit must be 1 byte")
             hop = wire[voff]
             hop_at = voff
+        elif typ == FORWARDING_HINT:
+            hint = _hint_names(wire, voff, off)
         elif typ not in _CARRIED_INTEREST_ELEMENTS and (typ < 32 or typ & 1):
             # an unrecognised critical element makes the packet invalid (v0.3 evolvability)
             raise DecodeError(f"unexpected critical element 0x{typ:x} in Interest")
-    return Interest(wire, name, cbp, mbf, nonce, lifetime, hop, hop_at, pit_token)
+    return Interest(wire, name, cbp, mbf, nonce, lifetime, hop, hop_at, pit_token, hint)
+
+
+def _hint_names(wire: bytes, off: int, end: int) -> tuple[bytes, ...]:
+    """A ForwardingHint's Names (v0.3: 1*Name; before it, Delegations holding a Preference and
+    a Name, as older ndn-cxx sent them), each checked as a name."""
+    names = []
+    while off < end:
+        typ, voff, off = read_tl(wire, off, end)
+        if typ == _DELEGATION:
+            name = _delegation_name(wire, voff, off)
+        elif typ == NAME:
+            name = wire[voff:off]
+        elif typ < 32 or typ & 1:
+            raise DecodeError(f"unexpected critical element 0x{typ:x} in ForwardingHint")
+        else:
+            continue
+        if not name:
+            raise DecodeError("empty Name in ForwardingHint")
+        component_offsets(name)             # a malformed name raises here, not when routing
+        names.append(name)
+    if not names:
+        raise DecodeError("ForwardingHint without a Name")
+    return tuple(names)
 
 
 def decode_data(wire: bytes, start: int, end: int, pit_token: bytes | None = None) -> Data:
@@ -271,6 +301,30 @@ def less_severe(a: int, b: int) -> int:
 
 def new_nonce() -> bytes:
     return os.urandom(4)
+
+
+def _delegation_name(wire: bytes, off: int, end: int) -> bytes:
+    while off < end:
+        typ, voff, off = read_tl(wire, off, end)
+        if typ == NAME:
+            return wire[voff:off]
+    raise DecodeError("Delegation without a Name")
+
+
+def without_forwarding_hint(interest: Interest) -> Interest:
+    """The Interest with its ForwardingHint removed (NFD strips it once the Interest reaches
+    the producer's region)."""
+    wire = interest.wire
+    _, off, vend = read_tl(wire, 0, len(wire))
+    parts = []
+    pos = off
+    while pos < vend:
+        t, _, e = read_tl(wire, pos, vend)
+        if t != FORWARDING_HINT:
+            parts.append(wire[pos:e])
+        pos = e
+    stripped = encode_tlv(INTEREST, b"".join(parts))
+    return decode_interest(stripped, 0, len(stripped), interest.pit_token)
 
 
 def with_nonce(interest: Interest) -> Interest:

@@ -16,12 +16,12 @@ from ndnps.names import DISTRIBUTE, INSERT, REMOVE
 from .face_table import INTERNAL_FACE, FaceInfo, FaceTable
 from .packet import (
     NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode, decode_data,
-    decode_interest, nack_for, with_nonce,
+    decode_interest, nack_for, with_nonce, without_forwarding_hint,
 )
 from .strategy import BestRoute
 from .tables.cs import ContentStore
 from .tables.dead_nonce_list import DeadNonceList
-from .tables.fib import Fib
+from .tables.fib import Fib, FibEntry
 from .tables.persistent_pit import PersistentPit
 from .tables.pit import InRecord, OutRecord, Pit, PitEntry, PitFull
 from .tables.rib import Rib
@@ -90,6 +90,9 @@ class Forwarder:
         self.strategy_choice = StrategyChoice(BestRoute())
         self.counters = ForwarderCounters()
         self.tracer: RateTracer | None = None
+        # NFD's network region table: names (TLV-VALUEs) of the producer regions this
+        # forwarder is in; an Interest whose ForwardingHint names one of them loses the hint
+        self.network_region: list[bytes] = []
         self._out: list[Action] = []
 
     # ---- faces ---------------------------------------------------------------------------
@@ -196,6 +199,8 @@ class Forwarder:
         if not face.local and name.startswith(LOCALHOST):
             face.drop("localhost_scope")
             return
+        if interest.forwarding_hint and self.in_producer_region(interest.forwarding_hint):
+            interest = without_forwarding_hint(interest)
         nonce = interest.nonce
         if nonce is None:
             interest = with_nonce(interest)
@@ -265,9 +270,28 @@ class Forwarder:
         entry.in_records[face_id] = InRecord(face_id, interest, expires)
         if expires > entry.expires:
             self.pit.set_expiry(entry, expires)
-        fib_entry = self.fib.lookup(route_name, route_offsets)
+        if interest.forwarding_hint:
+            fib_entry = self.lookup_fib_by_hint(interest.forwarding_hint)
+        else:
+            fib_entry = self.fib.lookup(route_name, route_offsets)
         strategy = self.strategy_choice.find(route_name, route_offsets)
         strategy.after_receive_interest(self, entry, interest, face_id, fib_entry, now)
+
+    def in_producer_region(self, hint: tuple[bytes, ...]) -> bool:
+        """NFD's NetworkRegionTable::isInProducerRegion: some delegation of the hint is a
+        prefix of a region name of this forwarder (a byte prefix of whole components is a
+        name prefix: both parse alike from the start)."""
+        return any(region.startswith(delegation)
+                   for region in self.network_region for delegation in hint)
+
+    def lookup_fib_by_hint(self, hint: tuple[bytes, ...]) -> FibEntry | None:
+        """NFD's lookupFib for an Interest with a ForwardingHint (outside the producer
+        region): the FIB entry of the first delegation that has next hops, else none."""
+        for delegation in hint:
+            entry = self.fib.lookup(delegation, component_offsets(delegation))
+            if entry is not None and entry.nexthops:
+                return entry
+        return None
 
     def send_interest(self, entry: PitEntry, face_id: int, interest: Interest, now: float) -> None:
         """onOutgoingInterest: record the out-record and send (HopLimit decremented)."""

@@ -112,6 +112,51 @@ def test_a_full_name_with_implicit_digest_is_answered_from_the_cs(procs):
     assert "FULL hello from /hello" in out and "WRONG timeout" in out
 
 
+HINT_PRODUCER = textwrap.dedent('''
+    from ndn.appv2 import NDNApp
+    from ndn.security import DigestSha256Signer
+    app = NDNApp()
+    signer = DigestSha256Signer()
+
+    def on_interest(name, param, reply, context):
+        reply(app.make_data(name, b"via the hint", signer=signer, freshness_period=1000))
+
+    async def ready():
+        app.attach_handler("/data", on_interest)      # dispatched by name, not registered
+        await app.register("/isp/site")               # the forwarder knows only this route
+        print("READY", flush=True)
+    app.run_forever(after_start=ready())
+''')
+
+HINT_CONSUMER = textwrap.dedent('''
+    import sys
+    from ndn.appv2 import NDNApp, pass_all
+    from ndn.types import InterestNack
+    app = NDNApp()
+
+    async def main():
+        try:
+            try:
+                await app.express("/data/x", validator=pass_all, lifetime=2000)
+            except InterestNack as e:
+                print("BARE NACK", e.reason, flush=True)
+            _, content, _ = await app.express("/data/x", validator=pass_all, lifetime=2000,
+                                              forwarding_hint=["/isp/site"])
+            print("HINTED", bytes(content).decode(), flush=True)
+        finally:
+            app.shutdown()
+    app.run_forever(after_start=main())
+''')
+
+
+def test_a_forwarding_hint_reaches_a_producer_only_its_delegation_is_routed_to(procs):
+    sock = procs.forwarder()
+    _run(procs, "producer", HINT_PRODUCER, sock, wait_ready=True)
+    consumer = _run(procs, "consumer", HINT_CONSUMER, sock)
+    out = _output(consumer)
+    assert "BARE NACK 150" in out and "HINTED via the hint" in out
+
+
 SEGMENT_PRODUCER = textwrap.dedent('''
     import hashlib
     from ndn.appv2 import NDNApp

@@ -23,7 +23,22 @@ def test_faces_take_link_emulation_and_link_reliability():
     ({"faces": [{"uri": "http://x"}]}, "faces[0].uri"),
     ({"faces": [{"uri": "udp4://127.0.0.1:1", "loss": 2.0}]}, "faces[0]"),
     ({"routes": [{"prefix": "/ps", "face": "nowhere"}]}, "routes[0].face"),
+    ({"network_region": "/isp"}, "network_region"),
+    ({"network_region": ["/isp", "isp"]}, "network_region[1]"),
 ])
 def test_bad_values_name_their_key(doc, key):
     with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
         parse_config(doc)
+
+
+def test_network_region_names_the_producer_regions():
+    assert parse_config({"network_region": ["/isp/site", "/other"]}).network_region == \
+        ["/isp/site", "/other"]
+    assert parse_config({}).network_region == []
+
+
+def test_the_daemon_gives_the_forwarder_its_regions():
+    from forwarder.daemon import ForwarderDaemon
+    from forwarder.tlv import name_from_str
+    daemon = ForwarderDaemon(parse_config({"network_region": ["/isp/site"]}))
+    assert daemon.fw.network_region == [name_from_str("/isp/site")]

@@ -167,6 +167,38 @@ def test_a_generic_component_ending_like_a_digest_is_an_ordinary_name(b):
     assert b.raw(d, interest(n)) == [(d, dw)]
 
 
+def hinted(n, *hint: str, nonce: int = 7) -> bytes:
+    from ndn.encoding import InterestParam, make_interest
+    return bytes(make_interest(name(n), InterestParam(nonce=nonce, forwarding_hint=list(hint))))
+
+
+def test_a_forwarding_hint_routes_by_its_first_routed_delegation(b):
+    d, by_name, isp_x, isp_y = b.faces(4)
+    b.route("/a", by_name)
+    b.route("/isp/y", isp_y)
+    wire = hinted("/a/b", "/isp/x", "/isp/y", nonce=1)
+    assert b.raw(d, wire) == [(isp_y, wire)]          # /isp/x has no route: the next one
+    b.route("/isp/x", isp_x)
+    wire = hinted("/a/c", "/isp/x", "/isp/y", nonce=2)
+    assert b.raw(d, wire) == [(isp_x, wire)]
+    dw = data("/a/c")
+    assert b.raw(isp_x, dw) == [(d, dw)]              # the PIT is by name, as ever
+    # no delegation routed: NoRoute, though the name itself has a route (NFD's lookupFib)
+    [(face, p)] = b.rx(d, hinted("/a/d", "/isp/z", nonce=3))
+    assert (face, p.kind, p.reason) == (d, "N", NACK_NO_ROUTE)
+
+
+def test_in_the_producer_region_the_hint_is_stripped_and_the_name_routes(b):
+    d, by_name, isp = b.faces(3)
+    b.route("/a", by_name)
+    b.route("/isp", isp)
+    b.fw.network_region = [nv("/isp/site")]
+    assert b.raw(d, hinted("/a/b", "/isp/site", nonce=4)) == [(by_name, interest("/a/b", nonce=4))]
+    # a delegation that is not a prefix of a region name keeps routing by the hint
+    wire = hinted("/a/e", "/isp/site/more", nonce=5)
+    assert b.raw(d, wire) == [(isp, wire)]
+
+
 def test_must_be_fresh_with_stale_cs_entry_goes_upstream(b):
     d, up = b.faces(2)
     b.route("/a", up)

@@ -180,6 +180,40 @@ def test_decode_interest_with_app_parameters_and_forwarding_hint():
     # python-ndn appends the ParametersSha256DigestComponent
     assert pkt.name.startswith(nv("/a")) and len(tlv.component_offsets(pkt.name)) == 2
     assert pkt.nonce == b"\x00\x00\x00\x01"
+    assert pkt.forwarding_hint == (nv("/hint"),)
+
+
+def _hinted(hint_value: bytes) -> bytes:
+    """/a with a ForwardingHint of this TLV-VALUE, in its place (before the Nonce)."""
+    wire = interest("/a", nonce=1)
+    _, off, end = tlv.read_tl(wire, 0, len(wire))
+    _, _, nend = tlv.read_tl(wire, off, end)
+    return tlv.encode_tlv(tlv.INTEREST, wire[off:nend] + tlv.encode_tlv(tlv.FORWARDING_HINT,
+                                                                         hint_value) + wire[nend:end])
+
+
+def test_forwarding_hint_names_in_both_encodings_and_stripped_as_nfd_does():
+    from forwarder.packet import without_forwarding_hint
+    v03 = bytes(make_interest(name("/a"), InterestParam(nonce=1, forwarding_hint=["/x", "/y/z"])))
+    assert decode(v03).forwarding_hint == (nv("/x"), nv("/y/z"))
+    # before v0.3: Delegation(Preference, Name)
+    delegation = tlv.encode_tlv(0x1F, tlv.encode_tlv(0x1E, b"\x0a") + tlv.encode_tlv(7, nv("/x")))
+    assert decode(_hinted(delegation)).forwarding_hint == (nv("/x"),)
+    stripped = without_forwarding_hint(decode(v03))
+    assert stripped.forwarding_hint == () and stripped.wire == interest("/a", nonce=1)
+    assert decode(interest("/a")).forwarding_hint == ()
+
+
+@pytest.mark.parametrize("hint", [
+    b"",                                                    # no Name
+    tlv.encode_tlv(7, b""),                                 # an empty Name
+    tlv.encode_tlv(7, b"\x08\x05ab"),                       # a malformed Name
+    tlv.encode_tlv(0x1F, tlv.encode_tlv(0x1E, b"\x01")),    # a Delegation without a Name
+    tlv.encode_tlv(0x09, b"x"),                             # an unknown critical element
+])
+def test_malformed_forwarding_hints_are_errors(hint):
+    with pytest.raises(DecodeError):
+        decode(_hinted(hint))
 
 
 def _append_to_interest(wire: bytes, extra: bytes) -> bytes:
