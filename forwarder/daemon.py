@@ -12,12 +12,12 @@ from urllib.parse import urlsplit
 from ndnps.names import classify
 
 from . import core_build
-from .config import Config
+from .config import Config, FaceConfig
 from .face_table import INTERNAL_FACE, FaceInfo
 from .faces.base import Face
 from .faces.link import LinkParams
 from .faces.stream import StreamFace
-from .faces.udp import PERSISTENT, UdpChannel
+from .faces.udp import PERMANENT, PERSISTENT, UdpChannel
 from .mgmt import MGMT_PREFIX, Management
 from .pipelines import Forwarder
 from .strategy import strategy_by_name
@@ -32,6 +32,7 @@ TICK_SECONDS = 0.1
 # the next: the next hop starts on the first packets while we handle the rest (a closed loop
 # of 64 Interests otherwise moves in lock step, the forwarder idle while its peers work).
 READ_CHUNK = 16
+RECONNECT_MIN, RECONNECT_MAX = 0.1, 5.0     # s: a kept config face's reconnection backoff
 ORIGIN_STATIC = 255          # NFD's origin for static routes
 
 
@@ -49,6 +50,8 @@ class ForwarderDaemon:
         self._tasks: set[asyncio.Task] = set()
         self._tick_task: asyncio.Task | None = None
         self._face_by_name: dict[str, int] = {}
+        # kept config faces: resolved when down (True: reconnect; False: destroyed)
+        self._kept: dict[int, asyncio.Future] = {}
         self._trace_files: list = []
 
     # ---- FaceOwner ------------------------------------------------------------------------
@@ -89,6 +92,9 @@ class ForwarderDaemon:
         if self.faces.pop(face_id, None) is not None:
             log.debug("face %d down", face_id)
             self.fw.remove_face(face_id)
+        down = self._kept.pop(face_id, None)
+        if down is not None and not down.done():
+            down.set_result(True)           # reconnect
 
     def dispatch(self, actions: list) -> None:
         faces = self.faces
@@ -144,6 +150,45 @@ class ForwarderDaemon:
             timeout=5)
         return proto.info.id, True
 
+    def _configure_face(self, face_cfg: FaceConfig, face_id: int) -> None:
+        """A config face is up: named, link reliability as asked, its static routes in."""
+        self._face_by_name[face_cfg.name] = face_id
+        if face_cfg.reliability:
+            self.set_reliability(face_id, True)
+        for route in self.config.routes:
+            if route.face == face_cfg.name:
+                prefix = name_from_str(route.prefix)
+                self.fw.rib.add(prefix, len(component_offsets(prefix)),
+                                Route(face_id, ORIGIN_STATIC, route.cost, CHILD_INHERIT, None))
+
+    async def _keep_face(self, face_cfg: FaceConfig, tried: asyncio.Future) -> None:
+        """A TCP face of the config, kept up as NFD keeps a permanent face: connected at start
+        and again whenever it goes down, with backoff (RECONNECT_MIN doubling to
+        RECONNECT_MAX), so forwarders may start in any order and survive a peer's restart;
+        its routes come back with it (a face going down takes them out of the RIB)."""
+        delay = RECONNECT_MIN
+        while True:
+            try:
+                face_id, _ = await self.create_face(face_cfg.uri, PERMANENT, face_cfg.link)
+            except (OSError, asyncio.TimeoutError) as e:
+                if delay == RECONNECT_MIN:
+                    log.warning("face %s (%s) not up: %s; retrying", face_cfg.name, face_cfg.uri,
+                                e or type(e).__name__)
+                if not tried.done():
+                    tried.set_result(False)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX)
+                continue
+            delay = RECONNECT_MIN
+            down = self._kept[face_id] = asyncio.get_running_loop().create_future()
+            self._configure_face(face_cfg, face_id)
+            log.info("face %s (%s) up as %d", face_cfg.name, face_cfg.uri, face_id)
+            if not tried.done():
+                tried.set_result(True)
+            if not await down:
+                return                      # destroyed by faces/destroy: not kept any more
+            log.warning("face %s (%s) down; reconnecting", face_cfg.name, face_cfg.uri)
+
     def set_reliability(self, face_id: int, on: bool) -> bool:
         """faces/update's LpReliabilityEnabled flag: False if there is no such face."""
         face = self.faces.get(face_id)
@@ -157,6 +202,9 @@ class ForwarderDaemon:
         face = self.faces.get(face_id)
         if face is None:
             return False
+        down = self._kept.pop(face_id, None)
+        if down is not None and not down.done():
+            down.set_result(False)          # destroyed on purpose: not reconnected
         face.close()
         self.face_down(face)
         return True
@@ -173,15 +221,14 @@ class ForwarderDaemon:
                 lambda: UdpChannel(self, app_link=cfg.app_link),
                 sock=_udp_socket(cfg.host, cfg.udp))
         for face_cfg in cfg.faces:
-            face_id, _ = await self.create_face(face_cfg.uri, PERSISTENT, face_cfg.link)
-            self._face_by_name[face_cfg.name] = face_id
-            if face_cfg.reliability:
-                self.set_reliability(face_id, True)
-        for route in cfg.routes:
-            prefix = name_from_str(route.prefix)
-            self.fw.rib.add(prefix, len(component_offsets(prefix)),
-                            Route(self._face_by_name[route.face], ORIGIN_STATIC, route.cost,
-                                  CHILD_INHERIT, None))
+            if face_cfg.uri.startswith("tcp"):
+                # kept up by a task of its own; its first try ends before the apps may connect
+                tried = loop.create_future()
+                self._spawn(self._keep_face(face_cfg, tried))
+                await tried
+            else:
+                face_id, _ = await self.create_face(face_cfg.uri, PERSISTENT, face_cfg.link)
+                self._configure_face(face_cfg, face_id)
         for prefix_uri, strategy in cfg.strategies.items():
             prefix = name_from_str(prefix_uri)
             self.fw.strategy_choice.set(prefix, len(component_offsets(prefix)),

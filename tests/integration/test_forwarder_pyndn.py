@@ -212,3 +212,46 @@ def test_one_megabyte_segmented_through_two_forwarders_over_udp(procs):
     producer = _run(procs, "producer", SEGMENT_PRODUCER, sock_a, wait_ready=True)
     consumer = _run(procs, "consumer", SEGMENT_CONSUMER, sock_b)
     assert f"FETCHED {1 << 20} OK" in _output(consumer, timeout=60), producer.tail()
+
+
+PATIENT_CONSUMER = textwrap.dedent('''
+    import asyncio, sys
+    from ndn.appv2 import NDNApp, pass_all
+    from ndn.types import InterestNack, InterestTimeout
+    app = NDNApp()
+
+    async def main():
+        try:
+            for _ in range(100):            # asked again until answered (~20 s at most)
+                try:
+                    _, content, _ = await app.express(sys.argv[1], validator=pass_all,
+                                                      lifetime=500, must_be_fresh=True)
+                    print("DATA", bytes(content).decode(), flush=True)
+                    return
+                except (InterestNack, InterestTimeout):
+                    await asyncio.sleep(0.2)
+        finally:
+            app.shutdown()
+    app.run_forever(after_start=main())
+''')
+
+
+def test_a_tcp_face_of_the_config_waits_for_its_peer_and_comes_back_after_its_restart(procs):
+    """Forwarder a's [[faces]] entry points at b's TCP port before b runs: a starts anyway,
+    connects once b is up (its route with it), and again after b restarts."""
+    from ndnps.process import free_port
+    port_b = free_port()
+    conf_a = procs.workdir / "a.toml"
+    conf_a.write_text(f'[[faces]]\nname = "b"\nuri = "tcp4://127.0.0.1:{port_b}"\n'
+                      '[[routes]]\nprefix = "/hello"\nface = "b"\n')
+    sock_a = procs.forwarder("a", config=conf_a)               # b is not up: a starts
+    for attempt in (1, 2):
+        sock_b = procs.forwarder(f"b{attempt}", tcp=port_b)
+        producer = _run(procs, f"producer{attempt}", PRODUCER, sock_b, "/hello",
+                        wait_ready=True)
+        consumer = _run(procs, f"consumer{attempt}", PATIENT_CONSUMER, sock_a, "/hello/world")
+        assert "DATA hello from /hello" in _output(consumer, timeout=30)
+        producer.stop()
+        procs.by_name[f"b{attempt}"].stop()                     # b goes away; a reconnects
+    log_a = procs.by_name["a"].tail(80)
+    assert "not up" in log_a and "down; reconnecting" in log_a
