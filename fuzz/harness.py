@@ -8,6 +8,7 @@ management. Anything raised is a bug; after every packet the tables must be with
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
 from ndn.app_support.nfd_mgmt import make_command, make_command_v2
@@ -19,7 +20,7 @@ from forwarder.mgmt import MGMT_PREFIX, Management
 from forwarder.packet import lp_wrap
 from forwarder.pipelines import Forwarder, Limits
 from forwarder.tables.rib import CHILD_INHERIT, Route
-from forwarder.tlv import name_from_str
+from forwarder.tlv import component_offsets, name_from_str
 
 LIMITS = Limits(pit_entries=256, cs_packets=64, cs_bytes=64 << 10, dead_nonce_capacity=256,
                 ppit_entries=16, ppit_faces_per_entry=4, ppit_entries_per_face=4)
@@ -33,9 +34,12 @@ class Harness:
         self.fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
         self.faces = [self.fw.add_face(True).id, self.fw.add_face(False).id,
                       self.fw.add_face(True).id]
-        for prefix, face in (("/ps", self.faces[1]), ("/w1", self.faces[2]), ("/a", self.faces[0])):
+        for prefix, face in (("/ps", self.faces[1]), ("/w1", self.faces[2]), ("/a", self.faces[0]),
+                             ("/isp/y", self.faces[1])):
             name = name_from_str(prefix)
-            self.fw.rib.add(name, 1, Route(face, 0, 0, CHILD_INHERIT, None))
+            self.fw.rib.add(name, len(component_offsets(name)),
+                            Route(face, 0, 0, CHILD_INHERIT, None))
+        self.fw.network_region = [name_from_str("/isp/x/site")]   # hints to /isp/x are stripped
         self.packets = 0
 
     def feed(self, selector: int, wire: bytes) -> None:
@@ -89,6 +93,12 @@ def seeds() -> list[bytes]:
         out.append(bytes(make_data(name, MetaInfo(freshness_period=500,
                                                   final_block_id=Component.from_segment(3)),
                                    b"x" * 40, signer=signer)))
+    # a full name (implicit digest of the /a/b Data above) and a ForwardingHint
+    digest = hashlib.sha256(out[1]).digest()
+    out.append(bytes(make_interest(Name.from_str("/a/b") + [Component.from_bytes(
+        digest, Component.TYPE_IMPLICIT_SHA256)], InterestParam(lifetime=100))))
+    out.append(bytes(make_interest(Name.from_str("/a/c"), InterestParam(
+        forwarding_hint=["/isp/x", "/isp/y"], lifetime=100))))
     out.append(lp_wrap(out[0], b"\x01\x02\x03\x04"))
     out.append(lp_wrap(out[0], None, 150))
     out.append(b"\x64\x00")
