@@ -34,8 +34,8 @@
     prefix = "/ps"
     strategy = "multicast"        # or "best-route"
 
-    network_region = ["/isp/site"]  # (top level) NFD's tables.network_region: producer
-                                  # regions this forwarder is in (ForwardingHint stripped)
+A top-level key (before the first table): network_region = ["/isp/site"], NFD's
+tables.network_region: the producer regions this forwarder is in (ForwardingHint stripped).
 
     [trace]                       # rates per face and packet class, table sizes (TSV)
     rates = "fwd-rates.tsv"       # ndnSIM L3RateTracer shape (forwarder/tracer.py)
@@ -48,6 +48,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .faces.link import LinkParams
 from .pipelines import Limits
@@ -148,13 +149,18 @@ def parse_config(data: dict) -> Config:
     cfg.app_link.ingress_loss = cfg.app_link.loss
 
     names = set()
+    uris: dict[str, int] = {}
     for i, face in enumerate(_expect(data.get("faces", []), list, "faces")):
         where = f"faces[{i}]"
         _expect(face, dict, where)
         _check_keys(face, {"name", "uri", "reliability"} | _LINK_KEYS, where)
         uri = _expect(face.get("uri"), str, f"{where}.uri")
-        if not uri.startswith(("udp4://", "udp6://", "tcp4://", "tcp6://", "udp://", "tcp://")):
+        if not uri.startswith(("udp4://", "udp6://", "tcp4://", "tcp6://", "udp://", "tcp://")) \
+                or not _host_and_port(uri):
             raise ConfigError(f"{where}.uri: expected udp4://HOST:PORT or tcp4://HOST:PORT, got {uri!r}")
+        if uri in uris:
+            raise ConfigError(f"{where}.uri: {uri!r} is already faces[{uris[uri]}]")
+        uris[uri] = i
         name = _expect(face.get("name", uri), str, f"{where}.name")
         if name in names:
             raise ConfigError(f"{where}.name: duplicate face name {name!r}")
@@ -200,6 +206,15 @@ def parse_config(data: dict) -> Config:
     if cfg.trace.interval <= 0:
         raise ConfigError("trace.interval: must be > 0")
     return cfg
+
+
+def _host_and_port(uri: str) -> bool:
+    try:
+        parts = urlsplit(uri)
+        return bool(parts.hostname) and parts.port is not None and parts.port > 0 \
+            and all(0 < len(label) < 64 for label in parts.hostname.split("."))
+    except ValueError:                  # a port out of range or not a number
+        return False
 
 
 _LINK_KEYS = {"loss", "delay_ms", "jitter_ms", "rate_mbps", "queue_bytes"}

@@ -164,8 +164,11 @@ class ForwarderDaemon:
     async def _keep_face(self, face_cfg: FaceConfig, tried: asyncio.Future) -> None:
         """A TCP face of the config, kept up as NFD keeps a permanent face: connected at start
         and again whenever it goes down, with backoff (RECONNECT_MIN doubling to
-        RECONNECT_MAX), so forwarders may start in any order and survive a peer's restart;
-        its routes come back with it (a face going down takes them out of the RIB)."""
+        RECONNECT_MAX, reset once a connection has lasted RECONNECT_MAX), so forwarders may
+        start in any order and survive a peer's restart; its routes come back with it (a face
+        going down takes them out of the RIB).  `tried` ends with the first try (its
+        exception, if the face can never be made: start fails as before)."""
+        loop = asyncio.get_running_loop()
         delay = RECONNECT_MIN
         while True:
             try:
@@ -179,15 +182,24 @@ class ForwarderDaemon:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX)
                 continue
-            delay = RECONNECT_MIN
-            down = self._kept[face_id] = asyncio.get_running_loop().create_future()
+            except Exception as e:
+                if not tried.done():
+                    tried.set_exception(e)
+                raise
+            down = self._kept[face_id] = loop.create_future()
             self._configure_face(face_cfg, face_id)
             log.info("face %s (%s) up as %d", face_cfg.name, face_cfg.uri, face_id)
             if not tried.done():
                 tried.set_result(True)
+            up_at = loop.time()
             if not await down:
                 return                      # destroyed by faces/destroy: not kept any more
-            log.warning("face %s (%s) down; reconnecting", face_cfg.name, face_cfg.uri)
+            if loop.time() - up_at >= RECONNECT_MAX:
+                delay = RECONNECT_MIN       # it had been up a while: a fresh failure
+            log.warning("face %s (%s) down; reconnecting in %.1f s", face_cfg.name,
+                        face_cfg.uri, delay)
+            await asyncio.sleep(delay)      # a peer that accepts and hangs up gets no storm
+            delay = min(delay * 2, RECONNECT_MAX)
 
     def set_reliability(self, face_id: int, on: bool) -> bool:
         """faces/update's LpReliabilityEnabled flag: False if there is no such face."""

@@ -330,7 +330,7 @@ class Transfer:
         if self.to_final and self.final is None:
             self.final = final if final is not None else seg
             self._trim()
-            self.want(range(final + 1))
+            self.want(range(self.final + 1))
         if self.on_segment is not None and seg in self.wanted:
             self.on_segment(segment)
         self._detect_losses()

@@ -567,10 +567,18 @@ class App(NDNApp):
             asyncio.create_task(entry.satisfy(data))    # python-ndn's own path
 
     def _on_nack(self, name, nack_reason: int) -> None:
-        node = self._exact.pop(b"".join(Name.normalize(name)), None) if self._exact else None
-        if node is not None:
-            node.nack_interest(nack_reason)
-        super()._on_nack(name, nack_reason)
+        """NDNApp._on_nack for both tables, skipping entries already ended: one cancelled
+        this turn stays in its node until its callback runs, and python-ndn's
+        ``nack_interest`` would raise InvalidStateError on it and leave the rest un-nacked."""
+        name = Name.normalize(name)
+        nodes = [self._exact.pop(b"".join(name), None) if self._exact else None,
+                 self._pit.get(name)]
+        if nodes[1] is not None:
+            del self._pit[name]
+        for node in nodes:
+            for entry in node.pending_list if node is not None else ():
+                if not entry.future.done():
+                    entry.future.set_exception(InterestNack(nack_reason))
 
     def _clean_up(self) -> None:
         for node in self._exact.values():

@@ -254,4 +254,4 @@ def test_a_tcp_face_of_the_config_waits_for_its_peer_and_comes_back_after_its_re
         producer.stop()
         procs.by_name[f"b{attempt}"].stop()                     # b goes away; a reconnects
     log_a = procs.by_name["a"].tail(80)
-    assert "not up" in log_a and "down; reconnecting" in log_a
+    assert "not up" in log_a and "down; reconnecting" in log_a, log_a

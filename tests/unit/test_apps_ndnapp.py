@@ -477,3 +477,24 @@ async def test_a_loop_turns_packets_leave_in_one_write_and_none_is_lost_silently
     face.send(b"\x05\x01")                          # the writer is gone by the flush: lost
     await asyncio.sleep(0)
     assert face.lost_sends == 1 and face.packets_out == 6
+
+
+@pytest.mark.asyncio
+async def test_a_nack_in_the_turn_an_entry_was_cancelled_and_asked_again_nacks_the_new_one():
+    """The fetcher cancels a flight and re-expresses its name in one turn; the cancelled
+    entry leaves its node only on the next, so a Nack handled in between meets it."""
+    from ndn.types import InterestNack
+    from ndnps.security import Security
+    sec = Security(KEY, names.key("ps", "t1"))
+    s = Sent()
+    a = names.collect("w1", "ps", "t1", 2, 0)
+    old = s.app.express_future(a, sec.validator, lifetime=5000)
+    old.cancel()
+    new = s.app.express_future(a, sec.validator, lifetime=5000)
+    prefix = s.app.express_future(a, sec.validator, lifetime=5000, can_be_prefix=True)
+    s.app._on_nack(a, 150)                          # no InvalidStateError
+    for f in (new, prefix):
+        with pytest.raises(InterestNack):
+            await asyncio.wait_for(f, 1)
+    await asyncio.sleep(0)
+    assert not s.app._exact and not s.app._pit

@@ -318,3 +318,17 @@ async def test_express_futures_a_shutdown_cancelled_is_lost_and_asked_again():
     assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
     assert shut and shut[0].cancelled() and prod.attempts[5] == 2
     assert f.stats.timeouts == 1                  # counted like InterestCanceled
+
+
+@pytest.mark.asyncio
+async def test_a_first_data_without_final_block_id_is_the_whole_object():
+    from ndn.encoding import MetaInfo
+
+    class NoFinal(FakeProducer):
+        async def express(self, name, validator, **kw):
+            name, content, _ = await super().express(name, validator, **kw)
+            return name, content, {"meta_info": MetaInfo()}
+
+    prod = NoFinal(BLOB)
+    parts = await asyncio.wait_for(fetcher_for(prod, window=1).fetch(name_of), 5)
+    assert parts == [BLOB[:100]] and prod.attempts == {0: 1}

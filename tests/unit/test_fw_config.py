@@ -23,6 +23,10 @@ def test_faces_take_link_emulation_and_link_reliability():
     ({"faces": [{"uri": "http://x"}]}, "faces[0].uri"),
     ({"faces": [{"uri": "udp4://127.0.0.1:1", "loss": 2.0}]}, "faces[0]"),
     ({"routes": [{"prefix": "/ps", "face": "nowhere"}]}, "routes[0].face"),
+    ({"faces": [{"uri": "tcp4://127.0.0.1"}]}, "faces[0].uri"),             # no port
+    ({"faces": [{"uri": "tcp4://h:70000"}]}, "faces[0].uri"),
+    ({"faces": [{"name": "a", "uri": "tcp4://h:1"}, {"name": "b", "uri": "tcp4://h:1"}]},
+     "faces[1].uri"),
     ({"network_region": "/isp"}, "network_region"),
     ({"network_region": ["/isp", "isp"]}, "network_region[1]"),
 ])
@@ -42,3 +46,37 @@ def test_the_daemon_gives_the_forwarder_its_regions():
     from forwarder.tlv import name_from_str
     daemon = ForwarderDaemon(parse_config({"network_region": ["/isp/site"]}))
     assert daemon.fw.network_region == [name_from_str("/isp/site")]
+
+
+@pytest.mark.asyncio
+async def test_a_kept_tcp_face_backs_off_when_its_peer_accepts_and_hangs_up():
+    """A peer that accepts and closes at once: the face is connected again with backoff,
+    not in a storm; a bad face URI fails the start as before (no hang)."""
+    import asyncio
+    from forwarder.daemon import ForwarderDaemon
+    accepted = 0
+
+    def hang_up(reader, writer):
+        nonlocal accepted
+        accepted += 1
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    daemon = ForwarderDaemon(parse_config({"listen": {"unix": "", "tcp": 0, "udp": 0},
+                                           "faces": [{"name": "p", "uri": f"tcp4://127.0.0.1:{port}"}]}))
+    try:
+        await daemon.start()
+        await asyncio.sleep(1.0)
+        assert 1 <= accepted <= 6, accepted          # 0.1 + 0.2 + 0.4 s of waits, not 1000s
+    finally:
+        await daemon.stop()
+        server.close()
+    from forwarder.config import Config, FaceConfig
+    bad = ForwarderDaemon(Config(unix="", tcp=0, udp=0,
+                                 faces=[FaceConfig("x", "tcp4://127.0.0.1")]))   # no port
+    try:
+        with pytest.raises(ValueError, match="host and port"):
+            await asyncio.wait_for(bad.start(), 5)
+    finally:
+        await bad.stop()
