@@ -631,9 +631,6 @@ class ParameterServer:
             self.version = v + 1
             accuracy = self.evaluate(force=self.version >= total)
             self.done = self.version >= total or self.is_done(accuracy)
-            if self.cfg.checkpoint and (self.version % self.cfg.checkpoint_every == 0
-                                        or self.done):
-                self.write_checkpoint(self.cfg.checkpoint)
             t2 = self.loop_time()
             ref = t2
             push_time = await self.push(self.version, self.done)
@@ -641,6 +638,11 @@ class ParameterServer:
                         loss=float(np.mean([g.loss for _, g in got])),
                         compute=float(np.mean([g.compute for _, g in got])),
                         gradients=len(got), accuracy=accuracy)
+            # after the version's record (a PS killed during the push leaves no checkpoint
+            # ahead of its records) and off the workers' path (they compute meanwhile)
+            if self.cfg.checkpoint and (self.version % self.cfg.checkpoint_every == 0
+                                        or self.done):
+                self.write_checkpoint(self.cfg.checkpoint)
 
     async def run_async(self) -> None:
         """Async: each gradient is applied as it arrives and every new version pushed (a
