@@ -211,10 +211,11 @@ def parse_config(data: dict) -> Config:
 def _host_and_port(uri: str) -> bool:
     try:
         parts = urlsplit(uri)
-        return bool(parts.hostname) and parts.port is not None and parts.port > 0 \
-            and all(0 < len(label) < 64 for label in parts.hostname.split("."))
+        host, port = parts.hostname, parts.port
     except ValueError:                  # a port out of range or not a number
         return False
+    return bool(host) and port is not None and port > 0 \
+        and all(0 < len(label) < 64 for label in (host or "").split("."))
 
 
 _LINK_KEYS = {"loss", "delay_ms", "jitter_ms", "rate_mbps", "queue_bytes"}

@@ -90,7 +90,7 @@ def _match(name: FormalName, pattern: Sequence) -> list | None:
     """The variable parts of `name` if it has exactly the shape `pattern`, else None."""
     if len(name) != len(pattern):
         return None
-    out = []
+    out: list[str | int] = []
     for comp, kind in zip(name, pattern):
         try:
             typ, value = _type_value(comp)
