@@ -84,7 +84,8 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
         if keep is None:
             shutil.rmtree(base, ignore_errors=True)
     # every ratio is over the lossless run without link reliability (what it costs counts)
-    base_mean = median(r["iteration_mean"] for r in runs[str(losses[0])])
+    base_runs = runs[str(losses[0])]
+    base_mean = median(r["iteration_mean"] for r in base_runs)
     base_med = median(r["iteration_median"] for r in runs[str(losses[0])])
     per: dict[str, dict] = {}
     per_lp: dict[str, dict] = {}
@@ -95,6 +96,10 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
         per[c] = {"iteration_mean_s": rnd(m, 5), "iteration_median_s": rnd(md, 5),
                   "mean_over_lossless": rnd(ratio(m, base_mean), 3),
                   "median_over_lossless": rnd(ratio(md, base_med), 3),
+                  # each round's ratio to its own lossless run, then their median: the host's
+                  # drift over minutes cancels within a round (a round's runs are minutes apart
+                  # at most, the rounds' are not)
+                  "paired_mean_over_lossless": _paired(rs, base_runs),
                   **{k: sum(r[k] for r in rs) for k in (*COUNTERS, "probes_answered_by_ps")},
                   "per_version": {k: rnd(sum(r[k] for r in rs) / versions_total, 2)
                                   for k in ("probes", "gap_fetches", "retransmissions")},
@@ -106,6 +111,12 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
     return {"versions": versions, "rounds": rounds, "per_loss": per, "per_loss_lp": per_lp,
             "target": TARGET, "target_loss": TARGET_LOSS,
             "meets_target": _meets(at), "meets_target_lp": _meets(at_lp)}
+
+
+def _paired(rs: list[dict], base_runs: list[dict]) -> float | None:
+    pairs = [ratio(r["iteration_mean"], b["iteration_mean"]) for r, b in zip(rs, base_runs)]
+    pairs = [x for x in pairs if x is not None]
+    return rnd(median(pairs), 3) if pairs else None
 
 
 def _median_cpu(samples) -> dict[str, float] | None:
@@ -148,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         for key, tag in (("per_loss", ""), ("per_loss_lp", LP)):
             for c, r in fig[key].items():
                 log(f"  {model} loss {c}{tag}: mean x{r['mean_over_lossless']} median "
-                    f"x{r['median_over_lossless']}  probes {r['probes']} retx "
+                    f"x{r['median_over_lossless']} paired x{r['paired_mean_over_lossless']}  probes {r['probes']} retx "
                     f"{r['retransmissions']} link retx {r['lp_retransmitted']}")
     emit({m: {"end_to_end": {c: r["mean_over_lossless"] for c, r in f["per_loss"].items()},
               "link_reliability": {c: r["mean_over_lossless"]
