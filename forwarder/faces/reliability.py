@@ -83,6 +83,10 @@ class LpReliability:
         self._unacked: OrderedDict[int, _Frame] = OrderedDict()   # by TxSequence = send order
         self._acks: list[int] = []
         self._acks_since: float | None = None
+        # Acks sent in the last packet, sent once more in the next: an LpPacket lost with its
+        # Acks would otherwise make the peer re-send every frame they acknowledged (it takes
+        # them as lost once a later one is acknowledged): half the retransmissions at 5 % loss
+        self._repeat: list[int] = []
         self._lost: list[int] = []          # TxSequences known lost, for the next poll
         self._probe_armed = True            # one tail probe per Ack received
         self._recent: set[int] = set()
@@ -119,13 +123,16 @@ class LpReliability:
         return b"".join((_LP_TYPE, encode_varnum(len(head) + len(inner)), head, inner))
 
     def _take_acks(self, room: int) -> bytes:
-        acks = self._acks
-        if not acks or room <= 0:
+        """The Ack fields for one packet: waiting Acks first, then the last packet's again."""
+        acks, repeat = self._acks, self._repeat
+        if not (acks or repeat) or room <= 0:
             return b""
         take, self._acks = acks[:room], acks[room:]
         if not self._acks:
             self._acks_since = None
-        return b"".join(_ACK_HEAD + s.to_bytes(8, "big") for s in take)
+        again = repeat[:room - len(take)]
+        self._repeat = take
+        return b"".join(_ACK_HEAD + s.to_bytes(8, "big") for s in take + again)
 
     # ---- receiving --------------------------------------------------------------------------
 

@@ -117,6 +117,23 @@ def test_a_retransmission_whose_ack_was_lost_is_delivered_once_and_acknowledged_
     assert a.unacked == 0
 
 
+def test_acks_go_twice_so_a_packet_lost_with_its_acks_costs_no_retransmission():
+    a, b = LpReliability(), LpReliability()
+    sent = [a.wrap(interest(f"/p/{i}", nonce=i), 0.0) for i in range(3)]
+    for w in sent[:2]:
+        b.receive(w, 0.001)
+    lost = b.wrap(DATA, 0.002)                    # carries the Acks of frames 0 and 1: lost
+    assert acks(lost) == [txseq(sent[0]), txseq(sent[1])]
+    b.receive(sent[2], 0.003)
+    back = b.wrap(DATA, 0.004)                    # frame 2's Ack, and 0 and 1's again
+    assert acks(back) == [txseq(sent[2]), txseq(sent[0]), txseq(sent[1])]
+    a.receive(back, 0.005)
+    assert a.unacked == 0 and not a.lost and a.poll(0.005) == []
+    assert a.counters.retransmitted == 0
+    assert acks(b.wrap(DATA, 0.006)) == [txseq(sent[2])]     # then once more, and no more
+    assert acks(b.wrap(DATA, 0.007)) == []
+
+
 def test_timeouts_back_off_and_a_frame_is_given_up_after_max_retx():
     a = LpReliability(ReliabilityOptions(max_retx=2, initial_rto=0.1, max_rto=0.3))
     a.wrap(INTEREST, 0.0)
