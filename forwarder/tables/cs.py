@@ -15,7 +15,7 @@ from collections import OrderedDict
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
 from ..packet import Data, Interest
-from ..tlv import digest_component, implicit_digest
+from ..tlv import IMPLICIT_DIGEST, digest_component, implicit_digest
 
 # A CanBePrefix lookup gives up after this many candidates that are all stale.
 _MAX_PREFIX_SCAN: Final = 64
@@ -79,9 +79,9 @@ class ContentStore:
         self.evictions += 1
 
     def lookup(self, interest: Interest, now: float) -> Data | None:
-        name: bytes | None = interest.name
         iname = interest.name
-        if not interest.can_be_prefix and not (len(iname) >= 34 and iname[-34] == 1):
+        name: bytes | None = iname
+        if not interest.can_be_prefix and not (len(iname) >= 34 and iname[-34] == IMPLICIT_DIGEST):
             # the usual case (no CanBePrefix, no implicit digest), without _find's call
             entry = self._entries.get(iname)
             if entry is None or (interest.must_be_fresh and entry[2] <= now):

@@ -165,13 +165,9 @@ class Pit:
         while such entries exist), and CanBePrefix entries for every prefix of the name."""
         matches: list[PitEntry] = []
         by_name = self._by_name
-        group = by_name.get(name)
-        if group:
-            for e in group.values():
-                if e.expires > now:
-                    matches.append(e)
-        if self._digest_count and wire:
-            group = by_name.get(name + digest_component(wire))
+        exact = (name, name + digest_component(wire)) if self._digest_count and wire else (name,)
+        for key in exact:
+            group = by_name.get(key)
             if group:
                 for e in group.values():
                     if e.expires > now:
