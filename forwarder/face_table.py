@@ -35,6 +35,7 @@ class ReliabilityCounters:
     given_up: int = 0              # dropped after max_retx, or pushed out of max_unacked
     duplicates: int = 0            # received again (its Ack had been lost)
     idle_acks: int = 0             # LpPackets sent that carried only Acks
+    gaps: int = 0                  # TxSequences skipped on receipt: Acks sent without delay
     acks_dropped: int = 0
     malformed: int = 0
 

@@ -97,6 +97,26 @@ def test_a_loss_is_repaired_after_three_later_frames_are_acknowledged():
     assert a.counters.retransmitted == 1
 
 
+def test_a_skipped_txsequence_sends_the_acks_at_once_and_the_loss_is_repaired_in_one_trip():
+    # a one-way burst (a push): nothing would carry b's Acks for ack_delay; a gap in the
+    # TxSequences makes them due now, and the first later Ack marks the hole lost
+    opts = ReliabilityOptions(ack_delay=0.005)
+    a, b = LpReliability(opts), LpReliability(opts)
+    sent = [a.wrap(interest(f"/p/{i}", nonce=i), 0.0) for i in range(4)]
+    b.receive(sent[0], 0.001)
+    assert b.deadline() == pytest.approx(0.006)      # in order: the Ack may wait
+    b.receive(sent[2], 0.001)                         # the second frame is lost
+    assert b.counters.gaps == 1 and b.deadline() == pytest.approx(0.001)
+    [idle] = b.poll(0.001)
+    assert acks(idle) == [txseq(sent[0]), txseq(sent[2])]
+    a.receive(idle, 0.002)
+    [again] = a.poll(0.002)
+    assert dict(fields(again))[LP_SEQUENCE] == dict(fields(sent[1]))[LP_SEQUENCE]
+    b.receive(sent[3], 0.003)                         # next in order again: no new gap
+    assert b.receive(again, 0.003) == interest("/p/1", nonce=1)
+    assert b.counters.gaps == 1 and b.deadline() == pytest.approx(0.008)
+
+
 def test_a_lone_loss_is_repaired_after_the_rto():
     a = LpReliability(ReliabilityOptions(initial_rto=0.2))
     a.wrap(INTEREST, 0.0)                          # lost, and nothing after it
