@@ -62,10 +62,11 @@ class TrainingConfig:
     # security
     key: str = _f("", "HMAC-SHA256 key of this training (empty: DigestSha256 only)")
     # timing and limits (seconds unless stated)
-    task_timeout: float = _f(1.0, "lifetime of one task-assignment Interest", low=0, strict_low=True)
-    # 10: at 20 % loss on every link a task exchange (four lossy hops) fails 59 % of tries;
-    # 5 tries lost a worker 7 % of the time (a quarter of the 4-worker loss-20 runs), 10 leave 0.5 %
-    task_tries: int = _f(10, "task-assignment tries per worker", low=1)
+    task_timeout: float = _f(0.5, "lifetime of one task-assignment Interest", low=0, strict_low=True)
+    # at 20 % loss on every link a task exchange (four lossy hops) fails 59 % of tries: 5 tries
+    # lost a worker 7 % of the time, 10 (of 1 s) 0.5 % — 2 % of 4-worker runs, seen in a full
+    # bench run.  A worker answers at once, so 20 tries of 0.5 s leave 3e-5 in the same 10 s
+    task_tries: int = _f(20, "task-assignment tries per worker", low=1)
     worker_timeout: float = _f(30.0, "a worker silent this long is dropped", low=0, strict_low=True)
     on_worker_loss: str = _f("continue", "sync: when a worker is lost (silent for worker_timeout), "
                              "'continue' with the others (versions with fewer gradients are "
