@@ -367,27 +367,25 @@ class Transfer:
             # the tail probe re-asks the last Interest only, as TCP's does: its answer (or the
             # original's) lets RACK judge every one before it; probing them all would re-ask a
             # whole window each time a queue makes round trips grow
-            last = max(self.flights.values(), key=lambda f: f.order) \
-                if tail and self.flights else None
+            rack = self.rack_order
+            judged = _judged(self.flights, rack, tail and srtt is not None)
             lost, next_due = [], None
-            for flight in self.flights.values():
+            for flight in judged:
                 fast = self.fast.get(flight.seg, 0)
                 if fast >= self.f.max_fast or (flight.held and self.ready_at is None):
                     continue                        # (a producer not ready yet holds them)
-                if flight.order < self.rack_order:  # something due after it was answered
+                if flight.order < rack:             # something due after it was answered
                     if not flight.held:
                         due = flight.sent + self.rack_rtt + reo
-                    elif self.rack_order[0] == 0:   # held ones go out together, in order
+                    elif rack[0] == 0:              # held ones go out together, in order
                         due = self.rack_at + reo
                     else:                           # ... as soon as the producer is ready
                         due = self.ready_at + reo
-                elif flight is last and srtt is not None:     # tail loss probe
+                else:                               # tail loss probe
                     # due 2 round trips after it was sent, the last one answered or srtt,
                     # whichever is longer (a queue may be building)
-                    rtt = 2 * max(srtt, self.rack_rtt if self.rack_order[0] == 1 else 0.0)
+                    rtt = 2 * max(srtt, self.rack_rtt if rack[0] == 1 else 0.0)
                     due = max(flight.sent, self.ready_at or 0.0) + rtt + max(reo, TLP_FLOOR)
-                else:
-                    continue
                 due = max(due, flight.sent + SUPPRESSION * 2 ** fast)
                 if due <= now:
                     lost.append(flight)
@@ -427,6 +425,28 @@ class Transfer:
         if not self.done.done():
             self.done.set_exception(exc)
         self.close()
+
+
+def _judged(flights: dict[int, _Flight], rack: tuple, probe: bool) -> list[_Flight]:
+    """The flights loss detection looks at: RACK's (every one due before the flight answered
+    last, order `rack`), and with `probe` the one due last, for a tail probe, if not among
+    them.  Flights are kept in send order, the held ones before any other (only Interests
+    sent before the first Data are held); the producer answers the held ones by segment.  So
+    after the first unheld flight not due before `rack`, none is: the walk stops there
+    instead of at the window's end — it runs for every Data."""
+    judged = []
+    for flight in flights.values():
+        if flight.order < rack:
+            judged.append(flight)
+        elif not flight.held:
+            break
+    if probe and flights:
+        last = next(reversed(flights.values()))
+        if last.held:
+            last = max(flights.values(), key=lambda f: f.order)
+        if not last.order < rack:
+            judged.append(last)
+    return judged
 
 
 class SegmentFetcher:

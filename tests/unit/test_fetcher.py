@@ -3,6 +3,7 @@ segmentation, assembly of segments arriving in any order)."""
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 from ndn.encoding import parse_data
@@ -11,7 +12,7 @@ from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidRes
 from ndnps import names
 from ndnps.codec import CodecError
 from ndnps.estimator import RtoEstimator
-from ndnps.fetcher import FetchError, SegmentFetcher
+from ndnps.fetcher import FetchError, SegmentFetcher, _Flight, _judged
 from ndnps.security import DigestSigner, HmacSigner, Security
 from ndnps.segments import Assembly, Recent, sign_segments
 
@@ -332,3 +333,29 @@ async def test_a_first_data_without_final_block_id_is_the_whole_object():
     prod = NoFinal(BLOB)
     parts = await asyncio.wait_for(fetcher_for(prod, window=1).fetch(name_of), 5)
     assert parts == [BLOB[:100]] and prod.attempts == {0: 1}
+
+
+def test_loss_detection_walks_only_the_flights_due_before_the_last_answer():
+    """`_judged` stops at the first unheld flight sent after the one answered last; it must
+    pick what the plain definition picks: every flight due before that one, and the flight
+    due last for the tail probe when it is not among them.  Random windows sent as a
+    Transfer sends them: held Interests (before the first Data) first, in any segment order,
+    some answered and gone."""
+    rng = random.Random(7)
+    for _ in range(20000):
+        flights: dict[int, _Flight] = {}
+        segs = rng.sample(range(40), 16)
+        held, seq, orders = rng.randint(0, 8), 0, [(-1, -1, -1)]
+        for seg in segs[:rng.randint(0, 16)]:
+            flight = _Flight(seg, seq, 0.0, True, seq < held, 1.0)
+            seq += 1
+            flights[seg] = flight
+            orders.append(flight.order)
+            if rng.random() < 0.3:
+                del flights[rng.choice(list(flights))]
+        rack, probe = rng.choice(orders), rng.random() < 0.7
+        expected = [f for f in flights.values() if f.order < rack]
+        last = max(flights.values(), key=lambda f: f.order, default=None)
+        if probe and last is not None and not last.order < rack:
+            expected.append(last)
+        assert _judged(flights, rack, probe) == expected
