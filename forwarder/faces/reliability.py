@@ -393,6 +393,12 @@ def _read_own(wire: bytes) -> tuple[int, list[int], int, int] | None:
 
 LATE = 0.002           # s: a timer this late means the event loop was busy meanwhile
 DEFER = 0.001          # s: a late timer waits this much longer, past one socket read
+SLACK = 0.001          # s: a timer this much before the deadline is kept (fires, re-arms)
+# uvloop's loop.time() and timers count whole milliseconds, and a delay is rounded to the
+# nearest: a timer set for its deadline ran up to 0.5 ms before it, as loop.time() reads it,
+# found nothing due and re-armed, again and again until the clock ticked over.  Set half a
+# tick later, it runs at the first tick at or after the deadline
+HALF_TICK = 0.0005
 
 
 class ReliableLink:
@@ -407,14 +413,32 @@ class ReliableLink:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._deferred = False
+        self._settle_pending = False
+        self._closed = False
 
     def send(self, wire: Wire) -> None:
         self._send_lower(self.core.wrap(wire, self._loop.time()))
+        self._sent()
+
+    def _sent(self) -> None:
         if self._timer is None:
-            # with a timer set, sending cannot make the deadline earlier (a new frame's RTO
-            # and probe come after the Ack delay and after the older frames'): its poll
-            # re-arms for whatever is due next
             self._arm()
+        elif not self._settle_pending:
+            # sending cannot make the deadline earlier (a new frame's RTO and probe come
+            # after the older frames' and after the Ack delay), but it moves it later: the
+            # Acks waiting rode on the packet, the tail probe is the new frame's.  The timer
+            # follows once per loop turn, not per packet
+            self._settle_pending = True
+            self._loop.call_soon(self._settle)
+
+    def wrap_many(self, wires: list[Wire]) -> list[bytes]:
+        """`send` for a batch, but returning the LpPackets for the caller to send toward the
+        peer (in one step, as it sends a batch without reliability)."""
+        now = self._loop.time()
+        wrap = self.core.wrap
+        out = [wrap(wire, now) for wire in wires]
+        self._sent()
+        return out
 
     def receive_many(self, wires: list[bytes]) -> list[bytes]:
         """The packets of one read, without their reliability headers (Ack-only packets and
@@ -431,18 +455,32 @@ class ReliableLink:
         return out
 
     def close(self) -> None:
+        self._closed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
+    def _settle(self) -> None:
+        self._settle_pending = False
+        self._arm()
+
     def _arm(self) -> None:
-        at = self.core.deadline()
-        if at is None or (self._timer is not None and self._timer_at <= at):
+        """Set the timer to the core's deadline: earlier at once, and later too (or off) when
+        it moved away by more than SLACK — Acks that rode on a packet, frames acknowledged.
+        A timer left early would wake the process for nothing: at ~40 ms per iteration that
+        was 10-12 wakeups of each worker per version, 40 of the forwarder's."""
+        if self._closed:
             return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = at
-        self._timer = self._loop.call_at(at, self._fire)
+        at = self.core.deadline()
+        timer = self._timer
+        if timer is not None:
+            if at is not None and self._timer_at <= at <= self._timer_at + SLACK:
+                return
+            timer.cancel()
+            self._timer = None
+        if at is not None:
+            self._timer_at = at
+            self._timer = self._loop.call_at(at + HALF_TICK, self._fire)
 
     def _fire(self) -> None:
         self._timer = None

@@ -84,10 +84,11 @@ class StreamFace(Face, asyncio.Protocol):
 
     def send_many(self, wires: list[bytes]) -> None:
         """`send` for each, in order; queued in one step while the queue has room for all."""
-        if self._emu is not None or self.reliable is not None or self.transport is None \
-                or self._closed:
+        if self.reliable is not None:
+            wires = self.reliable.wrap_many(wires)
+        if self._emu is not None or self.transport is None or self._closed:
             for wire in wires:
-                self.send(wire)
+                StreamFace.send(self, wire)     # the class's: toward the peer, as wrapped
             return
         size = sum(map(len, wires))
         if self._queued + size > QUEUE_LIMIT_BYTES or \

@@ -347,3 +347,79 @@ async def test_a_loss_that_acks_reveal_is_repaired_within_the_read_that_revealed
     assert len(sent) == 3 and dict(fields(sent[2]))[LP_FRAGMENT] == interest("/t/1", nonce=1)
     assert link.core.counters.retransmitted == 1 and not link.core.lost
     link.close()
+
+
+def test_under_uvloop_a_timer_is_set_once_and_finds_its_deadline_due():
+    """uvloop's clock counts whole milliseconds and rounds a timer's delay to the nearest: a
+    timer set for 1.4 ms ran at 1 ms, found nothing due, and re-armed every turn of the loop
+    until the clock ticked over (15 timers for one Ack)."""
+    import asyncio
+
+    import uvloop
+
+    async def main() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        sent: list[bytes] = []
+        link = ReliableLink(sent.append)
+        link.core.options.ack_delay = 0.0014
+        link.receive_many([LpReliability().wrap(INTEREST, 0.0)])     # owes an Ack in 1.4 ms
+        timers: list[object] = []
+
+        def watch() -> None:                    # every turn of the loop, until the Ack left
+            timer = link._timer
+            if timer is not None and not link._deferred and (not timers or timers[-1] is not timer):
+                timers.append(timer)            # (a late loop's extra wait is not counted)
+            if not sent:
+                loop.call_soon(watch)
+        watch()
+        await asyncio.sleep(0.02)
+        link.close()
+        return len(timers), len(sent)
+
+    assert uvloop.run(main()) == (1, 1)
+
+
+async def test_the_timer_follows_a_deadline_that_moved_later_and_stops_when_none_is_left():
+    """Acks that rode on a packet, frames acknowledged: a timer left at the old deadline would
+    wake the process for nothing (10-12 times per version for each worker, before)."""
+    import asyncio
+
+    sent: list[bytes] = []
+    link = ReliableLink(sent.append)
+    peer = LpReliability()
+    link.send(interest("/t/1", nonce=1))
+    assert link._timer_at == pytest.approx(link.core.deadline())     # the frame's RTO
+    peer.receive(sent[0], 0.0)
+    assert link.receive_many([peer.wrap(DATA, 0.0)]) == [DATA]       # acked; now it owes an Ack
+    owed = link.core.deadline()
+    assert link.core.unacked == 0 and link._timer_at == pytest.approx(owed)
+    link.send(interest("/t/2", nonce=2))                             # the Ack rides on this
+    assert acks(sent[1])
+    await asyncio.sleep(0)                                           # the timer follows, once per turn
+    assert link._timer_at == pytest.approx(link.core.deadline()) and link._timer_at > owed
+    peer.receive(sent[1], 0.0)
+    [ack_only] = peer.poll(1e9)
+    assert link.receive_many([ack_only]) == [] and link.core.deadline() is None
+    assert link._timer is None
+    link.send(interest("/t/3", nonce=3))
+    link.send(interest("/t/4", nonce=4))        # a settle is pending ...
+    link.close()
+    await asyncio.sleep(0)
+    assert link._timer is None                  # ... and finds the link closed
+
+
+async def test_a_batch_is_wrapped_in_order_and_kept_until_acknowledged():
+    sent: list[bytes] = []
+    link = ReliableLink(sent.append)
+    batch = [interest(f"/t/{i}", nonce=i) for i in range(5)]
+    wrapped = link.wrap_many(batch)
+    assert sent == [] and link.core.unacked == 5 and link._timer is not None
+    assert [dict(fields(w))[LP_FRAGMENT] for w in wrapped] == batch
+    assert [txseq(w) for w in wrapped] == [txseq(wrapped[0]) + i for i in range(5)]
+    peer = LpReliability()
+    for w in wrapped:
+        peer.receive(w, 0.0)
+    [ack_only] = peer.poll(1e9)
+    assert link.receive_many([ack_only]) == [] and link.core.unacked == 0
+    assert link._timer is None
+    link.close()
