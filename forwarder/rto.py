@@ -4,6 +4,14 @@ reliability of the forwarder's faces and, through ndnps.estimator, by the apps' 
 probe timers."""
 from __future__ import annotations
 
+from typing import Final
+
+# uvloop's loop.time() and timers count whole milliseconds, and a delay is rounded to the
+# nearest: a timer set for a deadline can run up to 0.5 ms before it, as loop.time() reads it,
+# find nothing due and re-arm, again and again until the clock ticks over.  Set half a tick
+# later, it runs at the first tick at or after the deadline
+HALF_TICK: Final = 0.0005
+
 
 class MeanDeviation:
     """srtt / rttvar of RFC 6298 (alpha = 1/8, beta = 1/4 by default)."""

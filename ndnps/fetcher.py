@@ -46,6 +46,8 @@ from ndn.encoding import FormalName
 from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, NetworkError,
                        ValidationFailure)
 
+from forwarder.rto import HALF_TICK
+
 from . import names
 from .estimator import RtoEstimator
 
@@ -403,7 +405,7 @@ class Transfer:
             if self.done.done():
                 return
         if next_due is not None:
-            self.timer = self.loop.call_at(next_due, self._detect_losses)
+            self.timer = self.loop.call_at(next_due + HALF_TICK, self._detect_losses)
 
     # ---- the end -----------------------------------------------------------------------------------
 

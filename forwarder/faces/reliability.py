@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Final, Union
 
 from ..face_table import ReliabilityCounters
-from ..rto import RtoEstimator
+from ..rto import HALF_TICK, RtoEstimator
 from ..tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
                    MAX_PACKET_SIZE, decode_nonneg, encode_tlv, encode_varnum, read_tl)
 
@@ -394,11 +394,6 @@ def _read_own(wire: bytes) -> tuple[int, list[int], int, int] | None:
 LATE = 0.002           # s: a timer this late means the event loop was busy meanwhile
 DEFER = 0.001          # s: a late timer waits this much longer, past one socket read
 SLACK = 0.001          # s: a timer this much before the deadline is kept (fires, re-arms)
-# uvloop's loop.time() and timers count whole milliseconds, and a delay is rounded to the
-# nearest: a timer set for its deadline ran up to 0.5 ms before it, as loop.time() reads it,
-# found nothing due and re-armed, again and again until the clock ticked over.  Set half a
-# tick later, it runs at the first tick at or after the deadline
-HALF_TICK = 0.0005
 
 
 class ReliableLink:

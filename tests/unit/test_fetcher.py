@@ -359,3 +359,39 @@ def test_loss_detection_walks_only_the_flights_due_before_the_last_answer():
         if probe and last is not None and not last.order < rack:
             expected.append(last)
         assert _judged(flights, rack, probe) == expected
+
+
+def test_under_uvloop_a_tail_probe_timer_runs_once(monkeypatch):
+    """uvloop rounds a timer's delay to whole milliseconds: set for its deadline, the probe
+    timer could run up to 0.5 ms before it, find nothing due, and re-arm every loop turn until
+    the clock ticked over (about half the probes, depending on the deadline's fraction)."""
+    import uvloop
+
+    from ndnps.fetcher import Transfer
+
+    idle_calls = 0
+    detect = Transfer._detect_losses
+
+    def counted(self: Transfer) -> None:            # a call that no answer came before
+        nonlocal idle_calls
+        idle_calls += self.f.stats.segments == getattr(self, "_seen", -1)
+        self._seen = self.f.stats.segments
+        detect(self)
+    monkeypatch.setattr(Transfer, "_detect_losses", counted)
+
+    async def main() -> int:
+        prod = FakeProducer(BLOB)
+        f = fetcher_for(prod, window=8, rto=RtoEstimator(initial=0.5, min_rto=0.01, max_rto=60))
+        await f.fetch(name_of)
+        f.rto.min_rto = 30.0                     # only the tail probe can repair the loss
+        before = idle_calls
+        for _ in range(8):
+            prod.plan = {(25, 0): "drop"}
+            prod.attempts.clear()
+            await asyncio.wait_for(f.fetch_many(name_of, list(range(26))), 10)
+            assert prod.attempts[25] == 2
+        assert f.stats.fast_retransmissions == 8
+        return idle_calls - before
+
+    # per fetch: want()'s first call and the probe's timer, nothing more
+    assert uvloop.run(main()) <= 2 * 8
