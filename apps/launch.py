@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import logging
 import signal
-from typing import Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from ndnps.ndnapp import App
 
@@ -66,7 +66,7 @@ def limit_blas_threads(n: int = 1) -> None:
     threadpool_limits(n)
 
 
-def serve(transport: str | None, metrics, role: Callable[[App], Awaitable[int]],
+def serve(transport: str | None, metrics, role: Callable[[App], Coroutine[Any, Any, int]],
           reconnect_timeout: float = 30.0, lp_reliability: bool = False) -> int:
     """Run `role(app)` on an App connected to `transport`; close `metrics` whatever happens."""
     try:
@@ -76,8 +76,9 @@ def serve(transport: str | None, metrics, role: Callable[[App], Awaitable[int]],
         metrics.close()
 
 
-def launch(make_app: Callable[[], App], main: Callable[[App], Awaitable[int]],
+def launch(make_app: Callable[[], App], main: Callable[[App], Coroutine[Any, Any, int]],
            reconnect_timeout: float = 30.0) -> int:
+    runner: Callable[[Coroutine[Any, Any, int]], int]
     try:
         import uvloop
         runner = uvloop.run
@@ -102,7 +103,7 @@ async def reconnect(app: App, timeout: float) -> bool:
     return False
 
 
-async def _serve(make_app: Callable[[], App], main: Callable[[App], Awaitable[int]],
+async def _serve(make_app: Callable[[], App], main: Callable[[App], Coroutine[Any, Any, int]],
                  reconnect_timeout: float = 30.0) -> int:
     app = make_app()
     reregister = None               # the task registering prefixes again after a reconnect

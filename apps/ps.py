@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 from ndn.types import InterestNack, InterestTimeout, ValidationFailure
@@ -57,6 +58,10 @@ CONFIRM_FRESHNESS_MS = 1_000
 
 
 ALREADY_ASSIGNED = messages.ALREADY_ASSIGNED
+
+# the keys of the Interests the PS holds
+ContentKey = tuple[Literal["content"], str, int]            # gpu, segment
+ParamsKey = tuple[Literal["params"], str, int, int]         # gpu, version, segment (unicast)
 
 
 class JobFailed(Exception):
@@ -123,7 +128,7 @@ class ParameterServer:
             app.express_future, self.sec.validator, cfg.window,
             RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
             cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app))
-        self.held = HeldInterests()
+        self.held: HeldInterests[ContentKey | ParamsKey] = HeldInterests()
         self.contents: dict[str, list[bytes]] = {}
         self.pushed: Recent[int, list[bytes]] = Recent(cfg.keep_versions)      # signed pushes
         self.blobs: Recent[int, list[bytes]] = Recent(max(cfg.keep_versions,   # unicast
@@ -304,7 +309,7 @@ class ParameterServer:
         }
         blob = messages.content_blob(vec, {**common, "gpu": w.gpu, "index": w.index})
         self.contents[w.gpu] = sign_segments(
-            blob, lambda s, g=w.gpu: names.content(cfg.ps, cfg.train, g, s), self.sec.signer)
+            blob, lambda s: names.content(cfg.ps, cfg.train, w.gpu, s), self.sec.signer)
         wires = self.contents[w.gpu]
         for key in [k for k in self.held.keys() if k[0] == "content" and k[1] == w.gpu]:
             if key[2] < len(wires) and self.held.release(key, wires[key[2]]):
@@ -651,7 +656,8 @@ class ParameterServer:
         self.stopped = asyncio.Event()
         pusher = asyncio.create_task(self.pusher())
         stop = asyncio.create_task(self.stopped.wait())
-        pending = {asyncio.create_task(self.serve_worker_async(w)) for w in self.workers}
+        pending: set[asyncio.Task[object]] = {
+            asyncio.create_task(self.serve_worker_async(w)) for w in self.workers}
         loops = set(pending)
         try:
             while pending and not self.done:
@@ -659,8 +665,9 @@ class ParameterServer:
                                                        return_when=asyncio.FIRST_COMPLETED)
                 pending.discard(stop)
                 for t in finished - {stop}:
-                    if t.exception() is not None:
-                        raise t.exception()
+                    exc = t.exception()
+                    if exc is not None:
+                        raise exc
         finally:
             for t in loops | {stop}:
                 t.cancel()
@@ -793,7 +800,9 @@ class ParameterServer:
                 "collected": dict(self.collected)}
         state = self.opt.state_dict()
         meta["opt"] = {k: state[k] for k in ("lr", "momentum", "weight_decay")}
-        arrays = {f"p:{k}": v for k, v in self.model.params.items()}
+        # Any, not ndarray: mypy would match an unpacked dict[str, ndarray] against savez's
+        # allow_pickle (it cannot know the keys never say "allow_pickle")
+        arrays: dict[str, Any] = {f"p:{k}": v for k, v in self.model.params.items()}
         arrays.update({f"v:{k}": v for k, v in state["velocity"].items()})
         tmp = f"{path}.tmp"
         with open(tmp, "wb") as f:
@@ -843,8 +852,9 @@ class ParameterServer:
     def save(self, path: str) -> None:
         meta = {"ps": self.cfg.ps, "train": self.cfg.train, "version": self.version,
                 "accuracy": self.accuracy, "model_spec": self.spec, "mode": self.cfg.mode}
+        arrays: dict[str, Any] = self.model.params      # Any: as in write_checkpoint
         with open(path, "wb") as f:       # keeps the exact file name (np.savez appends .npz)
-            np.savez(f, **self.model.params, __meta__=np.array(json.dumps(meta)))
+            np.savez(f, **arrays, __meta__=np.array(json.dumps(meta)))
         log.info("model saved to %s", path)
 
 

@@ -109,7 +109,7 @@ class Job:
                                       reorder_floor=reorder_floor(self.app))
         self.knobs: dict = {}
         self.mode = self.push_mode = None           # known once the content is in
-        self.held = HeldInterests()
+        self.held: HeldInterests[tuple[int, int]] = HeldInterests()    # (step, segment)
         self.gradients: Recent[int, list[bytes]] = Recent(4)      # step -> signed segments
         self.assemblies: Recent[int, Assembly] = Recent(4)        # versions being received
         self.probing: set[int] = set()              # versions whose segment 0 is being asked
@@ -333,8 +333,10 @@ class Job:
             self.timer.cancel()
         for handle in self.tail_timers.values():
             handle.cancel()
-        for t in self.recoveries.keys():
-            self.recoveries.pop(t).close()
+        for v in self.recoveries.keys():
+            recovery = self.recoveries.pop(v)
+            if recovery is not None:
+                recovery.close()
         if getattr(self, "push_mode", None) != "persistent":
             return
         # the PS lingers until every worker has left: a lost *remove* would keep it for
@@ -353,6 +355,7 @@ class Job:
 
     def compute(self, step: int) -> None:
         """The gradient of `step` on the newest parameters, published for the collect."""
+        assert self.params is not None              # setup() made them before training
         base = self.newest
         self.computed = max(self.computed, step)
         started = time.time()
@@ -393,7 +396,9 @@ class Job:
         if step == self.worker.faults.forge_gradient_at and seg in self.forged:
             self.counters.forged_sent += 1
             return self.forged.pop(seg)
-        return self.gradients.get(step)[seg]
+        wires = self.gradients.get(step)
+        assert wires is not None                    # asked only for a step whose gradient is held
+        return wires[seg]
 
     def answer_collect(self, c: names.Collect, reply, deadline: int) -> None:
         self.last_from_ps = self.now()
@@ -552,7 +557,9 @@ class Job:
         for v in [v for v in self.assemblies.keys() if v < version]:
             self.assemblies.pop(v)
         for v in [v for v in self.recoveries.keys() if v <= version]:
-            self.recoveries.pop(v).close()
+            recovery = self.recoveries.pop(v)
+            if recovery is not None:
+                recovery.close()
         self.newest, self.params, self.done = version, np.array(p.vector), p.done
         self.aborted = p.aborted
         self.applied = max(self.applied, p.collected.get(self.gpu, -1))
@@ -631,6 +638,7 @@ class Job:
                     await self.fetch_unicast(self.newest + 1)
                     continue
                 self.expected = self.newest + 1
+                assert self.timer is not None       # setup() made it with the content
                 if not self.timer.armed:
                     self.timer.arm()
                 self.version_event.clear()
@@ -783,6 +791,7 @@ class Worker:
         self.metrics.write({"event": "end", "code": code, "version": job.newest,
                             **asdict(job.counters), **asdict(job.fetch_stats), **self.app.traffic(),
                            **self.app.link_events()})
+        assert self.finished is not None            # run() made it before taking tasks
         if not self.finished.done():
             self.finished.set_result(code)
 

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypedDict
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -103,14 +103,16 @@ def emit(line: dict) -> None:
     print(json.dumps(line), flush=True)
 
 
-def median(xs: Iterable[float]) -> float | None:
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
+def median(xs: Iterable[float | None]) -> float | None:
+    """None if no value (missing values are skipped)."""
+    vals = [x for x in xs if x is not None]
+    return statistics.median(vals) if vals else None
 
 
-def mean(xs: Iterable[float]) -> float | None:
-    xs = [x for x in xs if x is not None]
-    return statistics.fmean(xs) if xs else None
+def mean(xs: Iterable[float | None]) -> float | None:
+    """None if no value (missing values are skipped)."""
+    vals = [x for x in xs if x is not None]
+    return statistics.fmean(vals) if vals else None
 
 
 def rnd(x: float | None, digits: int = 4) -> float | None:
@@ -146,6 +148,12 @@ def interleave(configs: list[str], rounds: int, run: Callable[[str, str], Any],
 
 class RunError(RuntimeError):
     pass
+
+
+class MlpShape(TypedDict):
+    """A synthetic MLP's shape, as model_sets and mlp_params take it."""
+    n_features: int
+    hidden: list[int]
 
 
 def model_sets(n_features: int, hidden: list[int], n_samples: int = 4000) -> list[str]:

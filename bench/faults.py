@@ -51,6 +51,8 @@ import tomllib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 from bench.common import (ROOT, bench_parser, emit, env, jsonl_records, load_results, log, rnd,
                           save, stamp)
@@ -338,17 +340,16 @@ def hypothesis_fuzz() -> dict:
         count["examples"] += 1
         init(self)
 
-    harness.Harness.feed, harness.Harness.__init__ = counting_feed, counting_init
-    t0 = time.monotonic()
-    error = None
-    try:
-        sys.path.insert(0, str(ROOT / "tests" / "unit"))
-        import test_fw_fuzz
-        test_fw_fuzz.test_no_exception_escapes_and_tables_stay_bounded()
-    except BaseException as e:                       # noqa: BLE001 - reported as the finding
-        error = f"{type(e).__name__}: {str(e)[:300]}"
-    finally:
-        harness.Harness.feed, harness.Harness.__init__ = feed, init
+    with mock.patch.object(harness.Harness, "feed", counting_feed), \
+            mock.patch.object(harness.Harness, "__init__", counting_init):
+        t0 = time.monotonic()
+        error = None
+        try:
+            sys.path.insert(0, str(ROOT / "tests" / "unit"))
+            import test_fw_fuzz
+            test_fw_fuzz.test_no_exception_escapes_and_tables_stay_bounded()
+        except BaseException as e:                   # noqa: BLE001 - reported as the finding
+            error = f"{type(e).__name__}: {str(e)[:300]}"
     return {"examples": count["examples"], "packets": count["packets"], "error": error,
             "seconds": round(time.monotonic() - t0, 1), "ok": error is None}
 
@@ -373,7 +374,7 @@ def atheris_fuzz(runs: int, base: Path) -> dict:
     done = re.findall(r"Done (\d+) runs in (\d+) second", text)
     cov = re.findall(r"cov: (\d+) ft: (\d+) corp: (\d+)", text)
     crash = re.search(r"(Uncaught Python exception.*|==\d+== ERROR.*)", text)
-    res = {"runs_requested": runs, "runs": int(done[-1][0]) if done else None,
+    res: dict[str, Any] = {"runs_requested": runs, "runs": int(done[-1][0]) if done else None,
            "exit": rc, "seconds": round(time.monotonic() - t0, 1),
            "edges": int(cov[-1][0]) if cov else None,
            "corpus": int(cov[-1][2]) if cov else None,
@@ -545,7 +546,7 @@ HEADER = ("fault injected", "outcome", "accuracy (reference)", "workers lost / r
 
 
 def table_rows(sec: dict) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
     cases = sec.get("cases", {})           # results.json keeps its keys sorted: CASES order
     for name, r in sorted(cases.items(), key=lambda kv: ORDER.get(kv[0], len(ORDER))):
         led = r.get("ledger", {})

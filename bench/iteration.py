@@ -32,13 +32,21 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bench import gloo, tcp_ps
-from bench.common import (CpuSampler, TrainingRun, bench_parser, cpu_per_iteration, emit, fmt,
-                          interleave, log, median, mlp_params, model_sets, ratio, rnd,
+from bench.common import (CpuSampler, MlpShape, TrainingRun, bench_parser, cpu_per_iteration,
+                          emit, fmt, interleave, log, median, mlp_params, model_sets, ratio, rnd,
                           run_scenario, save, stamp)
 
-MODELS = {
+
+class Model(MlpShape):
+    """An MLP and the versions to train it for (--quick: quick_versions)."""
+    versions: int
+    quick_versions: int
+
+
+MODELS: dict[str, Model] = {
     "100k": {"n_features": 256, "hidden": [256, 128], "versions": 30, "quick_versions": 10},
     "1M": {"n_features": 1024, "hidden": [768, 256], "versions": 12, "quick_versions": 6},
 }
@@ -58,9 +66,10 @@ PS_SPLIT = ("collect_wait", "apply", "push")
 GLOO_KEYS = ("ndnps_over_gloo", "tcp_over_gloo", "gloo_over_bound")
 
 
-def one(config: str, model: dict, versions: int, out: Path) -> dict:
+def one(config: str, model: MlpShape, versions: int, out: Path) -> dict:
     nf, hidden = model["n_features"], model["hidden"]
     cpu = None
+    run: TrainingRun
     if config in ("persistent", "unicast"):
         with CpuSampler(str(out)) as sampler:
             run = run_scenario("sync-sgd", [
@@ -76,10 +85,11 @@ def one(config: str, model: dict, versions: int, out: Path) -> dict:
     else:
         run = TrainingRun(tcp_ps.run_compute(out, nf, hidden, N_SAMPLES, WORKERS,
                                              max(20, versions)))
-    res = {"iteration_median": run.iteration_median(), "iteration_mean": run.iteration_mean(),
-           "compute_median": run.compute_median(),
-           **{f"{k}_median": run.ps_median(k) for k in SPLIT.get(config, PS_SPLIT)},
-           "cpu_ms_per_iteration": cpu, "notes": getattr(run, "notes", [])}
+    res: dict[str, Any] = {
+        "iteration_median": run.iteration_median(), "iteration_mean": run.iteration_mean(),
+        "compute_median": run.compute_median(),
+        **{f"{k}_median": run.ps_median(k) for k in SPLIT.get(config, PS_SPLIT)},
+        "cpu_ms_per_iteration": cpu, "notes": getattr(run, "notes", [])}
     if config != "compute":
         wait = SPLIT.get(config, PS_SPLIT)[0]
         log(f"    {config:10s}: iteration {fmt(res['iteration_median'] and res['iteration_median'] * 1e3, '.1f')} ms"
@@ -119,9 +129,16 @@ def measure(name: str, rounds: int, quick: bool, keep: Path | None) -> dict:
     it = {c: med(c, "iteration_median") for c in TRAININGS}
     comp = {c: med(c, "compute_median") for c in CONFIGS}
     xfer = {k: median(v) for k, v in transfers.items()}
-    bound_ndn = comp["persistent"] + xfer["unix"]
-    bound_tcp = comp["tcp"] + xfer["tcp"]
-    fig = {
+
+    def bound(config: str, transfer: str) -> float:
+        """A config's compute + one model transfer (both measured in every round)."""
+        c, x = comp[config], xfer[transfer]
+        assert c is not None and x is not None, (config, transfer)
+        return c + x
+
+    bound_ndn = bound("persistent", "unix")
+    bound_tcp = bound("tcp", "tcp")
+    fig: dict[str, Any] = {
         "model_params": n_params, "model_bytes": nbytes, "workers": WORKERS,
         "versions": versions, "rounds": rounds,
         "iteration_median_s": {k: rnd(v, 6) for k, v in it.items()},
@@ -134,7 +151,7 @@ def measure(name: str, rounds: int, quick: bool, keep: Path | None) -> dict:
                               for c in TRAININGS},
         "bound_s": {"ndnps": rnd(bound_ndn, 6), "tcp": rnd(bound_tcp, 6)},
         "ndnps_over_bound": rnd(ratio(it["persistent"], bound_ndn), 3),
-        "unicast_over_bound": rnd(ratio(it["unicast"], comp["unicast"] + xfer["unix"]), 3),
+        "unicast_over_bound": rnd(ratio(it["unicast"], bound("unicast", "unix")), 3),
         "tcp_over_bound": rnd(ratio(it["tcp"], bound_tcp), 3),
         "ndnps_over_tcp": rnd(ratio(it["persistent"], it["tcp"]), 3),
         "unicast_over_persistent": rnd(ratio(it["unicast"], it["persistent"]), 3),
@@ -146,8 +163,8 @@ def measure(name: str, rounds: int, quick: bool, keep: Path | None) -> dict:
         "notes": sorted({n for rs in runs.values() for r in rs for n in r["notes"]}),
     }
     if GLOO:                    # gloo's transport is TCP loopback: its bound takes that transfer
-        fig["bound_s"]["gloo"] = rnd(comp["gloo"] + xfer["tcp"], 6)
-        fig.update(gloo_figures(it, comp["gloo"] + xfer["tcp"]))
+        fig["bound_s"]["gloo"] = rnd(bound("gloo", "tcp"), 6)
+        fig.update(gloo_figures(it, bound("gloo", "tcp")))
     fig["meets_bound"] = fig["ndnps_over_bound"] is not None and \
         fig["ndnps_over_bound"] <= TARGET_BOUND
     fig["meets_vs_tcp"] = fig["ndnps_over_tcp"] is not None and \

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -215,8 +216,8 @@ class Consumer(Framed):
                 answered += 1
             elif t == 0x64:
                 # an LpPacket toward the consumer: a Nack (or a tokened Data, which we never ask)
-                seq = self._lp_seq(buf, voff, end)
-                if seq is not None and pop(seq, None) is not None:
+                nack_seq = self._lp_seq(buf, voff, end)
+                if nack_seq is not None and pop(nack_seq, None) is not None:
                     self.nacks += 1
                     answered += 1
                 else:
@@ -317,7 +318,7 @@ class Producer(Framed):
         self._value_rest = len(self._signed_tail) + 34      # Data TLV-VALUE minus the Name
 
     def on_frames(self, buf, frames) -> None:
-        parts = []
+        parts: list[bytes] = []
         append = parts.append
         for t, voff, end in frames:
             if t == 0x64:                       # LpPacket: take the Fragment
@@ -399,10 +400,11 @@ async def run_producer(args) -> int:
 class RelaySide(asyncio.Protocol):
     """One end of the relay; the latest connection on a socket is that side's peer."""
 
+    transport: asyncio.Transport        # set in connection_made, before it is anyone's peer
+
     def __init__(self, relay: "Relay", side: str) -> None:
         self.relay = relay
         self.side = side
-        self.transport = None
         self.pending: list[bytes] = []
 
     def connection_made(self, transport) -> None:
@@ -450,13 +452,18 @@ async def run_relay(args) -> int:
     for side, path in (("consumer", args.consumer_sock), ("producer", args.producer_sock)):
         if os.path.exists(path):
             os.unlink(path)
-        servers.append(await loop.create_unix_server(lambda s=side: RelaySide(relay, s), path))
+        factory = functools.partial(RelaySide, relay, side)
+        servers.append(await loop.create_unix_server(factory, path))
     with open(args.ready, "w") as f:
         f.write("ready\n")
     stop = loop.create_future()
     import signal
+
+    def on_signal() -> None:
+        if not stop.done():
+            stop.set_result(None)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        loop.add_signal_handler(sig, on_signal)
     await stop
     for s in servers:
         s.close()

@@ -33,6 +33,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Callable, TypedDict
 
 from bench.common import (CpuSampler, bench_parser, cpu_per_iteration, emit, fmt, interleave,
                           log, median, model_sets, ratio, rnd, run_scenario, save, stamp)
@@ -40,9 +41,18 @@ from bench.sweep import MODEL
 
 TARGET = 1.15
 TARGET_LOSS = 0.05
-MODELS = {"digits": {"sets": lambda: [], "versions": 25, "quick_versions": 12},
-          "100k": {"sets": lambda: model_sets(MODEL["n_features"], MODEL["hidden"]),
-                   "versions": 30, "quick_versions": 6}}
+
+
+class Model(TypedDict):
+    sets: Callable[[], list[str]]        # its --set overrides for the scenario
+    versions: int
+    quick_versions: int
+
+
+MODELS: dict[str, Model] = {
+    "digits": {"sets": lambda: [], "versions": 25, "quick_versions": 12},
+    "100k": {"sets": lambda: model_sets(MODEL["n_features"], MODEL["hidden"]),
+             "versions": 30, "quick_versions": 6}}
 COUNTERS = ("probes", "gap_fetches", "collect_probes", "probe_segments", "retransmissions",
             "timeouts", "lp_retransmitted", "lp_given_up")
 LP = "+lp"          # a condition's suffix: link reliability on
@@ -55,11 +65,12 @@ def point(condition: str, model: str, versions: int, out: Path) -> dict:
             "run.timeout=1800", *MODELS[model]["sets"]()]
     with CpuSampler(str(out)) as sampler:
         run = run_scenario("lossy", sets, out)
-    res = {"iteration_mean": run.iteration_mean(), "iteration_median": run.iteration_median(),
-           "cpu_ms_per_iteration": cpu_per_iteration(run, sampler),
-           "versions": len(run.ps_versions),
-           "probes_answered_by_ps": int(run.summary["ps_end"].get("probes_answered", 0) or 0),
-           **{c: run.counter(c) for c in COUNTERS}}
+    res: dict[str, Any] = {
+        "iteration_mean": run.iteration_mean(), "iteration_median": run.iteration_median(),
+        "cpu_ms_per_iteration": cpu_per_iteration(run, sampler),
+        "versions": len(run.ps_versions),
+        "probes_answered_by_ps": int(run.summary["ps_end"].get("probes_answered", 0) or 0),
+        **{c: run.counter(c) for c in COUNTERS}}
     log(f"    loss {condition:>7}: iteration mean {res['iteration_mean'] * 1e3:8.1f} ms, "
         f"median {res['iteration_median'] * 1e3:8.1f} ms; probes {res['probes']}, gap fetches "
         f"{res['gap_fetches']}, retransmissions {res['retransmissions']}"
@@ -119,7 +130,7 @@ def _paired(rs: list[dict], base_runs: list[dict]) -> float | None:
     return rnd(median(pairs), 3) if pairs else None
 
 
-def _median_cpu(samples) -> dict[str, float] | None:
+def _median_cpu(samples) -> dict[str, float | None] | None:
     """Each role's median over the rounds of its CPU ms per steady iteration (rounds where a
     role's figure is missing left out)."""
     samples = [s for s in samples if s]

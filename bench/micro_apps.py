@@ -116,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         return sec.verify(sig)
 
     def ndnps_parse(i: int) -> bool:
-        name, meta_info, cont, sig = wire.parse_data(wires[i % 51])
+        parsed = wire.parse_data(wires[i % 51])
+        assert parsed is not None
+        name, meta_info, cont, sig = parsed
         return sec.verify(sig)
 
     def template_parse(i: int) -> bool:
@@ -131,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             if t == 23:
                 cov_end, sigval = pos, w[vpos:vend]
             pos = vend
+        assert sigval is not None
         h = mac.copy()
         h.update(memoryview(w)[start:cov_end])
         return hmac.compare_digest(h.digest(), sigval)

@@ -48,6 +48,12 @@ def data_wire(seq: int, content: bytes) -> bytes:
     return tlv.encode_tlv(6, v)
 
 
+def decode_interest(wire: bytes) -> packet.Interest:
+    i = packet.decode(wire)
+    assert isinstance(i, packet.Interest), i
+    return i
+
+
 def make_forwarder():
     fw = Forwarder()
     c = fw.add_face(True, "fd://1", "unix://x")
@@ -86,7 +92,7 @@ def stages(size: int) -> dict[str, float]:
     content = tlv.encode_tlv(0x15, bytes(size))
     iw = interest_wire(12345)
     dw = data_wire(12345, content)
-    name = packet.decode(iw).name
+    name = decode_interest(iw).name
     fw, c, p = make_forwarder()
     num = 200000
     res = {}
@@ -159,7 +165,7 @@ def tables() -> dict[str, float]:
     t("CS OrderedDict insert+evict (32k names)", cs_lru, number=40000)
     # strategy: eligible next hops
     fw, c, p = make_forwarder()
-    i = packet.decode(interest_wire(7))
+    i = decode_interest(interest_wire(7))
     offs = tlv.component_offsets(i.name)
     fe = fw.fib.lookup(i.name, offs)
     t("eligible_hops (1 next hop, closure + listcomp)",

@@ -25,7 +25,8 @@ from pathlib import Path
 from bench.common import ROOT, model_sets
 
 PYSPY = Path(sys.executable).with_name("py-spy")
-MODELS = {"100k": (256, [256, 128]), "1M": (1024, [768, 256]), "digits": None}
+MODELS: dict[str, tuple[int, list[int]] | None] = {
+    "100k": (256, [256, 128]), "1M": (1024, [768, 256]), "digits": None}
 ROLE = [("forwarder", re.compile(r"-m forwarder")), ("ps", re.compile(r"-m apps\.ps")),
         ("worker", re.compile(r"-m apps\.worker")), ("runner", re.compile(r"ndnps\.scenario"))]
 
@@ -104,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     sets = [f"topology.workers={args.workers}", f"training.push_mode=\"{args.push_mode}\"",
             f"training.max_versions={args.versions}", "training.eval_every=100000",
             "training.key=\"profile-key\"", "run.timeout=1800", *args.set]
-    if MODELS[args.model]:
-        sets += model_sets(*MODELS[args.model])
+    shape = MODELS[args.model]
+    if shape:
+        sets += model_sets(*shape)
     raw = out / "all.raw"
     cmd = [str(PYSPY), "record", "--subprocesses", "--nonblocking", "--rate", str(args.rate),
            "--format", "raw", "--output", str(raw), "--", sys.executable, "-m", "ndnps.scenario",

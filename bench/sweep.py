@@ -13,12 +13,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench.common import (CpuSampler, ScenarioRun, WARMUP_VERSIONS, bench_parser,
+from bench.common import (CpuSampler, MlpShape, ScenarioRun, WARMUP_VERSIONS, bench_parser,
                           cpu_per_iteration, log, mlp_params, model_sets, rnd, run_scenario)
 
 # ~100k parameters (99,978 = 399,912 bytes, 51 segments of 8000 bytes): big enough that the
 # per-segment costs dominate the per-version ones, small enough for 32 workers on 2 cores.
-MODEL = {"n_features": 256, "hidden": [256, 128]}
+MODEL: MlpShape = {"n_features": 256, "hidden": [256, 128]}
 MODES = ("persistent", "unicast")
 
 _cache: dict[tuple, dict] = {}
@@ -103,7 +103,7 @@ def figures(run: ScenarioRun, node: str = "fwd") -> dict:
     }
 
 
-def sets_for(mode: str, n: int, versions: int, model: dict) -> list[str]:
+def sets_for(mode: str, n: int, versions: int, model: MlpShape) -> list[str]:
     return [f"topology.workers={n}", f"training.push_mode=\"{mode}\"",
             f"training.max_versions={versions}", "training.eval_every=100000",
             # 32 processes on 2 cores: start-up alone takes tens of seconds
@@ -111,7 +111,7 @@ def sets_for(mode: str, n: int, versions: int, model: dict) -> list[str]:
             *model_sets(model["n_features"], model["hidden"])]
 
 
-def run_point(mode: str, n: int, versions: int, model: dict = MODEL,
+def run_point(mode: str, n: int, versions: int, model: MlpShape = MODEL,
               keep: Path | None = None, attempt: int = 0) -> dict:
     key = (mode, n, versions, model["n_features"], tuple(model["hidden"]))
     if key in _cache:
@@ -134,7 +134,7 @@ def run_point(mode: str, n: int, versions: int, model: dict = MODEL,
     return fig
 
 
-def sweep(ns: list[int], versions: int, model: dict = MODEL, modes=MODES,
+def sweep(ns: list[int], versions: int, model: MlpShape = MODEL, modes=MODES,
           keep: Path | None = None) -> dict[str, dict[int, dict]]:
     """{mode: {N: figures}}, the modes alternating for each N."""
     out: dict[str, dict[int, dict]] = {m: {} for m in modes}
@@ -152,7 +152,7 @@ def sweep(ns: list[int], versions: int, model: dict = MODEL, modes=MODES,
     return out
 
 
-def model_label(model: dict) -> str:
+def model_label(model: MlpShape) -> str:
     return (f"synthetic MLP {model['n_features']}-{'-'.join(map(str, model['hidden']))}-10, "
             f"{mlp_params(model['n_features'], model['hidden'])} parameters")
 

@@ -59,8 +59,10 @@ def link_figures(run) -> dict:
                 "ratio": rnd(carried / minimum) if minimum else None,
                 "ratio_with_probes": rnd((carried + d["probe"]) / minimum) if minimum else None}
     ratios = [v["ratio"] for v in links.values() if v["ratio"] is not None]
-    trunk = [v["ratio"] for k, v in links.items() if k.startswith("root->")]
-    edge = [v["ratio"] for k, v in links.items() if not k.startswith("root->")]
+    trunk = [v["ratio"] for k, v in links.items()
+             if k.startswith("root->") and v["ratio"] is not None]
+    edge = [v["ratio"] for k, v in links.items()
+            if not k.startswith("root->") and v["ratio"] is not None]
     return {"push_mode": run.summary["push_mode"], "workers": n, "versions": len(run.ps_versions),
             "minimum_bytes_per_link": round(minimum), "links": dict(sorted(links.items())),
             "ratio_max": max(ratios) if ratios else None,

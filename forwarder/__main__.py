@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sys
+from typing import Any, Callable, Coroutine
 
 from .config import DEFAULT_PORT, DEFAULT_UNIX, ConfigError, load_config
 
@@ -42,6 +43,7 @@ def run_main(argv: list[str]) -> int:
         value = getattr(args, key)
         if value is not None:
             setattr(cfg, key, value)
+    runner: Callable[[Coroutine[Any, Any, int]], int]
     try:
         import uvloop
         runner = uvloop.run

@@ -134,7 +134,7 @@ class ForwarderDaemon:
         family = socket.AF_INET6 if scheme.endswith("6") else socket.AF_INET
         infos = await asyncio.get_running_loop().getaddrinfo(parts.hostname, parts.port,
                                                              family=family)
-        host = infos[0][4][0]
+        host = str(infos[0][4][0])
         for info in self.fw.faces:
             if info.remote_uri.split("://", 1)[-1] == f"{host}:{parts.port}" and \
                     info.remote_uri.startswith(scheme[:3]):

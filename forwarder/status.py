@@ -15,7 +15,7 @@ def _connect(transport: str, timeout: float) -> socket.socket:
     parts = urlsplit(transport)
     if parts.scheme == "unix":
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        address: object = parts.path
+        address: str | tuple[str, int] = parts.path
     elif parts.scheme in ("tcp", "tcp4"):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         address = (parts.hostname or "127.0.0.1", parts.port or 6363)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Coroutine
+from typing import Any, TypeVar, cast
 
 from ndn.app_support.nfd_mgmt import make_command, make_command_v2
 from ndn.encoding import Component, InterestParam, MetaInfo, Name, make_data, make_interest
@@ -17,7 +19,7 @@ from ndn.security import DigestSha256Signer
 
 from forwarder.face_table import INTERNAL_FACE
 from forwarder.mgmt import MGMT_PREFIX, Management
-from forwarder.packet import lp_wrap
+from forwarder.packet import Interest, lp_wrap
 from forwarder.pipelines import Forwarder, Limits
 from forwarder.tables.rib import CHILD_INHERIT, Route
 from forwarder.tlv import component_offsets, name_from_str
@@ -49,7 +51,9 @@ class Harness:
             face, wire = pending.pop()
             for out_face, item in self.fw.on_receive(face, wire):
                 if out_face == INTERNAL_FACE:
-                    reply = _run(self.mgmt.handle(*item))
+                    # toward the internal face the item is (Interest, in-face id)
+                    interest, in_face = cast("tuple[Interest, int]", item)
+                    reply = _run(self.mgmt.handle(interest, in_face))
                     if reply is not None:
                         pending.append((INTERNAL_FACE, reply))
                 else:
@@ -69,7 +73,10 @@ class Harness:
         assert all(len(e.faces) <= LIMITS.ppit_faces_per_entry for e in fw.ppit.entries())
 
 
-def _run(coro):
+_T = TypeVar("_T")
+
+
+def _run(coro: Coroutine[Any, Any, _T]) -> _T:
     """Management coroutines never wait on I/O here (no face creation): drive them inline."""
     try:
         coro.send(None)

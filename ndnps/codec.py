@@ -80,9 +80,10 @@ def unpack(buf: bytes | bytearray | memoryview) -> Any:
 def encode_tensors(tensors: Tensors, /, **meta: Any) -> bytes:
     """Encode named (dict) or positional (list) arrays plus msgpack-able ``meta`` into one blob."""
     if isinstance(tensors, dict):
-        names: list[str] | None = list(tensors)
-        if not all(isinstance(n, str) for n in names):
+        keys = list(tensors)
+        if not all(isinstance(n, str) for n in keys):
             raise CodecError("tensor names must be str")
+        names: list[str] | None = keys
         arrays = list(tensors.values())
     else:
         names, arrays = None, list(tensors)
@@ -98,7 +99,7 @@ def encode_tensors(tensors: Tensors, /, **meta: Any) -> bytes:
     for a in wire:
         parts.append(b"\0" * _pad(pos))
         pos += _pad(pos)
-        parts.append(memoryview(a.reshape(-1).view(np.uint8)))
+        parts.append(a.reshape(-1).view(np.uint8).data)
         pos += a.nbytes
     return b"".join(parts)
 

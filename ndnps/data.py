@@ -7,7 +7,7 @@ dataset locally and derives exactly the same indices as every other process.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def _synthetic(seed: int, n_samples: int = 10000, n_features: int = 100, n_class
     return Dataset(X[:n_train], y[:n_train], X[n_train:], y[n_train:], n_features, n_classes, "synthetic")
 
 
-_LOADERS = {"digits": _digits, "synthetic": _synthetic}
+_LOADERS: dict[str, Callable[..., Dataset]] = {"digits": _digits, "synthetic": _synthetic}
 
 
 def load_dataset(name: str, seed: int, **kw) -> Dataset:

@@ -34,7 +34,7 @@ class ProbeTimer:
         self.on_expiry = on_expiry
         self._clock = clock
         self._call_later = call_later
-        self._handle = None
+        self._handle: asyncio.TimerHandle | None = None
         self._armed_at: float | None = None
         self._fired_since_arm = 0
         self.fired = 0

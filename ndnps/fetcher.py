@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from functools import partial
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable
 
@@ -101,7 +102,7 @@ class _Flight:
                  life: float) -> None:
         self.seg, self.seq, self.sent, self.first, self.held, self.life = \
             seg, seq, sent, first, held, life
-        self.task: asyncio.Future | None = None
+        self.task: asyncio.Future               # the express, set as soon as it is made
         # the order the producer answers in: Interests it holds go out in segment order once
         # it is ready (before anything sent later); the others in the order they were sent
         self.order = (0, seg, seq) if held else (1, seq, 0)
@@ -235,7 +236,7 @@ class Transfer:
         flight.task = asyncio.ensure_future(self.f.express(
             self.name_of(seg), self.f.validator, lifetime=max(1, int(life * 1000)),
             must_be_fresh=self.fresh or seg in self.stale, can_be_prefix=False))
-        flight.task.add_done_callback(lambda task, fl=flight: self._answered(fl, task))
+        flight.task.add_done_callback(partial(self._answered, flight))
         self.flights[seg] = flight
 
     def _retry(self, seg: int) -> None:
@@ -331,7 +332,7 @@ class Transfer:
         self.f.stats.bytes += len(segment.content)
         if self.to_final and self.final is None:
             self.final = final if final is not None else seg
-            self._trim()
+            self._trim(self.final)
             self.want(range(self.final + 1))
         if self.on_segment is not None and seg in self.wanted:
             self.on_segment(segment)
@@ -339,9 +340,9 @@ class Transfer:
         self._fill()
         self._check()
 
-    def _trim(self) -> None:
+    def _trim(self, final: int) -> None:
         """The object ends at `final`: drop what was asked beyond it (a guess)."""
-        for s in [s for s in self.wanted if s > self.final]:
+        for s in [s for s in self.wanted if s > final]:
             self.wanted.discard(s)
             self.missing.discard(s)
             flight = self.flights.pop(s, None)
@@ -374,7 +375,8 @@ class Transfer:
             lost, next_due = [], None
             for flight in judged:
                 fast = self.fast.get(flight.seg, 0)
-                if fast >= self.f.max_fast or (flight.held and self.ready_at is None):
+                ready_at = self.ready_at
+                if fast >= self.f.max_fast or (flight.held and ready_at is None):
                     continue                        # (a producer not ready yet holds them)
                 if flight.order < rack:             # something due after it was answered
                     if not flight.held:
@@ -382,12 +384,14 @@ class Transfer:
                     elif rack[0] == 0:              # held ones go out together, in order
                         due = self.rack_at + reo
                     else:                           # ... as soon as the producer is ready
-                        due = self.ready_at + reo
+                        assert ready_at is not None     # (held ones wait above until it is)
+                        due = ready_at + reo
                 else:                               # tail loss probe
                     # due 2 round trips after it was sent, the last one answered or srtt,
                     # whichever is longer (a queue may be building)
+                    assert srtt is not None         # (_judged adds a probe only then)
                     rtt = 2 * max(srtt, self.rack_rtt if rack[0] == 1 else 0.0)
-                    due = max(flight.sent, self.ready_at or 0.0) + rtt + max(reo, TLP_FLOOR)
+                    due = max(flight.sent, ready_at or 0.0) + rtt + max(reo, TLP_FLOOR)
                 due = max(due, flight.sent + SUPPRESSION * 2 ** fast)
                 if due <= now:
                     lost.append(flight)
@@ -524,6 +528,7 @@ class SegmentFetcher:
             t.want(s for s in range(final + 1) if s not in have)
         got = await t.run()
         last = t.final
+        assert last is not None         # a whole object's transfer ends once its final is known
         parts = {**have, **{s: seg.content for s, seg in got.items()}}
         return [parts[s] for s in range(last + 1)]
 
@@ -539,6 +544,7 @@ class SegmentFetcher:
                      max_life=max_lifetime, held=True, deadline=deadline)
         t.want(range(min(last_hint or 0, self.window - 1) + 1))
         got = await t.run()
+        assert t.final is not None      # a whole object's transfer ends once its final is known
         return [got[s].content for s in range(t.final + 1)], \
             (t.ready_at if t.first_clean else None)
 

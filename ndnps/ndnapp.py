@@ -169,7 +169,7 @@ class CountingFace(Face):
         self.wrap_out = False
 
     @property
-    def running(self) -> bool:                    # type: ignore[override]
+    def running(self) -> bool:
         return self.inner.running
 
     @running.setter
@@ -253,8 +253,9 @@ class CountingFace(Face):
             rest = data[off:] if off < len(data) else b""
             self.packets_in += len(packets)
             self.bytes_in += sum(map(len, packets))
-            if self.reliable is not None and all(p[0] == LP_PACKET for p in packets):
-                self._handle_frames(packets)
+            reliable = self.reliable
+            if reliable is not None and all(p[0] == LP_PACKET for p in packets):
+                self._handle_frames(reliable, packets)
             else:
                 for packet in packets:
                     self._deliver(packet)
@@ -264,19 +265,20 @@ class CountingFace(Face):
                 break
         inner.shutdown()
 
-    def _handle_frames(self, frames: list[bytes]) -> None:
+    def _handle_frames(self, reliable: ReliableLink, frames: list[bytes]) -> None:
         """NDNLPv2 frames with link reliability on (a whole read when it holds nothing else):
         their Acks, sequence numbers and the losses they reveal handled as one batch, as the
         forwarder's faces do; the packets they carry handed on."""
-        for inner in self.reliable.receive_many(frames):
+        for inner in reliable.receive_many(frames):
             self._handle(inner[0], inner)
 
     def _deliver(self, packet: bytes) -> None:
         typ = packet[0]
         if typ >= 253:                      # a multi-byte TLV-TYPE: none of ours
             typ, _ = parse_tl_num(packet)
-        if typ == LP_PACKET and self.reliable is not None:
-            self._handle_frames([packet])
+        reliable = self.reliable
+        if typ == LP_PACKET and reliable is not None:
+            self._handle_frames(reliable, [packet])
         else:
             self._handle(typ, packet)
 

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from typing import Iterator
 
 
 class NetnsUnavailable(RuntimeError):
@@ -53,7 +54,8 @@ class Netns:
     netem_supported: bool | None = None
 
     def __post_init__(self) -> None:
-        self._subnets = ipaddress.ip_network(self.subnet).subnets(new_prefix=30)
+        self._subnets: Iterator[ipaddress.IPv4Network | ipaddress.IPv6Network] = \
+            ipaddress.ip_network(self.subnet).subnets(new_prefix=30)
 
     def add_host(self, host: str) -> str:
         ns = f"{self.tag}-{host}"

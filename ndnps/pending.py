@@ -5,18 +5,19 @@ is answered while its lifetime lasts.  Bounded: the oldest held Interest goes fi
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Hashable
+from typing import Callable, Generic, Hashable, TypeVar
 
 from ndn import utils
 
 Reply = Callable[[bytes], object]
+K = TypeVar("K", bound=Hashable)          # what the producer holds an Interest under
 
 
-class HeldInterests:
+class HeldInterests(Generic[K]):
     def __init__(self, limit: int = 1024, clock: Callable[[], int] = utils.timestamp) -> None:
         self.limit = limit
         self._clock = clock                      # milliseconds, like python-ndn's deadlines
-        self._held: OrderedDict[Hashable, list[tuple[Reply, int]]] = OrderedDict()
+        self._held: OrderedDict[K, list[tuple[Reply, int]]] = OrderedDict()
         self._count = 0
         self.answered = 0
         self.expired = 0
@@ -25,7 +26,7 @@ class HeldInterests:
     def __len__(self) -> int:
         return self._count
 
-    def hold(self, key: Hashable, reply: Reply, deadline_ms: int) -> None:
+    def hold(self, key: K, reply: Reply, deadline_ms: int) -> None:
         self._held.setdefault(key, []).append((reply, deadline_ms))
         self._count += 1
         while self._count > self.limit:
@@ -36,10 +37,10 @@ class HeldInterests:
             if not replies:
                 del self._held[old_key]
 
-    def keys(self) -> list[Hashable]:
+    def keys(self) -> list[K]:
         return list(self._held)
 
-    def release(self, key: Hashable, wire: bytes) -> int:
+    def release(self, key: K, wire: bytes) -> int:
         """Answer every live Interest held under `key` with `wire`; returns how many."""
         replies = self._held.pop(key, None)
         if not replies:

@@ -15,8 +15,8 @@ from .metrics import read_metrics
 def _ps_records(run_dir: Path, ps: str) -> tuple[list[dict], dict, dict, dict]:
     records = read_metrics(run_dir / "metrics" / f"{ps}.jsonl")
     versions = [r for r in records if "version" in r and "event" not in r]
-    end = next((r for r in reversed(records) if r.get("event") == "end"), {})
-    start = next((r for r in records if r.get("event") == "start"), {})
+    end: dict = next((r for r in reversed(records) if r.get("event") == "end"), {})
+    start: dict = next((r for r in records if r.get("event") == "start"), {})
     return versions, end, start, fault_counts(records)
 
 
@@ -33,7 +33,7 @@ def fault_counts(records: list[dict]) -> dict[str, int]:
         event, worker = r.get("event"), r.get("worker")
         if event == "dropped":
             dropped += 1
-            lost.add(worker)
+            lost.add(str(worker))
         elif (event == "rejoined" or (event == "task" and r.get("accepted"))) \
                 and worker in lost:
             rejoined += 1
@@ -52,7 +52,7 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
     sc = scenario
     ps = sc.training.ps
     versions, end, start, faults = _ps_records(run_dir, ps)
-    workers_end = {}
+    workers_end: dict[str, dict] = {}
     for w in sc.worker_names:
         recs = read_metrics(run_dir / "metrics" / f"{w}.jsonl")
         workers_end[w] = next((r for r in reversed(recs) if r.get("event") == "end"), {})
@@ -140,7 +140,8 @@ def plot_all(run_dir: Path, scenario: Any) -> list[Path]:
 
     fig, ax1 = plt.subplots(figsize=(7, 4))
     t = [r["t"] for r in versions]
-    ax1.plot(t, [r.get("loss") for r in versions], color="tab:red", label="training loss")
+    loss = [r.get("loss", float("nan")) for r in versions]     # (NaN: not plotted)
+    ax1.plot(t, loss, color="tab:red", label="training loss")
     ax1.set_xlabel("time since the PS started (s)")
     ax1.set_ylabel("loss")
     ax2 = ax1.twinx()

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from forwarder.status import fetch_status
 
@@ -23,7 +24,10 @@ from . import report, scenario_spec, topology
 from .netns import Netns, NetnsUnavailable, check_available
 from .metrics import read_metrics
 from .process import ManagedProcess, ProcessFailed, unix_socket_accepts, wait_until
-from .scenario_spec import Scenario, ScenarioError
+from .scenario_spec import Kill, Scenario, ScenarioError
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 READY_TIMEOUT = 30.0
 
@@ -180,6 +184,7 @@ class Runner:
         for name, proc in workers.items():
             wait_until(lambda p=proc, n=name: f"worker {n} ready" in p.tail(5), READY_TIMEOUT,
                        proc, "ready")
+        assert ps_node is not None                  # every plan has the PS
         app, node, env, metrics = ps_node
         argv = self._wrap(node) + [sys.executable, "-m", "apps.ps", "--config", str(config),
                                    "--metrics", str(metrics),
@@ -241,15 +246,16 @@ class Runner:
                 code = proc.poll()
                 if code not in (None, 0):
                     raise proc.fail(f"exited with code {code}")
-            ps = faults.ps
-            code = ps.poll() if ps is not None else None       # None: killed, restarting
-            if code is not None:
+            ps_now = faults.ps                          # None: killed, restarting
+            code = ps_now.poll() if ps_now is not None else None
+            if ps_now is not None and code is not None:
                 if code != 0:
-                    raise ps.fail(f"exited with code {code}")
+                    raise ps_now.fail(f"exited with code {code}")
                 break
             if time.monotonic() > deadline:
+                tail = ps_now.tail() if ps_now is not None else "(PS killed)"
                 raise RunFailed(f"not finished within run.timeout = {self.sc.timeout:.0f} s; "
-                                f"PS log tail:\n{ps.tail() if ps else '(PS killed)'}")
+                                f"PS log tail:\n{tail}")
             time.sleep(0.25)
         for name, proc in workers.items():
             if proc in faults.restarted and not faults.rejoined(name):
@@ -343,7 +349,7 @@ class Faults:
         self.ps: ManagedProcess | None = ps            # None while killed
 
         self.pending = list(runner.sc.kills)
-        self.restarts: list[tuple[float, str, dict]] = []      # (when, worker, its record)
+        self.restarts: list[tuple[float, Kill, dict]] = []     # (when, the kill, its record)
         self.restarted: set[ManagedProcess] = set()
         self.count: dict[str, int] = {}
 
@@ -387,6 +393,7 @@ class Faults:
                 self.workers[name] = proc
                 self.restarted.add(proc)
             elif kill.role == "ps":
+                assert self.runner.ps_launch is not None    # the PS was started
                 argv, env = self.runner.ps_launch
                 proc = self.ps = self.runner._spawn(f"{name}-r{n}", argv, env)
             else:
@@ -435,7 +442,7 @@ class Progress:
         self.live = live and sys.stdout.isatty()
         self.records: list[dict] = []
         self._pos = 0
-        self._live = None
+        self._live: Live | None = None
         self._last_print = 0.0
 
     def start(self) -> None:

@@ -188,13 +188,13 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
     sc.netns = ns.get("enabled", False)
     sc.netem = ns.get("netem", True)
 
-    table = dict(doc.get("training", {}))
     if not isinstance(doc.get("training", {}), dict):
         raise ScenarioError("training: expected a table")
-    table.setdefault("workers", [f"w{i + 1}" for i in range(sc.workers)])
-    table.setdefault("min_workers", len(table["workers"]))
+    training = dict(doc.get("training", {}))
+    training.setdefault("workers", [f"w{i + 1}" for i in range(sc.workers)])
+    training.setdefault("min_workers", len(training["workers"]))
     try:
-        sc.training = training_config.from_table(table)
+        sc.training = training_config.from_table(training)
     except training_config.ConfigError as e:
         raise ScenarioError(str(e)) from None
     if len(sc.training.workers) != sc.workers and "workers" in doc.get("training", {}):
@@ -326,7 +326,7 @@ def _link_overrides(entries: Any, sc: Scenario) -> dict[tuple[str, str], Links]:
                                          "root" in ends and ends[0] != ends[1]):
             raise ScenarioError(f"{where}.from: ({ends[0]!r}, {ends[1]!r}) is not a "
                                 f"forwarder-to-forwarder link (tree: root <-> leafN)")
-        out[ends] = _links_from(entry, where)
+        out[(str(ends[0]), str(ends[1]))] = _links_from(entry, where)
     return out
 
 

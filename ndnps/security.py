@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from ndn.encoding import FormalName, KeyLocator, Name, SignaturePtrs, SignatureType, Signer
 from ndn.types import ValidResult
 
 from .wire import encode_signature_info
+
+
+class _Hash(Protocol):
+    """hashlib's and hmac's objects, as used here: a keyed or plain start, copied per packet."""
+
+    def copy(self) -> "_Hash": ...
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def digest(self) -> bytes: ...
 
 
 class DigestSigner(Signer):
@@ -24,7 +34,7 @@ class DigestSigner(Signer):
 
     signature_info = encode_signature_info(SignatureType.DIGEST_SHA256)
 
-    def sign(self, blocks: Sequence[bytes]) -> bytes:
+    def sign(self, blocks: Sequence[bytes | memoryview]) -> bytes:
         h = hashlib.sha256()
         for blk in blocks:
             h.update(blk)
@@ -51,7 +61,7 @@ class HmacSigner(Signer):
         self.signature_info = encode_signature_info(SignatureType.HMAC_WITH_SHA256,
                                                     [bytes(c) for c in Name.normalize(key_name)])
 
-    def sign(self, blocks: Sequence[bytes]) -> bytes:
+    def sign(self, blocks: Sequence[bytes | memoryview]) -> bytes:
         h = self._base.copy()
         for blk in blocks:
             h.update(blk)
@@ -78,7 +88,7 @@ class Security:
         self.key = key or None
         if self.key:
             self.signer: Signer = HmacSigner(self.key, key_name)
-            self._base = hmac.new(self.key, digestmod=hashlib.sha256)
+            self._base: _Hash = hmac.new(self.key, digestmod=hashlib.sha256)
             self._type = SignatureType.HMAC_WITH_SHA256
         else:
             self.signer = DigestSigner()

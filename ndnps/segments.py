@@ -36,16 +36,16 @@ def sign_segments(blob: bytes, name_of: Callable[[int], FormalName], signer: Sig
         raise ValueError("max_size must be positive")
     # codec.segment's cut, as views: the content is copied once, into the packet
     mv = memoryview(blob).cast("B")
-    parts = [mv[i:i + size] for i in range(0, len(mv), size)] or [b""]
-    meta_wire = wire.encode_meta_info(freshness_ms, names.final_block_id(len(parts) - 1))
+    views: list[bytes | memoryview] = [mv[i:i + size] for i in range(0, len(mv), size)] or [b""]
+    meta_wire = wire.encode_meta_info(freshness_ms, names.final_block_id(len(views) - 1))
     info, sign = signer.signature_info, signer.sign
     out = []
-    for i, part in enumerate(parts):
+    for i, view in enumerate(views):
         name = name_of(i)
         try:
-            out.append(wire.encode_data(name, meta_wire, part, info, sign))
+            out.append(wire.encode_data(name, meta_wire, view, info, sign))
         except TypeError:                     # a NonStrictName (str components, ...)
-            out.append(wire.encode_data(Name.normalize(name), meta_wire, part, info, sign))
+            out.append(wire.encode_data(Name.normalize(name), meta_wire, view, info, sign))
     return out
 
 
@@ -96,7 +96,7 @@ class Assembly:
         return any(s not in self.parts for s in range(self.highest))
 
     def blob(self) -> bytes:
-        if not self.complete:
+        if not self.complete or self.final is None:
             raise ValueError("assembly not complete")
         return b"".join(self.parts[s] for s in range(self.final + 1))
 

@@ -52,8 +52,8 @@ class ForwarderNode:
             if face.reliability:
                 lines.append("reliability = true")
             lines += [f"{k} = {v!r}" for k, v in face.link.items()]
-        for prefix, face in self.routes:
-            lines += ["[[routes]]", f'prefix = "{prefix}"', f'face = "{face}"']
+        for prefix, face_name in self.routes:
+            lines += ["[[routes]]", f'prefix = "{prefix}"', f'face = "{face_name}"']
         traces = run_dir / "traces"
         lines += ["[trace]", f'rates = "{traces / (self.name + "-rates.tsv")}"',
                   f'tables = "{traces / (self.name + "-tables.tsv")}"',

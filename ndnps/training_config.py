@@ -224,7 +224,9 @@ def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None 
     for f in fields(TrainingConfig):
         if only is not None and f.name not in only:
             continue
-        default = f.default if f.default is not MISSING else f.default_factory()
+        factory = f.default_factory
+        default = f.default if f.default is not MISSING else \
+            factory() if callable(factory) else None
         t = str(f.type)
         shown = ",".join(map(str, default)) if isinstance(default, list) else default
         kw: dict[str, Any] = {"default": None, "dest": f.name,

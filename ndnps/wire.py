@@ -24,7 +24,8 @@ from __future__ import annotations
 import struct
 from typing import Callable, Sequence
 
-from ndn.encoding import InterestParam, KeyLocator, MetaInfo, SignatureInfo, SignaturePtrs
+from ndn.encoding import (FormalName, InterestParam, KeyLocator, MetaInfo, SignatureInfo,
+                          SignaturePtrs)
 
 # TLV types (NDN packet format v0.3)
 INTEREST = 0x05
@@ -54,7 +55,7 @@ _MUST_BE_FRESH = b"\x12\x00"
 _INVALID_INTEREST_COMPONENT = (0x00, 0x02)
 
 # Signs the covered blocks (Name .. SignatureInfo, in order) and returns the value.
-SignFn = Callable[[Sequence[bytes]], bytes]
+SignFn = Callable[[Sequence[bytes | memoryview]], bytes]
 
 
 def _varnum(n: int) -> bytes:
@@ -111,7 +112,7 @@ def encode_signature_info(signature_type: int, key_name: Sequence[bytes] | None 
     return tl(SIGNATURE_INFO, len(value)) + value
 
 
-def encode_data(name: Sequence[bytes], meta_info: bytes, content: bytes | None,
+def encode_data(name: Sequence[bytes], meta_info: bytes, content: bytes | memoryview | None,
                 signature_info: bytes, sign: SignFn, value_size: int = 32) -> bytes:
     """One signed Data packet.  ``meta_info`` and ``signature_info`` are whole elements
     (``encode_meta_info``, ``encode_signature_info``), encoded once per object; ``sign``
@@ -119,7 +120,7 @@ def encode_data(name: Sequence[bytes], meta_info: bytes, content: bytes | None,
     is copied once, into the result."""
     name_el = encode_name(name)
     if content is None:
-        covered = (name_el, meta_info, signature_info)
+        covered: tuple[bytes | memoryview, ...] = (name_el, meta_info, signature_info)
         clen = 0
     else:
         ctl = tl(CONTENT, len(content))
@@ -312,7 +313,7 @@ def _signature_info(val: memoryview, pos: int, end: int) -> SignatureInfo | None
     return info
 
 
-def parse_interest(wire) -> tuple | None:
+def parse_interest(wire) -> tuple[FormalName, InterestParam] | None:
     """``(name, param)`` as ``ndn.encoding.parse_interest(wire, with_tl=True)`` returns them
     (name components as memoryviews into the wire), for an Interest with no
     ApplicationParameters, signature or ForwardingHint; None for any other shape or a
@@ -328,7 +329,7 @@ _INTEREST_ORDER = {CAN_BE_PREFIX: 0, MUST_BE_FRESH: 1, NONCE: 2, INTEREST_LIFETI
                    HOP_LIMIT: 4}
 
 
-def _parse_interest(buf: memoryview) -> tuple | None:
+def _parse_interest(buf: memoryview) -> tuple[FormalName, InterestParam] | None:
     total = len(buf)
     typ, vstart, vend = _read_tl(buf, 0, total)
     if typ != INTEREST or vend != total:

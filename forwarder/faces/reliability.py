@@ -24,7 +24,7 @@ import asyncio
 import random
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Callable, Final, Union
+from typing import Callable, Final, Sequence, Union
 
 from ..face_table import ReliabilityCounters
 from ..rto import HALF_TICK, RtoEstimator
@@ -426,7 +426,7 @@ class ReliableLink:
             self._settle_pending = True
             self._loop.call_soon(self._settle)
 
-    def wrap_many(self, wires: list[Wire]) -> list[bytes]:
+    def wrap_many(self, wires: Sequence[Wire]) -> list[bytes]:
         """`send` for a batch, but returning the LpPackets for the caller to send toward the
         peer (in one step, as it sends a batch without reliability)."""
         now = self._loop.time()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import asyncio
 
-from ..face_table import FaceInfo
 from ..tlv import split_frames
 from .base import QUEUE_LIMIT_BYTES, Face, FaceOwner, ip_uri, is_loopback
 from .link import LinkEmulator, LinkParams
@@ -19,7 +18,7 @@ class StreamFace(Face, asyncio.Protocol):
         self._force_local = local
         self._buf = bytearray()
         self.transport: asyncio.Transport | None = None
-        self.info: FaceInfo | None = None
+        self._up = False                  # face_up done: `info` is set
         self._emu: LinkEmulator | None = None
         self._closed = False
         self._outq: list[bytes] = []
@@ -42,6 +41,7 @@ class StreamFace(Face, asyncio.Protocol):
         if self._force_local is not None:
             local = self._force_local
         self.info = self._owner.face_up(self, local, remote, local_uri, self._persistency)
+        self._up = True
         if self._link is not None and self._link.active:
             self._emu = LinkEmulator(self._link, self._write, self.info)
 
@@ -119,7 +119,7 @@ class StreamFace(Face, asyncio.Protocol):
 
     def flush(self) -> None:
         """Write what is queued now (one writev), rather than at the end of the loop turn."""
-        if self._outq and not self._closed:
+        if self._outq and not self._closed and self.transport is not None:
             self.transport.writelines(self._outq)
         self._outq = []
         self._queued = 0
@@ -136,5 +136,5 @@ class StreamFace(Face, asyncio.Protocol):
         self.set_reliability(False)
         if not self._closed:
             self._closed = True
-            if self.info is not None:
+            if self._up:
                 self._owner.face_down(self)

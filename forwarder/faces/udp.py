@@ -24,6 +24,7 @@ class UdpFace(Face):
         self.addr = addr
         self.last_seen = time.monotonic()
         self.emu: LinkEmulator | None = None
+        assert channel.transport is not None        # faces exist once the socket is open
         sock = channel.transport.get_extra_info("sockname")
         is_local = is_loopback(addr[0]) if local is None else local
         self.info: FaceInfo = channel.owner.face_up(

@@ -12,7 +12,7 @@ from typing import Final
 
 from collections import OrderedDict
 
-from sortedcontainers import SortedList  # type: ignore[import-untyped]
+from sortedcontainers import SortedList
 
 from ..packet import Data, Interest
 from ..tlv import IMPLICIT_DIGEST, digest_component, implicit_digest
