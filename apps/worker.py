@@ -32,6 +32,7 @@ import random
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -40,7 +41,7 @@ from ndn.types import InterestCanceled, InterestNack, InterestTimeout, NetworkEr
 from ndnps import messages, names
 from ndnps.codec import CodecError, flatten, param_spec, unflatten
 from ndnps.data import load_dataset
-from ndnps.estimator import ProbeTimer, RtoEstimator
+from ndnps.estimator import ProbeTimer, QuietTimer, RtoEstimator
 from ndnps.events import wait_event
 from ndnps.fetcher import (MIN_RTO, FetchError, FetchStats, SegmentFetcher, Transfer,
                            reorder_floor)
@@ -115,7 +116,7 @@ class Job:
         self.probing: set[int] = set()              # versions whose segment 0 is being asked
         self.recoveries: Recent[int, Transfer] = Recent(4)   # version -> its missing segments
         self.gap_pending: set[int] = set()
-        self.tail_timers: dict[int, asyncio.TimerHandle] = {}
+        self.tail_timers: dict[int, QuietTimer] = {}
         self.push_gap = 0.0                         # smoothed time between pushed segments
         self.newest = -1
         self.applied = -1                           # async: our last step the PS has collected
@@ -331,8 +332,8 @@ class Job:
             task.cancel()
         if self.timer is not None:
             self.timer.cancel()
-        for handle in self.tail_timers.values():
-            handle.cancel()
+        for tail in self.tail_timers.values():
+            tail.cancel()
         for v in self.recoveries.keys():
             recovery = self.recoveries.pop(v)
             if recovery is not None:
@@ -499,12 +500,10 @@ class Job:
     def arm_tail(self, version: int) -> None:
         """A push that goes quiet short of its FinalBlockId lost its last segments: fetch them
         once nothing arrived for a few gaps between segments (not at the probe timer)."""
-        old = self.tail_timers.pop(version, None)
-        if old is not None:
-            old.cancel()
-        quiet = max(self.knobs["tail_delay"], 8 * self.push_gap)
-        self.tail_timers[version] = asyncio.get_running_loop().call_later(
-            quiet, self.on_tail, version)
+        timer = self.tail_timers.get(version)
+        if timer is None:
+            timer = self.tail_timers[version] = QuietTimer(partial(self.on_tail, version))
+        timer.touch(max(self.knobs["tail_delay"], 8 * self.push_gap))
 
     def on_tail(self, version: int) -> None:
         self.tail_timers.pop(version, None)

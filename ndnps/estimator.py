@@ -8,6 +8,7 @@ give up waiting for a push and probe.
   per-segment retransmission.
 * ``ProbeTimer``: an asyncio timer driven by an RtoEstimator; re-arms itself with backoff after
   each expiry, takes a sample only when no probe fired (Karn's rule).
+* ``QuietTimer``: calls back once nothing touched it for a while (a push gone quiet).
 * ``FinishTimeEstimator``: the PS's per-worker estimate of "reference instant -> gradient
   ready", and how long after the reference to send the collect Interest.
 """
@@ -17,9 +18,44 @@ import asyncio
 from typing import Callable
 
 # shared with the forwarder's link reliability (one RFC 6298 estimator in the project)
-from forwarder.rto import MeanDeviation, RtoEstimator
+from forwarder.rto import HALF_TICK, MeanDeviation, RtoEstimator
 
 __all__ = ["MeanDeviation", "RtoEstimator", "ProbeTimer", "FinishTimeEstimator"]
+
+
+class QuietTimer:
+    """Calls `on_quiet()` once the last `touch(quiet)` is `quiet` seconds old.  A touch moves
+    the deadline, not the timer: the timer, run before the deadline, waits out the rest (every
+    pushed segment touches it; a cancel and a call_later each cost more than that check)."""
+
+    def __init__(self, on_quiet: Callable[[], None]) -> None:
+        self._on_quiet = on_quiet
+        self._loop = asyncio.get_running_loop()
+        self._due = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+        self._handle_at = 0.0
+
+    def touch(self, quiet: float) -> None:
+        self._due = self._loop.time() + quiet
+        if self._handle is None or self._due < self._handle_at:
+            self._arm()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _arm(self) -> None:
+        self.cancel()
+        self._handle_at = self._due
+        self._handle = self._loop.call_at(self._due + HALF_TICK, self._run)
+
+    def _run(self) -> None:
+        self._handle = None
+        if self._loop.time() < self._due:
+            self._arm()
+            return
+        self._on_quiet()
 
 
 class ProbeTimer:

@@ -93,7 +93,10 @@ class Assembly:
 
     @property
     def has_gap(self) -> bool:
-        return any(s not in self.parts for s in range(self.highest))
+        """A segment missing below the highest one: every part is within [0, highest] and
+        the highest is in, so counting them says it (asked per segment received: a scan of
+        the range made a 500-segment object cost 125,000 steps)."""
+        return len(self.parts) <= self.highest
 
     def blob(self) -> bytes:
         if not self.complete or self.final is None:

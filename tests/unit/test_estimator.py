@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ndnps.estimator import FinishTimeEstimator, MeanDeviation, ProbeTimer, RtoEstimator
+from ndnps.estimator import (FinishTimeEstimator, MeanDeviation, ProbeTimer, QuietTimer,
+                             RtoEstimator)
 
 
 class FakeLoop:
@@ -154,3 +155,34 @@ def test_finish_time_estimate_does_not_ratchet_up_when_late_sends_look_held():
         est.observe(ready_after=max(sent, 0.010) + 0.003, sent_after=sent, held=True)
     assert est.expected == pytest.approx(0.013, abs=0.002)
     assert est.send_delay() < 0.010            # still asks before the gradient is ready
+
+
+@pytest.mark.parametrize("use_uvloop", [False, True])
+def test_quiet_timer_fires_once_the_last_touch_is_old_enough(use_uvloop):
+    import asyncio
+
+    import uvloop
+
+    async def main() -> tuple[list[float], list[float], bool]:
+        loop = asyncio.get_running_loop()
+        fired: list[float] = []
+        touched: list[float] = []
+        timer = QuietTimer(lambda: fired.append(loop.time()))
+        for _ in range(5):                      # a burst: each touch moves the deadline
+            timer.touch(0.02)
+            touched.append(loop.time())
+            await asyncio.sleep(0.005)
+        timer.touch(0.005)                      # a shorter wait: the timer comes earlier
+        touched.append(loop.time())
+        assert timer._handle_at == pytest.approx(touched[-1] + 0.005)
+        await asyncio.sleep(0.05)
+        cancelled = QuietTimer(lambda: fired.append(-1.0))
+        cancelled.touch(0.001)
+        cancelled.cancel()
+        await asyncio.sleep(0.01)
+        return fired, touched, -1.0 in fired
+
+    run = uvloop.run if use_uvloop else asyncio.run
+    fired, touched, cancelled_fired = run(main())
+    assert len(fired) == 1 and not cancelled_fired
+    assert fired[0] >= touched[-1] + 0.005     # never before the last touch's wait is over

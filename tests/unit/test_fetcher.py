@@ -268,6 +268,16 @@ def test_assembly_any_order_duplicates_and_gaps():
     assert asm.duplicates == 1
 
 
+def test_assembly_has_gap_is_a_hole_below_the_highest_segment():
+    rng = random.Random(5)
+    for _ in range(2000):
+        asm = Assembly(0)
+        final = rng.choice([None, rng.randrange(12)])
+        for _ in range(rng.randrange(1, 16)):
+            asm.add(rng.randrange(-1, 14), b"x", rng.choice([None, final]))
+            assert asm.has_gap == any(s not in asm.parts for s in range(asm.highest))
+
+
 def test_assembly_without_final_knows_only_up_to_the_highest():
     asm = Assembly(1)
     asm.add(3, b"x", None)
