@@ -20,7 +20,7 @@ from typing import Callable
 # shared with the forwarder's link reliability (one RFC 6298 estimator in the project)
 from forwarder.rto import HALF_TICK, MeanDeviation, RtoEstimator
 
-__all__ = ["MeanDeviation", "RtoEstimator", "ProbeTimer", "FinishTimeEstimator"]
+__all__ = ["MeanDeviation", "RtoEstimator", "ProbeTimer", "QuietTimer", "FinishTimeEstimator"]
 
 
 class QuietTimer:
