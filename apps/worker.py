@@ -334,10 +334,7 @@ class Job:
             self.timer.cancel()
         for tail in self.tail_timers.values():
             tail.cancel()
-        for v in self.recoveries.keys():
-            recovery = self.recoveries.pop(v)
-            if recovery is not None:
-                recovery.close()
+        self.end_recoveries(up_to=None)
         if getattr(self, "push_mode", None) != "persistent":
             return
         # the PS lingers until every worker has left: a lost *remove* would keep it for
@@ -513,6 +510,14 @@ class Job:
             self.counters.tail_fetches += 1
             self.recover(version, asm.missing())
 
+    def end_recoveries(self, up_to: int | None) -> None:
+        """Stop the recoveries of versions up to `up_to` (None: all)."""
+        for v in self.recoveries.keys():
+            if up_to is None or v <= up_to:
+                recovery = self.recoveries.pop(v)
+                if recovery is not None:
+                    recovery.close()
+
     def recover(self, version: int, segments: list[int], whole: bool = False) -> None:
         """Fetch `segments` of `version` by ordinary Interests (the nearest cache or the PS
         answers), adding them to the version's recovery under way if there is one; `whole`:
@@ -555,10 +560,7 @@ class Job:
             return
         for v in [v for v in self.assemblies.keys() if v < version]:
             self.assemblies.pop(v)
-        for v in [v for v in self.recoveries.keys() if v <= version]:
-            recovery = self.recoveries.pop(v)
-            if recovery is not None:
-                recovery.close()
+        self.end_recoveries(up_to=version)
         self.newest, self.params, self.done = version, np.array(p.vector), p.done
         self.aborted = p.aborted
         self.applied = max(self.applied, p.collected.get(self.gpu, -1))
