@@ -127,7 +127,8 @@ class ParameterServer:
         self.fetcher = SegmentFetcher(
             app.express_future, self.sec.validator, cfg.window,
             RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
-            cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app))
+            cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app),
+            suppression=cfg.retx_suppression_ms / 1000)
         self.held: HeldInterests[ContentKey | ParamsKey] = HeldInterests()
         self.contents: dict[str, list[bytes]] = {}
         self.pushed: Recent[int, list[bytes]] = Recent(cfg.keep_versions)      # signed pushes
@@ -300,7 +301,7 @@ class ParameterServer:
             "hyper": {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay,
                       "max_staleness": cfg.max_staleness},
             "knobs": {k: getattr(cfg, k) for k in (
-                "window", "segment_timeout", "max_tries", "probe_initial", "probe_k",
+                "window", "retx_suppression_ms", "segment_timeout", "max_tries", "probe_initial", "probe_k",
                 "probe_min", "probe_max", "gap_delay", "tail_delay", "register_interval",
                 "register_timeout", "register_tries", "collect_lifetime", "ps_timeout")},
             "version": self.version,

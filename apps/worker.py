@@ -225,6 +225,7 @@ class Job:
                                      int(info["batch"]), int(info["seed"]))
         self.fetcher.window = int(k["window"])
         self.fetcher.max_tries = int(k["max_tries"])
+        self.fetcher.suppression = k.get("retx_suppression_ms", 10) / 1000
         # the same estimator as the content fetch: its round trips are samples too
         rto = self.fetcher.rto
         rto.initial, rto.min_rto, rto.max_rto = (k["segment_timeout"], MIN_RTO,

@@ -32,7 +32,8 @@
 
     [[strategies]]
     prefix = "/ps"
-    strategy = "multicast"        # or "best-route"
+    strategy = "multicast"        # or "best-route", or NFD's instance name with parameters:
+                                  # "/localhost/nfd/strategy/best-route/v=5/retx-suppression-initial~2"
 
 A top-level key (before the first table): network_region = ["/isp/site"], NFD's
 tables.network_region: the producer regions this forwarder is in (ForwardingHint stripped).
@@ -52,7 +53,7 @@ from urllib.parse import urlsplit
 
 from .faces.link import LinkParams
 from .pipelines import Limits
-from .strategy import STRATEGIES
+from .strategy import strategy_by_name
 
 DEFAULT_UNIX = "/run/nfd/nfd.sock"     # python-ndn's default transport
 DEFAULT_PORT = 6363
@@ -186,8 +187,10 @@ def parse_config(data: dict) -> Config:
         _check_keys(choice, {"prefix", "strategy"}, where)
         prefix = _expect(choice.get("prefix"), str, f"{where}.prefix")
         strategy = _expect(choice.get("strategy"), str, f"{where}.strategy")
-        if strategy not in STRATEGIES:
-            raise ConfigError(f"{where}.strategy: unknown {strategy!r} (known: {', '.join(STRATEGIES)})")
+        try:
+            strategy_by_name(strategy)
+        except ValueError as e:
+            raise ConfigError(f"{where}.strategy: {e}") from None
         cfg.strategies[prefix] = strategy
 
     for i, region in enumerate(_expect(data.get("network_region", []), list, "network_region")):

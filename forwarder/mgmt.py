@@ -23,7 +23,7 @@ from ndn.security import DigestSha256Signer
 
 from .packet import Interest
 from .pipelines import Forwarder
-from .strategy import strategy_by_name
+from .strategy import UnknownStrategy, strategy_by_name
 from .tables.rib import CHILD_INHERIT, Route
 from .tlv import DecodeError, component_offsets, encode_tlv, name_to_str
 
@@ -247,8 +247,10 @@ class Management:
                                        for c in params.strategy.name)
         try:
             self.fw.strategy_choice.set(prefix, depth, strategy_by_name(strategy_name))
-        except ValueError as e:
+        except UnknownStrategy as e:
             raise ControlError(404, str(e), params) from None
+        except ValueError as e:                 # its parameters (NFD: 409)
+            raise ControlError(409, f"Error instantiating strategy: {e}", params) from None
         return params
 
     async def _strategy_unset(self, params, in_face):

@@ -48,6 +48,7 @@ from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, NetworkE
                        ValidationFailure)
 
 from forwarder.rto import HALF_TICK
+from forwarder.strategy import RETX_INITIAL
 
 from . import names
 from .estimator import RtoEstimator
@@ -63,10 +64,12 @@ REORDER_FLOOR = 0.003       # s: the smallest reordering window (scheduling jitt
 # so its window (and a worker's wait before fetching a hole in a push) covers that repair
 # rather than racing it with an end-to-end retry.
 LINK_REPAIR = 0.025
-# A forwarder suppresses a re-expressed Interest that comes sooner than this after the one it
-# forwarded last for the same pending entry (NFD's RetxSuppressionExponential: 10 ms, doubling
-# with each retransmission it forwards): re-expressing earlier would be wasted.
-SUPPRESSION = 0.011
+# A forwarder suppresses a re-expressed Interest that comes sooner than its suppression
+# interval after the one it forwarded last for the same pending entry (NFD's
+# RetxSuppressionExponential: 10 ms unless the strategy's parameters say otherwise, doubling
+# with each retransmission it forwards): re-expressing earlier would be wasted.  A fetcher
+# waits that interval and this margin (the event loop's clock counts whole milliseconds).
+SUPPRESSION_MARGIN = 0.001
 TLP_FLOOR = 0.010           # s: added to a tail probe's wait (a process stalled that long)
 MAX_FAST = 5                # early retransmissions per segment before only timeouts count
 
@@ -392,7 +395,7 @@ class Transfer:
                     assert srtt is not None         # (_judged adds a probe only then)
                     rtt = 2 * max(srtt, self.rack_rtt if rack[0] == 1 else 0.0)
                     due = max(flight.sent, ready_at or 0.0) + rtt + max(reo, TLP_FLOOR)
-                due = max(due, flight.sent + SUPPRESSION * 2 ** fast)
+                due = max(due, flight.sent + self.f.retx_floor * 2 ** fast)
                 if due <= now:
                     lost.append(flight)
                 elif next_due is None or due < next_due:
@@ -462,7 +465,8 @@ class SegmentFetcher:
     def __init__(self, express: Express, validator, window: int = 16,
                  rto: RtoEstimator | None = None, max_tries: int = 8,
                  stats: FetchStats | None = None, max_fast: int = MAX_FAST,
-                 reorder_floor: float = REORDER_FLOOR) -> None:
+                 reorder_floor: float = REORDER_FLOOR,
+                 suppression: float = RETX_INITIAL) -> None:
         if window < 1:
             raise ValueError("window must be >= 1")
         self.express = express
@@ -472,10 +476,16 @@ class SegmentFetcher:
         self.max_tries = max_tries
         self.max_fast = max_fast
         self.reorder_floor = reorder_floor
+        self.suppression = suppression      # the forwarder's (s): see SUPPRESSION_MARGIN
         self.stats = stats or FetchStats()
         # smallest round trip seen, held Interests included: some are answered at once, so
         # this approaches the path's RTT even when every Interest may be held
         self.min_rtt: float | None = None
+
+    @property
+    def retx_floor(self) -> float:
+        """The least wait between two tries of a segment (doubled per early retry)."""
+        return self.suppression + SUPPRESSION_MARGIN
 
     def base_rto(self) -> float:
         """The RTO before backoff; with no sample yet, a few of the smallest round trips seen

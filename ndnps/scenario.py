@@ -142,7 +142,8 @@ class Runner:
             self.socket_dir = Path(tempfile.mkdtemp(prefix="ndnps-sock-"))
         for name, node in plan.forwarders.items():
             conf = self.run_dir / "config" / f"{name}.toml"
-            conf.write_text(node.config(self.run_dir, tables, self.sc.trace_interval))
+            conf.write_text(node.config(self.run_dir, tables, self.sc.trace_interval,
+                                        topology.forwarder_strategy(self.sc)))
             sock = str(self.socket_dir / f"{name}.sock")
             host = "0.0.0.0" if self.netns else "127.0.0.1"
             argv = self._wrap(node) + [sys.executable, "-m", "forwarder", "--unix", sock,

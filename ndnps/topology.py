@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from forwarder.strategy import RETX_MAX, BestRoute, RetxSuppression
+
 from .process import free_port
 from .scenario_spec import Scenario
 
@@ -39,8 +41,11 @@ class ForwarderNode:
     routes: list[tuple[str, str]] = field(default_factory=list)     # (prefix, face name)
     app_link: dict[str, float] = field(default_factory=dict)
 
-    def config(self, run_dir: Path, tables: dict, trace_interval: float) -> str:
+    def config(self, run_dir: Path, tables: dict, trace_interval: float,
+               strategy: str | None = None) -> str:
         lines = []
+        if strategy is not None:            # (a top-level table array: before the tables)
+            lines += ["[[strategies]]", 'prefix = "/"', f'strategy = "{strategy}"']
         if tables:
             lines.append("[tables]")
             lines += [f"{k} = {v!r}" for k, v in tables.items()]
@@ -59,6 +64,14 @@ class ForwarderNode:
                   f'tables = "{traces / (self.name + "-tables.tsv")}"',
                   f"interval = {trace_interval}", f'node = "{self.name}"']
         return "\n".join(lines) + "\n"
+
+
+def forwarder_strategy(sc: Scenario) -> str:
+    """Every forwarder's strategy for the training's names: best-route, with the training's
+    retransmission suppression, which its fetchers wait for (TrainingConfig)."""
+    initial = sc.training.retx_suppression_ms / 1000
+    rs = RetxSuppression(initial=initial, max=max(RETX_MAX, initial))
+    return "/".join([BestRoute.base_name, "v=5", *rs.parameters()])
 
 
 @dataclass

@@ -88,6 +88,10 @@ class TrainingConfig:
                                 strict_low=True)
     max_tries: int = _f(8, "tries per segment before a fetch fails", low=1)
     window: int = _f(16, "segment Interests in flight per fetch", low=1)
+    retx_suppression_ms: int = _f(
+        2, "the forwarders' retransmission suppression interval for this training (NFD's "
+        "best-route parameter retx-suppression-initial, ms; doubling per retransmission): the "
+        "scenario runner sets it on every forwarder, and a fetch re-asks no sooner", low=1)
     probe_initial: float = _f(1.0, "probe timer before any history", low=0, strict_low=True)
     probe_k: float = _f(4.0, "probe timer = mean + k * deviation", low=0)
     probe_min: float = _f(0.2, "probe timer lower bound", low=0, strict_low=True)

@@ -172,6 +172,14 @@ def ready_job(**kw) -> Job:
 
 
 @pytest.mark.asyncio
+async def test_both_ends_fetch_with_the_trainings_retransmission_suppression():
+    job = ready_job(retx_suppression_ms=4, window=5)
+    assert job.fetcher.suppression == 0.004 and job.fetcher.window == 5
+    ps = ParameterServer(config(retx_suppression_ms=4), MemNet().app())
+    assert ps.fetcher.suppression == 0.004
+
+
+@pytest.mark.asyncio
 async def test_collect_is_held_then_answered_with_every_reexpression():
     job = ready_job()
     first, again, expired = [], [], []

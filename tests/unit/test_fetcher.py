@@ -12,7 +12,7 @@ from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidRes
 from ndnps import names
 from ndnps.codec import CodecError
 from ndnps.estimator import RtoEstimator
-from ndnps.fetcher import FetchError, SegmentFetcher, _Flight, _judged
+from ndnps.fetcher import SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged
 from ndnps.security import DigestSigner, HmacSigner, Security
 from ndnps.segments import Assembly, Recent, sign_segments
 
@@ -36,6 +36,7 @@ class FakeProducer:
         self.fresh: list[bool] = []
         self.lifetimes: list[int] = []
         self.seg_lifetimes: dict[int, list[int]] = {}
+        self.sent_at: dict[int, list[float]] = {}    # loop time of each attempt, by segment
         self.delay = delay
         self.late = 0.05
 
@@ -46,6 +47,7 @@ class FakeProducer:
         self.fresh.append(must_be_fresh)
         self.lifetimes.append(lifetime)
         self.seg_lifetimes.setdefault(seg, []).append(lifetime)
+        self.sent_at.setdefault(seg, []).append(asyncio.get_running_loop().time())
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -209,6 +211,23 @@ async def test_early_retransmissions_are_bounded_per_segment_then_the_timeout_ru
     assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
     assert f.stats.fast_retransmissions <= 2
     assert f.stats.timeouts >= 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("suppression", [0.002, 0.03])
+async def test_early_retries_wait_for_the_forwarders_suppression_doubling(suppression):
+    """A forwarder drops a retransmission sooner than its suppression interval after the last
+    one it forwarded, and doubles the interval per one forwarded: a fetch re-asks no sooner
+    (suppression + margin, doubled per early retry)."""
+    prod = FakeProducer(BLOB)
+    prod.plan = {(3, 0): "drop", (3, 1): "drop"}
+    f = fetcher_for(prod, window=8, rto=slow_rto(), suppression=suppression)
+    assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
+    assert f.stats.timeouts == 0 and prod.attempts[3] == 3
+    first, second, third = prod.sent_at[3]
+    floor = suppression + SUPPRESSION_MARGIN
+    assert f.retx_floor == floor
+    assert second - first >= floor - 1e-9 and third - second >= 2 * floor - 1e-9
 
 
 @pytest.mark.asyncio

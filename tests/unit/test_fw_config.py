@@ -29,6 +29,9 @@ def test_faces_take_link_emulation_and_link_reliability():
      "faces[1].uri"),
     ({"network_region": "/isp"}, "network_region"),
     ({"network_region": ["/isp", "isp"]}, "network_region[1]"),
+    ({"strategies": [{"prefix": "/", "strategy": "asf"}]}, "strategies[0].strategy"),
+    ({"strategies": [{"prefix": "/", "strategy": "best-route/v=5/retx-suppression-max~0"}]},
+     "strategies[0].strategy"),
 ])
 def test_bad_values_name_their_key(doc, key):
     with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
@@ -80,3 +83,10 @@ async def test_a_kept_tcp_face_backs_off_when_its_peer_accepts_and_hangs_up():
             await asyncio.wait_for(bad.start(), 5)
     finally:
         await bad.stop()
+
+
+def test_strategies_take_nfd_instance_names_with_parameters():
+    name = "/localhost/nfd/strategy/best-route/v=5/retx-suppression-initial~2"
+    cfg = parse_config({"strategies": [{"prefix": "/", "strategy": name},
+                                       {"prefix": "/ps", "strategy": "multicast"}]})
+    assert cfg.strategies == {"/": name, "/ps": "multicast"}

@@ -76,6 +76,22 @@ def test_errors_carry_status_codes_and_parameters():
     assert r["status_code"] == 400
 
 
+def test_strategy_parameters_set_listed_and_refused_as_nfd():
+    fw, mgmt, face = setup()
+    r = command(fw, mgmt, face, cmd(
+        "strategy-choice", "set", name="/x",
+        strategy="/localhost/nfd/strategy/best-route/v=5/retx-suppression-initial~2"))
+    assert r["status_code"] == 200
+    chosen = dict(fw.strategy_choice.items())[name_from_str("/x")]
+    assert chosen.suppression.initial == 0.002
+    assert chosen.name == "/localhost/nfd/strategy/best-route/retx-suppression-initial~2"
+    r = command(fw, mgmt, face, cmd(
+        "strategy-choice", "set", name="/x",
+        strategy="/localhost/nfd/strategy/best-route/v=5/retx-suppression-initial~0"))
+    assert r["status_code"] == 409 and "retx-suppression-initial" in r["status_text"]
+    assert dict(fw.strategy_choice.items())[name_from_str("/x")] is chosen   # unchanged
+
+
 def test_unregister_and_route_expiry():
     fw, mgmt, face = setup()
     t = [0.0]

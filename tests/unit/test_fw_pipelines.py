@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from forwarder.face_table import INTERNAL_FACE
 from forwarder.packet import NACK_CONGESTION, NACK_DUPLICATE, NACK_NO_ROUTE, Interest
-from forwarder.strategy import Multicast
+from forwarder.strategy import Multicast, strategy_by_name
 from forwarder.tables.rib import CHILD_INHERIT, Route
 from forwarder import tlv
 
@@ -79,6 +79,25 @@ def test_aggregation_and_best_route_retransmission_suppression(b):
     b.later(0.010)                                    # 25 ms: forwarded
     assert brief(b.rx(d1, interest("/a"))) == [(up, "I", "/a")]
     assert b.drops(d1) == {"retx_suppressed": 1}
+
+
+def test_best_route_suppression_follows_the_strategys_parameters(b):
+    """retx-suppression-initial~2, multiplier 3: 2 ms, then 6 ms once one is forwarded."""
+    d1, d2, up = b.faces(3)
+    b.route("/a", up)
+    b.fw.strategy_choice.set(nv("/a"), depth("/a"),
+                             strategy_by_name("best-route/v=5/retx-suppression-initial~2/"
+                                              "retx-suppression-multiplier~3"))
+    assert brief(b.rx(d1, interest("/a"))) == [(up, "I", "/a")]
+    b.later(0.001)
+    assert b.raw(d2, interest("/a")) == []            # 1 ms < 2 ms: suppressed
+    b.later(0.0015)                                   # 2.5 ms: forwarded, interval now 6 ms
+    assert brief(b.rx(d2, interest("/a"))) == [(up, "I", "/a")]
+    b.later(0.005)
+    assert b.raw(d1, interest("/a")) == []            # 5 ms < 6 ms
+    b.later(0.002)
+    assert brief(b.rx(d1, interest("/a"))) == [(up, "I", "/a")]
+    assert b.drops(d1) == b.drops(d2) == {"retx_suppressed": 1}
 
 
 def test_retransmission_tries_an_unused_next_hop_then_the_least_recently_used(b):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from forwarder.packet import Data, decode
-from forwarder.strategy import BestRoute, Multicast, strategy_by_name
+from forwarder.strategy import (BestRoute, Multicast, RetxSuppression, UnknownStrategy,
+                                strategy_by_name)
 from forwarder.tables.cs import ContentStore
 from forwarder.tables.dead_nonce_list import DeadNonceList
 from forwarder.tables.fib import Fib
@@ -595,5 +596,32 @@ def test_strategy_by_name(text, cls):
 
 @pytest.mark.parametrize("text", ["", "asf", "/localhost/nfd/strategy/random"])
 def test_strategy_by_unknown_name(text):
-    with pytest.raises(ValueError):
+    with pytest.raises(UnknownStrategy):
         strategy_by_name(text)
+
+
+def test_strategy_parameters_as_nfd():
+    s = strategy_by_name("/localhost/nfd/strategy/best-route/v=5/retx-suppression-initial~2/"
+                         "retx-suppression-max~100/retx-suppression-multiplier~1.5")
+    assert type(s) is BestRoute
+    assert s.suppression == RetxSuppression(0.002, 0.1, 1.5)
+    assert s.name == ("/localhost/nfd/strategy/best-route/retx-suppression-initial~2/"
+                      "retx-suppression-max~100/retx-suppression-multiplier~1.5")
+    assert strategy_by_name("multicast/retx-suppression-initial~3").suppression.initial == 0.003
+    plain = strategy_by_name("best-route")
+    assert plain.suppression == RetxSuppression(0.010, 0.250, 2.0)
+    assert plain.name == "/localhost/nfd/strategy/best-route"
+
+
+@pytest.mark.parametrize("params,why", [
+    ("retx-suppression-initial", "unknown parameter"),          # no ~value
+    ("frobs~3", "unknown parameter"),
+    ("retx-suppression-initial~fast", "not a number"),
+    ("retx-suppression-initial~0", "need 0 <"),
+    ("retx-suppression-initial~300", "need 0 <"),               # above the 250 ms max
+    ("retx-suppression-multiplier~0.5", "multiplier >= 1"),
+])
+def test_bad_strategy_parameters_are_refused_by_name(params, why):
+    with pytest.raises(ValueError, match=why) as e:
+        strategy_by_name(f"/localhost/nfd/strategy/best-route/v=5/{params}")
+    assert not isinstance(e.value, UnknownStrategy)

@@ -120,3 +120,20 @@ def test_link_reliability_goes_on_both_ends_of_every_forwarder_link(tmp_path):
     plain = plan_local(parse({"topology": {"kind": "tree"}}, "t"))
     assert not any(f.reliability for n in plain.forwarders.values() for f in n.faces)
     assert "reliability =" not in plain.forwarders["root"].config(tmp_path, {}, 1.0)
+
+
+def test_every_forwarder_gets_the_trainings_retransmission_suppression(tmp_path):
+    """The forwarders suppress retransmissions for the interval the apps' fetchers wait."""
+    from forwarder.config import parse_config, read_toml
+    from forwarder.strategy import strategy_by_name
+    from ndnps.topology import forwarder_strategy, plan_local
+    sc = parse({"topology": {"kind": "tree"}, "training": {"retx_suppression_ms": 3}}, "t")
+    for name, node in plan_local(sc).forwarders.items():
+        (tmp_path / f"{name}.toml").write_text(
+            node.config(tmp_path, {"pit_entries": 100}, 1.0, forwarder_strategy(sc)))
+        strategies = parse_config(read_toml(tmp_path / f"{name}.toml")).strategies
+        assert strategy_by_name(strategies["/"]).suppression.initial == 0.003
+    assert "retx-suppression-initial" not in forwarder_strategy(
+        parse({"training": {"retx_suppression_ms": 10}}, "t"))      # NFD's default
+    with pytest.raises(ScenarioError, match="training.retx_suppression_ms"):
+        parse({"training": {"retx_suppression_ms": 0}}, "t")
