@@ -71,7 +71,11 @@ LINK_REPAIR = 0.025
 # waits that interval and this margin (the event loop's clock counts whole milliseconds).
 SUPPRESSION_MARGIN = 0.001
 TLP_FLOOR = 0.010           # s: added to a tail probe's wait (a process stalled that long)
-MAX_FAST = 5                # early retransmissions per segment before only timeouts count
+# early retransmissions per segment before only timeouts count: spaced by the suppression
+# floor, doubling (3, 6, 12 ... 384 ms with 2 ms suppression), the later ones come no sooner
+# than the RTO's backoff would; with 5, a segment lost 6 times in a row (0.15 % at 10 % loss
+# per hop, one version in three) then waited 0.2 + 0.4 + 0.8 s: 10 % went from 8.1x to 4.4x
+MAX_FAST = 8
 
 
 class FetchError(Exception):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import struct
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Final, Sequence, Union
@@ -41,6 +42,7 @@ _FRAGMENT_TYPE: Final = encode_varnum(LP_FRAGMENT)
 # LpPacket TL, Sequence, TxSequence, Fragment TL
 _WRAP_OVERHEAD: Final = 4 + len(_SEQ_HEAD) + 8 + len(_TXSEQ_HEAD) + 8 + 4
 _MASK: Final = (1 << 64) - 1
+_u64: Final = struct.Struct(">Q").unpack_from
 # a packet to send: bytes, or bytearray as python-ndn builds some — spelled out for the
 # optional mypyc build, which checks argument types at run time (what is read is bytes)
 Wire = Union[bytes, bytearray]
@@ -359,36 +361,45 @@ def _split_lp(packet: bytes) -> tuple[bytes, bytes]:
 
 def _read_own(wire: bytes) -> tuple[int, list[int], int, int] | None:
     """The headers of an LpPacket shaped as `_encode` writes them (Sequence, Acks, TxSequence,
-    then a Fragment to the end, or Acks alone), read at fixed offsets: (Sequence, Acks,
-    TxSequence, where the network packet starts; len(wire) for Acks alone).  None for any
+    then a Fragment to the end, or Acks alone), read at fixed offsets without slicing: (Sequence,
+    Acks, TxSequence, where the network packet starts; len(wire) for Acks alone).  None for any
     other shape (the general reader takes it)."""
     try:
-        _, off, end = read_tl(wire, 0, len(wire))
-    except Exception:
-        return None
-    if end != len(wire):
-        return None
-    acked = []
-    if wire[off:off + 2] != _SEQ_HEAD:
-        while wire[off:off + 4] == _ACK_HEAD:      # Acks alone
-            acked.append(int.from_bytes(wire[off + 4:off + 12], "big"))
+        end = len(wire)
+        off, length = _short_length(wire, 1)
+        if off + length != end:
+            return None
+        acked = []
+        if not wire.startswith(_SEQ_HEAD, off):
+            while wire.startswith(_ACK_HEAD, off):      # Acks alone
+                acked.append(_u64(wire, off + 4)[0])
+                off += 12
+            return (0, acked, 0, off) if off == end and acked else None
+        frame = _u64(wire, off + 2)[0]
+        off += 10
+        while wire.startswith(_ACK_HEAD, off):
+            acked.append(_u64(wire, off + 4)[0])
             off += 12
-        return (0, acked, 0, off) if off == end and acked else None
-    frame = int.from_bytes(wire[off + 2:off + 10], "big")
-    off += 10
-    while wire[off:off + 4] == _ACK_HEAD:
-        acked.append(int.from_bytes(wire[off + 4:off + 12], "big"))
-        off += 12
-    if wire[off:off + 4] != _TXSEQ_HEAD or off + 12 >= end or wire[off + 12] != LP_FRAGMENT:
+        if not wire.startswith(_TXSEQ_HEAD, off) or wire[off + 12] != LP_FRAGMENT:
+            return None
+        txseq = _u64(wire, off + 4)[0]
+        voff, length = _short_length(wire, off + 13)
+    except (IndexError, struct.error):                  # truncated
         return None
-    txseq = int.from_bytes(wire[off + 4:off + 12], "big")
-    try:
-        _, voff, fend = read_tl(wire, off + 12, end)
-    except Exception:
-        return None
-    if fend != end or voff == fend:
+    if voff + length != end or length == 0:
         return None
     return frame, acked, txseq, voff
+
+
+def _short_length(wire: bytes, off: int) -> tuple[int, int]:
+    """A TLV-LENGTH of one or three octets at `off`: (value offset, length); a longer one
+    (over 65535: never ours) reads as a length no packet has."""
+    first = wire[off]
+    if first < 253:
+        return off + 1, first
+    if first == 253:
+        return off + 3, (wire[off + 1] << 8) | wire[off + 2]
+    return off + 1, -1
 
 
 LATE = 0.002           # s: a timer this late means the event loop was busy meanwhile

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from forwarder.faces.reliability import (LpReliability, ReliabilityOptions, ReliableLink,
-                                         _split_lp, older_than)
+                                         _read_own, _split_lp, older_than)
 from forwarder.packet import Data, Interest, Nack, decode, lp_wrap
 from forwarder.tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
                            MAX_PACKET_SIZE, encode_tlv, read_tl)
@@ -423,3 +423,31 @@ async def test_a_batch_is_wrapped_in_order_and_kept_until_acknowledged():
     assert link.receive_many([ack_only]) == [] and link.core.unacked == 0
     assert link._timer is None
     link.close()
+
+
+@pytest.mark.parametrize("content,acks", [(b"", 0), (b"x" * 100, 1), (b"y" * 8000, 3),
+                                          (b"z" * 200, 700)])
+def test_own_frames_read_at_fixed_offsets_as_the_general_reader_reads_them(content, acks):
+    """The fixed-offset reader agrees with a TLV walk of the same frame; every truncation of it
+    and every flipped octet of its headers is left to the general reader, never misread."""
+    a = LpReliability()
+    a._acks = list(range(10**6, 10**6 + acks))
+    packet = data("/d", content=content)
+    wire = a.wrap(packet, 0.0)
+    frame, acked, txseq, start = _read_own(wire)
+    fields = {}
+    _, off, end = read_tl(wire, 0, len(wire))
+    while off < end:
+        typ, voff, off = read_tl(wire, off, end)
+        fields.setdefault(typ, []).append(wire[voff:off])
+    assert frame == int.from_bytes(fields[LP_SEQUENCE][0], "big")
+    assert txseq == int.from_bytes(fields[LP_TX_SEQUENCE][0], "big")
+    assert acked == [int.from_bytes(v, "big") for v in fields.get(LP_ACK, [])]
+    assert wire[start:] == fields[LP_FRAGMENT][0] == packet
+    for cut in range(1, len(wire)):
+        assert _read_own(wire[:cut]) is None
+    for i in range(1, start):
+        flipped = bytearray(wire)
+        flipped[i] ^= 0x55
+        got = _read_own(bytes(flipped))
+        assert got is None or got[3] == start      # an Ack or sequence value changed only
