@@ -384,13 +384,16 @@ class ParameterServer:
             sent = self.loop_time()
             # The first Interests live until shortly after the expected finish, so a lost one
             # costs little; re-expressions double up to collect_lifetime while the worker
-            # computes, for worker_timeout at most.  Once the first Data is in, the fetcher's
-            # loss recovery takes over.
+            # computes, for worker_timeout at most.  Without a history (the first version, a
+            # restarted PS) they start from a few round trips: starting at collect_lifetime,
+            # two lost in a row outlasted a 5 s worker_timeout and dropped a live worker.
+            # Once the first Data is in, the fetcher's loss recovery takes over.
             rtt = self.fetcher.min_rtt or 0.01
             est = w.estimator
             expected = max(0.0, ref + (est.expected or 0.0) - sent)
-            lifetime = cfg.collect_lifetime if est.expected is None else min(
-                cfg.collect_lifetime, max(0.05, expected + 2 * est.stats.dev + 4 * rtt + 0.01))
+            lifetime = min(cfg.collect_lifetime, max(
+                0.05, 4 * rtt + 0.01 + (0.0 if est.expected is None
+                                        else expected + 2 * est.stats.dev)))
             try:
                 parts, arrived = await self.fetcher.fetch_held(
                     name_of, w.last_segment, lifetime, cfg.collect_lifetime,

@@ -251,6 +251,27 @@ async def test_ps_collect_sends_when_the_estimate_says_and_learns():
     stop(*tasks)
 
 
+@pytest.mark.asyncio
+async def test_a_first_collect_lost_is_asked_again_soon_not_after_collect_lifetime():
+    """No history yet: a lost collect Interest must not cost collect_lifetime (here longer than
+    worker_timeout, which would drop a live worker)."""
+    lost = []
+
+    def drop(kind, name, app):
+        c = names.parse_collect(name) if kind == "interest" else None
+        if c is not None and c.step == 0 and not lost:
+            lost.append(c)
+            return True
+        return False
+    net = MemNet(drop)
+    (w1,), tasks = await started(net, "w1")
+    ps = ParameterServer(config(workers=["w1"], max_versions=2, collect_lifetime=10.0,
+                                worker_timeout=2.0), net.app())
+    assert await asyncio.wait_for(ps.run(), 20) == 0
+    assert lost and ps.counters.workers_dropped == 0 and ps.version == 2
+    stop(*tasks)
+
+
 # ---- steps 6 and 9: pushes, gaps, probes ------------------------------------------------------
 
 @pytest.mark.asyncio
