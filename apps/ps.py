@@ -177,6 +177,7 @@ class ParameterServer:
                 for w in self.workers:
                     if w.gpu in missing:
                         self.drop(w, "did not accept the resumed training")
+                await self.push_resumed()
             else:
                 self.prepare_content(accepted)
             if cfg.mode == "sync":
@@ -395,17 +396,18 @@ class ParameterServer:
                 0.05, 4 * rtt + 0.01 + (0.0 if est.expected is None
                                         else expected + 2 * est.stats.dev)))
             try:
-                parts, arrived = await self.fetcher.fetch_held(
+                parts, arrived, waited = await self.fetcher.fetch_held(
                     name_of, w.last_segment, lifetime, cfg.collect_lifetime,
                     sent + cfg.worker_timeout)
             except FetchError as e:
                 self.drop(w, f"silent for {cfg.worker_timeout:.0f} s ({e})")
                 return None
-            if attempt == 0 and arrived is not None:
-                # (a first Data that answered a re-expressed Interest says little of when
-                # the gradient was ready: no sample)
-                waited = arrived - sent          # ~ one RTT if it was ready, more if held
-                est.observe(sent - ref + waited, sent - ref, held=waited > 2 * rtt + 0.002)
+            if attempt == 0:
+                # the Interest that brought the first Data waited well over a round trip: the
+                # worker held it, and became ready about when it came (whichever try it was:
+                # without a history the first ones expire early, and a sample from them alone
+                # would never come); else the gradient was ready before it was asked for
+                est.observe(arrived - ref, sent - ref, held=waited > 2 * rtt + 0.002)
             w.last_segment = len(parts) - 1
             try:
                 grad = messages.parse_gradient(b"".join(parts), self.n_params, step)
@@ -548,6 +550,13 @@ class ParameterServer:
                               self.sec.signer, PUSH_FRESHNESS_MS)
         self.pushed.put(version, wires)
         return wires
+
+    async def push_resumed(self) -> None:
+        """A resumed PS pushes its checkpoint's version again, as the PS before it did (the
+        same bytes): a worker that lacks it (restarted just before the kill, or the push cut
+        short) has it at once, and probes for it are answered.  Before, such a worker asked
+        in vain until dropped: nobody held that version any more."""
+        await self.push(self.version, False)
 
     async def push(self, version: int, done: bool, aborted: bool = False) -> float:
         """Step 6: publish `version` and push it along the persistent PIT entry, paced.

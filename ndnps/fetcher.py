@@ -157,7 +157,7 @@ class Transfer:
         self.stale: set[int] = set()             # failed a signature check: MustBeFresh
         self.final: int | None = None
         self.ready_at: float | None = None       # first Data of this transfer
-        self.first_clean = False                 # ... and it answered a first try
+        self.ready_wait = 0.0                    # ... and how long its Interest waited
         self.seq = 0
         self.asked = 0                           # segments asked for (first Interests)
         self.rack_order = (-1, -1, -1)           # the last-answered-in-order flight answered,
@@ -327,7 +327,7 @@ class Transfer:
                 self.f.rto.observe(rtt)
         if self.ready_at is None:
             self.ready_at = now
-            self.first_clean = flight.first
+            self.ready_wait = rtt
         # RACK: the flight answered that was due last; an answer to an earlier copy of a re-sent
         # segment may come faster than any round trip: not a measure
         if flight.order > self.rack_order and (flight.first or self.f.min_rtt is None
@@ -548,19 +548,21 @@ class SegmentFetcher:
 
     async def fetch_held(self, name_of: NameOf, last_hint: int | None, lifetime: float,
                          max_lifetime: float, deadline: float,
-                         fresh: bool = True) -> tuple[list[bytes], float | None]:
+                         fresh: bool = True) -> tuple[list[bytes], float, float]:
         """An object whose producer holds Interests until it exists (a gradient being
         computed).  Segment 0 and, when ``last_hint`` says how many there were last time, up
         to ``window`` - 1 more are asked at once, all held, so the whole object comes back in
-        one round trip once ready; the rest windowed.  ``deadline``: loop time.  Returns the segments and when the first Data arrived (loop time), None
-        if that Data answered a re-expressed Interest (its time says little of readiness)."""
+        one round trip once ready; the rest windowed.  ``deadline``: loop time.  Returns the
+        segments, when the first Data arrived (loop time) and how long the Interest it
+        answered had waited: much more than a round trip, the producer held it (it became
+        ready about then, whichever try that was); about one, it was ready before."""
         t = Transfer(self, name_of, fresh=fresh, to_final=True, life=lifetime,
                      max_life=max_lifetime, held=True, deadline=deadline)
         t.want(range(min(last_hint or 0, self.window - 1) + 1))
         got = await t.run()
         assert t.final is not None      # a whole object's transfer ends once its final is known
-        return [got[s].content for s in range(t.final + 1)], \
-            (t.ready_at if t.first_clean else None)
+        assert t.ready_at is not None   # (and so is its first Data)
+        return [got[s].content for s in range(t.final + 1)], t.ready_at, t.ready_wait
 
 
 def names_segment(name: FormalName) -> int:

@@ -272,6 +272,22 @@ async def test_a_first_collect_lost_is_asked_again_soon_not_after_collect_lifeti
     stop(*tasks)
 
 
+@pytest.mark.asyncio
+async def test_a_worker_slower_than_the_first_lifetimes_is_still_learnt():
+    """Without a history the first collect Interests expire early and are asked again: the
+    Data that answers a later try still dates the gradient (the worker held that Interest),
+    so the PS learns when to ask; without samples it would re-ask every version."""
+    net = MemNet()
+    worker = Worker("w1", KEY, net.app(), slowdown=400.0)     # ~0.1 s per gradient
+    tasks = [asyncio.create_task(worker.run())]
+    await asyncio.sleep(0)
+    ps = ParameterServer(config(workers=["w1"], max_versions=5), net.app())
+    assert await asyncio.wait_for(ps.run(), 30) == 0
+    assert ps.workers[0].estimator.stats.samples == 5
+    assert ps.workers[0].estimator.expected > 0.05
+    stop(*tasks)
+
+
 # ---- steps 6 and 9: pushes, gaps, probes ------------------------------------------------------
 
 @pytest.mark.asyncio
@@ -413,7 +429,7 @@ async def test_a_malformed_gradient_is_counted_and_refetched():
 
     async def fetch_held(name_of, hint, *args):
         import time
-        return answers.pop(0), time.monotonic()
+        return answers.pop(0), time.monotonic(), 0.001
     ps.fetcher.fetch_held = fetch_held
     g = await ps.collect(ps.workers[0], 0, asyncio.get_running_loop().time())
     assert g is not None and ps.counters.malformed == 2 and float(g.vector[0]) == 1.0

@@ -47,6 +47,27 @@ def test_checkpoint_round_trip(tmp_path):
     assert all(np.array_equal(again.model.params[k], ps.model.params[k]) for k in g)
 
 
+@pytest.mark.asyncio
+async def test_a_resumed_ps_pushes_and_serves_its_checkpoints_version(tmp_path):
+    """A worker that missed the checkpoint's version (restarted just before the PS was killed)
+    must get it from the resumed PS: pushed again, and its probes answered."""
+    from ndnps import names
+    path = tmp_path / "ckpt.npz"
+    ps = trained(path)
+    ps.write_checkpoint(str(path))
+    first = ps.publish(ps.version, False)
+    again = ParameterServer(config(path), MemNet().app())
+    again.resume()
+    again.prepare_content(["w1", "w2"])
+    replies: list[bytes] = []
+    again.on_probe(names.distribute("ps", "t1", 3, 0), None, replies.append, None)
+    assert replies == []                            # nothing kept yet
+    await again.push_resumed()
+    assert again.counters.segments_pushed == len(first)
+    again.on_probe(names.distribute("ps", "t1", 3, 0), None, replies.append, None)
+    assert replies == [first[0]]                    # the same bytes as the PS before
+
+
 def test_no_checkpoint_starts_afresh(tmp_path):
     ps = ParameterServer(config(tmp_path / "none.npz"), MemNet().app())
     assert ps.resume() is None and ps.version == 0

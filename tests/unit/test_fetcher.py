@@ -236,10 +236,10 @@ async def test_held_batch_a_lost_one_is_resent_as_soon_as_the_producer_is_ready(
     prod.plan = {(0, 0): "late", (1, 0): "late", (2, 0): "drop", (3, 0): "late"}
     f = fetcher_for(prod, window=8, rto=slow_rto())
     loop = asyncio.get_running_loop()
-    parts, ready = await asyncio.wait_for(
+    parts, ready, waited = await asyncio.wait_for(
         f.fetch_held(name_of, 3, 20.0, 20.0, loop.time() + 30), 10)
     assert b"".join(parts) == BLOB
-    assert ready is not None                     # segment 0 answered its first Interest
+    assert ready <= loop.time() and waited >= prod.late  # segment 0's Interest was held
     assert f.stats.held_timeouts == 0 and f.stats.timeouts == 0
     assert prod.attempts[2] == 2
 
