@@ -302,9 +302,10 @@ class ParameterServer:
             "hyper": {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay,
                       "max_staleness": cfg.max_staleness},
             "knobs": {k: getattr(cfg, k) for k in (
-                "window", "retx_suppression_ms", "segment_timeout", "max_tries", "probe_initial", "probe_k",
-                "probe_min", "probe_max", "gap_delay", "tail_delay", "register_interval",
-                "register_timeout", "register_tries", "collect_lifetime", "ps_timeout")},
+                "window", "retx_suppression_ms", "segment_timeout", "max_tries",
+                "probe_initial", "probe_k", "probe_min", "probe_max", "gap_delay", "tail_delay",
+                "register_interval", "register_timeout", "register_tries", "collect_lifetime",
+                "ps_timeout")},
             "version": self.version,
             "step": w.steps_done,               # async: the step it computes next
             "restarts": self.restarts,          # a worker rolls back only for a new PS

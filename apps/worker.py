@@ -225,7 +225,8 @@ class Job:
                                      int(info["batch"]), int(info["seed"]))
         self.fetcher.window = int(k["window"])
         self.fetcher.max_tries = int(k["max_tries"])
-        self.fetcher.suppression = k.get("retx_suppression_ms", 10) / 1000
+        if "retx_suppression_ms" in k:      # (a PS of an older ndnps: NFD's, the default)
+            self.fetcher.suppression = k["retx_suppression_ms"] / 1000
         # the same estimator as the content fetch: its round trips are samples too
         rto = self.fetcher.rto
         rto.initial, rto.min_rto, rto.max_rto = (k["segment_timeout"], MIN_RTO,
