@@ -12,7 +12,8 @@ from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidRes
 from ndnps import names
 from ndnps.codec import CodecError
 from ndnps.estimator import RtoEstimator
-from ndnps.fetcher import SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged
+from ndnps.fetcher import (SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged,
+                           tail_probe_wait)
 from ndnps.security import DigestSigner, HmacSigner, Security
 from ndnps.segments import Assembly, Recent, sign_segments
 
@@ -190,6 +191,13 @@ async def test_a_lost_last_segment_is_probed_after_two_round_trips_not_the_rto()
     await asyncio.wait_for(f.fetch_many(name_of, list(range(26))), 10)
     assert f.stats.timeouts == 0 and f.stats.fast_retransmissions == 1
     assert prod.attempts[25] == 2
+
+
+def test_a_tail_probe_waits_two_round_trips_and_a_resent_one_two_of_the_smallest():
+    assert tail_probe_wait(0.040, 0.050, 0.001, resent=False) == pytest.approx(0.100)
+    assert tail_probe_wait(0.040, 0.010, 0.001, resent=False) == pytest.approx(0.080)
+    assert tail_probe_wait(0.040, 0.050, 0.001, resent=True) == pytest.approx(0.002)
+    assert tail_probe_wait(0.040, 0.050, None, resent=True) == pytest.approx(0.100)
 
 
 @pytest.mark.asyncio
