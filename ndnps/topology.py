@@ -70,8 +70,7 @@ def forwarder_strategy(sc: Scenario) -> str:
     """Every forwarder's strategy for the training's names: best-route, with the training's
     retransmission suppression, which its fetchers wait for (TrainingConfig)."""
     initial = sc.training.retx_suppression_ms / 1000
-    rs = RetxSuppression(initial=initial, max=max(RETX_MAX, initial))
-    return "/".join([BestRoute.base_name, "v=5", *rs.parameters()])
+    return BestRoute(RetxSuppression(initial=initial, max=max(RETX_MAX, initial))).name
 
 
 @dataclass
