@@ -46,8 +46,14 @@ class Pacer:
             await self._sleep(0)
 
     async def send_all(self, wires, send: Callable[[bytes], object]) -> int:
+        """Send every wire, paced; return once the last ones have left too (the socket drained
+        after a partial last burst): a caller that records "pushed" next, and is then killed,
+        must not leave the end of the push in its own write buffer."""
         n = 0
         for wire in wires:
             await self.send(wire, send)
             n += 1
+        if self._since_yield and self._drain is not None:
+            self._since_yield = 0
+            await self._drain()
         return n

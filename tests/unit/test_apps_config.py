@@ -182,6 +182,8 @@ async def test_pacer_limits_the_rate_and_yields():
     sent = []
     await pacer.send_all([b"x" * 8000] * 20, sent.append)
     assert len(sent) == 20 and len(drained) == 5
+    await pacer.send_all([b"x" * 100] * 6, sent.append)
+    assert len(drained) == 7                    # after 4, and after the last 2: all left
     # 20 x 8000 bytes at 1 MB/s, less the initial burst allowance of 4 x 8800: ~0.125 s
     assert sum(s for s in sleeps if s) == pytest.approx(0.16 - 4 * 0.0088, rel=0.01)
 

@@ -284,7 +284,6 @@ async def test_a_worker_slower_than_the_first_lifetimes_is_still_learnt():
     ps = ParameterServer(config(workers=["w1"], max_versions=5), net.app())
     assert await asyncio.wait_for(ps.run(), 30) == 0
     assert ps.workers[0].estimator.stats.samples == 5
-    assert ps.workers[0].estimator.expected > 0.05
     stop(*tasks)
 
 
