@@ -382,8 +382,10 @@ class ParameterServer:
         def name_of(s: int):
             return names.collect(w.gpu, cfg.ps, cfg.train, step, s)
 
+        why = "malformed gradients"
         for attempt in range(3):
             sent = self.loop_time()
+            reconnects = self.app.reconnects
             # The first Interests live until shortly after the expected finish, so a lost one
             # costs little; re-expressions double up to collect_lifetime while the worker
             # computes, for worker_timeout at most.  Without a history (the first version, a
@@ -401,8 +403,13 @@ class ParameterServer:
                     name_of, w.last_segment, lifetime, cfg.collect_lifetime,
                     sent + cfg.worker_timeout)
             except FetchError as e:
-                self.drop(w, f"silent for {cfg.worker_timeout:.0f} s ({e})")
-                return None
+                why = f"silent for {cfg.worker_timeout:.0f} s ({e})"
+                if self.app.reconnects == reconnects:
+                    break
+                # our own face was down meanwhile (a forwarder restart): the worker was not
+                # silent, we could not hear it; it gets worker_timeout again
+                log.info("collect from %s: asking again after our reconnect", w.gpu)
+                continue
             if attempt == 0:
                 # the Interest that brought the first Data waited well over a round trip: the
                 # worker held it, and became ready about when it came (whichever try it was:
@@ -418,7 +425,7 @@ class ParameterServer:
                 continue
             self.counters.gradients += 1
             return grad
-        self.drop(w, "malformed gradients")
+        self.drop(w, why)
         return None
 
     def drop(self, w: WorkerState, why: str) -> None:

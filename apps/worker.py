@@ -119,6 +119,7 @@ class Job:
         self.tail_timers: dict[int, QuietTimer] = {}
         self.push_gap = 0.0                         # smoothed time between pushed segments
         self.newest = -1
+        self.newest_at = 0.0                        # when a push (or probe) brought it
         self.applied = -1                           # async: our last step the PS has collected
         self.step = 0                               # async: the step we compute next
         self.rewinds = 0                            # async: times a PS took self.step back
@@ -267,6 +268,12 @@ class Job:
         finally:
             self.resyncing = False
         if vec.size != self.n_params:
+            return
+        if version < self.newest and self.newest_at > asked:
+            # the PS pushed us a newer version after it offered the task: the content, made
+            # when we accepted, is stale (a fast training moves on while the fetch goes on;
+            # rolled back, we dropped gradients the PS was collecting and it dropped us)
+            self.ps_restarts = restarts
             return
         if self.mode == "async" and step < self.step and restarts != self.ps_restarts:
             # a resumed PS: the steps after its checkpoint are computed again
@@ -564,6 +571,7 @@ class Job:
             self.assemblies.pop(v)
         self.end_recoveries(up_to=version)
         self.newest, self.params, self.done = version, np.array(p.vector), p.done
+        self.newest_at = self.now()
         self.aborted = p.aborted
         self.applied = max(self.applied, p.collected.get(self.gpu, -1))
         self.last_from_ps = self.now()
@@ -765,6 +773,7 @@ class Worker:
     def on_task(self, t: names.Task, reply) -> None:
         """Step 2: accept (again, if the PS re-asks), or decline while busy elsewhere."""
         job = self.job
+        fetching = False
         if job is None:
             self.job = job = Job(self, t.ps, t.train)
             self.job_task = asyncio.get_running_loop().create_task(self.run_job(job))
@@ -776,12 +785,18 @@ class Worker:
             reason = messages.ALREADY_ASSIGNED if job.params is not None else ""
             if job.params is not None:
                 job.spawn(job.resync())
+            fetching = job.params is None
         else:
             accept, reason = False, f"busy with training /{job.ps}/{job.train}"
         sec = Security(self.key, names.key(t.ps, t.train))
         reply(self.app.make_data(names.task(self.gpu, t.ps, t.train),
                                  messages.task_reply(accept, reason), signer=sec.signer))
         log.info("task %s/%s: %s %s", t.ps, t.train, "accepted" if accept else "declined", reason)
+        if fetching:
+            # the PS is back (a restarted one re-offers the task): our content fetch asks
+            # again now, not after the backoff its Nacks and timeouts built while it was gone
+            # (a resumed PS waited worker_timeout for us and dropped us, chaos)
+            job.fetcher.retry_now()
 
     async def run_job(self, job: Job) -> None:
         try:

@@ -24,7 +24,9 @@ a spurious early retransmission costs one Interest, not a wait.  Early retransmi
 spaced as a forwarder's retransmission suppression requires and bounded per segment
 (``max_fast``); timeouts, Nacks and failed signature checks (refetched with MustBeFresh, so a
 cache cannot serve the bad copy again) count toward ``max_tries``, after which the fetch fails
-with FetchError: nothing waits for ever.
+with FetchError: nothing waits for ever.  An Interest that never left or whose face went away
+(``ndnapp.FaceDown``: a forwarder restart) is asked again with neither a backoff nor a try: an
+outage is no news about the path.
 
 *Held* Interests: a producer may hold an Interest until it has the Data (a gradient being
 computed, a push not made yet).  Until the first Data of a transfer arrives, expiries of such
@@ -33,11 +35,12 @@ ready and every Interest is an ordinary one.
 
 ``express`` is ``NDNApp.express`` or anything with its signature and exceptions, returning an
 awaitable (run in a Task) or a Future (``App.express_future``: no Task per Interest; one
-cancelled by anything but the transfer counts as lost, like InterestCanceled).
+cancelled by anything but the transfer was cancelled by the face's shutdown: FaceDown).
 """
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections import deque
 from functools import partial
 from dataclasses import dataclass
@@ -52,6 +55,7 @@ from forwarder.strategy import RETX_INITIAL
 
 from . import names
 from .estimator import RtoEstimator
+from .ndnapp import FaceDown
 
 Express = Callable[..., Awaitable[tuple]]
 NameOf = Callable[[int], FormalName]
@@ -154,6 +158,7 @@ class Transfer:
         self.tries: dict[int, int] = {}          # failures that count toward the limit
         self.expiries: dict[int, int] = {}       # timeouts, for the per-segment backoff
         self.fast: dict[int, int] = {}
+        self.unsent: set[int] = set()            # asked while the face was down (FaceDown)
         self.stale: set[int] = set()             # failed a signature check: MustBeFresh
         self.final: int | None = None
         self.ready_at: float | None = None       # first Data of this transfer
@@ -165,6 +170,7 @@ class Transfer:
         self.rack_at = 0.0
         self.timer: asyncio.TimerHandle | None = None
         self.done = self.loop.create_future()
+        fetcher.transfers.add(self)
 
     # ---- the caller's side -------------------------------------------------------------------
 
@@ -201,7 +207,24 @@ class Transfer:
         finally:
             self.close()
 
+    def retry_now(self) -> None:
+        """The producer is back (it has just spoken to us): every segment still missing is
+        asked again now, its backoff forgotten — the expiries and Nacks while it was gone
+        say nothing about it now, and its next try could be seconds away."""
+        if self.done.done():
+            return
+        for seg, flight in list(self.flights.items()):
+            del self.flights[seg]
+            flight.task.cancel()
+        self.expiries.clear()
+        self.unsent.update(self.missing)            # asked before: no RTT sample
+        queued = set(self.queue)
+        self.queue.extendleft(sorted((s for s in self.missing if s not in queued),
+                                     reverse=True))
+        self._fill()
+
     def close(self) -> None:
+        self.f.transfers.discard(self)
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -230,7 +253,8 @@ class Transfer:
             life = min(self.f.base_rto() * 2 ** self.expiries.get(seg, 0), self.f.rto.max_rto)
         if self.deadline is not None:
             life = max(0.001, min(life, self.deadline - now))
-        first = seg not in self.tries and seg not in self.fast and seg not in self.expiries
+        first = seg not in self.tries and seg not in self.fast and seg not in self.expiries \
+            and seg not in self.unsent
         if first:
             self.asked += 1
         else:
@@ -246,13 +270,14 @@ class Transfer:
         flight.task.add_done_callback(partial(self._answered, flight))
         self.flights[seg] = flight
 
-    def _retry(self, seg: int) -> None:
-        """Ask for `seg` again, first in line, unless its tries or the deadline are over."""
+    def _retry(self, seg: int, counted: bool = True) -> None:
+        """Ask for `seg` again, first in line, unless its tries (when `counted`) or the
+        deadline are over."""
         if self.deadline is not None:
             if self.loop.time() >= self.deadline:
                 self._fail(f"{names.to_str(self.name_of(seg))}: no Data before the deadline")
                 return
-        else:
+        elif counted:
             self.tries[seg] = self.tries.get(seg, 0) + 1
             limit = self.first_tries if self.ready_at is None else self.tries_limit
             if self.tries[seg] >= limit:
@@ -272,8 +297,8 @@ class Transfer:
         if task.cancelled():
             if self.flights.get(flight.seg) is not flight:
                 return                              # we cancelled it (superseded)
-            # not by us: an express future the face's shutdown cancelled, as lost
-            exc: BaseException | None = InterestCanceled()
+            # not by us: the face shut down (python-ndn cancels every pending future)
+            exc: BaseException | None = FaceDown()
         else:
             exc = task.exception()
         if exc is None:
@@ -282,7 +307,14 @@ class Transfer:
         if self.flights.get(flight.seg) is not flight:
             return                                  # superseded by a retransmission
         del self.flights[flight.seg]
-        if isinstance(exc, (InterestTimeout, InterestCanceled, NetworkError)):
+        if isinstance(exc, FaceDown):
+            # the face to the forwarder went down (a restart): no news about the path, so
+            # neither a backoff nor a try; App.express holds the next one until the face is
+            # back.  Backed off, a collect's lifetimes had grown to seconds by then, and one
+            # loss afterwards outlasted worker_timeout: a live worker dropped (chaos)
+            self.unsent.add(flight.seg)
+            self._retry(flight.seg, counted=False)
+        elif isinstance(exc, (InterestTimeout, InterestCanceled, NetworkError)):
             self.expiries[flight.seg] = self.expiries.get(flight.seg, 0) + 1
             if flight.held and self.held:
                 self.f.stats.held_timeouts += 1
@@ -493,6 +525,8 @@ class SegmentFetcher:
         self.reorder_floor = reorder_floor
         self.suppression = suppression      # the forwarder's (s): see SUPPRESSION_MARGIN
         self.stats = stats or FetchStats()
+        # those under way (retry_now); weak: one never run (its task cancelled first) goes
+        self.transfers: weakref.WeakSet[Transfer] = weakref.WeakSet()
         # smallest round trip seen, held Interests included: some are answered at once, so
         # this approaches the path's RTT even when every Interest may be held
         self.min_rtt: float | None = None
@@ -508,6 +542,11 @@ class SegmentFetcher:
         if self.rto.stats.mean is None and self.min_rtt is not None:
             return min(self.rto.base, max(self.rto.min_rto, 4 * self.min_rtt))
         return self.rto.base
+
+    def retry_now(self) -> None:
+        """Every transfer under way asks again now for what it misses (Transfer.retry_now)."""
+        for t in list(self.transfers):
+            t.retry_now()
 
     def transfer(self, name_of: NameOf, **kw) -> Transfer:
         """A transfer to drive by hand (``want``, ``have``, ``await run()``)."""

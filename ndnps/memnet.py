@@ -100,6 +100,7 @@ class MemNet:
 
 class MemApp:
     lp_reliability = False          # no link layer to make reliable
+    reconnects = 0                  # a MemNet link never goes down
 
     def __init__(self, net: MemNet) -> None:
         self.net = net
@@ -194,7 +195,7 @@ class MemApp:
         await asyncio.sleep(0)
 
     def link_events(self) -> dict[str, int]:
-        return {"reconnects": 0, "sent_while_down": 0}       # a MemNet link never goes down
+        return {"reconnects": self.reconnects, "sent_while_down": 0}
 
     def traffic(self) -> dict[str, int]:
         return {"bytes_sent": self.bytes_out, "bytes_received": self.bytes_in,

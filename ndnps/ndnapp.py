@@ -22,8 +22,8 @@
    the entry, and its node only if the PIT still holds that very node.
 
 3. The forwarder may go away and come back (restarted): while the face is down, ``express``
-   behaves as if the Interest were lost (it times out after its lifetime, or at once when the
-   forwarder is back and the prefixes are registered again; ``no_response``
+   behaves as if the Interest were lost (it raises ``FaceDown``, an InterestTimeout, after its
+   lifetime, or at once when the forwarder is back and the prefixes are registered again; ``no_response``
    Interests and ``send_data`` are dropped and counted in ``sent_while_down``), so callers
    retry as they do on a lossy link; ``reconnect()`` opens the face again and
    ``after_reconnect()`` re-registers every prefix registered so far and calls
@@ -106,6 +106,13 @@ from forwarder.tlv import LP_PACKET, split_frames
 
 from .events import wait_event
 from .security import Security
+
+
+
+class FaceDown(InterestTimeout):
+    """An Interest expressed while the face to the forwarder was down: it never left.  A
+    timeout to callers that only know those; a segment fetcher re-expresses it without
+    backing off (an outage says nothing about the path it will take once the face is back)."""
 
 log = logging.getLogger(__name__)
 LP_RELIABILITY: int = nfd_mgmt.FaceFlags.LP_RELIABILITY_ENABLED.value
@@ -427,13 +434,13 @@ class App(NDNApp):
                                   nonce=nonce, lifetime=lifetime, hop_limit=hop_limit)
 
     async def _lost(self, seconds: float):
-        """An Interest expressed while the forwarder is gone: it times out after its lifetime,
-        or as soon as the forwarder is back and our prefixes are registered again, so the
-        caller re-expresses it then rather than a backed-off lifetime later."""
+        """An Interest expressed while the forwarder is gone: it times out (FaceDown) after
+        its lifetime, or as soon as the forwarder is back and our prefixes are registered
+        again, so the caller re-expresses it then rather than a backed-off lifetime later."""
         if self._back is None or self._back.is_set():
             self._back = asyncio.Event()
         await wait_event(self._back, seconds)
-        raise InterestTimeout()
+        raise FaceDown()
 
     async def reconnect(self) -> None:
         """Open the face again (raises OSError while the forwarder is not back)."""

@@ -464,3 +464,39 @@ async def test_a_pushed_segment_arriving_during_a_recovery_is_not_fetched_again(
     job.receive_segment(1, 1, parts[1], last, pushed=True)   # asked: the answer, likely
     assert 1 in t.wanted
     await until(lambda: job.newest == 1)
+
+
+@pytest.mark.asyncio
+async def test_resync_content_made_before_a_newer_push_takes_nobody_back():
+    """A resumed PS re-offers the task; the worker's content fetch takes a while (a lost
+    Interest: 2 s), and a fast training has pushed it newer versions meanwhile.  The content,
+    made when it accepted, says the checkpoint's version: rolling back to it dropped the
+    gradients the PS was collecting, and the PS dropped a live worker (chaos).  Without such a
+    push the same content does take it back."""
+    for pushed_meanwhile in (True, False):
+        net = MemNet()
+        ps = ParameterServer(config(workers=["w1"]), net.app())
+        ps.restarts, ps.version = 1, 2              # resumed from a checkpoint at version 2
+        ps.prepare_content(["w1"])
+        job = Job(Worker("w1", KEY, net.app()), "ps", "t1")
+        job.setup(*content_of(ps, "w1"))
+        job.mode, job.push_mode = "sync", "persistent"
+        job.ps_restarts = 0                         # we trained with the PS before it
+        job.newest, job.newest_at = 5, job.now() - 1.0
+        job.compute(5)
+        parts = [bytes(parse_data(w)[2]) for w in ps.contents["w1"]]
+
+        async def fetch(*_a, **_k):
+            if pushed_meanwhile:
+                job.newest, job.newest_at = 6, job.now()
+            return parts
+        job.fetcher.fetch = fetch
+        await job.resync()
+        if pushed_meanwhile:
+            assert job.newest == 6 and job.gradients.get(5) is not None
+            assert job.counters.resyncs == 0 and job.ps_restarts == 1
+        else:
+            assert job.newest == 2 and job.gradients.get(5) is None
+            assert job.counters.resyncs == 1 and job.counters.versions_rolled_back == 3
+        if job.timer is not None:
+            job.timer.cancel()

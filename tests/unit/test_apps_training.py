@@ -265,6 +265,36 @@ async def test_a_live_worker_dropped_below_min_workers_is_taken_back_not_fatal()
 
 
 @pytest.mark.asyncio
+async def test_a_worker_unheard_while_the_ps_face_was_down_is_not_dropped():
+    """A forwarder restart: the PS's collect from w3 goes unanswered for longer than
+    worker_timeout, but the PS's own face was down meanwhile (it reconnected): the worker was
+    not silent, the PS could not hear it.  It asks again with worker_timeout afresh instead of
+    dropping a live worker (chaos).  The test above, without the reconnect, drops it."""
+    cfg = config(min_workers=3, worker_timeout=0.5, collect_lifetime=0.2, max_versions=8)
+    loop = asyncio.get_running_loop()
+    cut: list[float] = []
+
+    def drop(kind, name, app):
+        c = names.parse_collect(name)
+        if kind == "interest" and c is not None and c.gpu == "w2" and c.step == 3:
+            if not cut:
+                cut.append(loop.time())
+            return loop.time() - cut[0] < 0.8
+        return False
+
+    async def restart(net):
+        """Every app's face goes down and comes back as the cut begins."""
+        while not cut:
+            await asyncio.sleep(0.005)
+        for app in set(net.routes.values()):
+            app.reconnects += 1
+
+    ps, _, code, codes, _ = await run(cfg, drop=drop, rogue=restart)
+    assert code == 0 and codes == [0, 0, 0] and ps.version == 8
+    assert ps.counters.workers_dropped == 0
+
+
+@pytest.mark.asyncio
 async def test_a_failed_content_fetch_starts_again_while_the_ps_may_come_back():
     """The PS that offered the task is gone while a worker fetches its content (its Data
     lost for a while): the worker asks again instead of failing its job."""

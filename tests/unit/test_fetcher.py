@@ -12,6 +12,7 @@ from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidRes
 from ndnps import names
 from ndnps.codec import CodecError
 from ndnps.estimator import RtoEstimator
+from ndnps.ndnapp import FaceDown
 from ndnps.fetcher import (SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged,
                            tail_probe_wait)
 from ndnps.security import DigestSigner, HmacSigner, Security
@@ -62,6 +63,8 @@ class FakeProducer:
                 what = "data"
             if what == "timeout":
                 raise InterestTimeout()
+            if what == "facedown":                   # expressed while the face was down
+                raise FaceDown()
             if what == "nack":
                 raise InterestNack(150)
             wire = (self.forged if what == "forged" else self.wires)[seg]
@@ -341,7 +344,8 @@ def test_codec_error_is_a_value_error():
 @pytest.mark.asyncio
 async def test_express_futures_a_shutdown_cancelled_is_lost_and_asked_again():
     """An express that hands back Futures (App.express_future): the transfer adds callbacks,
-    no Task; a future cancelled by anything but the transfer (a face shutdown) is a loss."""
+    no Task; a future cancelled by anything but the transfer (a face shutdown) is asked
+    again, as an Interest that never left: no timeout, no backoff."""
     prod = FakeProducer(BLOB)
     shut: list[asyncio.Future] = []
 
@@ -355,7 +359,36 @@ async def test_express_futures_a_shutdown_cancelled_is_lost_and_asked_again():
                        rto=RtoEstimator(initial=0.05, min_rto=0.01, max_rto=0.2), window=8)
     assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
     assert shut and shut[0].cancelled() and prod.attempts[5] == 2
-    assert f.stats.timeouts == 1                  # counted like InterestCanceled
+    assert f.stats.timeouts == 0 and f.stats.retransmissions == 1
+    assert prod.seg_lifetimes[5][1] == prod.seg_lifetimes[5][0]     # not backed off
+
+
+@pytest.mark.asyncio
+async def test_interests_sent_while_the_face_was_down_cost_no_try_and_no_backoff():
+    """A forwarder restart: Interests expressed while the face is down come back FaceDown
+    (App.express holds them until the face is back).  More of them than max_tries in a row
+    must not fail the fetch, and the next lifetime is not doubled: a collect whose lifetimes
+    had backed off to seconds by then lost a live worker to one more loss (chaos)."""
+    prod = FakeProducer(BLOB)
+    for attempt in range(6):
+        prod.plan[(3, attempt)] = "facedown"
+    prod.plan[(4, 0)] = "timeout"                 # a real loss still backs off
+    f = fetcher_for(prod, max_tries=3)
+    assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
+    assert prod.attempts[3] == 7 and len(set(prod.seg_lifetimes[3])) == 1
+    assert prod.seg_lifetimes[4][1] == 2 * prod.seg_lifetimes[4][0]
+    assert f.stats.timeouts == 1
+
+
+@pytest.mark.asyncio
+async def test_face_down_retries_stop_at_the_deadline():
+    prod = FakeProducer(BLOB)
+    for attempt in range(1000):
+        prod.plan[(0, attempt)] = "facedown"
+    f = fetcher_for(prod)
+    deadline = asyncio.get_running_loop().time() + 0.2
+    with pytest.raises(FetchError, match="deadline"):
+        await asyncio.wait_for(f.fetch_held(name_of, None, 0.05, 0.05, deadline), 5)
 
 
 @pytest.mark.asyncio
@@ -432,3 +465,20 @@ def test_under_uvloop_a_tail_probe_timer_runs_once(monkeypatch):
 
     # per fetch: want()'s first call and the probe's timer, nothing more
     assert uvloop.run(main()) <= 2 * 8
+
+
+@pytest.mark.asyncio
+async def test_retry_now_asks_again_at_once_what_a_gone_producer_left_waiting():
+    """A worker's content fetch whose PS died: its next try may be a long lifetime or a
+    backed-off Nack away.  When the PS is back (it re-offers the task), `retry_now` asks again
+    at once, the first Interest's lifetime notwithstanding."""
+    prod = FakeProducer(BLOB)
+    prod.plan[(0, 0)] = "drop"                    # sent to the PS that died
+    f = fetcher_for(prod)
+    task = asyncio.ensure_future(f.fetch(name_of, first_lifetime=60.0, first_tries=3))
+    while prod.attempts.get(0) != 1:
+        await asyncio.sleep(0.001)
+    assert len(f.transfers) == 1
+    f.retry_now()
+    assert b"".join(await asyncio.wait_for(task, 10)) == BLOB
+    assert prod.attempts[0] == 2 and f.stats.timeouts == 0 and not f.transfers
