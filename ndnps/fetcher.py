@@ -74,6 +74,12 @@ LINK_REPAIR = 0.025
 # with each retransmission it forwards): re-expressing earlier would be wasted.  A fetcher
 # waits that interval and this margin (the event loop's clock counts whole milliseconds).
 SUPPRESSION_MARGIN = 0.001
+# A Nack (no route: the producer is gone, or back but not registered yet) is asked again after
+# 50 ms, doubling per try up to 0.5 s: a producer back after an outage is then heard within half
+# a second (doubling up to the 2 s lifetime of a content fetch, a restarted worker's next try
+# came after the training had ended; chaos)
+NACK_RETRY = 0.05
+NACK_RETRY_MAX = 0.5
 TLP_FLOOR = 0.010           # s: added to a tail probe's wait (a process stalled that long)
 # early retransmissions per segment before only timeouts count: spaced by the suppression
 # floor, doubling (3, 6, 12 ... 384 ms with 2 ms suppression), the later ones come no sooner
@@ -324,7 +330,7 @@ class Transfer:
                 self._retry(flight.seg)
         elif isinstance(exc, InterestNack):
             self.f.stats.nacks += 1
-            delay = min(flight.life, 0.05 * 2 ** self.tries.get(flight.seg, 0))
+            delay = nack_delay(self.tries.get(flight.seg, 0), flight.life)
             self.loop.call_later(delay, self._after_nack, flight.seg)
         elif isinstance(exc, ValidationFailure):
             self.f.stats.rejected += 1
@@ -469,6 +475,12 @@ class Transfer:
         if not self.done.done():
             self.done.set_exception(exc)
         self.close()
+
+
+def nack_delay(tries: int, life: float) -> float:
+    """How long after a Nack a segment is asked again: NACK_RETRY doubling per try, at most
+    NACK_RETRY_MAX (and the Interest's lifetime)."""
+    return min(life, NACK_RETRY_MAX, NACK_RETRY * 2 ** min(tries, 16))
 
 
 def tail_probe_wait(srtt: float, last_rtt: float, min_rtt: float | None,

@@ -14,7 +14,7 @@ from ndnps.codec import CodecError
 from ndnps.estimator import RtoEstimator
 from ndnps.ndnapp import FaceDown
 from ndnps.fetcher import (SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged,
-                           tail_probe_wait)
+                           nack_delay, tail_probe_wait)
 from ndnps.security import DigestSigner, HmacSigner, Security
 from ndnps.segments import Assembly, Recent, sign_segments
 
@@ -482,3 +482,18 @@ async def test_retry_now_asks_again_at_once_what_a_gone_producer_left_waiting():
     f.retry_now()
     assert b"".join(await asyncio.wait_for(task, 10)) == BLOB
     assert prod.attempts[0] == 2 and f.stats.timeouts == 0 and not f.transfers
+
+
+@pytest.mark.asyncio
+async def test_nacks_back_off_to_half_a_second_at_most():
+    """No route for a while (a producer restarting): the tries after Nacks double from 50 ms
+    but come at most 0.5 s apart, so a producer back is heard soon, whatever the lifetime."""
+    prod = FakeProducer(BLOB, delay=0.0)
+    for attempt in range(7):
+        prod.plan[(0, attempt)] = "nack"
+    f = fetcher_for(prod)
+    task = asyncio.ensure_future(f.fetch(name_of, first_lifetime=60.0, first_tries=20))
+    assert b"".join(await asyncio.wait_for(task, 10)) == BLOB
+    assert prod.attempts[0] == 8 and f.stats.nacks == 7
+    assert [nack_delay(t, 60.0) for t in range(7)] == [0.05, 0.1, 0.2, 0.4, 0.5, 0.5, 0.5]
+    assert nack_delay(3, 0.3) == 0.3 and nack_delay(10**6, 60.0) == 0.5
