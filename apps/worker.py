@@ -417,8 +417,10 @@ class Job:
             self.sent_event.set()
         wires = self.gradients.get(c.step)
         if wires is None:
-            if self.gradients.keys() and c.step < min(self.gradients.keys()):
-                return                              # long gone
+            # not computed yet; or older than the gradients we keep, asked by a PS resumed
+            # from its checkpoint: the resync its task offer starts takes us back there and
+            # computes it again, and answers this.  (Ignored, the PS waited worker_timeout for
+            # a live worker while the resync took its seconds, and dropped it: chaos)
             self.held.hold((c.step, c.segment), reply, deadline)
             if (self.mode == "sync" and self.push_mode == "persistent" and c.step > self.newest
                     and c.segment == 0):

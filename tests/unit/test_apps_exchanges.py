@@ -500,3 +500,23 @@ async def test_resync_content_made_before_a_newer_push_takes_nobody_back():
             assert job.counters.resyncs == 1 and job.counters.versions_rolled_back == 3
         if job.timer is not None:
             job.timer.cancel()
+
+
+@pytest.mark.asyncio
+async def test_a_collect_older_than_the_gradients_kept_is_held_for_the_rewind():
+    """A PS resumed from a checkpoint 5 versions back asks for a step whose gradient we no
+    longer keep (we keep 4): the Interest is held, and answered once the resync has taken us
+    back and the step is computed again."""
+    job = ready_job()
+    job.push_mode, job.mode = "persistent", "sync"
+    for step in range(6):
+        job.compute(step)
+    assert job.gradients.get(1) is None
+    got = []
+    job.answer_collect(names.Collect("w1", "ps", "t1", 1, 0), got.append,
+                       utils.timestamp() + 2000)
+    assert got == []
+    job.rewind(1, job.now() + 1)                    # as resync() does
+    job.compute(1)
+    assert got == [job.gradients.get(1)[0]]
+    job.timer.cancel()
