@@ -242,23 +242,29 @@ async def test_too_many_silent_workers_end_the_job_with_exit_3():
     assert code == 3 and ps.version == 2
 
 
+def cut_collects(gpu: str, step: int, seconds: float):
+    """A MemNet `drop` losing the collect Interests for `gpu`'s `step` for `seconds` from the
+    first one; and the list that holds when the cut began."""
+    loop = asyncio.get_running_loop()
+    cut: list[float] = []
+
+    def drop(kind, name, app):
+        c = names.parse_collect(name)
+        if kind == "interest" and c is not None and c.gpu == gpu and c.step == step:
+            if not cut:
+                cut.append(loop.time())
+            return loop.time() - cut[0] < seconds
+        return False
+    return drop, cut
+
+
 @pytest.mark.asyncio
 async def test_a_live_worker_dropped_below_min_workers_is_taken_back_not_fatal():
     """Cut off for a while (its collects lost), w2 is dropped; with min_workers = 3 the PS
     does not fail at once: the re-offer of its task brings it back and the run finishes."""
     cfg = config(min_workers=3, worker_timeout=0.5, collect_lifetime=0.2, max_versions=8,
                  rejoin_interval=0.2)
-    loop = asyncio.get_running_loop()
-    cut: list[float] = []
-
-    def drop(kind, name, app):
-        c = names.parse_collect(name)
-        if kind == "interest" and c is not None and c.gpu == "w2" and c.step == 3:
-            if not cut:
-                cut.append(loop.time())
-            return loop.time() - cut[0] < 1.0
-        return False
-
+    drop, _ = cut_collects("w2", 3, 1.0)
     ps, _, code, codes, _ = await run(cfg, drop=drop)
     assert code == 0 and codes == [0, 0, 0] and ps.version == 8
     assert ps.counters.workers_lost == 1 and ps.counters.workers_rejoined == 1
@@ -271,16 +277,7 @@ async def test_a_worker_unheard_while_the_ps_face_was_down_is_not_dropped():
     not silent, the PS could not hear it.  It asks again with worker_timeout afresh instead of
     dropping a live worker (chaos).  The test above, without the reconnect, drops it."""
     cfg = config(min_workers=3, worker_timeout=0.5, collect_lifetime=0.2, max_versions=8)
-    loop = asyncio.get_running_loop()
-    cut: list[float] = []
-
-    def drop(kind, name, app):
-        c = names.parse_collect(name)
-        if kind == "interest" and c is not None and c.gpu == "w2" and c.step == 3:
-            if not cut:
-                cut.append(loop.time())
-            return loop.time() - cut[0] < 0.8
-        return False
+    drop, cut = cut_collects("w2", 3, 0.8)
 
     async def restart(net):
         """Every app's face goes down and comes back as the cut begins."""
