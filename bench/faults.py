@@ -202,6 +202,31 @@ def version_ledger(records: list[dict], workers: int | None = None) -> dict:
             "dropped": lost["workers_lost"], "rejoined": lost["workers_rejoined"]}
 
 
+def unnoticed_kills(kills: list[dict], faults: list[dict], run_dir: Path) -> list[dict]:
+    """Worker kills no PS could notice: the PS was killed too, within worker_timeout after
+    (the runner reads the PS's version every 0.25 s, so a fast training may see both kills
+    land together).  The PS that would have dropped the worker is gone; the resumed one
+    offers it the task afresh, which counts neither as a loss nor as a rejoin."""
+    t = tomllib.loads((run_dir / "scenario.toml").read_text())["training"]
+    timeout = float(t.get("worker_timeout", 30.0))
+    ps_kills = [f["t"] for f in faults if f.get("role") == "ps" and "skipped" not in f]
+    return [k for k in kills if any(0 <= p - k["t"] <= timeout for p in ps_kills)]
+
+
+def live_workers_dropped(records: list[dict], kills: list[dict]) -> dict[str, int]:
+    """Workers the PS dropped more often than they were killed, and how many times more (a
+    live worker dropped)."""
+    killed: dict[str, int] = {}
+    for k in kills:
+        killed[k["worker"]] = killed.get(k["worker"], 0) + 1
+    dropped: dict[str, int] = {}
+    for r in records:
+        if r.get("event") == "dropped":
+            w = str(r.get("worker"))
+            dropped[w] = dropped.get(w, 0) + 1
+    return {w: n - killed.get(w, 0) for w, n in dropped.items() if n > killed.get(w, 0)}
+
+
 def ps_name(run_dir: Path) -> str:
     return tomllib.loads((run_dir / "scenario.toml").read_text())["training"].get("ps", "ps")
 
@@ -268,9 +293,16 @@ def judge(case: Case, run_dir: Path, launched: dict) -> dict:
     kills = [f for f in faults if f.get("role") == "worker" and "skipped" not in f]
     res["worker_kills"] = len(kills)
     restarted = sum(1 for f in kills if "restarted" in f)
-    if ledger["dropped"] != len(kills) or ledger["rejoined"] != restarted:
+    unnoticed = unnoticed_kills(kills, faults, run_dir)
+    res["worker_kills_unnoticed"] = len(unnoticed)
+    live_dropped = live_workers_dropped(jsonl_records(run_dir / "metrics" / "ps.jsonl"), kills)
+    if live_dropped:
+        fail.append(f"live workers dropped: {live_dropped}")
+    if not (len(kills) - len(unnoticed) <= ledger["dropped"] <= len(kills)) or \
+            ledger["rejoined"] != restarted - (len(kills) - ledger["dropped"]):
         fail.append(f"{ledger['dropped']} workers dropped / {ledger['rejoined']} rejoined for "
-                    f"{len(kills)} killed / {restarted} restarted")
+                    f"{len(kills)} killed / {restarted} restarted"
+                    + (f" ({len(unnoticed)} killed with the PS)" if unnoticed else ""))
     if res["rejected"] or res["malformed"]:
         fail.append(f"rejected {res['rejected']}, malformed {res['malformed']}")
     model = run_dir / "model.npz"
