@@ -404,10 +404,10 @@ class ParameterServer:
                     sent + cfg.worker_timeout)
             except FetchError as e:
                 why = f"silent for {cfg.worker_timeout:.0f} s ({e})"
-                if self.app.reconnects == reconnects:
+                if self.app.reconnects == reconnects and self.app.connected:
                     break
-                # our own face was down meanwhile (a forwarder restart): the worker was not
-                # silent, we could not hear it; it gets worker_timeout again
+                # our own face was down meanwhile, or is (a forwarder restart): the worker was
+                # not silent, we could not hear it; it gets worker_timeout again
                 log.info("collect from %s: asking again after our reconnect", w.gpu)
                 continue
             if attempt == 0:

@@ -164,7 +164,8 @@ class Transfer:
         self.tries: dict[int, int] = {}          # failures that count toward the limit
         self.expiries: dict[int, int] = {}       # timeouts, for the per-segment backoff
         self.fast: dict[int, int] = {}
-        self.unsent: set[int] = set()            # asked while the face was down (FaceDown)
+        # asked before in a way tries, fast and expiries do not record (FaceDown, retry_now)
+        self.asked_before: set[int] = set()
         self.stale: set[int] = set()             # failed a signature check: MustBeFresh
         self.final: int | None = None
         self.ready_at: float | None = None       # first Data of this transfer
@@ -223,7 +224,7 @@ class Transfer:
             del self.flights[seg]
             flight.task.cancel()
         self.expiries.clear()
-        self.unsent.update(self.missing)            # asked before: no RTT sample
+        self.asked_before.update(self.missing)      # answers to them are no RTT samples
         queued = set(self.queue)
         self.queue.extendleft(sorted((s for s in self.missing if s not in queued),
                                      reverse=True))
@@ -260,7 +261,7 @@ class Transfer:
         if self.deadline is not None:
             life = max(0.001, min(life, self.deadline - now))
         first = seg not in self.tries and seg not in self.fast and seg not in self.expiries \
-            and seg not in self.unsent
+            and seg not in self.asked_before
         if first:
             self.asked += 1
         else:
@@ -318,7 +319,7 @@ class Transfer:
             # neither a backoff nor a try; App.express holds the next one until the face is
             # back.  Backed off, a collect's lifetimes had grown to seconds by then, and one
             # loss afterwards outlasted worker_timeout: a live worker dropped (chaos)
-            self.unsent.add(flight.seg)
+            self.asked_before.add(flight.seg)
             self._retry(flight.seg, counted=False)
         elif isinstance(exc, (InterestTimeout, InterestCanceled, NetworkError)):
             self.expiries[flight.seg] = self.expiries.get(flight.seg, 0) + 1

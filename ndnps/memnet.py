@@ -101,6 +101,7 @@ class MemNet:
 class MemApp:
     lp_reliability = False          # no link layer to make reliable
     reconnects = 0                  # a MemNet link never goes down
+    connected = True
 
     def __init__(self, net: MemNet) -> None:
         self.net = net

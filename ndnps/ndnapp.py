@@ -655,6 +655,11 @@ class App(NDNApp):
     async def drain(self) -> None:
         await self.counting.drain()
 
+    @property
+    def connected(self) -> bool:
+        """Whether the face to the forwarder is up (not lost and waiting to reconnect)."""
+        return self.face.running
+
     def traffic(self) -> dict[str, int]:
         c = self.counting
         return {"bytes_sent": c.bytes_out, "bytes_received": c.bytes_in,

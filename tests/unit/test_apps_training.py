@@ -271,7 +271,8 @@ async def test_a_live_worker_dropped_below_min_workers_is_taken_back_not_fatal()
 
 
 @pytest.mark.asyncio
-async def test_a_worker_unheard_while_the_ps_face_was_down_is_not_dropped():
+@pytest.mark.parametrize("outage", ["reconnected", "down at the deadline"])
+async def test_a_worker_unheard_while_the_ps_face_was_down_is_not_dropped(outage):
     """A forwarder restart: the PS's collect from w3 goes unanswered for longer than
     worker_timeout, but the PS's own face was down meanwhile (it reconnected): the worker was
     not silent, the PS could not hear it.  It asks again with worker_timeout afresh instead of
@@ -280,11 +281,20 @@ async def test_a_worker_unheard_while_the_ps_face_was_down_is_not_dropped():
     drop, cut = cut_collects("w2", 3, 0.8)
 
     async def restart(net):
-        """Every app's face goes down and comes back as the cut begins."""
+        """Every app's face goes down as the cut begins: back at once (reconnected), or only
+        after the PS's deadline for w2 has passed."""
         while not cut:
             await asyncio.sleep(0.005)
-        for app in set(net.routes.values()):
-            app.reconnects += 1
+        apps = set(net.routes.values())
+        if outage == "reconnected":
+            for app in apps:
+                app.reconnects += 1
+            return
+        for app in apps:
+            app.connected = False
+        await asyncio.sleep(0.6)
+        for app in apps:
+            app.connected = True
 
     ps, _, code, codes, _ = await run(cfg, drop=drop, rogue=restart)
     assert code == 0 and codes == [0, 0, 0] and ps.version == 8
