@@ -80,6 +80,7 @@ SUPPRESSION_MARGIN = 0.001
 # came after the training had ended; chaos)
 NACK_RETRY = 0.05
 NACK_RETRY_MAX = 0.5
+DEADLINE_SPLIT_FLOOR = 0.05  # s: below twice this before a deadline, one Interest takes the rest
 TLP_FLOOR = 0.010           # s: added to a tail probe's wait (a process stalled that long)
 # early retransmissions per segment before only timeouts count: spaced by the suppression
 # floor, doubling (3, 6, 12 ... 384 ms with 2 ms suppression), the later ones come no sooner
@@ -259,7 +260,11 @@ class Transfer:
         else:
             life = min(self.f.base_rto() * 2 ** self.expiries.get(seg, 0), self.f.rto.max_rto)
         if self.deadline is not None:
-            life = max(0.001, min(life, self.deadline - now))
+            # never the whole time left on one Interest: lost, it would leave none for another
+            # try (a held collect re-sent with the last 1.9 s of a 5 s worker_timeout was lost,
+            # and a live worker dropped: chaos)
+            left = self.deadline - now
+            life = max(0.001, min(life, max(left / 2, min(left, DEADLINE_SPLIT_FLOOR))))
         first = seg not in self.tries and seg not in self.fast and seg not in self.expiries \
             and seg not in self.asked_before
         if first:

@@ -497,3 +497,18 @@ async def test_nacks_back_off_to_half_a_second_at_most():
     assert prod.attempts[0] == 8 and f.stats.nacks == 7
     assert [nack_delay(t, 60.0) for t in range(7)] == [0.05, 0.1, 0.2, 0.4, 0.5, 0.5, 0.5]
     assert nack_delay(3, 0.3) == 0.3 and nack_delay(10**6, 60.0) == 0.5
+
+
+@pytest.mark.asyncio
+async def test_a_deadline_is_never_spent_on_one_interest():
+    """With 1 s to the deadline and a long held lifetime, the first Interest lives half the
+    time left; lost, the next still has time (one lost collect Interest re-sent for all of
+    the last 1.9 s of worker_timeout dropped a live worker)."""
+    prod = FakeProducer(BLOB)
+    prod.plan[(0, 0)] = "drop"
+    f = fetcher_for(prod)
+    deadline = asyncio.get_running_loop().time() + 1.0
+    parts, _, _ = await asyncio.wait_for(f.fetch_held(name_of, None, 5.0, 5.0, deadline), 5)
+    assert b"".join(parts) == BLOB and prod.attempts[0] == 2
+    first, second = prod.seg_lifetimes[0]
+    assert first <= 500 and second <= first
