@@ -213,6 +213,16 @@ def unnoticed_kills(kills: list[dict], faults: list[dict], run_dir: Path) -> lis
     return [k for k in kills if any(0 <= p - k["t"] <= timeout for p in ps_kills)]
 
 
+def killed_while_forwarder_down(faults: list[dict]) -> set[str]:
+    """Apps killed between a forwarder's kill and its restart (the runner's 0.25 s poll may
+    land both at once): never connected to the forwarder that went away and came back."""
+    outages = [(f["t"], f.get("restarted", {}).get("t", float("inf"))) for f in faults
+               if f.get("role") == "forwarder" and "skipped" not in f]
+    return {str(f[f["role"]]) for f in faults
+            if f.get("role") in ("worker", "ps") and "skipped" not in f
+            and any(a <= f["t"] <= b for a, b in outages)}
+
+
 def live_workers_dropped(records: list[dict], kills: list[dict]) -> dict[str, int]:
     """Workers the PS dropped more often than they were killed, and how many times more (a
     live worker dropped)."""
@@ -322,9 +332,12 @@ def judge(case: Case, run_dir: Path, launched: dict) -> dict:
         if key.startswith("exit:"):
             value = codes.get(key[5:])
         elif key == "reconnects:all":
-            # the PS and every worker reconnected at least once
+            # the PS and every worker reconnected at least once, but for one killed while the
+            # forwarder was down (its restart connected afresh to the new forwarder)
             rec = summary.get("reconnects") or {}
-            names = [ps_name(run_dir), *(summary.get("workers_end") or {})]
+            down = killed_while_forwarder_down(faults)
+            names = [n for n in [ps_name(run_dir), *(summary.get("workers_end") or {})]
+                     if n not in down]
             value = min(rec.get(n, 0) for n in names)
         elif key == "faults_done":
             value = "all" if faults and not res["faults_skipped"] else "some skipped"

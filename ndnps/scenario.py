@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from rich.live import Live
 
 READY_TIMEOUT = 30.0
+FAULT_POLL = 0.02            # s: the PS's version is read this often while a fault waits for it
 
 
 class RunFailed(RuntimeError):
@@ -257,7 +258,9 @@ class Runner:
                 tail = ps_now.tail() if ps_now is not None else "(PS killed)"
                 raise RunFailed(f"not finished within run.timeout = {self.sc.timeout:.0f} s; "
                                 f"PS log tail:\n{tail}")
-            time.sleep(0.25)
+            # a fault waiting for its version is looked at often: a fast training runs tens of
+            # versions in 0.25 s, and kills meant for different versions landed together
+            time.sleep(FAULT_POLL if faults.pending or faults.restarts else 0.25)
         for name, proc in workers.items():
             if proc in faults.restarted and not faults.rejoined(name):
                 # restarted too late: the run ended before the PS re-offered it the task

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.faults import live_workers_dropped, unnoticed_kills
+from bench.faults import killed_while_forwarder_down, live_workers_dropped, unnoticed_kills
 
 
 def kill(worker: str, t: float) -> dict:
@@ -28,3 +28,11 @@ def test_a_worker_killed_with_the_ps_goes_unnoticed(tmp_path: Path):
     assert unnoticed_kills(kills, faults, tmp_path) == [kills[1]]
     (tmp_path / "scenario.toml").write_text("[training]\n")     # worker_timeout 30 s
     assert unnoticed_kills(kills, faults, tmp_path) == [kills[0], kills[1]]
+
+
+def test_a_worker_killed_while_the_forwarder_was_down_need_not_reconnect():
+    faults = [kill("w1", 5.0), kill("w4", 22.178),
+              {"kind": "kill", "role": "forwarder", "forwarder": "fwd", "t": 22.178,
+               "restarted": {"t": 23.2}}]
+    assert killed_while_forwarder_down(faults) == {"w4"}
+    assert killed_while_forwarder_down(faults[:2]) == set()
