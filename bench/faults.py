@@ -567,8 +567,8 @@ def _evidence(r: dict) -> str:
         parts.append(f"reconnects {sum(rec.values())} ({len(rec)} apps)")
     if r.get("collects_redone"):
         parts.append(f"collects redone {r['collects_redone']}")
-    if r.get("probes"):
-        parts.append(f"probes {r['probes']}, retx {r.get('retransmissions')}")
+    if r.get("probes") or r.get("retransmissions"):
+        parts.append(f"probes {r.get('probes') or 0}, retx {r.get('retransmissions') or 0}")
     return "; ".join(parts)
 
 
