@@ -204,8 +204,7 @@ def version_ledger(records: list[dict], workers: int | None = None) -> dict:
 
 def unnoticed_kills(kills: list[dict], faults: list[dict], run_dir: Path) -> list[dict]:
     """Worker kills no PS could notice: the PS was killed too, within worker_timeout after
-    (the runner reads the PS's version every 0.25 s, so a fast training may see both kills
-    land together).  The PS that would have dropped the worker is gone; the resumed one
+    (kills meant for close versions, or read late in a fast training, land together).  The PS that would have dropped the worker is gone; the resumed one
     offers it the task afresh, which counts neither as a loss nor as a rejoin."""
     t = tomllib.loads((run_dir / "scenario.toml").read_text())["training"]
     timeout = float(t.get("worker_timeout", 30.0))
@@ -214,8 +213,8 @@ def unnoticed_kills(kills: list[dict], faults: list[dict], run_dir: Path) -> lis
 
 
 def killed_while_forwarder_down(faults: list[dict]) -> set[str]:
-    """Apps killed between a forwarder's kill and its restart (the runner's 0.25 s poll may
-    land both at once): never connected to the forwarder that went away and came back."""
+    """Apps killed between a forwarder's kill and its restart (both may land at once): they
+    never connected to the forwarder that went away and came back."""
     outages = [(f["t"], f.get("restarted", {}).get("t", float("inf"))) for f in faults
                if f.get("role") == "forwarder" and "skipped" not in f]
     return {str(f[f["role"]]) for f in faults

@@ -23,8 +23,8 @@
 
 3. The forwarder may go away and come back (restarted): while the face is down, ``express``
    behaves as if the Interest were lost (it raises ``FaceDown``, an InterestTimeout, after its
-   lifetime, or at once when the forwarder is back and the prefixes are registered again; ``no_response``
-   Interests and ``send_data`` are dropped and counted in ``sent_while_down``), so callers
+   lifetime, or at once when the forwarder is back and the prefixes are registered again;
+   ``no_response`` Interests and ``send_data`` are dropped and counted in ``sent_while_down``), so callers
    retry as they do on a lossy link; ``reconnect()`` opens the face again and
    ``after_reconnect()`` re-registers every prefix registered so far and calls
    ``on_reconnect`` (the worker re-sends its *insert*).  ``apps/launch.py`` reconnects with
@@ -107,6 +107,8 @@ from forwarder.tlv import LP_PACKET, split_frames
 from .events import wait_event
 from .security import Security
 
+log = logging.getLogger(__name__)
+LP_RELIABILITY: int = nfd_mgmt.FaceFlags.LP_RELIABILITY_ENABLED.value
 
 
 class FaceDown(InterestTimeout):
@@ -114,8 +116,6 @@ class FaceDown(InterestTimeout):
     timeout to callers that only know those; a segment fetcher re-expresses it without
     backing off (an outage says nothing about the path it will take once the face is back)."""
 
-log = logging.getLogger(__name__)
-LP_RELIABILITY: int = nfd_mgmt.FaceFlags.LP_RELIABILITY_ENABLED.value
 
 OnDistribute = Callable[..., None]
 READ_SIZE = 1 << 18                 # bytes per read of the forwarder's stream (uvloop's own)
