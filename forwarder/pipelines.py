@@ -361,11 +361,12 @@ class Forwarder:
         it is an answer to a probe (or a repeated confirmation), so it goes only to the PIT
         downstreams. A copy it lacks was lost upstream of here — by every face below — so it
         is pushed again along the persistent entry: a probe repairs the tree only below the
-        loss."""
+        loss. A Data of a held name but other bytes is another object (a restarted PS that
+        made a version again differently): pushed, and cached in place of the old one."""
         self.counters.pushes_in += 1
         face.counters.in_distribute += 1
         rest, rest_offsets = _strip_first(data.name, offsets)
-        if data.name in self.cs:
+        if self.cs.holds(data.name, data.wire):
             pushed = []
         else:
             pushed = [f for f in self.ppit.downstreams(rest, rest_offsets, now) if f != face.id]

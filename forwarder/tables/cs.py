@@ -44,9 +44,11 @@ class ContentStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, name: bytes) -> bool:
-        """Whether a Data of exactly this name is held (no LRU update, no hit counted)."""
-        return name in self._entries
+    def holds(self, name: bytes, wire: bytes) -> bool:
+        """Whether this very packet, the same name and bytes, is held (no LRU update, no hit
+        counted)."""
+        entry = self._entries.get(name)
+        return entry is not None and entry[0] == wire
 
     def insert(self, data: Data, now: float) -> None:
         if self.max_packets <= 0 or len(data.wire) > self.max_bytes:

@@ -351,3 +351,17 @@ def test_a_copy_lost_above_a_forwarder_is_pushed_again_below_it():
     assert edge.raw(w1, probe) == [(e_up, probe)]
     assert core.raw(c_from_edge, probe) == [(c_from_edge, wire)]   # the core's CS answers
     assert sorted(edge.raw(e_up, wire)) == sorted([(w1, wire), (w2, wire)])
+
+
+def test_other_bytes_under_a_held_name_are_pushed_again_and_replace_the_cached_copy(net):
+    """A restarted PS that makes a version again differently (another set of gradients) pushes
+    other bytes under the same name: a new object, so every member gets it, and a later probe
+    is answered with it, not with the first incarnation's segment."""
+    b, ps, w1, w2, w3 = net
+    register(b, ps, w1, w2, w3)
+    first = data(vs("/ps/t", 4, 0), fresh=1000, content=b"incarnation 1")
+    again = data(vs("/ps/t", 4, 0), fresh=1000, content=b"incarnation 2")
+    assert [f for f, _ in sorted(b.raw(ps, first))] == [w1, w2, w3]
+    assert sorted(b.raw(ps, again)) == [(w1, again), (w2, again), (w3, again)]
+    assert b.raw(ps, again) == []               # the same bytes once more: no one asked
+    assert b.raw(w2, interest(vs("/ps/t", 4, 0))) == [(w2, again)]
