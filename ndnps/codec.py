@@ -2,13 +2,19 @@
 
 Tensor blob layout (all integers little-endian)::
 
-    b"NPT1" | u32 header_len | msgpack header | pad | tensor 0 | pad | tensor 1 | ...
+    b"NPT2" | u32 header_len | u64 sum64 | msgpack header | pad | tensor 0 | pad | tensor 1 | ...
 
 The header is ``{"meta": {...}, "names": [str, ...] | None, "tensors": [[dtype, shape], ...]}``.
 Each tensor's raw bytes start at the next 8-byte-aligned offset after the previous one, so the
 offsets are implied by dtypes and shapes and the blob has exactly one valid length: every
-truncation or trailing garbage is detected.  Decoding returns read-only ``np.frombuffer`` views
-into the blob (zero-copy).
+truncation or trailing garbage is detected.  ``sum64`` is the sum, mod 2**64, of the 64-bit words
+after the prefix: it binds an object's segments together.  Each segment is signed on its own, so
+a blob assembled from the segments of two objects made under the same names (a producer that
+restarted mid-fetch and made the object again differently) would pass every signature check;
+its sum does not match.  Not an integrity check against an attacker (the signatures are): a
+sum, not a CRC, because it costs ~0.01 ms per 400 KB against the CRC's 0.13, each way, on the
+path of every version.  Decoding returns read-only ``np.frombuffer`` views into the blob
+(zero-copy).
 """
 
 from __future__ import annotations
@@ -37,8 +43,9 @@ __all__ = [
 # 8000 bytes of content + name, signature and TLV overhead keeps every packet <= 8800 bytes.
 SEGMENT_SIZE = 8000
 
-_MAGIC = b"NPT1"
-_PREFIX = struct.Struct("<4sI")
+_MAGIC = b"NPT2"
+_PREFIX = struct.Struct("<4sIQ")        # 16 bytes: what follows starts on a 64-bit word
+_MASK64 = (1 << 64) - 1
 _ALIGN = 8
 _MAX_NDIM = 32
 # Plain numeric kinds only: no object, string, void or datetime dtypes from the wire.
@@ -94,14 +101,24 @@ def encode_tensors(tensors: Tensors, /, **meta: Any) -> bytes:
         wire.append(np.asarray(a, dtype=_wire_dtype(a.dtype), order="C"))  # keeps 0-d arrays 0-d
     header = pack({"meta": meta, "names": names, "tensors": [[a.dtype.str, list(a.shape)] for a in wire]})
 
-    parts: list[bytes | memoryview] = [_PREFIX.pack(_MAGIC, len(header)), header]
+    parts: list[bytes | memoryview] = [header]
     pos = _PREFIX.size + len(header)
     for a in wire:
         parts.append(b"\0" * _pad(pos))
         pos += _pad(pos)
         parts.append(a.reshape(-1).view(np.uint8).data)
         pos += a.nbytes
-    return b"".join(parts)
+    # the header and each tensor start on a word and the padding is zeros: the sum of the parts
+    # is the sum of the blob after the prefix
+    total = sum(_sum64(memoryview(part)) for part in parts) & _MASK64
+    return b"".join([_PREFIX.pack(_MAGIC, len(header), total), *parts])
+
+
+def _sum64(mv: memoryview) -> int:
+    """The sum of a buffer's little-endian 64-bit words, mod 2**64 (the last one zero-padded)."""
+    whole = len(mv) // 8
+    total = int(np.frombuffer(mv, "<u8", count=whole).sum(dtype=np.uint64)) if whole else 0
+    return (total + int.from_bytes(mv[whole * 8:], "little")) & _MASK64
 
 
 def _check_header(h: Any) -> tuple[dict, list[str] | None, list[tuple[np.dtype, tuple[int, ...]]]]:
@@ -140,9 +157,11 @@ def decode_tensors(buf: bytes | bytearray | memoryview) -> tuple[Tensors, dict[s
     mv = memoryview(buf).cast("B")
     if len(mv) < _PREFIX.size:
         raise CodecError("blob shorter than prefix")
-    magic, hlen = _PREFIX.unpack_from(mv)
+    magic, hlen, total = _PREFIX.unpack_from(mv)
     if magic != _MAGIC:
         raise CodecError("bad magic")
+    if _sum64(mv[_PREFIX.size:]) != total:
+        raise CodecError("checksum mismatch: truncated, changed, or parts of two objects")
     pos = _PREFIX.size + hlen
     if pos > len(mv):
         raise CodecError("truncated header")
