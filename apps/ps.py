@@ -778,8 +778,9 @@ class ParameterServer:
         if self.save_path:
             self.save(self.save_path)
         # Stay for late probes (and unicast fetches) until every worker left, or `linger`.
-        # The final version is pushed again every second meanwhile: a worker that (re)joined
-        # late, or lost the final push with its probe timer backed off, learns the run is done.
+        # The final version is pushed again every second meanwhile, for workers below a
+        # forwarder restarted since the push (one that still caches it drops the same bytes:
+        # its workers' probes find it in the cache).
         deadline = self.loop_time() + cfg.linger
         while self.loop_time() < deadline:
             if cfg.push_mode == "persistent" and self.all_left:
