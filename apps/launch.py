@@ -45,6 +45,10 @@ def app_parser(prog: str, description: str, exits: str, metrics: str) -> argpars
                    help="ask the forwarder for NDNLPv2 link reliability on our face "
                         "(faces/update LpReliabilityEnabled): losses on this hop are repaired "
                         "one link round trip after them")
+    p.add_argument("--link-repair", action="store_true",
+                   help="the links further on have NDNLPv2 link reliability, our own face "
+                        "not (an app on a forwarder's local socket): wait for the links' "
+                        "repair before taking an Interest as lost, instead of racing it")
     return p
 
 
@@ -67,11 +71,12 @@ def limit_blas_threads(n: int = 1) -> None:
 
 
 def serve(transport: str | None, metrics, role: Callable[[App], Coroutine[Any, Any, int]],
-          reconnect_timeout: float = 30.0, lp_reliability: bool = False) -> int:
+          reconnect_timeout: float = 30.0, lp_reliability: bool = False,
+          link_repair: bool = False) -> int:
     """Run `role(app)` on an App connected to `transport`; close `metrics` whatever happens."""
     try:
-        return launch(lambda: App(transport, lp_reliability=lp_reliability), role,
-                      reconnect_timeout)
+        return launch(lambda: App(transport, lp_reliability=lp_reliability,
+                                  link_repair=link_repair), role, reconnect_timeout)
     finally:
         metrics.close()
 

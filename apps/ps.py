@@ -909,7 +909,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = MetricsWriter(args.metrics, role="ps", name=cfg.ps, train=cfg.train)
     return serve(args.transport, metrics,
                  lambda app: ParameterServer(cfg, app, metrics, args.save).run(),
-                 args.reconnect_timeout, args.lp_reliability)
+                 args.reconnect_timeout, args.lp_reliability, args.link_repair)
 
 
 if __name__ == "__main__":

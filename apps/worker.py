@@ -752,7 +752,8 @@ class Worker:
         if not await self.app.register(names.node(self.gpu)):
             log.error("the forwarder refused to register /%s", self.gpu)
             return EXIT_JOB_FAILED
-        log.info("worker %s ready", self.gpu)
+        log.info("worker %s ready (reordering floor %g ms)", self.gpu,
+                 reorder_floor(self.app) * 1e3)
         try:
             return await self.finished
         except asyncio.CancelledError:              # SIGTERM: leave properly first
@@ -892,7 +893,7 @@ def main(argv: list[str] | None = None) -> int:
     return serve(args.transport, metrics,
                  lambda app: Worker(args.name, key.encode() if key else None, app, metrics,
                                     faults, args.slowdown, float(patience)).run(),
-                 args.reconnect_timeout, args.lp_reliability)
+                 args.reconnect_timeout, args.lp_reliability, args.link_repair)
 
 
 if __name__ == "__main__":

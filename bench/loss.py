@@ -1,12 +1,22 @@
-"""Loss recovery: sync iteration time at 0, 2, 5 and 10% loss on every link (both directions),
-against the lossless run of the same model side by side; probes vs retransmissions.
+"""Loss recovery: sync iteration time at 0, 2, 5 and 10% loss (both directions), on every app
+face or on the link between two forwarders, against the lossless run of the same model and
+place side by side; probes vs retransmissions.
 
     python -m bench.loss [--losses 0,0.02,0.05,0.1] [--models digits,100k] [--rounds 2]
-                         [--link-reliability both|on|off] [--versions N] [--quick] [--keep DIR]
+                         [--link-reliability both|on|off] [--where apps,link] [--versions N]
+                         [--quick] [--keep DIR]
 
-Each point is one run of the star scenario (PS + 4 workers, persistent PIT) with
-`links.loss` set: the forwarder drops that share of the packets on every app face, both
-ways, so pushes, gradients and the collect and probe Interests are all lost alike. Models:
+Each point is one run of the lossy scenario (PS + 4 workers, persistent PIT) with `links.loss`
+set, in one of two places (`--where`, both by default, each against its own lossless run):
+- `apps`: a star; the forwarder drops that share of the packets on every app face, both ways,
+  so pushes, gradients and the collect and probe Interests are all lost alike, on each of the
+  four hops a collect crosses;
+- `link`: a tree of two forwarders, the PS on one and the workers on the other (two sites), and
+  the loss on the UDP link between them only, both ways: the apps' faces are their forwarders'
+  local sockets, lossless, as NFD deployments have them (NDNLPv2 runs on such links, never on
+  an app's local face). With link reliability the apps wait for the link's repair
+  (`--link-repair`) instead of racing it.
+Models:
 `100k` (bench/sweep.py's MLP, 51 segments per version) and `digits` (the shipped `lossy`
 scenario's MLP, 3 segments). Rounds alternate the loss levels (0, 2, 5, 10, 0, 2, ...).
 Each level runs twice: with end-to-end recovery alone (the apps' fetchers and probes), and with
@@ -56,13 +66,16 @@ MODELS: dict[str, Model] = {
 COUNTERS = ("probes", "gap_fetches", "collect_probes", "probe_segments", "retransmissions",
             "timeouts", "lp_retransmitted", "lp_given_up")
 LP = "+lp"          # a condition's suffix: link reliability on
+# where the loss is (see the docstring): the scenario settings for each place
+WHERE = {"apps": [],
+         "link": ['topology.kind="tree"', "topology.leaves=1", "links.app_faces=false"]}
 
 
-def point(condition: str, model: str, versions: int, out: Path) -> dict:
+def point(condition: str, model: str, versions: int, out: Path, where: str = "apps") -> dict:
     loss, lp = float(condition.removesuffix(LP)), condition.endswith(LP)
     sets = ["topology.workers=4", f"links.loss={loss}", f"links.reliability={str(lp).lower()}",
             f"training.max_versions={versions}", "training.eval_every=100000",
-            "run.timeout=1800", *MODELS[model]["sets"]()]
+            "run.timeout=1800", *WHERE[where], *MODELS[model]["sets"]()]
     with CpuSampler(str(out)) as sampler:
         run = run_scenario("lossy", sets, out)
     res: dict[str, Any] = {
@@ -80,17 +93,18 @@ def point(condition: str, model: str, versions: int, out: Path) -> dict:
 
 
 def measure(model: str, losses: list[float], rounds: int, quick: bool,
-            keep: Path | None, reliability: str = "both", versions: int | None = None) -> dict:
+            keep: Path | None, reliability: str = "both", versions: int | None = None,
+            where: str = "apps") -> dict:
     versions = versions or MODELS[model]["quick_versions" if quick else "versions"]
     base = keep or Path(tempfile.mkdtemp(prefix="loss-"))
     conditions = [str(x) for x in losses] if reliability != "on" else [str(losses[0])]
     if reliability != "off":
         conditions += [f"{x}{LP}" for x in losses]
-    log(f"loss {model}: {conditions}, {versions} versions, {rounds} round(s)")
+    log(f"loss {model}, on the {where}: {conditions}, {versions} versions, {rounds} round(s)")
     try:
         runs = interleave(conditions, rounds,
                           lambda c, tag: point(c, model, versions,
-                                               base / model / f"loss{c}-{tag}"))
+                                               base / model / where / f"loss{c}-{tag}", where))
     finally:
         if keep is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -119,7 +133,8 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
         if c.endswith(LP):
             per_lp[c.removesuffix(LP)] = per.pop(c)
     at, at_lp = per.get(str(TARGET_LOSS)), per_lp.get(str(TARGET_LOSS))
-    return {"versions": versions, "rounds": rounds, "per_loss": per, "per_loss_lp": per_lp,
+    return {"where": where, "versions": versions, "rounds": rounds, "per_loss": per,
+            "per_loss_lp": per_lp,
             "target": TARGET, "target_loss": TARGET_LOSS,
             "meets_target": _meets(at), "meets_target_lp": _meets(at_lp)}
 
@@ -154,24 +169,33 @@ def main(argv: list[str] | None = None) -> int:
                         "(default)")
     p.add_argument("--versions", type=int, help="versions per run (default: digits 25, 100k "
                                                  "30; --quick 12 and 6)")
+    p.add_argument("--where", default="apps,link",
+                   help="where the loss is: apps (every app face of a star), link (between "
+                        "two forwarders); default both")
     args = p.parse_args(argv)
     losses = [float(x) for x in args.losses.split(",")]
     if losses[0] != 0.0:
         p.error("--losses must start with 0 (the lossless reference)")
+    places = args.where.split(",")
+    if not places or any(w not in WHERE for w in places):
+        p.error(f"--where: a comma-separated list of {', '.join(WHERE)}")
     rounds = 1 if args.quick else args.rounds
     out = {}
     for model in args.models.split(","):
-        fig = measure(model, losses, rounds, args.quick, args.keep, args.link_reliability,
-                      args.versions)
-        fig.update(quick=args.quick, **stamp())
-        out[model] = fig
-        if not args.no_save:
-            save("loss", model, fig)
-        for key, tag in (("per_loss", ""), ("per_loss_lp", LP)):
-            for c, r in fig[key].items():
-                log(f"  {model} loss {c}{tag}: mean x{r['mean_over_lossless']} median "
-                    f"x{r['median_over_lossless']} paired x{r['paired_mean_over_lossless']}  probes {r['probes']} retx "
-                    f"{r['retransmissions']} link retx {r['lp_retransmitted']}")
+        for where in places:
+            fig = measure(model, losses, rounds, args.quick, args.keep, args.link_reliability,
+                          args.versions, where)
+            fig.update(quick=args.quick, **stamp())
+            key = model if where == "apps" else f"{model}@{where}"
+            out[key] = fig
+            if not args.no_save:
+                save("loss", key, fig)
+            for per, tag in (("per_loss", ""), ("per_loss_lp", LP)):
+                for c, r in fig[per].items():
+                    log(f"  {key} loss {c}{tag}: mean x{r['mean_over_lossless']} median "
+                        f"x{r['median_over_lossless']} paired x{r['paired_mean_over_lossless']}"
+                        f"  probes {r['probes']} retx {r['retransmissions']} link retx "
+                        f"{r['lp_retransmitted']}")
     emit({m: {"end_to_end": {c: r["mean_over_lossless"] for c, r in f["per_loss"].items()},
               "link_reliability": {c: r["mean_over_lossless"]
                                    for c, r in f["per_loss_lp"].items()}}
@@ -190,7 +214,10 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
             cells = ", ".join(f"{float(c) * 100:g}%: ×{fmt(r['mean_over_lossless'], '.2f')}"
                               for c, r in per.items())
             at = per.get(str(TARGET_LOSS), {})
-            out.append((f"loss recovery ({model}, {how}): mean iteration ÷ lossless",
+            place = {"apps": "on every app face", "link": "on the link between two "
+                     "forwarders"}[f.get("where", "apps")]
+            out.append((f"loss recovery ({model.split('@')[0]}, {place}, {how}): mean "
+                        "iteration ÷ lossless",
                         f"{cells} (at 5%: probes {at.get('probes')}, retransmissions "
                         f"{at.get('retransmissions')}, link {at.get('lp_retransmitted')})",
                         f"≤ {TARGET} at 5%", "met" if f.get(meets) else "missed"))

@@ -641,5 +641,6 @@ def names_segment(name: FormalName) -> int:
 
 def reorder_floor(app) -> float:
     """The reordering window's floor for an app's fetches: LINK_REPAIR on a face with link
-    reliability (the link repairs its losses), REORDER_FLOOR otherwise."""
-    return LINK_REPAIR if app.lp_reliability else REORDER_FLOOR
+    reliability, or on a path whose links have it (the links repair their losses: a consumer
+    that re-asks sooner races them, and its re-asks cost every hop), REORDER_FLOOR otherwise."""
+    return LINK_REPAIR if app.lp_reliability or app.link_repair else REORDER_FLOOR

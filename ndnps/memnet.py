@@ -100,6 +100,7 @@ class MemNet:
 
 class MemApp:
     lp_reliability = False          # no link layer to make reliable
+    link_repair = False
     reconnects = 0                  # a MemNet link never goes down
     connected = True
 

@@ -327,10 +327,11 @@ class App(NDNApp):
 
     def __init__(self, transport: str | None = None,
                  on_distribute: OnDistribute | None = None,
-                 lp_reliability: bool = False) -> None:
+                 lp_reliability: bool = False, link_repair: bool = False) -> None:
         transport = transport or read_client_conf()["transport"]
         self.transport = transport
         self.lp_reliability = lp_reliability     # ask for NDNLPv2 reliability on our face
+        self.link_repair = link_repair           # links further on have it (not our face)
         self.counting = CountingFace(default_face(transport))
         super().__init__(face=self.counting)
         self.counting.receive_now = self._receive_now

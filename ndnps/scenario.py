@@ -104,6 +104,7 @@ class Runner:
 
     def plan(self) -> topology.Plan:
         if not self.sc.netns:
+            scenario_spec.check_local(self.sc)
             plan = topology.plan_local(self.sc)
             topology.apply_link_overrides(plan, self.sc)
             return plan
@@ -162,9 +163,14 @@ class Runner:
         return proc
 
     def _link_flags(self) -> list[str]:
-        """Apps ask for link reliability where their faces are the links: locally. In netns
-        mode an app's face is its host forwarder's unix socket; the veth faces have it."""
-        return ["--lp-reliability"] if self.sc.links.reliability and self.netns is None else []
+        """Apps ask for link reliability where their faces are the links: locally, unless
+        `app_faces = false`. Elsewhere (those, and netns mode, where an app's face is its host
+        forwarder's unix socket) the forwarders' links have it, and the apps wait for it."""
+        links = self.sc.links
+        if not links.reliability:
+            return []
+        return ["--lp-reliability"] if links.app_faces and self.netns is None \
+            else ["--link-repair"]
 
     def start_apps(self, plan: topology.Plan, config: Path) -> tuple[ManagedProcess, dict]:
         workers = {}
@@ -585,6 +591,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.netns:
         sc.netns = True
+    try:
+        if not sc.netns:
+            scenario_spec.check_local(sc)
+    except ScenarioError as e:
+        print(f"scenario error: {e}", file=sys.stderr)
+        return 2
     if sc.netns:
         try:
             check_available()

@@ -7,7 +7,8 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  reliability = true: NDNLPv2 link reliability on every link — both ends of
                  each forwarder-to-forwarder face, and every app's face (locally, where the
                  apps' faces carry the link conditions; in netns mode an app's face is its
-                 host's lossless unix socket, and it does not ask)
+                 host's lossless unix socket, and it does not ask); app_faces = false: the
+                 apps' faces carry neither (tree only: the forwarders' links alone are lossy)
     [[link]]     from = "root", to = "leaf1", loss = 0.1 ...: one direction of one
                  forwarder-to-forwarder link (tree), replacing [links] there
     [forwarder]  forwarder table limits, e.g. ppit_lifetime = 60.0 (forwarder/config.py)
@@ -71,11 +72,17 @@ class Links:
     jitter_ms: float = 0.0
     rate_mbps: float = 0.0
     reliability: bool = False      # NDNLPv2 link reliability on every link (see above)
+    # false: the apps' faces are plain local sockets (no conditions, no link reliability), the
+    # forwarder-to-forwarder links alone are emulated — where NFD puts lossy links and NDNLPv2
+    app_faces: bool = True
 
     def as_table(self) -> dict[str, float]:
         """The link emulation, as the forwarder's face options take it."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name != "reliability" and getattr(self, f.name)}
+                if f.name not in _FLAGS and getattr(self, f.name)}
+
+
+_FLAGS = ("reliability", "app_faces")     # Links fields that are switches, not conditions
 
 
 @dataclass
@@ -287,19 +294,28 @@ def _faults(table: dict, sc: Scenario) -> list[Kill]:
     return sorted(kills, key=lambda k: k.at_version)
 
 
+def check_local(sc: Scenario) -> None:
+    """What only a local run (not netns) cannot do: in netns mode every app has a host
+    forwarder, so even a star has forwarder-to-forwarder links."""
+    if not sc.links.app_faces and sc.topology == "star" and (sc.links.as_table()
+                                                           or sc.links.reliability):
+        raise ScenarioError("links.app_faces: false leaves a local star no link to emulate "
+                            "(the apps' faces are its only links); use a tree, or --netns")
+
+
 def _links_from(table: dict, where: str) -> Links:
     links = Links()
     for f in fields(Links):
-        if f.name == "reliability":
+        if f.name in _FLAGS:
             if f.name in table:
                 if where != "links":
-                    raise ScenarioError(f"{where}.reliability: link reliability is for every "
-                                        "link ([links] reliability = true): both ends of a "
-                                        "link need it, not one direction")
+                    raise ScenarioError(f"{where}.{f.name}: a switch for every link "
+                                        f"([links] {f.name} = ...), not for one direction of "
+                                        "one (both ends of a link need the same)")
                 if not isinstance(table[f.name], bool):
-                    raise ScenarioError(f"{where}.reliability: expected true or false, got "
+                    raise ScenarioError(f"{where}.{f.name}: expected true or false, got "
                                         f"{table[f.name]!r}")
-                links.reliability = table[f.name]
+                setattr(links, f.name, table[f.name])
             continue
         if f.name in table:
             high = 1.0 if f.name == "loss" else None

@@ -97,15 +97,16 @@ def _join(a: ForwarderNode, b: ForwarderNode, uri_of_b: str, uri_of_a: str,
 def plan_local(sc: Scenario) -> Plan:
     ps = sc.training.ps
     link = sc.links.as_table()
+    app_link = link if sc.links.app_faces else {}
     if sc.topology == "star":
-        fwd = ForwarderNode("fwd", udp=0, app_link=dict(link))
+        fwd = ForwarderNode("fwd", udp=0, app_link=dict(app_link))
         apps = [AppNode(ps, "ps", "fwd")] + [AppNode(w, "worker", "fwd") for w in sc.worker_names]
         return Plan({"fwd": fwd}, apps)
-    root = ForwarderNode("root", udp=free_port(), app_link=dict(link))
+    root = ForwarderNode("root", udp=free_port(), app_link=dict(app_link))
     nodes = {"root": root}
     leaves = []
     for i in range(sc.leaves):
-        leaf = ForwarderNode(f"leaf{i + 1}", udp=free_port(), app_link=dict(link))
+        leaf = ForwarderNode(f"leaf{i + 1}", udp=free_port(), app_link=dict(app_link))
         nodes[leaf.name] = leaf
         leaves.append(leaf)
         _join(root, leaf, f"udp4://127.0.0.1:{leaf.udp}", f"udp4://127.0.0.1:{root.udp}", link,

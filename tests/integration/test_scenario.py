@@ -130,6 +130,30 @@ def test_tree_with_link_reliability_on_every_link(tmp_path):
     assert all(e["lp_acknowledged"] > 0 for e in ends)
 
 
+@pytest.mark.timeout(200)
+def test_loss_and_link_reliability_between_two_forwarders_only(tmp_path):
+    """[links] app_faces = false: the PS's forwarder and the workers' are two sites joined by
+    a lossy UDP link with link reliability at both ends; the apps' faces lose nothing and
+    carry no link reliability (the apps wait for the link's repair instead)."""
+    out = tmp_path / "run"
+    proc = run_scenario(out, "tree", "--set", "topology.workers=4", "--set",
+                        "topology.leaves=1", "--set", "links.loss=0.05", "--set",
+                        "links.reliability=true", "--set", "links.app_faces=false", *SHORT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = check_outputs(out, 4)
+    faces = [f for name in ("root", "leaf1")
+             for f in json.loads((out / "traces" / f"{name}-status.json").read_text())["faces"]]
+    links = [f for f in faces if f["remote"].startswith("udp")]
+    apps = [f for f in faces if f["remote"].startswith("fd://")]     # those still open
+    assert len(links) == 2 and all(f["lp_reliability"]["retransmitted"] > 0 for f in links)
+    assert sum(f["counters"]["drops"].get("emulated_loss", 0) for f in links) > 0
+    assert apps and all(f["lp_reliability"] is None and not f["counters"]["drops"]
+                        for f in apps)
+    ends = [summary["ps_end"]] + list(summary["workers_end"].values())
+    assert all(e.get("lp_acknowledged", 0) == 0 for e in ends)      # no link layer of theirs
+    assert "reordering floor 25 ms" in (out / "logs" / "w1.log").read_text()    # --link-repair
+
+
 def test_bad_scenario_is_refused_before_anything_starts(tmp_path):
     out = tmp_path / "run"
     proc = run_scenario(out, "sync-sgd", "--set", "links.loss=7")

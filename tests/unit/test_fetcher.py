@@ -512,3 +512,14 @@ async def test_a_deadline_is_never_spent_on_one_interest():
     assert b"".join(parts) == BLOB and prod.attempts[0] == 2
     first, second = prod.seg_lifetimes[0]
     assert first <= 500 and second <= first
+
+
+def test_the_reordering_floor_waits_for_link_repair_on_the_face_or_further_on():
+    """A consumer that re-asks before the links' own repair races it: with link reliability on
+    its face, or on the links beyond its forwarder (--link-repair), it waits LINK_REPAIR."""
+    from ndnps.fetcher import LINK_REPAIR, REORDER_FLOOR, reorder_floor
+    from ndnps.ndnapp import App
+    for lp, further, floor in ((False, False, REORDER_FLOOR), (True, False, LINK_REPAIR),
+                               (False, True, LINK_REPAIR)):
+        app = App("unix:///nonexistent.sock", lp_reliability=lp, link_repair=further)
+        assert reorder_floor(app) == floor

@@ -59,6 +59,9 @@ def test_overrides_reach_any_field():
     ({"links": {"reliability": "yes"}}, "links.reliability"),
     ({"topology": {"kind": "tree"},
       "link": [{"from": "root", "to": "leaf1", "reliability": True}]}, "link[0].reliability"),
+    ({"links": {"app_faces": 0}}, "links.app_faces"),
+    ({"topology": {"kind": "tree"},
+      "link": [{"from": "root", "to": "leaf1", "app_faces": False}]}, "link[0].app_faces"),
 ])
 def test_bad_values_name_the_key(doc, key):
     with pytest.raises(ScenarioError) as e:
@@ -120,6 +123,33 @@ def test_link_reliability_goes_on_both_ends_of_every_forwarder_link(tmp_path):
     plain = plan_local(parse({"topology": {"kind": "tree"}}, "t"))
     assert not any(f.reliability for n in plain.forwarders.values() for f in n.faces)
     assert "reliability =" not in plain.forwarders["root"].config(tmp_path, {}, 1.0)
+
+
+def test_app_faces_false_emulates_the_forwarder_links_alone(tmp_path):
+    """Loss and link reliability between forwarders only, as NFD deployments have them: the
+    apps' faces carry no conditions and the apps do not ask for link reliability."""
+    from ndnps.scenario import Runner
+    from ndnps.topology import plan_local
+    doc = {"topology": {"kind": "tree", "leaves": 1},
+           "links": {"loss": 0.05, "reliability": True, "app_faces": False}}
+    sc = parse(doc, "t")
+    plan = plan_local(sc)
+    assert all(node.app_link == {} for node in plan.forwarders.values())
+    faces = [f for node in plan.forwarders.values() for f in node.faces]
+    assert len(faces) == 2 and all(f.reliability and f.link == {"loss": 0.05} for f in faces)
+    assert Runner(sc, tmp_path)._link_flags() == ["--link-repair"]
+    on_apps = parse({**doc, "links": {"loss": 0.05, "reliability": True}}, "t")
+    assert Runner(on_apps, tmp_path)._link_flags() == ["--lp-reliability"]
+    assert all(n.app_link == {"loss": 0.05} for n in plan_local(on_apps).forwarders.values())
+
+
+def test_app_faces_false_on_a_local_star_is_refused():
+    star = parse({"links": {"loss": 0.05, "app_faces": False}}, "t")
+    with pytest.raises(ScenarioError, match="^links.app_faces"):
+        scenario_spec.check_local(star)
+    scenario_spec.check_local(parse({"links": {"app_faces": False}}, "t"))    # nothing to lose
+    scenario_spec.check_local(parse({"topology": {"kind": "tree"},
+                                     "links": {"loss": 0.05, "app_faces": False}}, "t"))
 
 
 def test_every_forwarder_gets_the_trainings_retransmission_suppression(tmp_path):
