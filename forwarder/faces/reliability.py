@@ -424,16 +424,18 @@ class ReliableLink:
 
     def send(self, wire: Wire) -> None:
         self._send_lower(self.core.wrap(wire, self._loop.time()))
-        self._sent()
+        self._follow()
 
-    def _sent(self) -> None:
+    def _follow(self) -> None:
+        """The deadline moved: the timer follows it once per loop turn, not per packet.
+        Sending moves it later (the Acks waiting rode on the packet, the tail probe is the new
+        frame's), never earlier (a new frame's RTO and probe come after the older frames').
+        A read can move it earlier (Acks to send, a shorter RTO) but not into this loop turn:
+        the earliest, the Ack delay, is milliseconds away, and a timer could not run before
+        the turn ends anyway (frames a read shows lost go at once, in `receive_many`)."""
         if self._timer is None:
             self._arm()
         elif not self._settle_pending:
-            # sending cannot make the deadline earlier (a new frame's RTO and probe come
-            # after the older frames' and after the Ack delay), but it moves it later: the
-            # Acks waiting rode on the packet, the tail probe is the new frame's.  The timer
-            # follows once per loop turn, not per packet
             self._settle_pending = True
             self._loop.call_soon(self._settle)
 
@@ -443,12 +445,12 @@ class ReliableLink:
         now = self._loop.time()
         wrap = self.core.wrap
         out = [wrap(wire, now) for wire in wires]
-        self._sent()
+        self._follow()
         return out
 
     def receive_many(self, wires: list[bytes]) -> list[bytes]:
-        """The packets of one read, without their reliability headers (Ack-only packets and
-        duplicates removed)."""
+        """The packets of one read (one datagram, on UDP), without their reliability headers
+        (Ack-only packets and duplicates removed)."""
         now = self._loop.time()
         receive = self.core.receive
         out = [up for up in (receive(w, now) for w in wires) if up is not None]
@@ -457,7 +459,7 @@ class ReliableLink:
             # face send, not from a timer on a later turn of the loop (a wakeup more each)
             for wire in self.core.poll(now):
                 self._send_lower(wire)
-        self._arm()
+        self._follow()
         return out
 
     def close(self) -> None:

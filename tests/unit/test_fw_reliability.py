@@ -2,6 +2,7 @@
 lossy link on a fake clock."""
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -309,7 +310,6 @@ def test_a_lost_last_frame_is_probed_after_two_round_trips_before_the_rto():
 async def test_a_late_timer_lets_waiting_acks_in_before_judging_frames_lost():
     """The loop was busy past an RTO (uvloop runs timers before reading sockets): the timer
     waits one more socket read; an Ack read then saves the frame from a needless re-send."""
-    import asyncio
     import time
 
     from forwarder.faces.reliability import DEFER
@@ -353,7 +353,6 @@ def test_under_uvloop_a_timer_is_set_once_and_finds_its_deadline_due():
     """uvloop's clock counts whole milliseconds and rounds a timer's delay to the nearest: a
     timer set for 1.4 ms ran at 1 ms, found nothing due, and re-armed every turn of the loop
     until the clock ticked over (15 timers for one Ack)."""
-    import asyncio
 
     import uvloop
 
@@ -382,7 +381,6 @@ def test_under_uvloop_a_timer_is_set_once_and_finds_its_deadline_due():
 async def test_the_timer_follows_a_deadline_that_moved_later_and_stops_when_none_is_left():
     """Acks that rode on a packet, frames acknowledged: a timer left at the old deadline would
     wake the process for nothing (10-12 times per version for each worker, before)."""
-    import asyncio
 
     sent: list[bytes] = []
     link = ReliableLink(sent.append)
@@ -392,6 +390,7 @@ async def test_the_timer_follows_a_deadline_that_moved_later_and_stops_when_none
     peer.receive(sent[0], 0.0)
     assert link.receive_many([peer.wrap(DATA, 0.0)]) == [DATA]       # acked; now it owes an Ack
     owed = link.core.deadline()
+    await asyncio.sleep(0)                      # after a read too, the timer follows once per turn
     assert link.core.unacked == 0 and link._timer_at == pytest.approx(owed)
     link.send(interest("/t/2", nonce=2))                             # the Ack rides on this
     assert acks(sent[1])
@@ -400,6 +399,7 @@ async def test_the_timer_follows_a_deadline_that_moved_later_and_stops_when_none
     peer.receive(sent[1], 0.0)
     [ack_only] = peer.poll(1e9)
     assert link.receive_many([ack_only]) == [] and link.core.deadline() is None
+    await asyncio.sleep(0)
     assert link._timer is None
     link.send(interest("/t/3", nonce=3))
     link.send(interest("/t/4", nonce=4))        # a settle is pending ...
@@ -421,6 +421,7 @@ async def test_a_batch_is_wrapped_in_order_and_kept_until_acknowledged():
         peer.receive(w, 0.0)
     [ack_only] = peer.poll(1e9)
     assert link.receive_many([ack_only]) == [] and link.core.unacked == 0
+    await asyncio.sleep(0)
     assert link._timer is None
     link.close()
 
@@ -451,3 +452,31 @@ def test_own_frames_read_at_fixed_offsets_as_the_general_reader_reads_them(conte
         flipped[i] ^= 0x55
         got = _read_own(bytes(flipped))
         assert got is None or got[3] == start      # an Ack or sequence value changed only
+
+
+async def test_reads_in_one_loop_turn_set_the_timer_once():
+    """On UDP every datagram is a read of its own: the timer follows the deadline at the end of
+    the loop turn, not once per datagram (each setting cost a cancel and a new timer)."""
+
+    sent: list[bytes] = []
+    link = ReliableLink(sent.append)
+    peer = LpReliability()
+    link.send(interest("/t/0", nonce=100))
+    loop = asyncio.get_running_loop()
+    arms = 0
+    call_at = loop.call_at
+
+    def counting_call_at(*args):
+        nonlocal arms
+        arms += 1
+        return call_at(*args)
+
+    loop.call_at = counting_call_at             # type: ignore[method-assign]
+    try:
+        for i in range(20):                     # 20 datagrams, each owed an Ack
+            assert link.receive_many([peer.wrap(DATA, 0.0)]) == [DATA]
+        assert arms == 0
+        await asyncio.sleep(0)
+        assert arms == 1 and link._timer_at == pytest.approx(link.core.deadline())
+    finally:
+        del loop.call_at
