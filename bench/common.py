@@ -405,6 +405,15 @@ class ScenarioRun(TrainingRun):
         ends = [self.summary.get("ps_end", {}), *self.summary.get("workers_end", {}).values()]
         return sum(int(e.get(key, 0) or 0) for e in ends)
 
+    def forwarder_link_counter(self, key: str) -> int:
+        """Sum of a link-reliability counter over every forwarder's faces (`retransmitted`,
+        `given_up`, ...), from the runner's final status of each."""
+        total = 0
+        for path in (self.dir / "traces").glob("*-status.json"):
+            for face in json.loads(path.read_text()).get("faces", []):
+                total += int((face.get("lp_reliability") or {}).get(key, 0) or 0)
+        return total
+
     # ---- forwarder traces ----
 
     def labels(self, node: str) -> dict[str, str]:
