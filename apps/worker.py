@@ -63,6 +63,10 @@ log = logging.getLogger("worker")
 # --content-patience (the PS's own knobs come only with the content); this default otherwise
 CONTENT_PATIENCE = 60.0
 CONTENT_RETRY = 0.5
+# The PS holds a content Interest while it assigns the tasks, so the first one may wait; but
+# once the content exists a lost Interest waited its whole lifetime (2 s held, when it was
+# fixed: a join, and the whole training's start, 2 s late), so it starts short and doubles
+CONTENT_LIFETIME, CONTENT_MAX_LIFETIME = 0.25, 2.0
 
 
 class JobFailed(Exception):
@@ -191,8 +195,9 @@ class Job:
         while True:
             rejected = self.fetch_stats.rejected
             try:
-                parts = await self.fetcher.fetch(name_of, first_lifetime=2.0, first_tries=15,
-                                                 fresh=True)
+                parts = await self.fetcher.fetch(
+                    name_of, first_lifetime=CONTENT_LIFETIME, first_tries=17,
+                    max_lifetime=CONTENT_MAX_LIFETIME, fresh=True)
             except FetchError as e:
                 if self.fetch_stats.rejected > rejected or self.now() >= deadline:
                     raise JobFailed(f"no training content: {e}") from None
@@ -256,7 +261,8 @@ class Job:
         def name_of(s: int):
             return names.content(self.ps, self.train, self.gpu, s)
         try:
-            parts = await self.fetcher.fetch(name_of, first_lifetime=2.0, first_tries=5,
+            parts = await self.fetcher.fetch(name_of, first_lifetime=CONTENT_LIFETIME,
+                                             first_tries=7, max_lifetime=CONTENT_MAX_LIFETIME,
                                              fresh=True)
             vec, info = messages.parse_content(b"".join(parts))
             version = int(info.get("version", 0))

@@ -594,13 +594,16 @@ class SegmentFetcher:
 
     async def fetch(self, name_of: NameOf, have: dict[int, bytes] | None = None,
                     final: int | None = None, first_lifetime: float | None = None,
-                    first_tries: int | None = None, fresh: bool = False) -> list[bytes]:
+                    first_tries: int | None = None, fresh: bool = False,
+                    max_lifetime: float | None = None) -> list[bytes]:
         """The whole object: segment 0 first unless the count is known (``final``), then the
         missing rest windowed.  ``have`` holds segments already received (e.g. pushed).
-        ``first_lifetime``/``first_tries``: the first segment may be held by its producer."""
+        ``first_lifetime``/``first_tries``: the first segment may be held by its producer;
+        with ``max_lifetime`` its lifetime doubles after each expiry up to that."""
         have = dict(have or {})
         t = Transfer(self, name_of, fresh=fresh, to_final=final is None, life=first_lifetime,
-                     held=first_lifetime is not None, first_tries=first_tries)
+                     max_life=max_lifetime, held=first_lifetime is not None,
+                     first_tries=first_tries)
         if final is None:
             if have:
                 raise ValueError("segments in hand but no final: pass final")

@@ -523,3 +523,15 @@ def test_the_reordering_floor_waits_for_link_repair_on_the_face_or_further_on():
                                (False, True, LINK_REPAIR)):
         app = App("unix:///nonexistent.sock", lp_reliability=lp, link_repair=further)
         assert reorder_floor(app) == floor
+
+
+@pytest.mark.asyncio
+async def test_a_held_first_segment_may_start_short_and_double():
+    """A worker's content: held while the PS assigns the tasks, there at once afterwards, when
+    a lost Interest would otherwise wait its whole held lifetime."""
+    prod = FakeProducer(BLOB)
+    prod.plan = {(0, a): "timeout" for a in range(5)}
+    f = fetcher_for(prod)
+    await f.fetch(name_of, first_lifetime=0.25, max_lifetime=2.0, first_tries=8)
+    assert prod.seg_lifetimes[0] == [250, 500, 1000, 2000, 2000, 2000]
+    assert f.stats.held_timeouts == 5 and f.stats.timeouts == 0
