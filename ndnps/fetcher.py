@@ -63,10 +63,10 @@ NameOf = Callable[[int], FormalName]
 MIN_RTO = 0.2               # s: the RTO's floor: above the queueing a busy producer adds (RACK
                             # and the tail probe repair losses well before it)
 REORDER_FLOOR = 0.003       # s: the smallest reordering window (scheduling jitter of a process)
-# With NDNLPv2 link reliability on our face, a loss on a hop is repaired there some link round
-# trips later (three later Acks, or the link's RTO): to the consumer it looks like reordering,
-# so its window (and a worker's wait before fetching a hole in a push) covers that repair
-# rather than racing it with an end-to-end retry.
+# With NDNLPv2 link reliability on our face, or on the links of our path, a loss on a hop is
+# repaired there a link round trip or so later (a later Ack, a tail probe, or the link's RTO):
+# to the consumer it looks like reordering, so its window (and a worker's wait before fetching
+# a hole in a push) covers that repair rather than racing it with an end-to-end retry.
 LINK_REPAIR = 0.025
 # A forwarder suppresses a re-expressed Interest that comes sooner than its suppression
 # interval after the one it forwarded last for the same pending entry (NFD's
