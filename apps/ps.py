@@ -34,7 +34,7 @@ import numpy as np
 from ndn.types import InterestNack, InterestTimeout, ValidationFailure
 
 from ndnps import messages, names
-from ndnps.codec import CodecError, flatten, param_spec, segment, unflatten
+from ndnps.codec import CodecError, MixedSegments, flatten, param_spec, segment, unflatten
 from ndnps.data import load_dataset
 from ndnps.estimator import FinishTimeEstimator, RtoEstimator
 from ndnps.events import wait_event
@@ -92,6 +92,7 @@ class PsCounters:
     params_served: int = 0          # unicast baseline segments
     gradients: int = 0
     malformed: int = 0
+    mixed_objects: int = 0          # gradients made of two worker incarnations' segments
     stale_dropped: int = 0
     workers_dropped: int = 0
     workers_lost: int = 0           # dropped for silence (worker_timeout): may rejoin
@@ -420,7 +421,10 @@ class ParameterServer:
             try:
                 grad = messages.parse_gradient(b"".join(parts), self.n_params, step)
             except CodecError as e:
-                self.counters.malformed += 1
+                if isinstance(e, MixedSegments):
+                    self.counters.mixed_objects += 1
+                else:
+                    self.counters.malformed += 1
                 log.warning("malformed gradient from %s, step %d: %s; refetching", w.gpu, step, e)
                 continue
             self.counters.gradients += 1

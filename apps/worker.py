@@ -39,7 +39,7 @@ import numpy as np
 from ndn.types import InterestCanceled, InterestNack, InterestTimeout, NetworkError, ValidationFailure
 
 from ndnps import messages, names
-from ndnps.codec import CodecError, flatten, param_spec, unflatten
+from ndnps.codec import CodecError, MixedSegments, flatten, param_spec, unflatten
 from ndnps.data import load_dataset
 from ndnps.estimator import ProbeTimer, QuietTimer, RtoEstimator
 from ndnps.events import wait_event
@@ -90,6 +90,7 @@ class WorkerCounters:
     probe_segments: int = 0          # segments asked for by probes and recoveries
     rejected: int = 0                # pushed Data failing the signature check
     malformed: int = 0               # assembled versions that failed to decode
+    mixed_objects: int = 0           # ... made of two objects' segments (a PS restarted)
     dropped_injected: int = 0        # fault injection
     forged_sent: int = 0             # fault injection
     register_tries: int = 0
@@ -209,6 +210,13 @@ class Job:
                 vec, info = messages.parse_content(b"".join(parts))
                 self.setup(vec, info)
                 return
+            except MixedSegments as e:
+                # the PS that made the first segments died and a new one made the rest: not
+                # malformed, and the next fetch has one PS's (within our patience)
+                self.counters.mixed_objects += 1
+                if self.now() >= deadline:
+                    raise JobFailed(f"no whole training content: {e}") from None
+                log.warning("training content from two PS incarnations; refetching")
             except (CodecError, ValueError, KeyError, TypeError) as e:
                 self.counters.malformed += 1
                 malformed += 1
@@ -572,7 +580,10 @@ class Job:
         try:
             p = messages.parse_params(asm.blob(), self.n_params, version)
         except CodecError as e:
-            self.counters.malformed += 1
+            if isinstance(e, MixedSegments):
+                self.counters.mixed_objects += 1
+            else:
+                self.counters.malformed += 1
             log.warning("parameters version %d malformed (%s); refetching", version, e)
             return
         for v in [v for v in self.assemblies.keys() if v < version]:

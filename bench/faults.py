@@ -276,6 +276,8 @@ def judge(case: Case, run_dir: Path, launched: dict) -> dict:
     ends = [summary.get("ps_end") or {}, *(summary.get("workers_end") or {}).values()]
     res["rejected"] = sum(int(e.get("rejected", 0) or 0) for e in ends)
     res["malformed"] = sum(int(e.get("malformed", 0) or 0) for e in ends)
+    # objects assembled from two incarnations' segments (a restart mid-fetch): refetched
+    res["mixed_objects"] = sum(int(e.get("mixed_objects", 0) or 0) for e in ends)
     ledger = version_ledger(jsonl_records(run_dir / "metrics" / "ps.jsonl"), summary.get("workers"))
     res["ledger"] = ledger
     # what the summary says against what the PS's records say (they differ when a PS
@@ -566,6 +568,8 @@ def _evidence(r: dict) -> str:
         parts.append(f"reconnects {sum(rec.values())} ({len(rec)} apps)")
     if r.get("collects_redone"):
         parts.append(f"collects redone {r['collects_redone']}")
+    if r.get("mixed_objects"):
+        parts.append(f"mixed objects refetched {r['mixed_objects']}")
     if r.get("probes") or r.get("retransmissions"):
         parts.append(f"probes {r.get('probes') or 0}, retx {r.get('retransmissions') or 0}")
     return "; ".join(parts)

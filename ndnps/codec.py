@@ -28,6 +28,7 @@ import numpy as np
 
 __all__ = [
     "CodecError",
+    "MixedSegments",
     "SEGMENT_SIZE",
     "encode_tensors",
     "decode_tensors",
@@ -56,6 +57,12 @@ Tensors = dict[str, np.ndarray] | list[np.ndarray]
 
 class CodecError(ValueError):
     """Malformed, truncated or unsupported encoded data."""
+
+
+class MixedSegments(CodecError):
+    """A blob of the right shape whose sum does not match: segments of two objects made under
+    the same names (each segment is signed, so not an altered one on the way).  Fetched again,
+    it is whole; counted apart from malformed data."""
 
 
 def _pad(n: int) -> int:
@@ -160,8 +167,6 @@ def decode_tensors(buf: bytes | bytearray | memoryview) -> tuple[Tensors, dict[s
     magic, hlen, total = _PREFIX.unpack_from(mv)
     if magic != _MAGIC:
         raise CodecError("bad magic")
-    if _sum64(mv[_PREFIX.size:]) != total:
-        raise CodecError("checksum mismatch: truncated, changed, or parts of two objects")
     pos = _PREFIX.size + hlen
     if pos > len(mv):
         raise CodecError("truncated header")
@@ -178,6 +183,9 @@ def decode_tensors(buf: bytes | bytearray | memoryview) -> tuple[Tensors, dict[s
         pos = end
     if pos != len(mv):
         raise CodecError(f"{len(mv) - pos} trailing bytes")
+    # last: a blob that is whole in shape but not one object's
+    if _sum64(mv[_PREFIX.size:]) != total:
+        raise MixedSegments("checksum mismatch: parts of two objects (or changed bytes)")
     return (dict(zip(names, arrays)) if names is not None else arrays), meta
 
 

@@ -317,6 +317,14 @@ async def test_push_segments_out_of_order_duplicated_or_corrupt_never_corrupt_th
     for s, p in enumerate(other):
         job.receive_segment(4, s, p, len(other) - 1)
     assert job.counters.malformed == 3 and job.newest == 1
+    # segments of two objects made under the same names (a PS restarted and made version 5
+    # again differently): whole in shape, so counted apart from malformed ones, not applied
+    first = segment(messages.params_blob(np.ones(job.n_params, np.float32), 5, False))
+    again = segment(messages.params_blob(np.full(job.n_params, 2, np.float32), 5, False))
+    mixed = first[:1] + again[1:]
+    for s, p in enumerate(mixed):
+        job.receive_segment(5, s, p, len(mixed) - 1)
+    assert job.counters.mixed_objects == 1 and job.counters.malformed == 3 and job.newest == 1
     # old versions are ignored
     job.receive_segment(1, 0, parts[0], final)
     assert job.newest == 1
@@ -433,6 +441,25 @@ async def test_a_malformed_gradient_is_counted_and_refetched():
     g = await ps.collect(ps.workers[0], 0, asyncio.get_running_loop().time())
     assert g is not None and ps.counters.malformed == 2 and float(g.vector[0]) == 1.0
     assert ps.workers[0].last_segment == 1
+
+
+@pytest.mark.asyncio
+async def test_a_gradient_of_two_workers_incarnations_is_counted_apart_and_refetched():
+    """The segments of one worker's gradient and of its restarted self's, made differently
+    under the same names: each signed, whole in shape, not one object."""
+    ps = ParameterServer(config(workers=["w1"]), MemNet().app())
+    ps.prepare_content(["w1"])
+    first = messages.gradient_blob(np.ones(ps.n_params, np.float32), 0, 0, 1.0, 0.0)
+    again = messages.gradient_blob(np.full(ps.n_params, 3, np.float32), 0, 0, 1.0, 0.0)
+    answers = [[first[:100], again[100:]], [again[:100], again[100:]]]
+
+    async def fetch_held(name_of, hint, *args):
+        import time
+        return answers.pop(0), time.monotonic(), 0.001
+    ps.fetcher.fetch_held = fetch_held
+    g = await ps.collect(ps.workers[0], 0, asyncio.get_running_loop().time())
+    assert g is not None and float(g.vector[0]) == 3.0
+    assert ps.counters.mixed_objects == 1 and ps.counters.malformed == 0
 
 
 @pytest.mark.asyncio
