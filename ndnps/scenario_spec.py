@@ -295,8 +295,8 @@ def _faults(table: dict, sc: Scenario) -> list[Kill]:
 
 
 def check_local(sc: Scenario) -> None:
-    """What only a local run (not netns) cannot do: in netns mode every app has a host
-    forwarder, so even a star has forwarder-to-forwarder links."""
+    """Refuse what a local run cannot do (a netns run can: every app has a host forwarder
+    there, so even a star has forwarder-to-forwarder links)."""
     if not sc.links.app_faces and sc.topology == "star" and (sc.links.as_table()
                                                            or sc.links.reliability):
         raise ScenarioError("links.app_faces: false leaves a local star no link to emulate "
