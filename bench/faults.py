@@ -204,8 +204,9 @@ def version_ledger(records: list[dict], workers: int | None = None) -> dict:
 
 def unnoticed_kills(kills: list[dict], faults: list[dict], run_dir: Path) -> list[dict]:
     """Worker kills no PS could notice: the PS was killed too, within worker_timeout after
-    (kills meant for close versions, or read late in a fast training, land together).  The PS that would have dropped the worker is gone; the resumed one
-    offers it the task afresh, which counts neither as a loss nor as a rejoin."""
+    (kills meant for close versions, or read late in a fast training, land together).  The PS
+    that would have dropped the worker is gone; the resumed one offers it the task afresh,
+    which counts neither as a loss nor as a rejoin."""
     t = tomllib.loads((run_dir / "scenario.toml").read_text())["training"]
     timeout = float(t.get("worker_timeout", 30.0))
     ps_kills = [f["t"] for f in faults if f.get("role") == "ps" and "skipped" not in f]

@@ -131,7 +131,7 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
                   # drift over minutes cancels within a round (a round's runs are minutes apart
                   # at most, the rounds' are not)
                   "paired_mean_over_lossless": _paired(rs, base_runs),
-                  **{k: sum(r.get(k, 0) for r in rs)
+                  **{k: sum(r[k] for r in rs)
                      for k in (*COUNTERS, "probes_answered_by_ps", "fw_lp_retransmitted")},
                   "per_version": {k: rnd(sum(r[k] for r in rs) / versions_total, 2)
                                   for k in ("probes", "gap_fetches", "retransmissions")},

@@ -24,11 +24,11 @@
 3. The forwarder may go away and come back (restarted): while the face is down, ``express``
    behaves as if the Interest were lost (it raises ``FaceDown``, an InterestTimeout, after its
    lifetime, or at once when the forwarder is back and the prefixes are registered again;
-   ``no_response`` Interests and ``send_data`` are dropped and counted in ``sent_while_down``), so callers
-   retry as they do on a lossy link; ``reconnect()`` opens the face again and
-   ``after_reconnect()`` re-registers every prefix registered so far and calls
-   ``on_reconnect`` (the worker re-sends its *insert*).  ``apps/launch.py`` reconnects with
-   bounded backoff.
+   ``no_response`` Interests and ``send_data`` are dropped and counted in
+   ``sent_while_down``), so callers retry as they do on a lossy link; ``reconnect()`` opens
+   the face again and ``after_reconnect()`` re-registers every prefix registered so far and
+   calls ``on_reconnect`` (the worker re-sends its *insert*).  ``apps/launch.py`` reconnects
+   with bounded backoff.
 
 4. Byte and packet counters, and back-pressure.  ``CountingFace`` wraps the transport face
    python-ndn would have built (unix/tcp/udp from NDN_CLIENT_TRANSPORT or the client.conf) and

@@ -592,17 +592,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.netns:
         sc.netns = True
     try:
-        if not sc.netns:
+        if sc.netns:
+            check_available()
+        else:
             scenario_spec.check_local(sc)
-    except ScenarioError as e:
+    except (ScenarioError, NetnsUnavailable) as e:
         print(f"scenario error: {e}", file=sys.stderr)
         return 2
-    if sc.netns:
-        try:
-            check_available()
-        except NetnsUnavailable as e:
-            print(f"scenario error: {e}", file=sys.stderr)
-            return 2
     run_dir = args.out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{sc.name}"
     if run_dir.exists() and any(run_dir.iterdir()):
         print(f"scenario error: --out {run_dir} exists and is not empty", file=sys.stderr)

@@ -390,7 +390,7 @@ async def test_the_timer_follows_a_deadline_that_moved_later_and_stops_when_none
     peer.receive(sent[0], 0.0)
     assert link.receive_many([peer.wrap(DATA, 0.0)]) == [DATA]       # acked; now it owes an Ack
     owed = link.core.deadline()
-    await asyncio.sleep(0)                      # after a read too, the timer follows once per turn
+    await asyncio.sleep(0)                      # after a read too: once per loop turn
     assert link.core.unacked == 0 and link._timer_at == pytest.approx(owed)
     link.send(interest("/t/2", nonce=2))                             # the Ack rides on this
     assert acks(sent[1])
