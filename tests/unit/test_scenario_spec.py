@@ -167,3 +167,12 @@ def test_every_forwarder_gets_the_trainings_retransmission_suppression(tmp_path)
         parse({"training": {"retx_suppression_ms": 10}}, "t"))      # NFD's default
     with pytest.raises(ScenarioError, match="training.retx_suppression_ms"):
         parse({"training": {"retx_suppression_ms": 0}}, "t")
+
+
+def test_the_runner_refuses_app_faces_false_on_a_local_star_before_anything_starts(tmp_path,
+                                                                                   capsys):
+    from ndnps.scenario import main
+    out = tmp_path / "run"
+    assert main(["sync-sgd", "--set", "links.loss=0.05", "--set", "links.app_faces=false",
+                 "--out", str(out)]) == 2
+    assert "links.app_faces" in capsys.readouterr().err and not out.exists()
