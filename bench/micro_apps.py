@@ -18,7 +18,7 @@ pair is checked to produce the same bytes / the same values first:
   sends nowhere (the PIT entry, timer, futures and validation are all in);
 - `face_receive`: pushed 8000-byte Data written into a unix socket and received by an App:
   python-ndn's ``StreamFace.run`` (a few awaits, a BytesIO copy and a Task per packet) vs
-  App's stream reader (one read per socket read, framed by forwarder.tlv.split_frames, a Data
+  App's stream reader (one read per socket read, framed by forwarder.tlv.StreamFramer, a Data
   of ours handled at once); process CPU per packet, the writing side included, on uvloop as
   the apps run;
 - `interest_handle`: a collect Interest received by a worker's App and handed to its handler:

@@ -51,7 +51,7 @@
 
 6. Reading the forwarder's stream.  python-ndn's ``StreamFace.run`` reads a packet with a few
    awaits, copies it through a BytesIO and starts a Task for each; ``CountingFace.run`` reads
-   the same StreamReader a socket read at a time, frames it with ``forwarder.tlv.split_frames``
+   the same StreamReader a socket read at a time, frames it with ``forwarder.tlv.StreamFramer``
    and hands a Data of ours, or an Interest without parameters or signature that
    ``ndnps.wire.parse_interest`` reads, to ``App._receive_now`` at once (no Task: the Data as
    in 5, the Interest to its handler as ``NDNApp._on_interest`` would, minus the Task it
@@ -102,7 +102,7 @@ from ndn.utils import gen_nonce
 from . import names, wire
 from forwarder.face_table import ReliabilityCounters
 from forwarder.faces.reliability import ReliableLink
-from forwarder.tlv import LP_PACKET, split_frames
+from forwarder.tlv import LP_PACKET, StreamFramer
 
 from .events import wait_event
 from .security import Security
@@ -243,11 +243,11 @@ class CountingFace(Face):
     async def _read_stream(self, inner: StreamFace, reader: asyncio.StreamReader) -> None:
         """python-ndn's ``StreamFace.run`` reads each packet with three or more awaits, copies
         it through a BytesIO and starts a Task for it.  This reads what the socket has, frames
-        it with ``forwarder.tlv.split_frames`` and hands each packet on at once: to
+        it with ``forwarder.tlv.StreamFramer`` and hands each packet on at once: to
         ``receive_now`` (the App's synchronous path for a bare Data or plain Interest of
         ours), else to the callback in a Task, as python-ndn does.  Ends, the face shut down,
         at EOF or on an oversize length (the stream's framing is lost)."""
-        rest = b""
+        framer = StreamFramer()
         while inner.running:
             try:
                 chunk = await reader.read(READ_SIZE)
@@ -255,9 +255,7 @@ class CountingFace(Face):
                 chunk = b""
             if not chunk:
                 break
-            data = rest + chunk if rest else chunk
-            packets, off, oversize = split_frames(data)
-            rest = data[off:] if off < len(data) else b""
+            packets, oversize = framer.feed(chunk)
             self.packets_in += len(packets)
             self.bytes_in += sum(map(len, packets))
             reliable = self.reliable

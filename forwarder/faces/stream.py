@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..tlv import split_frames
+from ..tlv import StreamFramer
 from .base import QUEUE_LIMIT_BYTES, Face, FaceOwner, ip_uri, is_loopback
 from .link import LinkEmulator, LinkParams
 
@@ -16,7 +16,7 @@ class StreamFace(Face, asyncio.Protocol):
         self._persistency = persistency
         self._link = link
         self._force_local = local
-        self._buf = bytearray()
+        self._framer = StreamFramer()
         self.transport: asyncio.Transport | None = None
         self._up = False                  # face_up done: `info` is set
         self._emu: LinkEmulator | None = None
@@ -46,35 +46,18 @@ class StreamFace(Face, asyncio.Protocol):
             self._emu = LinkEmulator(self._link, self._write, self.info)
 
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        if not buf:
-            # common case: whole packets in one read, sliced without copying into the buffer
-            off = self._deliver_complete(data)
-            if off is not None and off < len(data):
-                buf += data[off:]
-            return
-        buf += data
-        off = self._deliver_complete(buf)
-        if off is not None:
-            del buf[:off]
-
-    def _deliver_complete(self, data: bytes | bytearray) -> int | None:
-        """Hand every complete packet in `data` to the owner, all of one read in one call;
-        return bytes consumed, or None if the face was closed (oversize packet)."""
-        packets, off, oversize = split_frames(data)
+        packets, oversize = self._framer.feed(data)
         if self._emu is not None:
             emu = self._emu
             packets = [p for p in packets if emu.admit()]
         if self.reliable is not None:
             packets = self.reliable.receive_many(packets)
         if packets and not self._closed:
-            self._owner.receive_batch(self, packets)
+            self._owner.receive_batch(self, packets)        # all of one read in one call
         if oversize:
             # NFD closes a stream face that sends an oversize packet: framing is lost
             self.info.drop("oversize")
             self.close()
-            return None
-        return off
 
     def send(self, wire: bytes) -> None:
         if self._emu is not None:

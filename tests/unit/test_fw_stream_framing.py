@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from forwarder import tlv
 from forwarder.face_table import FaceInfo
@@ -79,6 +80,53 @@ def test_oversize_packet_closes_after_the_ones_before_it():
     f.data_received(pkt(10) + tlv.encode_varnum(6) + tlv.encode_varnum(8801) + b"x" * 20)
     assert owner.got == [pkt(10)]
     assert tr.closed and f.info.counters.drops["oversize"] == 1
+
+
+def _feed_all(reads: list[bytes]) -> tuple[list[bytes], bool]:
+    framer, got = tlv.StreamFramer(), []
+    for r in reads:
+        packets, oversize = framer.feed(r)
+        got += packets
+        if oversize:
+            return got, True
+    return got, False
+
+
+def test_framer_every_cut_of_a_stream_gives_its_packets():
+    # 1-, 3- and 5-byte LENGTHs, a 3-byte TYPE, packets shorter than a whole header
+    packets = [pkt(0), pkt(1), pkt(252), pkt(253), pkt(3000), pkt(7, typ=300), pkt(2),
+               tlv.encode_varnum(5) + b"\xfe\x00\x00\x00\x03abc"]
+    stream = b"".join(packets)
+    for a in range(1, len(stream)):
+        for b in (a + 1, a + 2, a + 5, a + 17, a + 300, len(stream)):
+            reads = [stream[:a], stream[a:b], stream[b:]]
+            got, oversize = _feed_all([r for r in reads if r])
+            assert (got, oversize) == (packets, False), (a, b)
+            assert all(type(p) is bytes for p in got)
+
+
+def test_framer_byte_by_byte_and_random_reads():
+    import random
+    rng = random.Random(7)
+    packets = [pkt(rng.choice((1, 9, 100, 252, 253, 1000, 8000)), typ=rng.choice((5, 6, 253)))
+               for _ in range(200)]
+    stream = b"".join(packets)
+    head = 5000
+    whole = [p for p, end in zip(packets, itertools.accumulate(map(len, packets)))
+             if end <= head]
+    assert _feed_all([stream[i:i + 1] for i in range(head)]) == (whole, False)
+    for _ in range(50):
+        cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 400)))
+        reads = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
+        assert _feed_all(reads) == (packets, False)
+
+
+def test_framer_oversize_is_found_however_its_header_is_cut():
+    huge = tlv.encode_varnum(6) + tlv.encode_varnum(8801)
+    stream = pkt(10) + huge + b"x" * 30
+    for a in range(1, len(stream)):
+        got, oversize = _feed_all([stream[:a], stream[a:]])
+        assert oversize and got == [pkt(10)], a
 
 
 # ---- one core call per read, one send per out-face ------------------------------------------
