@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Final, Sequence, Union
 
@@ -43,6 +43,12 @@ _FRAGMENT_TYPE: Final = encode_varnum(LP_FRAGMENT)
 _WRAP_OVERHEAD: Final = 4 + len(_SEQ_HEAD) + 8 + len(_TXSEQ_HEAD) + 8 + 4
 _MASK: Final = (1 << 64) - 1
 _u64: Final = struct.Struct(">Q").unpack_from
+# fixed-shape fields, each with the head of the field after it, read or written in one call
+_SEQ_FIELD: Final = struct.Struct(">2sQ")            # Sequence
+_SEQ_NEXT: Final = struct.Struct(">2sQ4s")           # Sequence read with the next field's head
+_ACK_FIELD: Final = struct.Struct(">4sQ")            # an Ack (written; read with the next head)
+_ACK_NEXT: Final = struct.Struct(">Q4s")             # an Ack's value; the next field's head
+_TX_FIELD: Final = struct.Struct(">4sQB")            # TxSequence; the Fragment's TLV-TYPE
 # a packet to send: bytes, or bytearray as python-ndn builds some — spelled out for the
 # optional mypyc build, which checks argument types at run time (what is read is bytes)
 Wire = Union[bytes, bytearray]
@@ -96,8 +102,10 @@ class LpReliability:
         self._repeat: list[int] = []
         self._lost: list[int] = []          # TxSequences known lost, for the next poll
         self._probe_armed = True            # one tail probe per Ack received
+        # Sequences delivered lately, in two generations of up to recent_rx / 2 each: the
+        # older set is dropped whole when the newer fills (cheaper than an ordered queue)
         self._recent: set[int] = set()
-        self._recent_order: deque[int] = deque()
+        self._recent_old: set[int] = set()
         o = self.options
         self._rto = RtoEstimator(o.initial_rto, min_rto=o.min_rto, max_rto=o.max_rto)
         self.rto = self._rto.rto            # cached: read for every frame a poll looks at
@@ -121,13 +129,19 @@ class LpReliability:
 
     def _encode(self, packet: Wire, seq: int, frame: int) -> bytes:
         headers, inner = _split_lp(bytes(packet)) if packet[0] == LP_PACKET else (b"", packet)
-        room = (MAX_PACKET_SIZE - len(headers) - len(inner) - _WRAP_OVERHEAD) // _ACK_SIZE
+        n = len(inner)
+        acks = b""
+        if self._acks or self._repeat:
+            acks = self._take_acks((MAX_PACKET_SIZE - len(headers) - n - _WRAP_OVERHEAD)
+                                   // _ACK_SIZE)
+        fragment_length = bytes((n,)) if n < 253 else b"\xfd" + n.to_bytes(2, "big")
         # header fields in TLV-TYPE order (Sequence, PitToken / Nack, Ack, TxSequence); the
         # network packet is copied once, into the result
-        head = b"".join((_SEQ_HEAD, frame.to_bytes(8, "big"), headers, self._take_acks(room),
-                         _TXSEQ_HEAD, seq.to_bytes(8, "big"), _FRAGMENT_TYPE,
-                         encode_varnum(len(inner))))
-        return b"".join((_LP_TYPE, encode_varnum(len(head) + len(inner)), head, inner))
+        total = 10 + len(headers) + len(acks) + 13 + len(fragment_length) + n
+        return b"".join((_LP_TYPE, bytes((total,)) if total < 253 else
+                         b"\xfd" + total.to_bytes(2, "big"),
+                         _SEQ_FIELD.pack(_SEQ_HEAD, frame), headers, acks,
+                         _TX_FIELD.pack(_TXSEQ_HEAD, seq, LP_FRAGMENT), fragment_length, inner))
 
     def _take_acks(self, room: int) -> bytes:
         """The Ack fields for one packet: waiting Acks first, then the last packet's again."""
@@ -139,7 +153,8 @@ class LpReliability:
             self._acks_since = None
         again = repeat[:room - len(take)]
         self._repeat = take
-        return b"".join(_ACK_HEAD + s.to_bytes(8, "big") for s in take + again)
+        pack = _ACK_FIELD.pack
+        return b"".join([pack(_ACK_HEAD, s) for s in take + again])
 
     # ---- receiving --------------------------------------------------------------------------
 
@@ -159,10 +174,8 @@ class LpReliability:
         if start == len(wire):
             return None
         self._queue_ack(txseq, now)
-        if frame in self._recent:
-            self.counters.duplicates += 1
+        if self._delivered(frame):
             return None
-        self._remember(frame)
         return wire[start:]
 
     def _receive_any(self, wire: bytes, now: float) -> bytes | None:
@@ -196,25 +209,23 @@ class LpReliability:
             return None
         if txseq is not None:
             self._queue_ack(txseq, now)
-        if frame is not None:
-            if frame in self._recent:
-                self.counters.duplicates += 1
-                return None
-            self._remember(frame)
+        if frame is not None and self._delivered(frame):
+            return None
         if not kept:
             return wire[fragment[1]:fragment[2]]
         return encode_tlv(LP_PACKET, b"".join([wire[a:b] for a, b in kept]
                                                + [wire[fragment[0]:fragment[2]]]))
 
     def _queue_ack(self, txseq: int, now: float) -> None:
-        if len(self._acks) >= self.options.max_acks:
-            self._acks.pop(0)
+        acks = self._acks
+        if len(acks) >= self.options.max_acks:
+            acks.pop(0)
             self.counters.acks_dropped += 1
-        self._acks.append(txseq)
+        acks.append(txseq)
         if self._acks_since is None:
             self._acks_since = now
         expected = self._rx_next
-        if expected is None or txseq == expected:
+        if txseq == expected or expected is None:
             self._rx_next = (txseq + 1) & _MASK
         elif older_than(txseq, expected):
             # TxSequences skipped: the frames between were lost (a link delivers in order).
@@ -225,11 +236,16 @@ class LpReliability:
             self._acks_since = min(self._acks_since, now - self.options.ack_delay)
             self.counters.gaps += 1
 
-    def _remember(self, frame: int) -> None:
-        self._recent.add(frame)
-        self._recent_order.append(frame)
-        if len(self._recent_order) > self.options.recent_rx:
-            self._recent.discard(self._recent_order.popleft())
+    def _delivered(self, frame: int) -> bool:
+        """Whether this Sequence was handed up lately (a duplicate); remembered if not."""
+        recent = self._recent
+        if frame in recent or frame in self._recent_old:
+            self.counters.duplicates += 1
+            return True
+        recent.add(frame)
+        if len(recent) >= self.options.recent_rx // 2:
+            self._recent_old, self._recent = recent, set()
+        return False
 
     def _on_acks(self, acked: list[int], now: float) -> None:
         """The Acks of one received packet: frames acknowledged, one RTT sample (the newest
@@ -366,23 +382,34 @@ def _read_own(wire: bytes) -> tuple[int, list[int], int, int] | None:
     other shape (the general reader takes it)."""
     try:
         end = len(wire)
-        off, length = _short_length(wire, 1)
+        length = wire[1]                    # the LpPacket's TLV-LENGTH: 1 or 3 octets
+        if length < 253:
+            off = 2
+        elif length == 253:
+            off, length = 4, (wire[2] << 8) | wire[3]
+        else:
+            return None
         if off + length != end:
             return None
         acked = []
-        if not wire.startswith(_SEQ_HEAD, off):
+        if wire[off] != LP_SEQUENCE:
             while wire.startswith(_ACK_HEAD, off):      # Acks alone
                 acked.append(_u64(wire, off + 4)[0])
                 off += 12
             return (0, acked, 0, off) if off == end and acked else None
-        frame = _u64(wire, off + 2)[0]
-        off += 10
-        while wire.startswith(_ACK_HEAD, off):
-            acked.append(_u64(wire, off + 4)[0])
-            off += 12
-        if not wire.startswith(_TXSEQ_HEAD, off) or wire[off + 12] != LP_FRAGMENT:
+        head, frame, after = _SEQ_NEXT.unpack_from(wire, off)
+        if head != _SEQ_HEAD:
             return None
-        txseq = _u64(wire, off + 4)[0]
+        off += 10
+        while after == _ACK_HEAD:
+            value, after = _ACK_NEXT.unpack_from(wire, off + 4)
+            acked.append(value)
+            off += 12
+        if after != _TXSEQ_HEAD:
+            return None
+        _, txseq, fragment = _TX_FIELD.unpack_from(wire, off)
+        if fragment != LP_FRAGMENT:
+            return None
         voff, length = _short_length(wire, off + 13)
     except (IndexError, struct.error):                  # truncated
         return None
@@ -453,7 +480,11 @@ class ReliableLink:
         (Ack-only packets and duplicates removed)."""
         now = self._loop.time()
         receive = self.core.receive
-        out = [up for up in (receive(w, now) for w in wires) if up is not None]
+        out = []
+        for wire in wires:
+            up = receive(wire, now)
+            if up is not None:
+                out.append(up)
         if self.core.lost:
             # frames these Acks showed lost go again now, with whatever this read makes the
             # face send, not from a timer on a later turn of the loop (a wakeup more each)

@@ -118,6 +118,19 @@ def test_a_skipped_txsequence_sends_the_acks_at_once_and_the_loss_is_repaired_in
     assert b.counters.gaps == 1 and b.deadline() == pytest.approx(0.008)
 
 
+def test_duplicates_are_known_for_half_the_window_and_the_memory_is_bounded():
+    a, b = LpReliability(), LpReliability(ReliabilityOptions(recent_rx=8))
+    first = [a.wrap(INTEREST, 0.0) for _ in range(12)]
+    for i, w in enumerate(first):
+        assert b.receive(w, 0.0) == INTEREST
+        assert len(b._recent) + len(b._recent_old) <= 8
+        # every one of the last recent_rx / 2 frames handed up is still known
+        for old in first[max(0, i - 3):i + 1]:
+            assert b.receive(old, 0.0) is None
+    assert b.counters.duplicates == sum(min(i + 1, 4) for i in range(12))
+    assert b.receive(first[0], 0.0) == INTEREST     # long forgotten: handed up again
+
+
 def test_a_lone_loss_is_repaired_after_the_rto():
     a = LpReliability(ReliabilityOptions(initial_rto=0.2))
     a.wrap(INTEREST, 0.0)                          # lost, and nothing after it
