@@ -68,7 +68,8 @@ class ReliabilityOptions:
     max_rto: float = 2.0
     max_unacked: int = 4096        # frames kept for retransmission (oldest given up first)
     max_acks: int = 8192           # Acks waiting to be sent (oldest dropped: the peer retries)
-    recent_rx: int = 8192          # Sequences remembered to drop duplicate retransmissions
+    recent_rx: int = 8192          # Sequences remembered (the last half to all of them) to drop
+                                   # duplicate retransmissions
 
 
 class _Frame:
