@@ -166,10 +166,11 @@ _MAX_HEADER: Final = 18         # a TLV-TYPE and a TLV-LENGTH of 9 octets each
 
 
 class StreamFramer:
-    """Stream framing across reads, each packet's bytes copied once: out of the read, or, for
-    a packet split across reads, out of its parts.  A read is not copied into a buffer first:
-    with 8 KB packets nearly every read of a busy socket ends inside one, and those copies
-    were a third of the framing's cost in the compiled forwarder (bench/README)."""
+    """Stream framing across reads.  A packet within one read is copied once, out of it; only
+    the start of a packet a read ends in is kept, and joined with its rest from the next read.
+    A read is never copied into a buffer whole: with 8 KB packets nearly every read of a busy
+    socket ends inside one, and those copies were a third of the framing's cost in the
+    compiled forwarder (bench/README)."""
 
     def __init__(self) -> None:
         self._part = bytearray()            # the start of a packet an earlier read ended in

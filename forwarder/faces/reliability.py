@@ -68,8 +68,8 @@ class ReliabilityOptions:
     max_rto: float = 2.0
     max_unacked: int = 4096        # frames kept for retransmission (oldest given up first)
     max_acks: int = 8192           # Acks waiting to be sent (oldest dropped: the peer retries)
-    recent_rx: int = 8192          # Sequences remembered (the last half to all of them) to drop
-                                   # duplicate retransmissions
+    recent_rx: int = 8192          # Sequences remembered (the last recent_rx at least, twice
+                                   # as many at most) to drop duplicate retransmissions
 
 
 class _Frame:
@@ -103,8 +103,8 @@ class LpReliability:
         self._repeat: list[int] = []
         self._lost: list[int] = []          # TxSequences known lost, for the next poll
         self._probe_armed = True            # one tail probe per Ack received
-        # Sequences delivered lately, in two generations of up to recent_rx / 2 each: the
-        # older set is dropped whole when the newer fills (cheaper than an ordered queue)
+        # Sequences delivered lately, in two generations of up to recent_rx each: the older
+        # set is dropped whole when the newer fills (cheaper than an ordered queue)
         self._recent: set[int] = set()
         self._recent_old: set[int] = set()
         o = self.options
@@ -135,6 +135,7 @@ class LpReliability:
         if self._acks or self._repeat:
             acks = self._take_acks((MAX_PACKET_SIZE - len(headers) - n - _WRAP_OVERHEAD)
                                    // _ACK_SIZE)
+        # 1- or 3-octet TLV-LENGTHs: `wrap` sends nothing longer than MAX_PACKET_SIZE wrapped
         fragment_length = bytes((n,)) if n < 253 else b"\xfd" + n.to_bytes(2, "big")
         # header fields in TLV-TYPE order (Sequence, PitToken / Nack, Ack, TxSequence); the
         # network packet is copied once, into the result
@@ -244,7 +245,7 @@ class LpReliability:
             self.counters.duplicates += 1
             return True
         recent.add(frame)
-        if len(recent) >= self.options.recent_rx // 2:
+        if len(recent) >= self.options.recent_rx:
             self._recent_old, self._recent = recent, set()
         return False
 

@@ -93,14 +93,16 @@ def _feed_all(reads: list[bytes]) -> tuple[list[bytes], bool]:
 
 
 def test_framer_every_cut_of_a_stream_gives_its_packets():
-    # 1-, 3- and 5-byte LENGTHs, a 3-byte TYPE, packets shorter than a whole header
+    # 1-, 3-, 5- and 9-byte LENGTHs, 3-, 5- and 9-byte TYPEs (an 18-byte header), packets
+    # shorter than a whole header
     packets = [pkt(0), pkt(1), pkt(252), pkt(253), pkt(3000), pkt(7, typ=300), pkt(2),
-               tlv.encode_varnum(5) + b"\xfe\x00\x00\x00\x03abc"]
+               tlv.encode_varnum(5) + b"\xfe\x00\x00\x00\x03abc", pkt(1, typ=1 << 20),
+               tlv.encode_varnum(1 << 40) + b"\xff" + (3).to_bytes(8, "big") + b"xyz", pkt(0)]
     stream = b"".join(packets)
     for a in range(1, len(stream)):
-        for b in (a + 1, a + 2, a + 5, a + 17, a + 300, len(stream)):
-            reads = [stream[:a], stream[a:b], stream[b:]]
-            got, oversize = _feed_all([r for r in reads if r])
+        for b in (a, a + 1, a + 2, a + 5, a + 17, a + 300, len(stream)):
+            reads = [stream[:a], b"", stream[a:b], stream[b:]]      # empty reads too
+            got, oversize = _feed_all(reads)
             assert (got, oversize) == (packets, False), (a, b)
             assert all(type(p) is bytes for p in got)
 
