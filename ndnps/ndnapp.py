@@ -373,7 +373,9 @@ class App(NDNApp):
             plain = self._plain_interest(name, kwargs)
             if plain is not None and Component.get_type(name[-1]) != \
                     Component.TYPE_IMPLICIT_SHA256:
-                return self._pending(Name.normalize(name), plain[1], plain[0], validator)
+                # the encoder took every component as bytes-like, so ``Name.normalize``
+                # would return this same list copied
+                return self._pending(list(name), plain[1], plain[0], validator)
         return asyncio.ensure_future(self.express(name, validator, **kwargs))
 
     def _pending(self, name, param: InterestParam, raw: bytes, validator) -> asyncio.Future:
