@@ -98,6 +98,28 @@ def bench_parser(prog: str, doc: str, quick: str, rounds: int | None = None):
     return p
 
 
+def alternate_trees(trees: dict[str, Path], script: Path, argv: list[str],
+                    rounds: int) -> dict[str, list[list[float]]]:
+    """Run `script` (a file of this tree) with `argv` once per source tree and round, each
+    tree's packages first on sys.path and its directory the working one, alternating between
+    the trees round by round (the host's noise falls on all alike): per tree, the numbers on
+    the last line each run printed.  The script runs with the other tree's `bench` package:
+    in that mode it must import nothing from `bench`."""
+    out: dict[str, list[list[float]]] = {label: [] for label in trees}
+    for _ in range(rounds):
+        for label, tree in trees.items():
+            run_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT)])}
+            code = (f"import runpy, sys; sys.argv = [{script.name!r}, *{argv!r}]; "
+                    f"runpy.run_path({str(script.resolve())!r}, run_name='__main__')")
+            run = subprocess.run([sys.executable, "-c", code], cwd=str(tree), env=run_env,
+                                 capture_output=True, text=True)
+            if run.returncode != 0:
+                raise RuntimeError(f"{script.name} {' '.join(argv)} in {tree} failed "
+                                   f"(exit {run.returncode}):\n{run.stderr[-2000:]}")
+            out[label].append([float(x) for x in run.stdout.strip().splitlines()[-1].split()])
+    return out
+
+
 def emit(line: dict) -> None:
     """The one JSON line a benchmark prints last."""
     print(json.dumps(line), flush=True)

@@ -221,21 +221,13 @@ def gc_variants(n: int, size: int, repeat: int) -> dict[str, float]:
 
 def compare_trees(trees: dict[str, Path], n: int, size: int,
                   repeat: int) -> dict[str, tuple[float, float]]:
-    """(median, best) µs per exchange of each tree's core, runs alternating between trees."""
-    import os
-    import subprocess
-    res: dict[str, list[float]] = {label: [] for label in trees}
-    for _ in range(repeat):
-        for label, tree in trees.items():
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT)])}
-            # this file's loop, that tree's forwarder (first on sys.path: the working directory)
-            script = (f"import runpy, sys; sys.argv = ['micro_pipeline', '--core-only', "
-                      f"'--n', '{n}', '--size', '{size}']; "
-                      f"runpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')")
-            out = subprocess.run([sys.executable, "-c", script], cwd=str(tree), env=env,
-                                 capture_output=True, text=True, check=True).stdout
-            res[label].append(float(out.split()[-1]))
-    return {label: (statistics.median(x), min(x)) for label, x in res.items()}
+    """(median, best) µs per exchange of each tree's core, runs alternating between trees
+    (this file's loop, each tree's forwarder)."""
+    from bench.common import alternate_trees
+    runs = alternate_trees(trees, Path(__file__), ["--core-only", "--n", str(n),
+                                                   "--size", str(size)], repeat)
+    return {label: (statistics.median(r[-1] for r in x), min(r[-1] for r in x))
+            for label, x in runs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
