@@ -98,6 +98,19 @@ def bench_parser(prog: str, doc: str, quick: str, rounds: int | None = None):
     return p
 
 
+def parse_trees(spec: str, error: Callable[[str], Any],
+                reserved: tuple[str, ...] = ()) -> dict[str, Path]:
+    """The `--trees LABEL=DIR,...` flag's source trees; `error` (the argument parser's) for an
+    item that is not a free label and the directory of a source tree."""
+    trees: dict[str, Path] = {}
+    for item in filter(None, spec.split(",")):
+        label, sep, d = item.partition("=")
+        if not sep or label in reserved or not (Path(d) / "forwarder" / "__main__.py").exists():
+            error(f"--trees: {item!r} is not LABEL=DIR of a source tree")
+        trees[label] = Path(d).resolve()
+    return trees
+
+
 def alternate_trees(trees: dict[str, Path], script: Path, argv: list[str],
                     rounds: int) -> dict[str, list[list[float]]]:
     """Run `script` (a file of this tree) with `argv` once per source tree and round, each

@@ -43,7 +43,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import ROOT, emit, fmt, log, save, stamp
+from bench.common import ROOT, emit, fmt, log, parse_trees, save, stamp
 from forwarder import PURE_ENV
 from bench.common import env as _env
 from ndnps.process import ManagedProcess, unix_socket_accepts, wait_until
@@ -258,12 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="do not add the compiled core, even where mypyc is installed")
     p.add_argument("--no-save", action="store_true", help="do not write bench/results.json")
     args = p.parse_args(argv)
-    trees: dict[str, Path] = {}
-    for item in filter(None, args.trees.split(",")):
-        label, sep, d = item.partition("=")
-        if not sep or label == "relay" or not (Path(d) / "forwarder" / "__main__.py").exists():
-            p.error(f"--trees: {item!r} is not LABEL=DIR of a source tree")
-        trees[label] = Path(d).resolve()
+    trees = parse_trees(args.trees, p.error, reserved=("relay",))
     sizes = [int(x) for x in args.size.split(",")]
     if not all(0 <= s <= 8500 for s in sizes):
         p.error("--size must be 0..8500 (max packet 8800)")

@@ -138,11 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         print(" ".join(f"{v:.4f}" for v in measure_once().values()))
         return 0
     if args.trees:
-        trees = {}
-        for item in args.trees.split(","):
-            label, _, d = item.partition("=")
-            trees[label] = Path(d).resolve()
-        from bench.common import alternate_trees
+        from bench.common import alternate_trees, parse_trees
+        trees = parse_trees(args.trees, ap.error)
         runs = alternate_trees(trees, Path(__file__), ["--once"], args.repeat)
     else:
         runs = {"this tree": [list(measure_once().values()) for _ in range(args.repeat)]}

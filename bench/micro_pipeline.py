@@ -246,10 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         print(core_loop(args.n, args.size))
         return 0
     if args.trees:
-        trees = {}
-        for item in args.trees.split(","):
-            label, _, d = item.partition("=")
-            trees[label] = Path(d).resolve()
+        from bench.common import parse_trees
+        trees = parse_trees(args.trees, ap.error)
         res = compare_trees(trees, args.n, args.size, args.repeat)
         ref = next(iter(res.values()))[0]
         print(f"core exchange µs (median and best of {args.repeat}, Data content {args.size} B):")
