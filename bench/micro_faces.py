@@ -43,7 +43,8 @@ def _name(seq: int) -> bytes:
 
 
 def interest_wire(seq: int) -> bytes:
-    return encode_tlv(0x05, _name(seq) + b"\x0a\x04" + seq.to_bytes(4, "big") + b"\x0c\x02\x0f\xa0")
+    return encode_tlv(0x05, _name(seq) + b"\x0a\x04" + seq.to_bytes(4, "big")
+                      + b"\x0c\x02\x0f\xa0")
 
 
 def data_wire(seq: int, content: bytes) -> bytes:
@@ -123,8 +124,7 @@ def framing_us(read_size: int, packets: int = 4000) -> float:
 
 
 def measure_once() -> dict[str, float]:
-    return {"link_us": link_us(), "framing_64k_us": framing_us(1 << 16),
-            "framing_256k_us": framing_us(1 << 18)}
+    return dict(zip(MEASURES, (link_us(), framing_us(1 << 16), framing_us(1 << 18))))
 
 
 def main(argv: list[str] | None = None) -> int:

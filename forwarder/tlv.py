@@ -183,12 +183,13 @@ class StreamFramer:
             packets, off, oversize = split_frames(data)
         else:
             start = 0
-            if outer_length(part, 0) is None:       # its header too was split
+            hdr = outer_length(part, 0)
+            if hdr is None:                         # its header too was split
                 start = min(len(data), _MAX_HEADER)
                 part += data[:start]
-            hdr = outer_length(part, 0)
-            if hdr is None:
-                return [], False
+                hdr = outer_length(part, 0)
+                if hdr is None:
+                    return [], False
             total = hdr[0] + hdr[1]
             if total > MAX_PACKET_SIZE:
                 return [], True
