@@ -438,15 +438,25 @@ class Job:
             self.held.hold((c.step, c.segment), reply, deadline)
             if (self.mode == "sync" and self.push_mode == "persistent" and c.step > self.newest
                     and c.segment == 0):
-                # the PS asks for a step whose parameters we lack: a push was lost
-                if self.spawn_probe(c.step, "collect"):
-                    self.counters.collect_probes += 1
+                self.probe_for_collect(c.step)
             return
         if c.segment >= len(wires):
             return
         reply(self.wire_for(c.step, c.segment))
         if c.segment == 0:
             self.gradient_sent(c.step)
+
+    def probe_for_collect(self, step: int) -> None:
+        """The PS asks for a step whose parameters we lack: a push was lost (it pushes, then
+        collects).  Fetched once the reordering window has passed since the last pushed
+        segment came, as a hole is: with link repair on the path that window covers the
+        link's own repair, which a fetch started at once would race (at 5 % loss on the link,
+        ~1.2 such fetches per version, each Data crossing the link again for nothing)."""
+        wait = self.last_push_at + self.fetcher.reorder_floor - self.now()
+        if wait > 0:
+            asyncio.get_running_loop().call_later(wait, self.probe_for_collect, step)
+        elif not self.done and step > self.newest and self.spawn_probe(step, "collect"):
+            self.counters.collect_probes += 1
 
     def gradient_sent(self, step: int) -> None:
         if step in self.sent_steps:

@@ -213,6 +213,25 @@ async def test_collect_for_a_missing_version_starts_a_probe():
 
 
 @pytest.mark.asyncio
+async def test_collect_probe_waits_out_the_reordering_window_after_a_push_segment():
+    # with link repair the window covers the link's own repair of the lost segment: a fetch
+    # started at once would race it
+    job = ready_job()
+    job.push_mode, job.mode = "persistent", "sync"
+    job.fetcher.reorder_floor = 0.03
+    started_probes = []
+    job.spawn_probe = lambda v, why: started_probes.append((v, why)) or True
+    for step in (3, 4):
+        job.last_push_at = job.now()                    # a pushed segment just came
+        job.answer_collect(names.Collect("w1", "ps", "t1", step, 0), lambda w: None,
+                           utils.timestamp() + 1000)
+    assert started_probes == [] and job.counters.collect_probes == 0
+    job.newest = 3                                      # version 3 completed meanwhile
+    await asyncio.sleep(0.1)
+    assert started_probes == [(4, "collect")] and job.counters.collect_probes == 1
+
+
+@pytest.mark.asyncio
 async def test_async_rewind_to_the_step_being_awaited_computes_it_again():
     """A resumed PS whose checkpoint predates our last collected step k takes us back to k
     while we wait for a version holding k: k must be computed and collectable again (once,
