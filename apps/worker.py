@@ -451,7 +451,7 @@ class Job:
         collects).  Fetched once the reordering window has passed since the last pushed
         segment came, as a hole is: with link repair on the path that window covers the
         link's own repair, which a fetch started at once would race (at 5 % loss on the link,
-        ~1.2 such fetches per version, each Data crossing the link again for nothing)."""
+        0.7-1.2 such fetches per version, each asking again for what the link was repairing)."""
         wait = self.last_push_at + self.fetcher.reorder_floor - self.now()
         if wait > 0:
             asyncio.get_running_loop().call_later(wait, self.probe_for_collect, step)
