@@ -38,7 +38,6 @@ _ACK_HEAD: Final = encode_varnum(LP_ACK) + b"\x08"
 _TXSEQ_HEAD: Final = encode_varnum(LP_TX_SEQUENCE) + b"\x08"
 _ACK_SIZE: Final = len(_ACK_HEAD) + 8
 _LP_TYPE: Final = encode_varnum(LP_PACKET)
-_FRAGMENT_TYPE: Final = encode_varnum(LP_FRAGMENT)
 # LpPacket TL, Sequence, TxSequence, Fragment TL
 _WRAP_OVERHEAD: Final = 4 + len(_SEQ_HEAD) + 8 + len(_TXSEQ_HEAD) + 8 + 4
 _MASK: Final = (1 << 64) - 1
@@ -139,7 +138,8 @@ class LpReliability:
         fragment_length = bytes((n,)) if n < 253 else b"\xfd" + n.to_bytes(2, "big")
         # header fields in TLV-TYPE order (Sequence, PitToken / Nack, Ack, TxSequence); the
         # network packet is copied once, into the result
-        total = 10 + len(headers) + len(acks) + 13 + len(fragment_length) + n
+        total = (_SEQ_FIELD.size + len(headers) + len(acks) + _TX_FIELD.size
+                 + len(fragment_length) + n)
         return b"".join((_LP_TYPE, bytes((total,)) if total < 253 else
                          b"\xfd" + total.to_bytes(2, "big"),
                          _SEQ_FIELD.pack(_SEQ_HEAD, frame), headers, acks,
