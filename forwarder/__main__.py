@@ -70,25 +70,49 @@ async def _serve(cfg) -> int:
     return 0
 
 
+def _transport(value: str) -> str:
+    from .status import transport_address
+    try:
+        transport_address(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
 def status_main(argv: list[str]) -> int:
+    from ndn.encoding import DecodeError
+
     from .status import fetch_status, print_status
     p = argparse.ArgumentParser(prog="python -m forwarder status",
                                 description="Print a running forwarder's faces, FIB, "
                                             "persistent PIT and counters.")
-    p.add_argument("--transport", default=_default_transport(),
+    p.add_argument("--transport", default=_default_transport(), type=_transport,
                    help="unix:///path or tcp://host:port (default: $NDN_CLIENT_TRANSPORT "
                         f"or unix://{DEFAULT_UNIX})")
     p.add_argument("--json", action="store_true", help="print the raw JSON document")
-    args = p.parse_args(argv)
+    args = p.parse_args(argv)       # a bad --transport exits 2, as every usage error
     try:
         status = fetch_status(args.transport)
-    except (OSError, ConnectionError, ValueError) as e:
-        print(f"forwarder status: {e}", file=sys.stderr)
+    except OSError as e:            # no socket file, refused, timed out, hung up
+        print(f"forwarder status: cannot reach a forwarder at {args.transport}: "
+              f"{e.strerror or str(e) or type(e).__name__}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(status, indent=2))
-    else:
-        print_status(status)
+    except (ValueError, DecodeError) as e:     # whoever answered is not an ndnps forwarder
+        print(f"forwarder status: {args.transport} answered with no ndnps status: "
+              f"{str(e) or type(e).__name__}", file=sys.stderr)
+        return 1
+    try:
+        if args.json:
+            print(json.dumps(status, indent=2))
+        else:
+            print_status(status)
+        sys.stdout.flush()          # a reader gone (`| head`) shows here, not at exit
+    except BrokenPipeError:
+        # Python's docs (signal module, "Note on SIGPIPE"): point stdout at devnull so the
+        # flush at exit does not fail again, and stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     return 0
 
 

@@ -10,6 +10,10 @@
     cs_packets = 65536
     ppit_lifetime = 60.0
 
+    [udp]                         # on-demand faces: those a datagram from a new address opens
+    idle_timeout = 600.0          # s without a datagram before one closes (as NFD)
+    max_on_demand_faces = 1024    # past it the least recently seen closes (NFD has no cap)
+
     [app_links]                   # emulation on faces the listeners accept (apps' links):
     loss = 0.0                    # both directions, since the app emulates nothing
     delay_ms = 0.0                # delay, jitter, rate: on what the forwarder sends
@@ -52,6 +56,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .faces.link import LinkParams
+from .faces.udp import IDLE_TIMEOUT, MAX_ON_DEMAND_FACES
 from .pipelines import Limits
 from .strategy import strategy_by_name
 
@@ -87,6 +92,13 @@ class TraceConfig:
 
 
 @dataclass
+class UdpFacesConfig:
+    """[udp]: the on-demand faces of the UDP listener (NFD's face_system.udp)."""
+    idle_timeout: float = IDLE_TIMEOUT
+    max_on_demand_faces: int = MAX_ON_DEMAND_FACES
+
+
+@dataclass
 class Config:
     unix: str = DEFAULT_UNIX
     tcp: int = DEFAULT_PORT
@@ -94,6 +106,7 @@ class Config:
     host: str = "0.0.0.0"
     limits: Limits = field(default_factory=Limits)
     app_link: LinkParams = field(default_factory=LinkParams)
+    udp_faces: UdpFacesConfig = field(default_factory=UdpFacesConfig)
     faces: list[FaceConfig] = field(default_factory=list)
     routes: list[RouteConfig] = field(default_factory=list)
     strategies: dict[str, str] = field(default_factory=dict)
@@ -122,8 +135,8 @@ def _check_keys(table: dict, allowed: set[str], where: str) -> None:
 
 def parse_config(data: dict) -> Config:
     cfg = Config()
-    _check_keys(data, {"listen", "tables", "app_links", "faces", "routes", "strategies", "trace",
-                       "network_region"}, "config")
+    _check_keys(data, {"listen", "tables", "udp", "app_links", "faces", "routes", "strategies",
+                       "trace", "network_region"}, "config")
     listen = _expect(data.get("listen", {}), dict, "listen")
     _check_keys(listen, {"unix", "tcp", "udp", "host"}, "listen")
     cfg.unix = _expect(listen.get("unix", cfg.unix), str, "listen.unix")
@@ -143,6 +156,17 @@ def parse_config(data: dict) -> Config:
         if value < 0:
             raise ConfigError(f"tables.{key}: must be >= 0")
         setattr(cfg.limits, key, type(default)(value))
+
+    udp = _expect(data.get("udp", {}), dict, "udp")
+    _check_keys(udp, {"idle_timeout", "max_on_demand_faces"}, "udp")
+    idle = float(_expect(udp.get("idle_timeout", IDLE_TIMEOUT), (int, float), "udp.idle_timeout"))
+    if not idle > 0:                    # nan too
+        raise ConfigError(f"udp.idle_timeout: must be > 0 seconds, got {idle}")
+    cap = _expect(udp.get("max_on_demand_faces", MAX_ON_DEMAND_FACES), int,
+                  "udp.max_on_demand_faces")
+    if cap < 1:
+        raise ConfigError(f"udp.max_on_demand_faces: must be >= 1, got {cap}")
+    cfg.udp_faces = UdpFacesConfig(idle, cap)
 
     app_links = _expect(data.get("app_links", {}), dict, "app_links")
     _check_keys(app_links, _LINK_KEYS, "app_links")

@@ -45,6 +45,15 @@ class ReliabilityCounters:
 
 
 @dataclass
+class FaceSystemCounters:
+    """Faces the I/O layer closed to keep the face table bounded (faces/udp.py). Kept here,
+    forwarder-wide, because the faces and their own counters are gone."""
+    udp_faces_evicted: int = 0     # on-demand UDP faces closed to make room under the cap
+    # on-demand UDP faces closed at once, their first datagram dropped as malformed or oversize
+    udp_faces_rejected: int = 0
+
+
+@dataclass
 class FaceInfo:
     id: int
     local: bool                     # may use /localhost (unix, or TCP/UDP from loopback)
@@ -65,6 +74,7 @@ class FaceTable:
         self.by_id: dict[int, FaceInfo] = {
             INTERNAL_FACE: FaceInfo(INTERNAL_FACE, True, "internal://", "internal://", 2)}
         self._next_id = FIRST_FACE_ID
+        self.counters = FaceSystemCounters()
 
     def __contains__(self, face_id: int) -> bool:
         return face_id in self.by_id

@@ -413,7 +413,7 @@ def status_snapshot(fw: Forwarder) -> dict:
                       "lp_reliability": (None if info.lp_reliability is None
                                          else info.lp_reliability.as_dict())})
     return {
-        "counters": asdict(fw.counters),
+        "counters": {**asdict(fw.counters), **asdict(fw.faces.counters)},
         "tables": {"fib": len(fw.fib), "pit": len(fw.pit), "cs": len(fw.cs),
                    "cs_bytes": fw.cs.bytes, "dead_nonces": len(fw.dnl), "ppit": len(fw.ppit)},
         "faces": faces,

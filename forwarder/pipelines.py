@@ -103,10 +103,15 @@ class Forwarder:
 
     def remove_face(self, face_id: int) -> None:
         """A closed face leaves the RIB/FIB, every PIT record and every persistent entry."""
-        if self.faces.remove(face_id) is None:
+        info = self.faces.remove(face_id)
+        if info is None:
             return
         self.rib.remove_face(face_id)
-        self.pit.remove_face(face_id)
+        # PIT records come only from Interests in or out of the face (on_content_store_miss,
+        # send_interest), both counted: one that carried none skips the whole-PIT scan. It is
+        # what a UDP face closed on its garbage first datagram costs (faces/udp.py).
+        if info.counters.in_interests or info.counters.out_interests:
+            self.pit.remove_face(face_id)
         self.ppit.remove_face(face_id)
 
     def can_send_interest(self, face_id: int, interest: Interest) -> bool:

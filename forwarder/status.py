@@ -11,18 +11,30 @@ from ndn.encoding import Component, InterestParam, Name, make_interest, parse_da
 from .tlv import MAX_PACKET_SIZE, outer_length
 
 
-def _connect(transport: str, timeout: float) -> socket.socket:
-    parts = urlsplit(transport)
-    if parts.scheme == "unix":
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        address: str | tuple[str, int] = parts.path
-    elif parts.scheme in ("tcp", "tcp4"):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        address = (parts.hostname or "127.0.0.1", parts.port or 6363)
+def transport_address(transport: str) -> tuple[socket.AddressFamily, str | tuple[str, int]]:
+    """The socket family and address of unix:///path or tcp://host:port; ValueError else."""
+    try:
+        parts = urlsplit(transport)
+        port = parts.port
+    except ValueError:                  # a port out of range or not a number
+        pass
     else:
-        raise ValueError(f"unsupported transport {transport!r} (unix:///path or tcp://host:port)")
-    sock.settimeout(timeout)
-    sock.connect(address)
+        if parts.scheme == "unix" and parts.path:
+            return socket.AF_UNIX, parts.path
+        if parts.scheme in ("tcp", "tcp4") and port != 0:
+            return socket.AF_INET, (parts.hostname or "127.0.0.1", port or 6363)
+    raise ValueError(f"unsupported transport {transport!r} (unix:///path or tcp://host:port)")
+
+
+def _connect(transport: str, timeout: float) -> socket.socket:
+    family, address = transport_address(transport)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(address)
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 
@@ -85,7 +97,9 @@ def print_status(status: dict) -> None:
     print(f"counters: in I/D/N={c['in_interests']}/{c['in_data']}/{c['in_nacks']} "
           f"out I/D/N={c['out_interests']}/{c['out_data']}/{c['out_nacks']} "
           f"satisfied={c['satisfied']} unsatisfied={c['unsatisfied']} cs-hits={c['cs_hits']} "
-          f"pushes in/out={c['pushes_in']}/{c['pushes_out']}")
+          f"pushes in/out={c['pushes_in']}/{c['pushes_out']} "
+          f"udp-faces evicted/rejected={c.get('udp_faces_evicted', 0)}/"
+          f"{c.get('udp_faces_rejected', 0)}")
     print("faces:")
     for f in status["faces"]:
         k = f["counters"]
