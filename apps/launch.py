@@ -17,13 +17,11 @@ import logging
 import signal
 from typing import Any, Callable, Coroutine
 
+from ndnps.exitcodes import EXIT_ERROR, EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNAL, EXIT_USAGE
 from ndnps.ndnapp import App
 
-EXIT_OK = 0
-EXIT_ERROR = 1            # connection lost, unexpected error
-EXIT_USAGE = 2            # bad configuration or flags
-EXIT_JOB_FAILED = 3       # the training cannot go on (too few workers, PS silent, ...)
-EXIT_SIGNAL = 128 + signal.SIGTERM
+__all__ = ["EXIT_ERROR", "EXIT_JOB_FAILED", "EXIT_OK", "EXIT_SIGNAL", "EXIT_USAGE", "launch",
+           "serve", "app_parser", "setup_logging", "limit_blas_threads"]
 
 log = logging.getLogger("launch")
 

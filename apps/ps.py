@@ -31,14 +31,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from ndn.types import InterestNack, InterestTimeout, ValidationFailure
 
 from ndnps import messages, names
 from ndnps.codec import CodecError, MixedSegments, flatten, param_spec, segment, unflatten
 from ndnps.data import load_dataset
 from ndnps.estimator import FinishTimeEstimator, RtoEstimator
 from ndnps.events import wait_event
-from ndnps.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher, reorder_floor
+from ndnps.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFetcher,
+                           reorder_floor)
 from ndnps.metrics import Delta, MetricsWriter
 from ndnps.models import SGD, build_model
 from ndnps.pacer import Pacer
@@ -129,7 +129,8 @@ class ParameterServer:
             app.express_future, self.sec.validator, cfg.window,
             RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
             cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app),
-            suppression=cfg.retx_suppression_ms / 1000)
+            suppression=cfg.retx_suppression_ms / 1000,
+            suppression_max=cfg.retx_suppression_max_ms / 1000)
         self.held: HeldInterests[ContentKey | ParamsKey] = HeldInterests()
         self.contents: dict[str, list[bytes]] = {}
         self.pushed: Recent[int, list[bytes]] = Recent(cfg.keep_versions)      # signed pushes
@@ -214,30 +215,26 @@ class ParameterServer:
 
     # ---- step 2: task assignment -----------------------------------------------------------
 
+    async def offer_task(self, gpu: str, tries: int) -> tuple[bool, str]:
+        """Offer the task to `gpu` (at most `tries` tries); (accepted, reason).  A worker
+        answers at once, so its round trips are samples of the path's, and once one is
+        measured no try waits more than the RTO's ceiling (before that, `task_timeout`
+        doubling up to 8 times it)."""
+        cfg = self.cfg
+        try:
+            seg = await self.fetcher.fetch_one(
+                names.task(gpu, cfg.ps, cfg.train), lifetime=cfg.task_timeout,
+                max_lifetime=8 * cfg.task_timeout, tries=tries, fresh=True, prompt=True)
+        except FetchError as e:
+            return False, str(e)
+        try:
+            return messages.parse_task_reply(seg.content)
+        except CodecError as e:
+            return False, f"malformed answer: {e}"
+
     async def assign_task(self, gpu: str) -> tuple[bool, str]:
         """Ask one candidate; (accepted, reason)."""
-        cfg = self.cfg
-        why = "no answer"
-        for _ in range(cfg.task_tries):
-            try:
-                _, content, _ = await self.app.express(
-                    names.task(gpu, cfg.ps, cfg.train), self.sec.validator,
-                    lifetime=int(cfg.task_timeout * 1000), must_be_fresh=True, can_be_prefix=False)
-            except InterestTimeout:
-                why = "no answer"
-                continue
-            except InterestNack as e:
-                why = f"Nack {e.reason} (not running?)"
-                await asyncio.sleep(cfg.task_timeout / 2)
-                continue
-            except ValidationFailure:
-                why = "answer failed the signature check (wrong key?)"
-                continue
-            try:
-                return messages.parse_task_reply(bytes(content))
-            except CodecError as e:
-                why = f"malformed answer: {e}"
-        return False, f"{why} after {cfg.task_tries} tries"
+        return await self.offer_task(gpu, self.cfg.task_tries)
 
     async def assign_tasks(self) -> list[str]:
         cfg = self.cfg
@@ -303,7 +300,8 @@ class ParameterServer:
             "hyper": {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay,
                       "max_staleness": cfg.max_staleness},
             "knobs": {k: getattr(cfg, k) for k in (
-                "window", "retx_suppression_ms", "segment_timeout", "max_tries",
+                "window", "retx_suppression_ms", "retx_suppression_max_ms", "segment_timeout",
+                "max_tries",
                 "probe_initial", "probe_k", "probe_min", "probe_max", "gap_delay", "tail_delay",
                 "register_interval", "register_timeout", "register_tries", "collect_lifetime",
                 "ps_timeout")},
@@ -388,17 +386,18 @@ class ParameterServer:
             sent = self.loop_time()
             reconnects = self.app.reconnects
             # The first Interests live until shortly after the expected finish, so a lost one
-            # costs little; re-expressions double up to collect_lifetime while the worker
-            # computes, for worker_timeout at most.  Without a history (the first version, a
-            # restarted PS) they start from a few round trips: starting at collect_lifetime,
-            # two lost in a row outlasted a 5 s worker_timeout and dropped a live worker.
-            # Once the first Data is in, the fetcher's loss recovery takes over.
+            # costs little; re-expressed, they live a few round trips (the RTO's ceiling, at
+            # most collect_lifetime), for worker_timeout at most: the worker is due, and one
+            # held Interest or its gradient lost must cost a round trip, not a backoff (they
+            # doubled up to 2 s: at 20 % loss versions waited seconds).  Without a history
+            # (the first version, a restarted PS) they start from a few round trips.  Once
+            # the first Data is in, the fetcher's loss recovery takes over.
             rtt = self.fetcher.min_rtt or 0.01
             est = w.estimator
             expected = max(0.0, ref + (est.expected or 0.0) - sent)
-            lifetime = min(cfg.collect_lifetime, max(
-                0.05, 4 * rtt + 0.01 + (0.0 if est.expected is None
-                                        else expected + 2 * est.stats.dev)))
+            srtt = self.fetcher.rto.stats.mean or rtt
+            margin = self.fetcher.bounded(max(0.05, 4 * srtt + TLP_FLOOR))
+            lifetime = min(cfg.collect_lifetime, margin + expected)
             try:
                 parts, arrived, waited = await self.fetcher.fetch_held(
                     name_of, w.last_segment, lifetime, cfg.collect_lifetime,
@@ -488,14 +487,7 @@ class ParameterServer:
             await asyncio.sleep(min(cfg.rejoin_interval * 2 ** (w.losses - 1), 60.0))
             while not self.done and self.loop_time() < deadline:
                 self.counters.rejoin_offers += 1
-                try:
-                    _, content, _ = await self.app.express(
-                        names.task(w.gpu, cfg.ps, cfg.train), self.sec.validator,
-                        lifetime=int(cfg.task_timeout * 1000), must_be_fresh=True,
-                        can_be_prefix=False)
-                    ok, reason = messages.parse_task_reply(bytes(content))
-                except (InterestTimeout, InterestNack, ValidationFailure, CodecError):
-                    ok, reason = False, "no answer"
+                ok, reason = await self.offer_task(w.gpu, 1)
                 if ok and reason == ALREADY_ASSIGNED:
                     # it still runs the job: it refetches its content and goes on from there
                     self.make_content(w, flatten(self.model.params))
@@ -911,6 +903,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ps: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE
     metrics = MetricsWriter(args.metrics, role="ps", name=cfg.ps, train=cfg.train)
+    metrics.write({"event": "launched"})        # the PS's start, for its start-to-end time
     return serve(args.transport, metrics,
                  lambda app: ParameterServer(cfg, app, metrics, args.save).run(),
                  args.reconnect_timeout, args.lp_reliability, args.link_repair)

@@ -43,8 +43,8 @@ from ndnps.codec import CodecError, MixedSegments, flatten, param_spec, unflatte
 from ndnps.data import load_dataset
 from ndnps.estimator import ProbeTimer, QuietTimer, RtoEstimator
 from ndnps.events import wait_event
-from ndnps.fetcher import (MIN_RTO, FetchError, FetchStats, SegmentFetcher, Transfer,
-                           reorder_floor)
+from ndnps.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFetcher,
+                           Transfer, reorder_floor)
 from ndnps.metrics import Delta, MetricsWriter
 from ndnps.models import build_model
 from ndnps.pending import HeldInterests
@@ -63,10 +63,15 @@ log = logging.getLogger("worker")
 # --content-patience (the PS's own knobs come only with the content); this default otherwise
 CONTENT_PATIENCE = 60.0
 CONTENT_RETRY = 0.5
-# The PS holds a content Interest while it assigns the tasks, so the first one may wait; but
-# once the content exists a lost Interest waited its whole lifetime (2 s held, when it was
-# fixed: a join, and the whole training's start, 2 s late), so it starts short and doubles
-CONTENT_LIFETIME, CONTENT_MAX_LIFETIME = 0.25, 2.0
+# The PS holds a content Interest while it assigns the tasks, so it may wait, and its round
+# trip measures nothing; but once the content exists a lost Interest (or its Data) waits out
+# its lifetime: 2 s held, when it was fixed, made a join, and the whole training's start, 2 s
+# late; doubling per loss to 0.8 s, the start at 20 % loss waited 1-3 s.  So a fetch keeps
+# its first lifetime (polling the PS while it assigns), and only a fetch that failed
+# altogether starts the next with twice it (a path slower than CONTENT_LIFETIME), at most
+# CONTENT_MAX_LIFETIME
+CONTENT_LIFETIME, CONTENT_MAX_LIFETIME = 0.1, 0.8
+REMOVE_TRIES = 8            # *remove* tries on leaving (each at most the RTO's ceiling)
 
 
 class JobFailed(Exception):
@@ -184,24 +189,29 @@ class Job:
     async def fetch_content(self) -> None:
         """Our training content. A fetch that fails for want of answers (the PS that offered
         the task died: a restarted one makes the content again when it re-offers it) starts
-        again until the worker's content_patience has passed, as the job waits for a silent
-        PS later on;
-        Data that fails validation, or content that fails to decode three times, ends the
-        job at once."""
+        again, for the worker's content_patience in all, as the job waits for a silent PS
+        later on; Data that fails validation, or content that fails to decode three times,
+        ends the job at once."""
         def name_of(s: int):
             return names.content(self.ps, self.train, self.gpu, s)
 
         deadline = self.now() + self.worker.content_patience
         malformed = 0
+        lifetime = CONTENT_LIFETIME
         while True:
             rejected = self.fetch_stats.rejected
             try:
-                parts = await self.fetcher.fetch(
-                    name_of, first_lifetime=CONTENT_LIFETIME, first_tries=17,
-                    max_lifetime=CONTENT_MAX_LIFETIME, fresh=True)
+                parts = await asyncio.wait_for(
+                    self.fetcher.fetch(name_of, first_lifetime=lifetime, first_tries=17,
+                                       fresh=True),
+                    max(0.0, deadline - self.now()))
+            except asyncio.TimeoutError:
+                raise JobFailed(f"no training content within {self.worker.content_patience:g} "
+                                f"s") from None
             except FetchError as e:
                 if self.fetch_stats.rejected > rejected or self.now() >= deadline:
                     raise JobFailed(f"no training content: {e}") from None
+                lifetime = min(2 * lifetime, CONTENT_MAX_LIFETIME)
                 self.counters.content_retries += 1
                 log.warning("no training content yet (%s); asking again", e)
                 await asyncio.sleep(CONTENT_RETRY)
@@ -241,12 +251,19 @@ class Job:
         self.fetcher.max_tries = int(k["max_tries"])
         if "retx_suppression_ms" in k:      # (a PS of an older ndnps: NFD's, the default)
             self.fetcher.suppression = k["retx_suppression_ms"] / 1000
+        if "retx_suppression_max_ms" in k:
+            self.fetcher.suppression_max = k["retx_suppression_max_ms"] / 1000
         # the same estimator as the content fetch: its round trips are samples too
         rto = self.fetcher.rto
         rto.initial, rto.min_rto, rto.max_rto = (k["segment_timeout"], MIN_RTO,
                                                  4 * k["segment_timeout"])
+        # the timer's base is the wait for a push (the slowest worker's compute included);
+        # once overdue, it probes every few round trips of the path (probe_min at least: it
+        # is the last resort, after holes, quiet tails and collects), not backed off
         self.timer = ProbeTimer(RtoEstimator(k["probe_initial"], k["probe_k"], k["probe_min"],
-                                             k["probe_max"]), self.on_probe_timer)
+                                             k["probe_max"]), self.on_probe_timer,
+                                cap=lambda: max(k["probe_min"],
+                                                self.fetcher.bounded(k["probe_max"])))
         self.params = np.array(vec, np.float32)
         # a worker that (re)joins a training under way starts at the PS's current version
         self.newest = int(info.get("version", 0))
@@ -270,7 +287,7 @@ class Job:
             return names.content(self.ps, self.train, self.gpu, s)
         try:
             parts = await self.fetcher.fetch(name_of, first_lifetime=CONTENT_LIFETIME,
-                                             first_tries=7, max_lifetime=CONTENT_MAX_LIFETIME,
+                                             first_tries=7,
                                              fresh=True)
             vec, info = messages.parse_content(b"".join(parts))
             version = int(info.get("version", 0))
@@ -335,15 +352,22 @@ class Job:
 
     async def register(self) -> None:
         """Insert until the PS's confirmation comes back (it is a *distribute* Data, so it
-        arrives through App.on_distribute, not as the answer to a pending Interest)."""
+        arrives through App.on_distribute, not as the answer to a pending Interest): every
+        few round trips, for register_tries tries and ps_timeout at least (a PS restarting
+        is silent for seconds, and tries a few round trips apart are over sooner)."""
         k = self.knobs
-        for attempt in range(int(k["register_tries"])):
+        give_up = self.now() + k["ps_timeout"]
+        attempt = 0
+        while attempt < int(k["register_tries"]) or self.now() < give_up:
             self.counters.register_tries += 1
             self.confirmed.clear()
             self.send_insert()
-            if await wait_event(self.confirmed, k["register_timeout"] * min(2 ** attempt, 8)):
+            wait = self.fetcher.bounded(k["register_timeout"] * min(2 ** attempt, 8))
+            if await wait_event(self.confirmed, wait):
                 return
-        raise JobFailed(f"registration not confirmed after {k['register_tries']} tries")
+            attempt += 1
+        raise JobFailed(f"registration not confirmed after {attempt} tries in "
+                        f"{k['ps_timeout']:g} s")
 
     async def refresh(self) -> None:
         while True:
@@ -361,11 +385,13 @@ class Job:
         if getattr(self, "push_mode", None) != "persistent":
             return
         # the PS lingers until every worker has left: a lost *remove* would keep it for
-        # `linger`, so a few tries
-        for _ in range(3):
+        # `linger`, so a few tries, each a few round trips (a forwarder does not pass on the
+        # *remove* of a worker that is not the last behind it: those never get an answer)
+        for _ in range(REMOVE_TRIES):
             try:
                 await self.app.express(names.remove(self.ps, self.train), self.sec.validator,
-                                       lifetime=300, must_be_fresh=True)
+                                       lifetime=int(1000 * self.fetcher.bounded(0.3)),
+                                       must_be_fresh=True)
                 return
             except (InterestTimeout, InterestNack, ValidationFailure, NetworkError):
                 continue
@@ -535,7 +561,16 @@ class Job:
         timer = self.tail_timers.get(version)
         if timer is None:
             timer = self.tail_timers[version] = QuietTimer(partial(self.on_tail, version))
-        timer.touch(max(self.knobs["tail_delay"], 8 * self.push_gap))
+        timer.touch(self.tail_wait())
+
+    def tail_wait(self) -> float:
+        """How long a push may go quiet short of its end before its tail is taken as lost: 8
+        gaps between its segments (a paced push), or 2 round trips of the path (a queue
+        between) and the reordering window, at least a process's stall (TLP_FLOOR), at most
+        tail_delay."""
+        srtt = self.fetcher.rto.stats.mean or 0.0
+        return min(self.knobs["tail_delay"],
+                   max(8 * self.push_gap, 2 * srtt + self.fetcher.reorder_floor, TLP_FLOOR))
 
     def on_tail(self, version: int) -> None:
         self.tail_timers.pop(version, None)
@@ -641,7 +676,8 @@ class Job:
         late, that Interest waits in the forwarder's PIT and the push brings the rest; the
         segment's FinalBlockId tells what else is missing (the tail timer fetches it)."""
         try:
-            lifetime = self.timer.estimator.rto if self.timer else 1.0
+            # no longer than the timer's next expiry: a probe still pending blocks the next
+            lifetime = self.timer.interval if self.timer else 1.0
             seg = await self.fetcher.fetch_one(
                 names.distribute(self.ps, self.train, version, 0), lifetime, tries=1, fresh=True)
             self.counters.probe_segments += 1

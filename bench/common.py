@@ -381,8 +381,8 @@ class TrainingRun:
     def __init__(self, path: Path) -> None:
         self.dir = Path(path)
         self.wall = 0.0
-        self.ps_versions = [r for r in jsonl_records(self.dir / "metrics" / "ps.jsonl")
-                            if "version" in r and "event" not in r]
+        self.ps_records = jsonl_records(self.dir / "metrics" / "ps.jsonl")
+        self.ps_versions = [r for r in self.ps_records if "version" in r and "event" not in r]
         self.workers = {p.stem: [r for r in jsonl_records(p) if "step" in r and "event" not in r]
                         for p in sorted((self.dir / "metrics").glob("*.jsonl")) if p.stem != "ps"}
 
@@ -397,6 +397,23 @@ class TrainingRun:
 
     def iteration_median(self) -> float | None:
         return median(self.iterations())
+
+    def _event_t(self, event: str, last: bool = False) -> float | None:
+        times = [r["t"] for r in self.ps_records if r.get("event") == event and "t" in r]
+        return (times[-1] if last else times[0]) if times else None
+
+    def ps_span(self) -> float | None:
+        """Seconds from the PS's start (its launch) to its end: the whole training as a user
+        waits for it, start-up and every version included."""
+        start, end = self._event_t("launched"), self._event_t("end", last=True)
+        return None if start is None or end is None else end - start
+
+    def longest_wait(self) -> float | None:
+        """The longest any version waited: seconds between consecutive versions at the PS,
+        the first from the training's start (when its workers' gradients were first asked)."""
+        start = self._event_t("start")
+        ts = ([start] if start is not None else []) + [r["t"] for r in self.ps_versions]
+        return max((b - a for a, b in zip(ts, ts[1:])), default=None)
 
     def iteration_mean(self) -> float | None:
         """Mean: every stall counts (the median hides recoveries that hit few iterations)."""

@@ -1,8 +1,8 @@
-"""Loss recovery: sync iteration time at 0, 2, 5 and 10% loss (both directions), on every app
-face or on the link between two forwarders, against the lossless run of the same model and
-place side by side; probes vs retransmissions.
+"""Loss recovery: sync training at 0, 5, 10 and 20% loss (both directions), on every app face
+or on the link between two forwarders, against the lossless run of the same model and place
+side by side; probes vs retransmissions.
 
-    python -m bench.loss [--losses 0,0.02,0.05,0.1] [--models digits,100k] [--rounds 2]
+    python -m bench.loss [--losses 0,0.05,0.1,0.2] [--models digits,100k] [--rounds 2]
                          [--link-reliability both|on|off] [--where apps,link] [--versions N]
                          [--quick] [--keep DIR]
 
@@ -23,10 +23,13 @@ Each level runs twice: with end-to-end recovery alone (the apps' fetchers and pr
 NDNLPv2 link reliability on every app face as well (`links.reliability = true`: each loss
 repaired on its hop, `lp_*` counters), both against the same lossless run without it.
 
-Iteration = seconds between versions at the PS after WARMUP_VERSIONS. The headline ratio is
-the MEAN iteration at loss p ÷ the mean lossless iteration (a recovery stalls one iteration,
-which a median would hide; the mean is total training time per version); medians are given
-too. Recovery counters, summed over the PS and the workers: `probes` (probe-timer expiries),
+Two ratios to the lossless run. `span`: the PS's start to its end (`ps_span`: start-up,
+task assignment, the workers' content and registration, every version and the end) — the
+training as a user waits for it, and issue 21's measure. `mean`: iteration = seconds between
+versions at the PS after WARMUP_VERSIONS, the MEAN at loss p ÷ the mean lossless one (a
+recovery stalls one iteration, which a median would hide); medians are given too. Also the
+longest any version waited (`longest_wait_s`, the first version from the training's start)
+and the final accuracy, against the lossless run's. Recovery counters, summed over the PS and the workers: `probes` (probe-timer expiries),
 `gap_fetches` (fetches started by a gap in a push), `collect_probes` (a collect for a version
 the worker lacks), `probe_segments` (segments so fetched), `retransmissions` (re-expressed
 Interests, gradients and parameters alike), `probes_answered_by_ps` (the rest came from the
@@ -34,10 +37,13 @@ forwarder's cache), and with link reliability `lp_retransmitted` (frames the lin
 again, apps' side), `lp_given_up` and `fw_lp_retransmitted` (the forwarders' side of every
 link that has it). While each run goes on, every process's CPU time is
 sampled from /proc (`cpu_ms_per_iteration`: CPU ms per steady iteration by role, median over
-the rounds) — what link reliability costs, and whom, apart from the wall clock. Target (issue 7): mean iteration at 5% loss <= 1.15 x
-lossless. Writes bench/results.json key "loss" -> model, or model@link for the loss between
-forwarders ("per_loss": end-to-end alone,
-"per_loss_lp": with link reliability); the last line printed is one JSON object.
+the rounds) — what link reliability costs, and whom, apart from the wall clock. Targets: issue
+21, loss on every app face: span at 10% <= 2 x lossless end to end and <= 1.4 x with link
+reliability, at 20% <= 4 x and <= 2 x; no version waits more than 1 s at 20%; accuracy within
+1 point of lossless (TARGETS, printed per model); issue 7: mean iteration at 5% <= 1.15 x.
+Writes bench/results.json key "loss" -> model, or model@link for the loss between forwarders
+("per_loss": end-to-end alone, "per_loss_lp": with link reliability); the last line printed is
+one JSON object.
 """
 from __future__ import annotations
 
@@ -53,6 +59,13 @@ from bench.sweep import MODEL
 
 TARGET = 1.15
 TARGET_LOSS = 0.05
+# issue 21 (loss on every app face): the span at loss p <= x lossless, end to end and with
+# link reliability; no version waits longer than MAX_WAIT at MAX_WAIT_LOSS; accuracy within
+# ACCURACY_POINTS of lossless
+TARGETS = {"0.1": {"end_to_end": 2.0, "link_reliability": 1.4},
+           "0.2": {"end_to_end": 4.0, "link_reliability": 2.0}}
+MAX_WAIT, MAX_WAIT_LOSS = 1.0, "0.2"
+ACCURACY_POINTS = 0.01
 
 
 class Model(TypedDict):
@@ -81,6 +94,8 @@ def point(condition: str, model: str, versions: int, out: Path, where: str = "ap
     with CpuSampler(str(out)) as sampler:
         run = run_scenario("lossy", sets, out)
     res: dict[str, Any] = {
+        "ps_span": run.ps_span(), "longest_wait": run.longest_wait(),
+        "accuracy": run.summary.get("final_accuracy"),
         "iteration_mean": run.iteration_mean(), "iteration_median": run.iteration_median(),
         "cpu_ms_per_iteration": cpu_per_iteration(run, sampler),
         "versions": len(run.ps_versions),
@@ -89,7 +104,8 @@ def point(condition: str, model: str, versions: int, out: Path, where: str = "ap
         # toward the apps that asked for it)
         "fw_lp_retransmitted": run.forwarder_link_counter("retransmitted"),
         **{c: run.counter(c) for c in COUNTERS}}
-    log(f"    loss {condition:>7}: iteration mean {res['iteration_mean'] * 1e3:8.1f} ms, "
+    log(f"    loss {condition:>7}: span {res['ps_span']:.2f} s, longest wait "
+        f"{res['longest_wait'] * 1e3:.0f} ms; iteration mean {res['iteration_mean'] * 1e3:8.1f} ms, "
         f"median {res['iteration_median'] * 1e3:8.1f} ms; probes {res['probes']}, gap fetches "
         f"{res['gap_fetches']}, retransmissions {res['retransmissions']}"
         + (f", link retransmissions {res['lp_retransmitted']} (apps), "
@@ -118,19 +134,29 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
     base_runs = runs[str(losses[0])]
     base_mean = median(r["iteration_mean"] for r in base_runs)
     base_med = median(r["iteration_median"] for r in runs[str(losses[0])])
+    base_span = median(r["ps_span"] for r in base_runs)
+    base_accuracy = median(r["accuracy"] for r in base_runs)
     per: dict[str, dict] = {}
     per_lp: dict[str, dict] = {}
     for c, rs in runs.items():
         m = median(r["iteration_mean"] for r in rs)
         md = median(r["iteration_median"] for r in rs)
         versions_total = sum(r["versions"] for r in rs)
-        per[c] = {"iteration_mean_s": rnd(m, 5), "iteration_median_s": rnd(md, 5),
+        span = median(r["ps_span"] for r in rs)
+        accuracy = min((r["accuracy"] for r in rs if r["accuracy"] is not None), default=None)
+        per[c] = {"ps_span_s": rnd(span, 3), "span_over_lossless": rnd(ratio(span, base_span), 3),
+                  "paired_span_over_lossless": _paired(rs, base_runs, "ps_span"),
+                  "longest_wait_s": rnd(max(r["longest_wait"] for r in rs), 3),
+                  "accuracy": accuracy,
+                  "accuracy_delta": None if accuracy is None or base_accuracy is None
+                  else rnd(accuracy - base_accuracy, 4),
+                  "iteration_mean_s": rnd(m, 5), "iteration_median_s": rnd(md, 5),
                   "mean_over_lossless": rnd(ratio(m, base_mean), 3),
                   "median_over_lossless": rnd(ratio(md, base_med), 3),
                   # each round's ratio to its own lossless run, then their median: the host's
                   # drift over minutes cancels within a round (a round's runs are minutes apart
                   # at most, the rounds' are not)
-                  "paired_mean_over_lossless": _paired(rs, base_runs),
+                  "paired_mean_over_lossless": _paired(rs, base_runs, "iteration_mean"),
                   **{k: sum(r[k] for r in rs)
                      for k in (*COUNTERS, "probes_answered_by_ps", "fw_lp_retransmitted")},
                   "per_version": {k: rnd(sum(r[k] for r in rs) / versions_total, 2)
@@ -143,11 +169,37 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
     return {"where": where, "versions": versions, "rounds": rounds, "per_loss": per,
             "per_loss_lp": per_lp,
             "target": TARGET, "target_loss": TARGET_LOSS,
-            "meets_target": _meets(at), "meets_target_lp": _meets(at_lp)}
+            "meets_target": _meets(at), "meets_target_lp": _meets(at_lp),
+            "targets": verdicts(per, per_lp) if where == "apps" else {}}
 
 
-def _paired(rs: list[dict], base_runs: list[dict]) -> float | None:
-    pairs = [ratio(r["iteration_mean"], b["iteration_mean"]) for r, b in zip(rs, base_runs)]
+def verdicts(per: dict[str, dict], per_lp: dict[str, dict]) -> dict[str, dict]:
+    """Issue 21's targets, each with the figure measured: {"span at 0.2 end_to_end":
+    {"figure", "target", "met"}, ...}; a loss level not measured is left out."""
+    out: dict[str, dict] = {}
+    for loss, bound in TARGETS.items():
+        for how, table in (("end_to_end", per), ("link_reliability", per_lp)):
+            row = table.get(loss)
+            if row is not None:
+                fig = row["span_over_lossless"]
+                out[f"span at {loss} {how}"] = {"figure": fig, "target": f"<= {bound[how]}",
+                                                 "met": fig is not None and fig <= bound[how]}
+    for how, table in (("end_to_end", per), ("link_reliability", per_lp)):
+        row = table.get(MAX_WAIT_LOSS)
+        if row is not None:
+            out[f"longest wait at {MAX_WAIT_LOSS} {how}"] = {
+                "figure": row["longest_wait_s"], "target": f"<= {MAX_WAIT} s",
+                "met": row["longest_wait_s"] <= MAX_WAIT}
+        deltas = [r["accuracy_delta"] for r in table.values() if r["accuracy_delta"] is not None]
+        if deltas:
+            worst = max(deltas, key=abs)
+            out[f"accuracy {how}"] = {"figure": worst, "target": f"within {ACCURACY_POINTS}",
+                                      "met": abs(worst) <= ACCURACY_POINTS}
+    return out
+
+
+def _paired(rs: list[dict], base_runs: list[dict], key: str) -> float | None:
+    pairs = [ratio(r[key], b[key]) for r, b in zip(rs, base_runs)]
     pairs = [x for x in pairs if x is not None]
     return rnd(median(pairs), 3) if pairs else None
 
@@ -169,7 +221,7 @@ def _meets(at: dict | None) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     p = bench_parser("python -m bench.loss", __doc__, "1 round, fewer versions", rounds=2)
-    p.add_argument("--losses", default="0,0.02,0.05,0.1")
+    p.add_argument("--losses", default="0,0.05,0.1,0.2")
     p.add_argument("--models", default="digits,100k")
     p.add_argument("--link-reliability", choices=("both", "on", "off"), default="both",
                    help="runs with NDNLPv2 link reliability on the app faces, without, or both "
@@ -199,20 +251,32 @@ def main(argv: list[str] | None = None) -> int:
                 save("loss", key, fig)
             for per, tag in (("per_loss", ""), ("per_loss_lp", LP)):
                 for c, r in fig[per].items():
-                    log(f"  {key} loss {c}{tag}: mean x{r['mean_over_lossless']} median "
+                    log(f"  {key} loss {c}{tag}: span x{r['span_over_lossless']} (paired "
+                        f"x{r['paired_span_over_lossless']}), longest wait "
+                        f"{r['longest_wait_s']} s, accuracy {r['accuracy']}; mean "
+                        f"x{r['mean_over_lossless']} median "
                         f"x{r['median_over_lossless']} paired x{r['paired_mean_over_lossless']}"
                         f"  probes {r['probes']} retx {r['retransmissions']} link retx "
                         f"{r['lp_retransmitted']} (apps) {r['fw_lp_retransmitted']} "
                         "(forwarders)")
-    emit({m: {"end_to_end": {c: r["mean_over_lossless"] for c, r in f["per_loss"].items()},
+            for name, v in fig["targets"].items():
+                log(f"  {key} target {name}: {v['figure']} (target {v['target']}): "
+                    f"{'met' if v['met'] else 'MISSED'}")
+    emit({m: {"span": {"end_to_end": {c: r["span_over_lossless"]
+                                       for c, r in f["per_loss"].items()},
+                       "link_reliability": {c: r["span_over_lossless"]
+                                            for c, r in f["per_loss_lp"].items()}},
+              "end_to_end": {c: r["mean_over_lossless"] for c, r in f["per_loss"].items()},
               "link_reliability": {c: r["mean_over_lossless"]
-                                   for c, r in f["per_loss_lp"].items()}}
+                                   for c, r in f["per_loss_lp"].items()},
+              "targets_met": {k: v["met"] for k, v in f["targets"].items()}}
           for m, f in out.items()} | {"target": TARGET, "at_loss": TARGET_LOSS})
     return 0
 
 
 def rows(sec: dict) -> list[tuple[str, str, str, str]]:
     out = []
+    key_how = {"per_loss": "end_to_end", "per_loss_lp": "link_reliability"}
     for model, f in sec.items():
         for key, meets, how in (("per_loss", "meets_target", "end-to-end"),
                                 ("per_loss_lp", "meets_target_lp", "link reliability")):
@@ -224,6 +288,18 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
             at = per.get(str(TARGET_LOSS), {})
             place = {"apps": "on every app face", "link": "on the link between two "
                      "forwarders"}[f.get("where", "apps")]
+            targets = {k: v for k, v in (f.get("targets") or {}).items()
+                       if k.endswith(key_how[key])}
+            if targets:
+                spans = ", ".join(f"{float(c) * 100:g}%: ×{fmt(r.get('span_over_lossless'), '.2f')}"
+                                  for c, r in per.items())
+                wait = per.get(MAX_WAIT_LOSS, {}).get("longest_wait_s")
+                out.append((f"loss ({model.split('@')[0]}, {place}, {how}): the PS's start to "
+                            "end ÷ lossless",
+                            f"{spans}; longest wait at 20%: {fmt(wait, '.3f')} s",
+                            "; ".join(f"{k.split(' ')[0]} {k.split(' ')[-2]}: {v['target']}"
+                                      for k, v in targets.items()),
+                            "met" if all(v["met"] for v in targets.values()) else "missed"))
             out.append((f"loss recovery ({model.split('@')[0]}, {place}, {how}): mean "
                         "iteration ÷ lossless",
                         f"{cells} (at 5%: probes {at.get('probes')}, retransmissions "

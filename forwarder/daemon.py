@@ -23,7 +23,7 @@ from .pipelines import Forwarder
 from .strategy import strategy_by_name
 from .tables.rib import CHILD_INHERIT, Route
 from .tlv import component_offsets, name_from_str
-from .tracer import RateTracer
+from .tracer import RateTracer, run_origin
 
 log = logging.getLogger("forwarder")
 
@@ -230,7 +230,9 @@ class ForwarderDaemon:
             _check_socket_free(cfg.unix)
         if cfg.udp:
             _, self._udp = await loop.create_datagram_endpoint(
-                lambda: UdpChannel(self, app_link=cfg.app_link),
+                lambda: UdpChannel(self, cfg.udp_faces.idle_timeout,
+                                   cfg.udp_faces.max_on_demand_faces, cfg.app_link,
+                                   self.fw.faces.counters),
                 sock=_udp_socket(cfg.host, cfg.udp))
         for face_cfg in cfg.faces:
             if face_cfg.uri.startswith("tcp"):
@@ -277,7 +279,9 @@ class ForwarderDaemon:
     async def _trace(self) -> None:
         """Write the rate and table traces every `trace.interval` seconds."""
         cfg = self.config.trace
-        self._trace_start = start = time.monotonic()
+        # Time counts from the run's origin (a restarted forwarder's traces go on on the
+        # same axis as the apps' metrics), or from our start when run by hand
+        self._trace_start = start = run_origin()
         tables = None
         if cfg.rates:
             out = open(cfg.rates, "w")

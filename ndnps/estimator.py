@@ -6,11 +6,13 @@ give up waiting for a push and probe.
   clamped, doubled on every expiry (exponential backoff) until a fresh sample arrives.  Workers
   use it for the probe timer ("gradient sent -> parameters received"), fetchers for
   per-segment retransmission.
-* ``ProbeTimer``: an asyncio timer driven by an RtoEstimator; re-arms itself with backoff after
-  each expiry, takes a sample only when no probe fired (Karn's rule).
+* ``ProbeTimer``: an asyncio timer driven by an RtoEstimator; re-arms itself after each
+  expiry, backed off but no further than `cap()` (a few round trips of the path: the version
+  is overdue by then), takes a sample only when no probe fired (Karn's rule).
 * ``QuietTimer``: calls back once nothing touched it for a while (a push gone quiet).
 * ``FinishTimeEstimator``: the PS's per-worker estimate of "reference instant -> gradient
-  ready", and how long after the reference to send the collect Interest.
+  ready" (from its second gradient on), and how long after the reference to send the collect
+  Interest.
 """
 from __future__ import annotations
 
@@ -61,13 +63,16 @@ class QuietTimer:
 class ProbeTimer:
     """Armed when a worker sends its gradient; `satisfied()` when the parameters it waits for are
     complete.  On expiry it calls `on_expiry()`, backs off and re-arms, until satisfied or
-    cancelled.  `clock` and `call_later` are the running loop's unless given (tests)."""
+    cancelled; re-armed, it waits `cap()` at most (None: no cap).  `clock` and `call_later`
+    are the running loop's unless given (tests)."""
 
     def __init__(self, estimator: RtoEstimator, on_expiry: Callable[[], None],
                  clock: Callable[[], float] | None = None,
-                 call_later: Callable | None = None) -> None:
+                 call_later: Callable | None = None,
+                 cap: Callable[[], float | None] | None = None) -> None:
         self.estimator = estimator
         self.on_expiry = on_expiry
+        self.cap = cap
         self._clock = clock
         self._call_later = call_later
         self._handle: asyncio.TimerHandle | None = None
@@ -115,8 +120,14 @@ class ProbeTimer:
         self.fired += 1
         self._fired_since_arm += 1
         self.estimator.backoff()
-        self._schedule(self.estimator.rto)
+        self._schedule(self.interval)
         self.on_expiry()
+
+    @property
+    def interval(self) -> float:
+        """How long the timer waits now (re-armed after an expiry: at most `cap()`)."""
+        cap = self.cap() if self.cap is not None and self._fired_since_arm else None
+        return self.estimator.rto if cap is None else min(self.estimator.rto, cap)
 
 
 class FinishTimeEstimator:
@@ -136,8 +147,15 @@ class FinishTimeEstimator:
     def __init__(self, k: float = 1.0, early: float = 0.5) -> None:
         self.k, self.early = k, early
         self.stats = MeanDeviation(alpha=0.25, beta=0.25)
+        self.skipped_first = False
 
     def observe(self, ready_after: float, sent_after: float, held: bool) -> None:
+        if not self.skipped_first:
+            # the first gradient of a worker (new, or back) came after its start-up: content
+            # fetch, registration, loading its data.  As a sample it made the next versions'
+            # collects live seconds (a lost one waited that long, at 20 % loss)
+            self.skipped_first = True
+            return
         self.stats.update(ready_after if held else 0.5 * min(ready_after, sent_after))
 
     @property

@@ -15,9 +15,12 @@ TCP does, per segment:
   the longer) after it was sent or after the producer was seen to be ready, is re-expressed;
   its answer lets RACK judge the others.
 * **Retransmission timeout** as the backstop: the Interest lifetime is the RTO of an
-  RtoEstimator (RFC 6298, samples from first tries only: Karn), floored at MIN_RTO above the
-  queueing a busy producer adds, and doubled per expiry *of that segment* only — one lost
-  segment does not slow every other one, nor does a face that was down for a while.
+  RtoEstimator (RFC 6298, samples from first tries only: Karn), floored at MIN_RTO, and
+  doubled per expiry *of that segment* only — one lost segment does not slow every other one,
+  nor does a face that was down for a while — up to a bound from the measured round trip
+  (``RtoEstimator.ceiling``: BACKOFF_RTTS smoothed round trips).  The same bound caps every
+  other wait that grows with repeated failure: the lifetime of re-expressed held Interests,
+  the spacing of early retransmissions, the pause after a Nack.
 
 A re-expressed Interest has the same name, so a late answer to the original still satisfies it:
 a spurious early retransmission costs one Interest, not a wait.  Early retransmissions are
@@ -51,7 +54,7 @@ from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, NetworkE
                        ValidationFailure)
 
 from forwarder.rto import HALF_TICK
-from forwarder.strategy import RETX_INITIAL
+from forwarder.strategy import RETX_INITIAL, RETX_MAX
 
 from . import names
 from .estimator import RtoEstimator
@@ -60,8 +63,10 @@ from .ndnapp import FaceDown
 Express = Callable[..., Awaitable[tuple]]
 NameOf = Callable[[int], FormalName]
 
-MIN_RTO = 0.2               # s: the RTO's floor: above the queueing a busy producer adds (RACK
-                            # and the tail probe repair losses well before it)
+# s: the RTO's floor, above the scheduling delays of a busy host (2 cores, 6 processes):
+# RACK and the tail probe repair most losses well before it. At 0.2 s, what the RTO repaired
+# (a retry lost again, a segment alone in flight) cost 0.2 s a time at 20 % loss
+MIN_RTO = 0.01
 REORDER_FLOOR = 0.003       # s: the smallest reordering window (scheduling jitter of a process)
 # With NDNLPv2 link reliability on our face, or on the links of our path, a loss on a hop is
 # repaired there a link round trip or so later (a later Ack, a tail probe, or the link's RTO):
@@ -71,21 +76,21 @@ LINK_REPAIR = 0.025
 # A forwarder suppresses a re-expressed Interest that comes sooner than its suppression
 # interval after the one it forwarded last for the same pending entry (NFD's
 # RetxSuppressionExponential: 10 ms unless the strategy's parameters say otherwise, doubling
-# with each retransmission it forwards): re-expressing earlier would be wasted.  A fetcher
-# waits that interval and this margin (the event loop's clock counts whole milliseconds).
+# with each retransmission it forwards, up to its maximum): re-expressing earlier would be
+# wasted.  A fetcher waits that interval and this margin (the event loop's clock counts whole
+# milliseconds).
 SUPPRESSION_MARGIN = 0.001
 # A Nack (no route: the producer is gone, or back but not registered yet) is asked again after
 # 50 ms, doubling per try up to 0.5 s: a producer back after an outage is then heard within half
 # a second (doubling up to the 2 s lifetime of a content fetch, a restarted worker's next try
 # came after the training had ended; chaos)
 NACK_RETRY = 0.05
-NACK_RETRY_MAX = 0.5
+NACK_RETRY_MAX = 0.5        # and at most the RTO's ceiling, once the round trip is measured
 DEADLINE_SPLIT_FLOOR = 0.05  # s: below twice this before a deadline, one Interest takes the rest
-TLP_FLOOR = 0.010           # s: added to a tail probe's wait (a process stalled that long)
-# early retransmissions per segment before only timeouts count: spaced by the suppression
-# floor, doubling (3, 6, 12 ... 384 ms with 2 ms suppression), the later ones come no sooner
-# than the RTO's backoff would; with 5, a segment lost 6 times in a row (0.15 % at 10 % loss
-# per hop, one version in three) then waited 0.2 + 0.4 + 0.8 s: 10 % went from 8.1x to 4.4x
+TLP_FLOOR = 0.003           # s: added to a tail probe's wait (a process stalled that long)
+# early retransmissions per segment before only timeouts count, spaced as the forwarders'
+# suppression requires (retx_spacing); with 5, a segment lost 6 times in a row (0.15 % at 10 %
+# loss per hop, one version in three) then waited 0.2 + 0.4 + 0.8 s: 10 % went from 8.1x to 4.4x
 MAX_FAST = 8
 
 
@@ -113,13 +118,17 @@ class Segment:
 
 
 class _Flight:
-    """One Interest in flight."""
-    __slots__ = ("seg", "seq", "sent", "first", "held", "life", "task", "order")
+    """One Interest in flight.  `sample`: no earlier Interest for its segment is alive (none
+    was sent, or each one's lifetime is over), so an answer can only be to this one and its
+    round trip measures the path (Karn's rule, made exact by lifetimes: a try after a timeout
+    is a sample too, and before it, a fetch whose every first try was lost never measured
+    anything, and kept its initial timeouts)."""
+    __slots__ = ("seg", "seq", "sent", "sample", "held", "life", "task", "order")
 
-    def __init__(self, seg: int, seq: int, sent: float, first: bool, held: bool,
+    def __init__(self, seg: int, seq: int, sent: float, sample: bool, held: bool,
                  life: float) -> None:
-        self.seg, self.seq, self.sent, self.first, self.held, self.life = \
-            seg, seq, sent, first, held, life
+        self.seg, self.seq, self.sent, self.sample, self.held, self.life = \
+            seg, seq, sent, sample, held, life
         self.task: asyncio.Future               # the express, set as soon as it is made
         # the order the producer answers in: Interests it holds go out in segment order once
         # it is ready (before anything sent later); the others in the order they were sent
@@ -135,15 +144,18 @@ class Transfer:
     segments fetched, by number, once every wanted one is in.
 
     Until the first Data arrives, Interests live ``life`` seconds when given (doubling per
-    expiry up to ``max_life``), else the RTO, for ``first_tries`` tries (default ``tries``);
-    with ``held`` their expiries are not loss (the producer holds them until it is ready).
+    expiry up to ``max_life``; re-expressed, at most the RTO's ceiling once a round trip was
+    measured), else the RTO, for ``first_tries`` tries (default ``tries``); with ``held``
+    their expiries are not loss (the producer holds them until it is ready).  Such Interests
+    may wait (held, or in a forwarder's PIT for a push), so their round trips are no RTT
+    samples, unless ``prompt`` says the producer answers at once.
     From the first Data on, the RTO and ``tries`` (default the fetcher's max_tries) rule.
     ``deadline`` (loop time) replaces the tries: everything fails once it has passed.
     """
 
     def __init__(self, fetcher: "SegmentFetcher", name_of: NameOf, *, fresh: bool = False,
                  to_final: bool = False, life: float | None = None,
-                 max_life: float | None = None, held: bool = False,
+                 max_life: float | None = None, held: bool = False, prompt: bool = False,
                  first_tries: int | None = None, tries: int | None = None,
                  deadline: float | None = None,
                  on_segment: Callable[[Segment], None] | None = None) -> None:
@@ -151,7 +163,7 @@ class Transfer:
         self.name_of = name_of
         self.fresh = fresh
         self.to_final = to_final
-        self.life, self.max_life, self.held = life, max_life, held
+        self.life, self.max_life, self.held, self.prompt = life, max_life, held, prompt
         self.tries_limit = tries or fetcher.max_tries
         self.first_tries = first_tries or self.tries_limit
         self.deadline = deadline
@@ -168,6 +180,9 @@ class Transfer:
         # asked before in a way tries, fast and expiries do not record (FaceDown, retry_now)
         self.asked_before: set[int] = set()
         self.stale: set[int] = set()             # failed a signature check: MustBeFresh
+        self.rejections: dict[int, int] = {}     # answers that failed it, by segment
+        self.alive_until: dict[int, float] = {}  # the end of the latest lifetime, by segment
+        self.last_failure: dict[int, str] = {}   # what the last try of a segment got
         self.final: int | None = None
         self.ready_at: float | None = None       # first Data of this transfer
         self.ready_wait = 0.0                    # ... and how long its Interest waited
@@ -253,12 +268,17 @@ class Transfer:
     def _send(self, seg: int) -> None:
         now = self.loop.time()
         before_ready = self.ready_at is None
+        expiries = self.expiries.get(seg, 0)
         if before_ready and self.life is not None:
             life = self.life
             if self.max_life is not None:
-                life = min(self.life * 2 ** self.expiries.get(seg, 0), self.max_life)
+                life = min(self.life * 2 ** expiries, self.max_life)
+            if expiries:
+                # re-expressed: the producer was expected ready by now (a held one), or the
+                # Interest or its Data was lost; either way a few round trips, not a backoff
+                life = max(self.f.bounded(life), self.f.retx_spacing(0))
         else:
-            life = min(self.f.base_rto() * 2 ** self.expiries.get(seg, 0), self.f.rto.max_rto)
+            life = min(self.f.base_rto() * 2 ** expiries, self.f.rto.ceiling)
         if self.deadline is not None:
             # never the whole time left on one Interest: lost, it would leave none for another
             # try (a held collect re-sent with the last 1.9 s of a 5 s worker_timeout was lost,
@@ -273,8 +293,10 @@ class Transfer:
             self.f.stats.retransmissions += 1
         # an Interest with a lifetime of its own before the first Data may wait (held by the
         # producer, or in a forwarder's PIT for a push): its round trip is no RTT sample
-        flight = _Flight(seg, self.seq, now, first, before_ready and self.life is not None,
-                         life)
+        sample = now >= self.alive_until.get(seg, 0.0)
+        self.alive_until[seg] = max(self.alive_until.get(seg, 0.0), now + life)
+        flight = _Flight(seg, self.seq, now, sample,
+                         before_ready and self.life is not None and not self.prompt, life)
         self.seq += 1
         flight.task = asyncio.ensure_future(self.f.express(
             self.name_of(seg), self.f.validator, lifetime=max(1, int(life * 1000)),
@@ -293,8 +315,7 @@ class Transfer:
             self.tries[seg] = self.tries.get(seg, 0) + 1
             limit = self.first_tries if self.ready_at is None else self.tries_limit
             if self.tries[seg] >= limit:
-                self._fail(f"{names.to_str(self.name_of(seg))}: no valid Data after "
-                           f"{self.tries[seg]} tries")
+                self._fail(self._why(seg))
                 return
         if seg in self.missing:
             self.queue.appendleft(seg)
@@ -327,6 +348,7 @@ class Transfer:
             self.asked_before.add(flight.seg)
             self._retry(flight.seg, counted=False)
         elif isinstance(exc, (InterestTimeout, InterestCanceled, NetworkError)):
+            self.last_failure[flight.seg] = "no answer"
             self.expiries[flight.seg] = self.expiries.get(flight.seg, 0) + 1
             if flight.held and self.held:
                 self.f.stats.held_timeouts += 1
@@ -335,15 +357,28 @@ class Transfer:
                 self.f.stats.timeouts += 1
                 self._retry(flight.seg)
         elif isinstance(exc, InterestNack):
+            self.last_failure[flight.seg] = f"Nack {exc.reason}"
             self.f.stats.nacks += 1
-            delay = nack_delay(self.tries.get(flight.seg, 0), flight.life)
+            delay = nack_delay(self.tries.get(flight.seg, 0),
+                               min(flight.life, self.f.rto.ceiling))
             self.loop.call_later(delay, self._after_nack, flight.seg)
         elif isinstance(exc, ValidationFailure):
+            self.last_failure[flight.seg] = "a Data that failed its signature check"
+            self.rejections[flight.seg] = self.rejections.get(flight.seg, 0) + 1
             self.f.stats.rejected += 1
             self.stale.add(flight.seg)
             self._retry(flight.seg)
         else:
             self._fail_with(exc)
+
+    def _why(self, seg: int) -> str:
+        """Why segment `seg` could not be fetched, for people."""
+        name, tries = names.to_str(self.name_of(seg)), self.tries[seg]
+        if self.rejections.get(seg, 0) >= tries:
+            return (f"{name}: no valid Data after {tries} tries: every answer failed its "
+                    f"signature check (is the key the producer's?)")
+        last = self.last_failure.get(seg, "no answer")
+        return f"{name}: no valid Data after {tries} tries (the last: {last})"
 
     def _after_nack(self, seg: int) -> None:
         if not self.done.done() and seg not in self.flights:
@@ -365,7 +400,7 @@ class Transfer:
         final = names.segment_number(meta.final_block_id) if meta is not None else None
         segment = Segment(seg, bytes(content or b""), final)
         rtt = now - flight.sent
-        if flight.first:
+        if flight.sample:
             self.f.min_rtt = rtt if self.f.min_rtt is None else min(self.f.min_rtt, rtt)
             if not flight.held:
                 self.f.rto.observe(rtt)
@@ -374,7 +409,7 @@ class Transfer:
             self.ready_wait = rtt
         # RACK: the flight answered that was due last; an answer to an earlier copy of a re-sent
         # segment may come faster than any round trip: not a measure
-        if flight.order > self.rack_order and (flight.first or self.f.min_rtt is None
+        if flight.order > self.rack_order and (flight.sample or self.f.min_rtt is None
                                                or rtt >= self.f.min_rtt):
             self.rack_order, self.rack_rtt, self.rack_at = flight.order, rtt, now
         self.got[seg] = segment
@@ -442,7 +477,7 @@ class Transfer:
                     wait = tail_probe_wait(srtt, self.rack_rtt if rack[0] == 1 else 0.0,
                                            self.f.min_rtt, resent=fast > 0)
                     due = max(flight.sent, ready_at or 0.0) + wait + max(reo, TLP_FLOOR)
-                due = max(due, flight.sent + self.f.retx_floor * 2 ** fast)
+                due = max(due, flight.sent + self.f.retx_spacing(fast))
                 if due <= now:
                     lost.append(flight)
                 elif next_due is None or due < next_due:
@@ -531,7 +566,8 @@ class SegmentFetcher:
                  rto: RtoEstimator | None = None, max_tries: int = 8,
                  stats: FetchStats | None = None, max_fast: int = MAX_FAST,
                  reorder_floor: float = REORDER_FLOOR,
-                 suppression: float = RETX_INITIAL) -> None:
+                 suppression: float = RETX_INITIAL,
+                 suppression_max: float = RETX_MAX) -> None:
         if window < 1:
             raise ValueError("window must be >= 1")
         self.express = express
@@ -541,7 +577,8 @@ class SegmentFetcher:
         self.max_tries = max_tries
         self.max_fast = max_fast
         self.reorder_floor = reorder_floor
-        self.suppression = suppression      # the forwarder's (s): see SUPPRESSION_MARGIN
+        # the forwarders' retransmission suppression (s): see SUPPRESSION_MARGIN
+        self.suppression, self.suppression_max = suppression, suppression_max
         self.stats = stats or FetchStats()
         # those under way (retry_now); weak: one never run (its task cancelled first) goes
         self.transfers: weakref.WeakSet[Transfer] = weakref.WeakSet()
@@ -549,10 +586,22 @@ class SegmentFetcher:
         # this approaches the path's RTT even when every Interest may be held
         self.min_rtt: float | None = None
 
+    def retx_spacing(self, earlier: int) -> float:
+        """The least wait before the next try of a segment already tried early `earlier`
+        times: the forwarders' suppression interval then (doubling per retransmission they
+        forwarded, up to their maximum) and a margin."""
+        return min(self.suppression * 2 ** earlier, self.suppression_max) + SUPPRESSION_MARGIN
+
     @property
-    def retx_floor(self) -> float:
-        """The least wait between two tries of a segment (doubled per early retry)."""
-        return self.suppression + SUPPRESSION_MARGIN
+    def measured(self) -> bool:
+        """Whether a round trip was measured (then every backoff is bounded by it)."""
+        return self.rto.stats.mean is not None
+
+    def bounded(self, wait: float) -> float:
+        """`wait`, but at most the RTO's ceiling once a round trip was measured: how long
+        anything that is repeated after a failure may wait (an app's exchanges that are not
+        fetches — registration, probes, leaving — use it too)."""
+        return self.rto.bounded(wait)
 
     def base_rto(self) -> float:
         """The RTO before backoff; with no sample yet, a few of the smallest round trips seen
@@ -572,15 +621,17 @@ class SegmentFetcher:
 
     async def fetch_one(self, name: FormalName, lifetime: float | None = None,
                         tries: int | None = None, held: bool = False, fresh: bool = False,
-                        max_lifetime: float | None = None,
-                        deadline: float | None = None) -> Segment:
+                        max_lifetime: float | None = None, deadline: float | None = None,
+                        prompt: bool = False) -> Segment:
         """One segment.  ``lifetime`` (s) for the first try, or the RTO when None; with
         ``max_lifetime`` it doubles after each expiry up to that.  ``held``: the producer may
-        hold the Interest until it has the Data, so an expiry is not loss.  Gives up after
-        ``tries`` (default max_tries) or at ``deadline`` (loop time)."""
+        hold the Interest until it has the Data, so an expiry is not loss; ``prompt``: it
+        answers at once, so a round trip is a sample.  Gives up after ``tries`` (default
+        max_tries) or at ``deadline`` (loop time)."""
         number = names_segment(name)
         t = Transfer(self, lambda _s: name, fresh=fresh, life=lifetime, max_life=max_lifetime,
-                     held=held, first_tries=tries, tries=tries, deadline=deadline)
+                     held=held, prompt=prompt, first_tries=tries, tries=tries,
+                     deadline=deadline)
         t.want([number])
         return (await t.run())[number]
 

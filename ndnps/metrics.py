@@ -1,13 +1,22 @@
 """Metrics as JSON lines: one object per line, one line per version (PS) or step (worker),
 plus a final ``"event": "end"`` summary.  Counters are cumulative inside the apps; each line
-carries the change since the previous line (`Delta`)."""
+carries the change since the previous line (`Delta`).
+
+Every line's `t` counts from one origin per run: the scenario runner passes its own
+`time.monotonic()` at the start of the run in NDNPS_RUN_T0 to every child (CLOCK_MONOTONIC is
+system-wide on Linux, network namespaces included), so a PS restarted mid-run continues the
+same time series; an app run by hand counts from its own start."""
 from __future__ import annotations
 
 import json
 import math
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
+
+from forwarder.tracer import RUN_T0_ENV, run_origin
+
+__all__ = ["RUN_T0_ENV", "run_origin", "Delta", "MetricsWriter", "read_metrics"]
 
 
 class Delta:
@@ -36,12 +45,14 @@ def _clean(value: Any) -> Any:
 
 class MetricsWriter:
     """Writes to `path` (appending, line-buffered); no path: records are dropped. `static`
-    fields (role, name, ...) go into every line, with `t`, seconds since the writer began, and
-    `ts`, the wall clock (seconds since the epoch)."""
+    fields (role, name, ...) go into every line, with `t`, seconds since the run's origin
+    (`run_origin`), and `ts`, the wall clock (seconds since the epoch)."""
 
-    def __init__(self, path: str | Path | None, **static: Any) -> None:
+    def __init__(self, path: str | Path | None, clock: Callable[[], float] = time.monotonic,
+                 **static: Any) -> None:
         self.static = static
-        self.start = time.monotonic()
+        self._clock = clock
+        self.start = run_origin(clock)
         self.lines = 0
         self._f: IO[str] | None = None
         if path:
@@ -52,8 +63,8 @@ class MetricsWriter:
         self.lines += 1
         if self._f is None:
             return
-        # t: seconds since this writer began; ts: wall clock, to line processes up
-        line = {**self.static, "t": time.monotonic() - self.start, "ts": time.time(), **record}
+        # t: seconds since the run's origin; ts: wall clock (ts - t: the wall clock at the origin)
+        line = {**self.static, "t": self._clock() - self.start, "ts": time.time(), **record}
         self._f.write(json.dumps(_clean(line), separators=(",", ":")) + "\n")
 
     def close(self) -> None:

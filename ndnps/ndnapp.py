@@ -102,6 +102,7 @@ from ndn.utils import gen_nonce
 from . import names, wire
 from forwarder.face_table import ReliabilityCounters
 from forwarder.faces.reliability import ReliableLink
+from forwarder.rto import RtoEstimator
 from forwarder.tlv import LP_PACKET, StreamFramer
 
 from .events import wait_event
@@ -109,6 +110,9 @@ from .security import Security
 
 log = logging.getLogger(__name__)
 LP_RELIABILITY: int = nfd_mgmt.FaceFlags.LP_RELIABILITY_ENABLED.value
+# management commands to our forwarder (App.command): a try's first lifetime and its most
+MGMT_LIFETIME, MGMT_MAX_LIFETIME = 0.1, 1.0
+MIN_MGMT_RTO = 0.01
 
 
 class FaceDown(InterestTimeout):
@@ -336,6 +340,10 @@ class App(NDNApp):
         self.on_distribute = on_distribute
         self.on_reconnect: Callable[[], None] | None = None
         self.registered: list = []               # prefixes to register again on reconnect
+        # management commands' round trips to our forwarder (App.command)
+        self.mgmt_rto = RtoEstimator(MGMT_LIFETIME, min_rto=MIN_MGMT_RTO,
+                                     max_rto=MGMT_MAX_LIFETIME)
+        self._last_command = 0                   # ms: each signed command a new timestamp
         self.reconnects = 0
         self.sent_while_down = 0
         self._back: asyncio.Event | None = None  # set once the forwarder is back
@@ -448,6 +456,41 @@ class App(NDNApp):
         await self.counting.open()
         self.reconnects += 1
 
+    async def command(self, module: str, verb: str, tries: int = 8,
+                      **params) -> dict | None:
+        """One NFD management command to our forwarder (`faces/update`, `rib/register`...),
+        asked again when lost: its parsed ControlResponse, or None if it never came.
+        python-ndn's registerer gives each command 1 s and one try: on a lossy face that cost
+        a whole second per loss before anything started.  The forwarder answers at once, so
+        a try lives MGMT_LIFETIME doubling per loss to MGMT_MAX_LIFETIME, at most the
+        ceiling of the round trips measured on this face (ours, as NFD's, wants a new
+        timestamp in each signed command)."""
+        for attempt in range(tries):
+            life = self.mgmt_rto.bounded(min(MGMT_LIFETIME * 2 ** attempt, MGMT_MAX_LIFETIME))
+            now = utils.timestamp()
+            while now <= self._last_command:
+                await asyncio.sleep(0.001)
+                now = utils.timestamp()
+            self._last_command = now
+            sent = asyncio.get_running_loop().time()
+            try:
+                _, reply, _ = await self.express(
+                    nfd_mgmt.make_command_v2(module, verb, self.face, **params), app_param=b"",
+                    signer=DigestSha256Signer(for_interest=True), validator=pass_all,
+                    lifetime=max(1, int(life * 1000)))
+                answer = nfd_mgmt.parse_response(reply)
+            except InterestTimeout:
+                continue
+            except (InterestNack, InterestCanceled, ValidationFailure, DecodeError):
+                await asyncio.sleep(life)
+                continue
+            if attempt == 0:
+                self.mgmt_rto.observe(asyncio.get_running_loop().time() - sent)
+            if attempt:
+                log.debug("%s/%s answered at try %d", module, verb, attempt + 1)
+            return answer
+        return None
+
     async def enable_reliability(self, tries: int = 6) -> bool:
         """Ask the forwarder for NDNLPv2 reliability on our face (NFD's faces/update with
         LpReliabilityEnabled); from then on both ends repair each loss on this hop one link
@@ -455,27 +498,16 @@ class App(NDNApp):
         wraps its answer already); our packets are wrapped once it said yes.  False if it
         refused or never answered (then nothing we send is wrapped)."""
         self.counting.start_reliability()
-        command = nfd_mgmt.make_command_v2("faces", "update", self.face,
-                                           flags=LP_RELIABILITY, mask=LP_RELIABILITY)
-        delay = 0.2
-        for attempt in range(tries):
-            try:
-                _, reply, _ = await self.express(
-                    command, app_param=b"", signer=DigestSha256Signer(for_interest=True),
-                    validator=pass_all, lifetime=1000)
-                answer = nfd_mgmt.parse_response(reply)
-            except (InterestTimeout, InterestNack, InterestCanceled, ValidationFailure,
-                    DecodeError):
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, 2.0)
-                continue
-            if answer["status_code"] == 200 and (answer["flags"] or 0) & LP_RELIABILITY:
-                self.counting.wrap_out = True
-                return True
-            log.warning("the forwarder refused LpReliability: %s %s", answer["status_code"],
-                        answer["status_text"])
+        answer = await self.command("faces", "update", tries, flags=LP_RELIABILITY,
+                                    mask=LP_RELIABILITY)
+        if answer is None:
+            log.warning("no answer to faces/update (LpReliability) after %d tries", tries)
             return False
-        log.warning("no answer to faces/update (LpReliability) after %d tries", tries)
+        if answer["status_code"] == 200 and (answer["flags"] or 0) & LP_RELIABILITY:
+            self.counting.wrap_out = True
+            return True
+        log.warning("the forwarder refused LpReliability: %s %s", answer["status_code"],
+                    answer["status_text"])
         return False
 
     async def after_reconnect(self) -> None:
@@ -632,18 +664,20 @@ class App(NDNApp):
             del table[key]
 
     async def register(self, name, tries: int = 8) -> bool:
-        """python-ndn sends one command and gives up at its first timeout; on a lossy link
-        the command or its answer may be lost, so ask again (bounded, with backoff)."""
-        delay = 0.2
+        """Register a prefix with our forwarder (rib/register, asked again when lost); it is
+        registered again after a reconnect."""
+        name = Name.normalize(name)
         if name not in self.registered:
             self.registered.append(name)
-        for attempt in range(tries):
-            if self.face.running and await super().register(name):
-                return True
-            if attempt + 1 < tries:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-        return False
+        if not self.face.running:
+            return False
+        answer = await self.command("rib", "register", tries, name=name)
+        if answer is None or answer["status_code"] != 200:
+            log.error("registration of %s failed: %s", Name.to_str(name),
+                      "no answer" if answer is None else
+                      f"{answer['status_code']} {answer['status_text']}")
+            return False
+        return True
 
     def send_data(self, wire: bytes) -> None:
         """Send a Data nobody asked for (a push); it goes where the forwarder's persistent PIT

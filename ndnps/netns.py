@@ -1,16 +1,25 @@
 """Hosts in Linux network namespaces joined by veth pairs, as Mini-NDN does with Mininet.
 
 Every namespace, link and qdisc made here is removed by `close()` — also on an exception,
-and the scenario runner calls it from its Ctrl-C/SIGTERM path. Needs root and iproute2.
+and the scenario runner calls it from its Ctrl-C/SIGTERM path. A runner killed outright
+(SIGKILL) cannot: its namespaces are named `ndnps-<owner tag>-<host>` (`Netns.owned`), and
+`remove_stale()`, which every netns run calls first, deletes those whose owner no longer
+runs. Needs root and iproute2.
 """
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from typing import Iterator
+
+from .process import owner_alive, owner_tag
+
+PREFIX = "ndnps-"
+_OWNED = re.compile(rf"^{PREFIX}(\d+\.\d+)-")
 
 
 class NetnsUnavailable(RuntimeError):
@@ -57,6 +66,11 @@ class Netns:
         self._subnets: Iterator[ipaddress.IPv4Network | ipaddress.IPv6Network] = \
             ipaddress.ip_network(self.subnet).subnets(new_prefix=30)
 
+    @classmethod
+    def owned(cls, **kw) -> "Netns":
+        """Namespaces named after this process, so a later run can prove them its own."""
+        return cls(tag=f"{PREFIX}{owner_tag()}", **kw)
+
     def add_host(self, host: str) -> str:
         ns = f"{self.tag}-{host}"
         _ip("netns", "add", ns)
@@ -67,8 +81,10 @@ class Netns:
     def link(self, a: str, b: str) -> Link:
         net = next(self._subnets)
         addr_a, addr_b = (str(h) for h in list(net.hosts())[:2])
+        # made in the root namespace, then moved: named after this process (15 bytes at
+        # most), so that two runs at once do not collide there
         n = len(self.links)
-        dev_a, dev_b = f"{self.tag[:6]}{n}a", f"{self.tag[:6]}{n}b"
+        dev_a, dev_b = (f"nd{os.getpid() % 10**6}x{n}{end}" for end in "ab")
         _ip("link", "add", dev_a, "type", "veth", "peer", "name", dev_b)
         for dev, host, addr in ((dev_a, a, addr_a), (dev_b, b, addr_b)):
             ns = self.hosts[host]
@@ -110,6 +126,17 @@ class Netns:
         self.close()
 
 
-def leftover_namespaces(tag: str) -> list[str]:
+def remove_stale() -> list[str]:
+    """Delete the namespaces of runs that no longer run (named by `Netns.owned`, their owner
+    gone: killed outright, with no chance to clean up); returns their names."""
+    stale = [ns for ns in _namespaces()
+             if (m := _OWNED.match(ns)) is not None and not owner_alive(m.group(1))]
+    for ns in stale:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    return stale
+
+
+def _namespaces() -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line.split()[0] for line in out.splitlines() if line.startswith(f"{tag}-")]
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+

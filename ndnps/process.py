@@ -1,9 +1,14 @@
 """Child processes for experiments and tests: start, wait until ready, stop, show log tails.
 
 Used by the scenario runner and the integration tests alike, so both clean up the same way.
+Every child dies with the process that started it, however that one dies (SIGKILL included):
+the kernel sends it SIGKILL then (PR_SET_PDEATHSIG). What outlives a process in the kernel
+(network namespaces, socket directories) is named after its owner (`owner_tag`), so that the
+next run can prove a leftover is a dead run's and remove it (`owner_alive`).
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -11,6 +16,47 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """preexec_fn of a child: SIGKILL when the thread that forked it exits (our processes
+    start children from their main thread), and at once if that happened before the call."""
+    prctl = _libc.prctl                     # looked up before the fork, not in the child
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+    return preexec
+
+
+def _start_ticks(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot, /proc/<pid>/stat field 22): with the
+    pid, it names one process for the machine's uptime (pids are reused, this pair is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode()
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces: split after it
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """`<pid>.<start ticks>` of this process (or `pid`): part of the names of what it leaves
+    in the kernel, so a later run can tell whether their owner still runs."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}.{_start_ticks(pid)}"
+
+
+def owner_alive(tag: str) -> bool:
+    """Whether the process `tag` (from owner_tag) is still running."""
+    pid, _, ticks = tag.partition(".")
+    return pid.isdigit() and _start_ticks(int(pid)) == ticks
 
 
 class ProcessFailed(RuntimeError):
@@ -20,6 +66,7 @@ class ProcessFailed(RuntimeError):
 class ManagedProcess:
     def __init__(self, name: str, argv: list[str], log_path: Path,
                  env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        self.started = time.monotonic()
         self.name = name
         self.argv = argv
         self.log_path = Path(log_path)
@@ -30,7 +77,8 @@ class ManagedProcess:
         if env:
             full_env.update(env)
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=full_env, cwd=cwd, start_new_session=True)
+                                     env=full_env, cwd=cwd, start_new_session=True,
+                                     preexec_fn=_die_with(os.getpid()))
 
     @property
     def pid(self) -> int:

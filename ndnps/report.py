@@ -1,23 +1,81 @@
 """What a scenario run leaves behind, computed from the apps' metrics (JSON lines) and the
-forwarders' traces (TSV): summary.json, plots (PNG) and a Chrome-trace timeline."""
+forwarders' traces (TSV): summary.json, plots (PNG) and a Chrome-trace timeline.
+
+One time axis: seconds since the run started. The apps' metrics (`t`, see ndnps.metrics)
+and the forwarders' traces (`Time`, forwarder.tracer.run_origin) count from it. Faults — kills and
+restarts by [faults], unplanned exits, workers dropped and rejoined, PS resumptions — are
+marked on the time plots and are instant events of the timeline."""
 from __future__ import annotations
 
 import csv
 import json
+import re
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .metrics import read_metrics
 
+# The first version records of each PS process carry its start-up: task offers and the
+# training content (the whole model, to every worker). As bench/common.py's WARMUP_VERSIONS.
+WARMUP_VERSIONS = 2
+# Below these a run's per-version figures and medians mean little: summary.json warns.
+MIN_STEADY_VERSIONS = 20
+MIN_TRAINING_SECONDS = 1.0
 
-def _ps_records(run_dir: Path, ps: str) -> tuple[list[dict], dict, dict, dict]:
-    records = read_metrics(run_dir / "metrics" / f"{ps}.jsonl")
-    versions = [r for r in records if "version" in r and "event" not in r]
+
+@dataclass
+class PsRun:
+    """The PS's metrics as one series, across restarts."""
+    records: list[dict]                  # every line, every PS process
+    versions: list[dict]                 # version records, one per version (the later wins)
+    warmup: list[dict]                   # the first WARMUP_VERSIONS of each PS process
+    end: dict = field(default_factory=dict)
+    start: dict = field(default_factory=dict)
+
+    @property
+    def steady(self) -> list[dict]:
+        warm = {id(r) for r in self.warmup}
+        return [r for r in self.versions if id(r) not in warm]
+
+
+class VersionSeries:
+    """The PS's version records as one series, fed line by line (also live, by the runner's
+    progress display). A PS that resumes from its checkpoint at version C (its "start" event
+    says C) redoes the versions after C: the later record of a version wins — the killed PS's
+    records beyond C are dropped — so the series runs forward in version and in time."""
+
+    def __init__(self) -> None:
+        self.versions: list[dict] = []
+        self.warmup: list[dict] = []     # the first WARMUP_VERSIONS of each PS process
+        self._made = 0                   # version records of the current PS process
+
+    def add(self, r: dict) -> None:
+        if r.get("event") == "start":
+            if isinstance(r.get("version"), int):
+                self.versions = [v for v in self.versions if v["version"] <= r["version"]]
+            self._made = 0
+        elif "version" in r and "event" not in r:
+            self.versions.append(r)
+            if self._made < WARMUP_VERSIONS:
+                self.warmup.append(r)
+            self._made += 1
+
+
+def ps_run(records: list[dict]) -> PsRun:
+    series = VersionSeries()
+    for r in records:
+        series.add(r)
     end: dict = next((r for r in reversed(records) if r.get("event") == "end"), {})
     start: dict = next((r for r in records if r.get("event") == "start"), {})
-    return versions, end, start, fault_counts(records)
+    return PsRun(records, series.versions, series.warmup, end, start)
+
+
+def _ps(run_dir: Path, ps: str) -> PsRun:
+    path = run_dir / "metrics" / f"{ps}.jsonl"
+    return ps_run(read_metrics(path) if path.exists() else [])
 
 
 def fault_counts(records: list[dict]) -> dict[str, int]:
@@ -43,22 +101,47 @@ def fault_counts(records: list[dict]) -> dict[str, int]:
                                   and r.get("gradients", n) < n)}
 
 
-def _iteration_times(versions: list[dict]) -> list[float]:
-    return [b["t"] - a["t"] for a, b in zip(versions, versions[1:])]
+def _iterations(versions: list[dict]) -> list[tuple[float, float]]:
+    """(when the version was made, seconds since the one before) for each version."""
+    return [(b["t"], b["t"] - a["t"]) for a, b in zip(versions, versions[1:])]
+
+
+def training_seconds(run: PsRun) -> float | None:
+    """From the first PS's start of training to its last version."""
+    if not run.versions:
+        return None
+    return run.versions[-1]["t"] - run.start.get("t", run.versions[0]["t"])
+
+
+def run_warnings(run: PsRun) -> list[str]:
+    """Why the run's figures may not mean much."""
+    out = []
+    steady, seconds = len(run.steady), training_seconds(run)
+    if steady < MIN_STEADY_VERSIONS:
+        out.append(f"only {steady} versions after the first {WARMUP_VERSIONS} of each PS "
+                   f"process (start-up): per-version figures need {MIN_STEADY_VERSIONS} or "
+                   "more (run longer: training.epochs or max_versions)")
+    if seconds is not None and seconds < MIN_TRAINING_SECONDS:
+        out.append(f"the training took {seconds:.2f} s (under {MIN_TRAINING_SECONDS:g} s): "
+                   "timings are dominated by start-up and scheduling noise")
+    return out
 
 
 def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
               extra: dict[str, Any] | None = None) -> dict[str, Any]:
     sc = scenario
     ps = sc.training.ps
-    versions, end, start, faults = _ps_records(run_dir, ps)
+    run = _ps(run_dir, ps)
+    versions, end, start = run.versions, run.end, run.start
     workers_end: dict[str, dict] = {}
     for w in sc.worker_names:
         recs = read_metrics(run_dir / "metrics" / f"{w}.jsonl")
         workers_end[w] = next((r for r in reversed(recs) if r.get("event") == "end"), {})
     n_params = start.get("n_params", 0)
-    out_per_version = [r["bytes_sent"] for r in versions if "bytes_sent" in r]
-    iters = _iteration_times(versions)
+    steady_out = [r["bytes_sent"] for r in run.steady if "bytes_sent" in r]
+    out_per_version = statistics.mean(steady_out) if steady_out else None
+    iters = [dt for _, dt in _iterations(versions)]
+    seconds = training_seconds(run)
     summary = {
         "scenario": sc.name,
         "mode": sc.training.mode,
@@ -70,10 +153,15 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
         "versions": end.get("version", len(versions)),
         "model_params": n_params,
         "model_bytes": n_params * 4,
-        "ps_bytes_out_per_version": statistics.mean(out_per_version) if out_per_version else None,
-        "ps_bytes_out_per_version_over_model": (statistics.mean(out_per_version) / (n_params * 4)
-                                                if out_per_version and n_params else None),
+        # steady state: start-up (each PS process's first versions) apart, as the benchmark
+        "ps_bytes_out_per_version": out_per_version,
+        "ps_bytes_out_per_version_over_model": (out_per_version / (n_params * 4)
+                                                if out_per_version is not None and n_params
+                                                else None),
+        "ps_steady_versions": len(steady_out),
+        "ps_startup_bytes_out": sum(r.get("bytes_sent", 0) for r in run.warmup),
         "wall_seconds": round(wall_seconds, 3),
+        "training_seconds": round(seconds, 3) if seconds is not None else None,
         "iteration_seconds": statistics.median(iters) if iters else None,
         "probes": sum(e.get("probes", 0) for e in workers_end.values()),
         "retransmissions": sum(e.get("retransmissions", 0)
@@ -82,19 +170,80 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
                   "jitter_ms": sc.links.jitter_ms, "rate_mbps": sc.links.rate_mbps,
                   "reliability": sc.links.reliability},
         # faults (issue 6): what the PS saw; summary["faults"] says what was injected
-        **faults,
+        **fault_counts(run.records),
         "workers_lost_at_end": end.get("lost", []),
         "collects_redone": end.get("collects_redone", 0),
         "ps_restarts": end.get("restarts", 0),
         "ps_resumed_from": end.get("resumed_from"),
         "reconnects": {name: e.get("reconnects", 0)
                        for name, e in [(ps, end), *workers_end.items()] if e.get("reconnects")},
+        "warnings": run_warnings(run),
         "ps_end": end,
         "workers_end": workers_end,
     }
     if extra:
         summary.update(extra)
     return summary
+
+
+# ---- faults on the time axis -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Mark:
+    t: float                # seconds since the run started
+    kind: str               # a key of MARK_STYLES
+    label: str
+
+
+# kind -> (colour, legend text): colours apart from the plotted series' (loss red, accuracy
+# blue, forwarders' tables by process: blue, orange, green, red ...)
+MARK_STYLES = {"kill": ("black", "kill"), "restart": ("tab:gray", "restart"),
+               "exit": ("magenta", "unplanned exit"), "dropped": ("tab:olive", "worker dropped"),
+               "rejoined": ("tab:cyan", "worker rejoined"),
+               "resumed": ("tab:purple", "PS resumed")}
+SERIES_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:brown", "navy",
+                  "darkgreen", "goldenrod")
+# the PS's own events: in its lane of the timeline
+PS_EVENTS = ("dropped", "rejoined", "resumed")
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """summary.json, or {} when there is none (yet) or it cannot be read."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def fault_marks(summary: dict[str, Any], ps_records: list[dict]) -> list[Mark]:
+    """Kills and restarts ([faults]: summary `faults`), unplanned exits and their restarts
+    (`unplanned_exits`), and from the PS's metrics workers dropped and rejoined and PS
+    resumptions; in time order."""
+    marks = []
+
+    def restarted(rec: dict, default: str) -> None:
+        r = rec.get("restarted")
+        if isinstance(r, dict) and isinstance(r.get("t"), (int, float)):
+            marks.append(Mark(r["t"], "restart", f"restart {r.get('process', default)}"))
+
+    for f in summary.get("faults") or []:
+        if isinstance(f.get("t"), (int, float)) and "skipped" not in f:
+            node = f.get(f.get("role", ""), f.get("role", "?"))
+            marks.append(Mark(f["t"], "kill", f"kill {node}"))
+            restarted(f, str(node))
+    for e in summary.get("unplanned_exits") or []:
+        if isinstance(e.get("t"), (int, float)):
+            who = e.get("who", "?")
+            marks.append(Mark(e["t"], "exit", f"{who} exited ({e.get('code')})"))
+            restarted(e, str(who))
+    for r in ps_records:
+        event = r.get("event")
+        if event in PS_EVENTS and isinstance(r.get("t"), (int, float)):
+            what = f"PS resumed at v{r.get('version')}" if event == "resumed" \
+                else f"{r.get('worker')} {event}"
+            marks.append(Mark(r["t"], event, what))
+    return sorted(marks, key=lambda m: m.t)
 
 
 # ---- traces -------------------------------------------------------------------------------------
@@ -106,17 +255,40 @@ def read_tsv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f, delimiter="\t"))
 
 
-def link_bytes(run_dir: Path) -> dict[str, int]:
-    """Bytes each forwarder sent on each face over the run, labelled node->peer."""
-    out: dict[str, int] = defaultdict(int)
-    for rates in sorted((run_dir / "traces").glob("*-rates.tsv")):
-        node = rates.name[:-len("-rates.tsv")]
-        labels = _face_labels(run_dir / "traces" / f"{node}-status.json")
-        for row in read_tsv(rates):
-            if row["Type"].startswith("Out") and row["Class"] != "mgmt":   # not our monitoring
-                face = labels.get(row["FaceId"], f"face{row['FaceId']}")
-                out[f"{node}->{face}"] += int(row["Bytes"])
+def _trace_stems(run_dir: Path, kind: str) -> list[str]:
+    """The forwarder processes with a `kind` trace: `<node>`, and `<node>-r<k>` for the k-th
+    process of a node restarted since (the runner keeps their traces so)."""
+    return sorted(p.name[:-len(f"-{kind}.tsv")]
+                  for p in (run_dir / "traces").glob(f"*-{kind}.tsv"))
+
+
+def _node_of(stem: str) -> str:
+    return re.sub(r"-r\d+$", "", stem)
+
+
+def link_directions(run_dir: Path) -> dict[tuple[str, str], int]:
+    """Bytes over the run per (sender, receiver) of every link, both directions, from the
+    forwarders' rate traces: what a forwarder sent on a face (Out rows) and, on faces to apps,
+    what the app sent it (In rows). A link between two forwarders is counted by its sender
+    (Out rows: what went onto the link, before losses), not again by the receiver."""
+    forwarders = {_node_of(s) for s in _trace_stems(run_dir, "rates")}
+    out: dict[tuple[str, str], int] = defaultdict(int)
+    for stem in _trace_stems(run_dir, "rates"):
+        labels = _face_labels(run_dir / "traces" / f"{stem}-status.json")
+        for row in read_tsv(run_dir / "traces" / f"{stem}-rates.tsv"):
+            if row["Class"] == "mgmt":                   # our own monitoring
+                continue
+            peer = labels.get(row["FaceId"], f"face{row['FaceId']}")
+            if row["Type"].startswith("Out"):
+                out[(stem, peer)] += int(row["Bytes"])
+            elif peer not in forwarders:
+                out[(peer, stem)] += int(row["Bytes"])
     return dict(out)
+
+
+def link_bytes(run_dir: Path) -> dict[str, int]:
+    """Bytes over the run per link and direction, labelled sender->receiver."""
+    return {f"{a}->{b}": n for (a, b), n in sorted(link_directions(run_dir).items())}
 
 
 def _face_labels(status_path: Path) -> dict[str, str]:
@@ -136,55 +308,109 @@ def plot_all(run_dir: Path, scenario: Any) -> list[Path]:
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
     made = []
-    versions, _, _, _ = _ps_records(run_dir, scenario.training.ps)
+    run = _ps(run_dir, scenario.training.ps)
+    versions = run.versions
+    marks = fault_marks(read_summary(run_dir), run.records)
+    time_axis = "time since the run started (s)"
 
-    fig, ax1 = plt.subplots(figsize=(7, 4))
+    fig, ax1 = plt.subplots(figsize=(8, 4.5))
     t = [r["t"] for r in versions]
     loss = [r.get("loss", float("nan")) for r in versions]     # (NaN: not plotted)
-    ax1.plot(t, loss, color="tab:red", label="training loss")
-    ax1.set_xlabel("time since the PS started (s)")
+    lines = ax1.plot(t, loss, color="tab:red", label="training loss")
+    ax1.set_xlabel(time_axis)
     ax1.set_ylabel("loss")
     ax2 = ax1.twinx()
     acc = [(r["t"], r["accuracy"]) for r in versions if r.get("accuracy") is not None]
-    ax2.plot([a for a, _ in acc], [b for _, b in acc], color="tab:blue", label="test accuracy")
+    lines += ax2.plot([a for a, _ in acc], [b for _, b in acc], color="tab:blue",
+                      label="test accuracy")
     ax2.set_ylabel("test accuracy")
+    _legend(ax1, lines + _mark(ax1, marks))
     ax1.set_title(f"{scenario.name}: loss and accuracy")
     fig.tight_layout()
     made.append(_save(fig, plots / "loss_accuracy.png"))
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    iters = _iteration_times(versions)
-    ax.plot([r["version"] for r in versions[1:]], [x * 1000 for x in iters], lw=0.8)
-    ax.set_xlabel("version")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    iters = _iterations(versions)
+    # each version's time over the span it took: a PS restart's pause is one long step
+    ax.step([t for t, _ in iters], [dt * 1000 for _, dt in iters], where="pre", lw=0.8,
+            label="iteration: a version's time since the one before")
+    if iters and max(dt for _, dt in iters) > 20 * statistics.median(dt for _, dt in iters):
+        ax.set_yscale("symlog", linthresh=max(1e-3, statistics.median(
+            dt for _, dt in iters)) * 1000)    # a restart's pause beside ms-long versions
+    ax.set_xlabel(time_axis)
     ax.set_ylabel("iteration time (ms)")
+    _legend(ax, [*ax.get_lines(), *_mark(ax, marks)])
     ax.set_title(f"{scenario.name}: iteration time per version")
     fig.tight_layout()
     made.append(_save(fig, plots / "iteration_time.png"))
 
-    lb = link_bytes(run_dir)
-    fig, ax = plt.subplots(figsize=(7, max(3, 0.35 * len(lb) + 1)))
-    names = sorted(lb)
-    ax.barh(names, [lb[n] / 1e6 for n in names])
-    ax.set_xlabel("MB sent")
-    ax.set_title(f"{scenario.name}: bytes per link and direction")
-    fig.tight_layout()
-    made.append(_save(fig, plots / "link_bytes.png"))
+    made.append(_plot_links(run_dir, scenario, plots / "link_bytes.png"))
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for tables in sorted((run_dir / "traces").glob("*-tables.tsv")):
-        rows = read_tsv(tables)
-        node = tables.name[:-len("-tables.tsv")]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, stem in enumerate(_trace_stems(run_dir, "tables")):
+        rows = read_tsv(run_dir / "traces" / f"{stem}-tables.tsv")
         ts = [float(r["Time"]) for r in rows]
-        ax.plot(ts, [int(r["Pit"]) for r in rows], label=f"{node} PIT")
-        ax.plot(ts, [int(r["PersistentFaces"]) for r in rows], ls="--",
-                label=f"{node} persistent faces")
-    ax.set_xlabel("time since the forwarder started (s)")
+        colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]      # one per forwarder process
+        ax.plot(ts, [int(r["Pit"]) for r in rows], color=colour, label=f"{stem} PIT")
+        ax.plot(ts, [int(r["PersistentFaces"]) for r in rows], color=colour, ls="--",
+                label=f"{stem} persistent faces")
+    ax.set_xlabel(time_axis)
     ax.set_ylabel("entries")
     ax.set_title(f"{scenario.name}: ordinary and persistent PIT")
-    ax.legend(fontsize=7)
+    _legend(ax, [*ax.get_lines(), *_mark(ax, marks)])
     fig.tight_layout()
     made.append(_save(fig, plots / "pit_size.png"))
     return made
+
+
+def _legend(ax, handles: list) -> None:
+    """Below the axes, clear of the data and of the marks' labels."""
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15),
+              ncol=min(4, len(handles)) or 1, frameon=False)
+
+
+def _mark(ax, marks: list[Mark]) -> list:
+    """Vertical lines at the marks (named beside the line while few enough to read); returns
+    one legend handle per kind shown."""
+    from matplotlib.lines import Line2D
+    from matplotlib.transforms import blended_transform_factory
+    along = blended_transform_factory(ax.transData, ax.transAxes)
+    for m in marks:
+        colour = MARK_STYLES[m.kind][0]
+        ax.axvline(m.t, color=colour, ls=":", lw=1)
+        if len(marks) <= 12:
+            ax.text(m.t, 0.98, f" {m.label}", transform=along, rotation=90, va="top",
+                    ha="right", fontsize=6, color=colour)
+    kinds = dict.fromkeys(m.kind for m in marks)
+    return [Line2D([], [], color=MARK_STYLES[k][0], ls=":", label=MARK_STYLES[k][1])
+            for k in kinds]
+
+
+def _plot_links(run_dir: Path, scenario: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+    directions = link_directions(run_dir)
+    forwarders = {_node_of(s) for s in _trace_stems(run_dir, "rates")}
+    colours = {"forwarder → app": "tab:blue", "app → forwarder": "tab:orange",
+               "forwarder → forwarder": "tab:green"}
+
+    def kind(a: str, b: str) -> str:
+        if _node_of(a) in forwarders and _node_of(b) in forwarders:
+            return "forwarder → forwarder"
+        return "forwarder → app" if _node_of(a) in forwarders else "app → forwarder"
+
+    # the two directions of a link side by side, links in name order
+    keys = sorted(directions, key=lambda ab: (sorted(ab), ab), reverse=True)
+    fig, ax = plt.subplots(figsize=(8, max(3, 0.3 * len(keys) + 1.6)))
+    ax.barh([f"{a} → {b}" for a, b in keys], [directions[k] / 1e6 for k in keys],
+            color=[colours[kind(*k)] for k in keys])
+    ax.set_xlabel("MB sent (NDN packets on the face, management excluded)")
+    ax.set_title(f"{scenario.name}: bytes per link and direction")
+    ax.tick_params(axis="y", labelsize=7)
+    _legend(ax, [Patch(color=colours[k], label=k)
+                 for k in dict.fromkeys(kind(*k) for k in keys)])
+    fig.tight_layout()
+    return _save(fig, path)
 
 
 def _save(fig, path: Path) -> Path:
@@ -196,25 +422,109 @@ def _save(fig, path: Path) -> Path:
 
 # ---- timeline -----------------------------------------------------------------------------------
 
+PS_SPANS = ("collect_wait", "apply", "push")     # in the order a version does them
+
+
 def timeline(run_dir: Path, scenario: Any) -> Path:
-    """Chrome trace (chrome://tracing, Perfetto): per worker, compute and communication spans
-    (gradient collect + waiting for the next parameters), on one wall clock."""
-    events = []
-    for pid, w in enumerate(scenario.worker_names, start=1):
-        events.append({"name": "process_name", "ph": "M", "pid": pid,
-                       "args": {"name": w}})
-        for r in read_metrics(run_dir / "metrics" / f"{w}.jsonl"):
-            if "compute_at" not in r or "ts" not in r:
+    """Chrome trace (chrome://tracing, Perfetto) on the run's time axis (µs since the run
+    started): a PS lane (collect wait, apply, push of each version), one lane per worker
+    (compute, then communication: the gradient's collect and waiting for the next
+    parameters), one per forwarder process (counters: packets and MB per second in and out,
+    table sizes), and the faults as instant events (kills, restarts, unplanned exits: global;
+    the PS's and workers' events: in their lane)."""
+    events: list[dict] = []
+    ps = scenario.training.ps
+    run = _ps(run_dir, ps)
+
+    def lane(pid: int, name: str) -> None:
+        events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
+        events.append({"name": "process_sort_index", "ph": "M", "pid": pid,
+                       "args": {"sort_index": pid}})
+
+    def span(pid: int, name: str, start: float, end: float, args: dict) -> None:
+        events.append({"name": name, "cat": name, "ph": "X", "pid": pid, "tid": 1,
+                       "ts": start * 1e6, "dur": max(1.0, (end - start) * 1e6), "args": args})
+
+    def instant(pid: int, name: str, t: float, scope: str, args: dict | None = None) -> None:
+        events.append({"name": name, "ph": "i", "s": scope, "pid": pid, "tid": 1,
+                       "ts": t * 1e6, "args": args or {}})
+
+    lane(1, f"PS {ps}")
+    for r in run.records:          # superseded versions too: a killed PS's work happened
+        if "version" not in r or "event" in r or "t" not in r:
+            continue
+        end = r["t"]
+        for key in reversed(PS_SPANS):               # back from the record, made after push
+            d = r.get(key)
+            if isinstance(d, (int, float)):
+                span(1, key.replace("_", " "), end - d, end,
+                     {"version": r["version"], "gradients": r.get("gradients")})
+                end -= d
+    for m in fault_marks(read_summary(run_dir), run.records):
+        if m.kind in PS_EVENTS:
+            instant(1, m.label, m.t, "p")
+        else:
+            instant(1, m.label, m.t, "g")
+
+    pid = 1
+    for w in scenario.worker_names:
+        pid += 1
+        lane(pid, f"worker {w}")
+        path = run_dir / "metrics" / f"{w}.jsonl"
+        for r in read_metrics(path) if path.exists() else []:
+            if "t" not in r or "ts" not in r:
                 continue
-            start = r["compute_at"] * 1e6
-            end_compute = start + r.get("compute", 0) * 1e6
-            events.append({"name": "compute", "cat": "compute", "ph": "X", "pid": pid,
-                           "tid": 1, "ts": start, "dur": max(1.0, end_compute - start),
-                           "args": {"step": r.get("step")}})
-            events.append({"name": "communication", "cat": "net", "ph": "X", "pid": pid,
-                           "tid": 1, "ts": end_compute,
-                           "dur": max(1.0, r["ts"] * 1e6 - end_compute),
-                           "args": {"step": r.get("step"), "version": r.get("version")}})
+            if "event" in r:
+                if r["event"] != "end":
+                    instant(pid, r["event"], r["t"], "p", {k: v for k, v in r.items() if k
+                                                           not in ("t", "ts", "event", "role",
+                                                                   "name")})
+                continue
+            if "compute_at" not in r:
+                continue
+            start = r["compute_at"] - (r["ts"] - r["t"])       # wall clock -> run's axis
+            end_compute = start + r.get("compute", 0)
+            span(pid, "compute", start, end_compute, {"step": r.get("step")})
+            span(pid, "communication", end_compute, r["t"],
+                 {"step": r.get("step"), "version": r.get("version")})
+
+    for stem in sorted({*_trace_stems(run_dir, "rates"), *_trace_stems(run_dir, "tables")}):
+        pid += 1
+        lane(pid, f"forwarder {stem}")
+        events += _forwarder_counters(run_dir, stem, pid, scenario.trace_interval)
     path = run_dir / "timeline.json"
     path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
     return path
+
+
+def _forwarder_counters(run_dir: Path, stem: str, pid: int, interval: float) -> list[dict]:
+    """Counter events of one forwarder process: packets and MB per second in and out (each
+    trace interval's rows, management excluded; drawn from the interval's start, back to zero
+    over intervals without traffic, which have no rows) and its table sizes."""
+    per: dict[float, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for row in read_tsv(run_dir / "traces" / f"{stem}-rates.tsv"):
+        if row["Class"] != "mgmt":
+            d = "in" if row["Type"].startswith("In") else "out"
+            c = per[float(row["Time"])]
+            c[f"{d}_packets"] += int(row["Packets"])
+            c[f"{d}_bytes"] += int(row["Bytes"])
+    events = []
+
+    def counter(name: str, t: float, args: dict) -> None:
+        events.append({"name": name, "ph": "C", "pid": pid, "ts": t * 1e6,
+                       "args": args})
+    times = sorted(per)
+    for i, t in enumerate(times):
+        c = per[t]
+        counter("packets/s", t - interval, {d: round(c[f"{d}_packets"] / interval, 1)
+                                            for d in ("in", "out")})
+        counter("MB/s", t - interval, {d: round(c[f"{d}_bytes"] / interval / 1e6, 4)
+                                       for d in ("in", "out")})
+        if i + 1 == len(times) or times[i + 1] > t + 1.5 * interval:
+            counter("packets/s", t, {"in": 0, "out": 0})
+            counter("MB/s", t, {"in": 0, "out": 0})
+    for row in read_tsv(run_dir / "traces" / f"{stem}-tables.tsv"):
+        counter("tables", float(row["Time"]), {"PIT": int(row["Pit"]),
+                                               "persistent faces": int(row["PersistentFaces"]),
+                                               "CS": int(row["Cs"])})
+    return events

@@ -4,7 +4,15 @@ Runs a whole experiment as separate processes — forwarders, the PS, the worker
 progress, and leaves a run directory: summary.json, the scenario as run, every process's log
 and metrics, per-face rate traces (TSV, ndnSIM L3RateTracer shape), plots and a Chrome-trace
 timeline. With no NAME it runs the embedded `sync-sgd`. Every child is stopped on success,
-error and Ctrl-C; a child that fails fails the run, with the tail of its log shown.
+error and Ctrl-C, and dies with the runner should the runner be killed outright.
+
+Unplanned exits. A child that dies without being asked to (not by [faults]) is a fault of the
+run: it goes into summary.json's `unplanned_exits` (who, when, how, its log tail) and the job's
+own policy decides — a worker's loss is the PS's `on_worker_loss`; a forwarder is restarted on
+its socket after `[run] restart_after` (as a service manager restarts NFD), and so is a PS
+that checkpoints (it resumes), each at most `max_restarts` times. The run fails only when the
+job cannot go on (the PS says so, or dies with no checkpoint to resume from), with the log
+tails. `[run] on_child_exit = "fail"` fails the run at the first unplanned exit instead.
 """
 from __future__ import annotations
 
@@ -21,9 +29,11 @@ from typing import TYPE_CHECKING
 from forwarder.status import fetch_status
 
 from . import report, scenario_spec, topology
-from .netns import Netns, NetnsUnavailable, check_available
-from .metrics import read_metrics
-from .process import ManagedProcess, ProcessFailed, unix_socket_accepts, wait_until
+from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
+from .netns import Netns, NetnsUnavailable, check_available, remove_stale
+from .metrics import RUN_T0_ENV, read_metrics
+from .process import (ManagedProcess, ProcessFailed, owner_alive, owner_tag, unix_socket_accepts,
+                      wait_until)
 from .scenario_spec import Kill, Scenario, ScenarioError
 
 if TYPE_CHECKING:
@@ -65,6 +75,19 @@ def _to_toml(doc: dict) -> str:
 
 
 MAX_SOCKET_PATH = 100        # bytes; the kernel's limit is 108 with the terminating NUL
+SOCKET_DIR_PREFIX = "ndnps-sock-"
+
+
+def remove_stale_socket_dirs() -> list[Path]:
+    """Short socket directories (`ndnps-sock-<owner tag>-*` in the temp dir) of runs that no
+    longer run: killed outright, they could not remove them."""
+    stale = []
+    for d in Path(tempfile.gettempdir()).glob(f"{SOCKET_DIR_PREFIX}*"):
+        tag = d.name[len(SOCKET_DIR_PREFIX):].rsplit("-", 1)[0]
+        if d.is_dir() and "." in tag and not owner_alive(tag):
+            shutil.rmtree(d, ignore_errors=True)
+            stale.append(d)
+    return stale
 
 
 class Runner:
@@ -86,6 +109,8 @@ class Runner:
         self.forwarder_procs: dict[str, ManagedProcess] = {}
         self.forwarder_argv: dict[str, list[str]] = {}
         self.faults: list[dict] = []             # what [faults] did, for summary.json
+        self.unplanned_exits: list[dict] = []    # children that died unasked
+        self.t0 = time.monotonic()               # the run's time base (summary, faults)
 
     # ---- set-up ----------------------------------------------------------------------------------
 
@@ -110,7 +135,9 @@ class Runner:
             return plan
         check_available()
         plan = topology.plan_netns(self.sc)
-        self.netns = Netns(tag=f"ndnps{time.time_ns() % 100000}")
+        for ns in remove_stale():
+            self.notes.append(f"removed network namespace {ns}, left by a run that was killed")
+        self.netns = Netns.owned()
         for name in plan.forwarders:
             self.netns.add_host(name)
         addrs = []
@@ -140,8 +167,9 @@ class Runner:
         longest = max(len(f"{name}.sock") for name in plan.forwarders)
         if len(str(self.socket_dir)) + 1 + longest > MAX_SOCKET_PATH:
             # a unix socket path has 108 bytes: a run directory that deep gets short ones
-            # (removed at shutdown)
-            self.socket_dir = Path(tempfile.mkdtemp(prefix="ndnps-sock-"))
+            # (removed at shutdown; or by a later run, should this one be killed outright)
+            remove_stale_socket_dirs()
+            self.socket_dir = Path(tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{owner_tag()}-"))
         for name, node in plan.forwarders.items():
             conf = self.run_dir / "config" / f"{name}.toml"
             conf.write_text(node.config(self.run_dir, tables, self.sc.trace_interval,
@@ -158,6 +186,9 @@ class Runner:
             self.forwarder_argv[name] = argv
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ManagedProcess:
+        # one time base per run: every child's metrics count from the run's start, so a
+        # restarted process continues the series of the one it replaces
+        env = {**(env or {}), RUN_T0_ENV: repr(self.t0)}
         proc = ManagedProcess(name, argv, self.run_dir / "logs" / f"{name}.log", env=env)
         self.procs.append(proc)
         return proc
@@ -204,7 +235,6 @@ class Runner:
     # ---- the run -----------------------------------------------------------------------------------
 
     def run(self) -> int:
-        started = time.monotonic()
         config = self.prepare()
         display = Progress(self.sc, self.run_dir, self.live)
         try:
@@ -212,62 +242,50 @@ class Runner:
             self.start_forwarders(plan)
             ps, workers = self.start_apps(plan, config)
             display.start()
-            self.supervise(ps, workers, started, display)
+            self.supervise(ps, workers, display)
             self.collect_status(plan)
         except (ProcessFailed, RunFailed, NetnsUnavailable) as e:
             display.stop()
-            print(f"\nrun failed: {e}", file=sys.stderr)
-            self._write_summary(started, ok=False, error=str(e))
+            print(f"\nrun failed: {e}{self._unplanned_text()}", file=sys.stderr)
+            self._write_summary(ok=False, error=str(e))
             return 1
         except Interrupted:
             display.stop()
             print("\ninterrupted: stopping every process", file=sys.stderr)
-            self._write_summary(started, ok=False, error="interrupted")
+            self._write_summary(ok=False, error="interrupted")
             return 130
         finally:
             self.shutdown()
         display.stop()
-        summary = self._write_summary(started, ok=True)
+        summary = self._write_summary(ok=True)
         report.plot_all(self.run_dir, self.sc)
         report.timeline(self.run_dir, self.sc)
         display.final(summary)
         return 0
 
-    def supervise(self, ps: ManagedProcess, workers: dict[str, ManagedProcess], started: float,
+    def supervise(self, ps: ManagedProcess, workers: dict[str, ManagedProcess],
                   display: "Progress") -> None:
-        deadline = started + self.sc.timeout
+        deadline = self.t0 + self.sc.timeout
         next_look = 0.0
-        faults = Faults(self, workers, display, started, ps)
+        faults = Faults(self, workers, display, self.t0, ps)
         while True:
             display.update()
             faults.step()
-            forwarders = list(self.forwarder_procs.values())
             if time.monotonic() > next_look:            # learn which face is which app
                 self.learn_face_labels()
                 # often until every app is known: a short run may be over within 2 s
                 apps = {self.sc.training.ps, *workers}
                 next_look = time.monotonic() + (2.0 if apps <= self.apps_seen else 0.25)
-            for proc in forwarders:
-                if proc.poll() is not None:
-                    raise proc.fail(f"exited with code {proc.poll()} during the run")
-            for proc in workers.values():
-                code = proc.poll()
-                if code not in (None, 0):
-                    raise proc.fail(f"exited with code {code}")
-            ps_now = faults.ps                          # None: killed, restarting
-            code = ps_now.poll() if ps_now is not None else None
-            if ps_now is not None and code is not None:
-                if code != 0:
-                    raise ps_now.fail(f"exited with code {code}")
+            if self.check_exits(faults):
                 break
             if time.monotonic() > deadline:
-                tail = ps_now.tail() if ps_now is not None else "(PS killed)"
+                tail = faults.ps.tail() if faults.ps is not None else "(PS killed)"
                 raise RunFailed(f"not finished within run.timeout = {self.sc.timeout:.0f} s; "
                                 f"PS log tail:\n{tail}")
             # a fault waiting for its version is looked at often: a fast training runs tens of
             # versions in 0.25 s, and kills meant for different versions landed together
             time.sleep(FAULT_POLL if faults.pending or faults.restarts else 0.25)
-        for name, proc in workers.items():
+        for name, proc in faults.workers.items():
             if proc in faults.restarted and not faults.rejoined(name):
                 # restarted too late: the run ended before the PS re-offered it the task
                 try:
@@ -276,11 +294,72 @@ class Runner:
                     proc.stop()
                     faults.note(name, "restarted but the run ended before it rejoined")
                     continue
-            code = proc.wait(30)
+            try:
+                code: int | None = proc.wait(30)
+            except ProcessFailed:
+                proc.stop()
+                code = proc.poll()
             if code != 0:
-                raise proc.fail(f"exited with code {code}")
+                # the training is over: recorded (the PS's metrics say whether it lost this
+                # worker), not a reason to fail a finished run, unless on_child_exit = fail
+                self.unplanned(proc, "worker", name, "none: the training had ended")
         faults.finish()
         display.update()
+
+    def check_exits(self, faults: "Faults") -> bool:
+        """Children that exited unasked, each handled by the job's policy (see the module's
+        docstring); True once the PS has finished."""
+        for name, proc in list(self.forwarder_procs.items()):
+            if proc.poll() is not None:
+                faults.forget("forwarder", name)
+                rec = self.unplanned(proc, "forwarder", name)
+                faults.restart_unplanned("forwarder", name, rec)
+        for name, proc in list(faults.workers.items()):
+            if proc.poll() not in (None, 0):
+                faults.forget("worker", name)
+                self.unplanned(proc, "worker", name,
+                               f"none: on_worker_loss = {self.sc.training.on_worker_loss!r} "
+                               "decides")
+        ps = faults.ps                                  # None: killed, restarting
+        code = ps.poll() if ps is not None else None
+        if ps is None or code is None:
+            return False
+        if code == 0:
+            return True
+        if code in (EXIT_USAGE, EXIT_JOB_FAILED):       # the training says it cannot go on
+            raise ps.fail(f"exited with {describe(code)}")
+        if not self.sc.training.checkpoint:
+            self.unplanned(ps, "ps", self.sc.training.ps, "run failed: no checkpoint to resume "
+                           "from (training.checkpoint)")
+            raise ps.fail(f"exited with {describe(code)}")
+        faults.forget("ps", self.sc.training.ps)
+        rec = self.unplanned(ps, "ps", self.sc.training.ps)
+        faults.restart_unplanned("ps", self.sc.training.ps, rec)
+        return False
+
+    def unplanned(self, proc: ManagedProcess, role: str, node: str,
+                  action: str | None = None) -> dict:
+        """Record a child that died unasked; with on_child_exit = fail, fail the run."""
+        code = proc.poll()
+        rec = {"who": proc.name, "role": role, "node": node,
+               "t": round(time.monotonic() - self.t0, 3), "code": code, "how": describe(code),
+               "log": str(proc.log_path), "log_tail": proc.tail(20)}
+        if action is not None:
+            rec["action"] = action
+        self.unplanned_exits.append(rec)
+        if self.sc.on_child_exit == "fail":
+            rec["action"] = "run failed (run.on_child_exit = \"fail\")"
+            raise proc.fail(f"exited with {describe(code)}")
+        print(f"note: {proc.name} exited unplanned ({describe(code)}) at {rec['t']:.1f} s: "
+              f"{rec.get('action', '')}", file=sys.stderr, flush=True)
+        return rec
+
+    def _unplanned_text(self) -> str:
+        """The unplanned exits before a failure, with their log tails (the failure may be
+        their consequence)."""
+        return "".join(f"\nunplanned exit before it: {r['who']} ({r['how']}) at {r['t']:.1f} s; "
+                       f"last lines of {r['log']}:\n{r['log_tail']}"
+                       for r in self.unplanned_exits)
 
     def learn_face_labels(self) -> None:
         """Apps' faces are known by the prefix they registered (/<ps>, /<gpu>): remember it
@@ -330,13 +409,14 @@ class Runner:
         if self.socket_dir.parent != self.run_dir:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
 
-    def _write_summary(self, started: float, ok: bool, error: str | None = None) -> dict:
+    def _write_summary(self, ok: bool, error: str | None = None) -> dict:
         extra = {"ok": ok, "notes": self.notes, "faults": self.faults,
+                 "unplanned_exits": self.unplanned_exits,
                  "exit_codes": {p.name: p.poll() for p in self.procs}}
         if error:
             extra["error"] = error
         try:
-            summary = report.summarize(self.run_dir, self.sc, time.monotonic() - started, extra)
+            summary = report.summarize(self.run_dir, self.sc, time.monotonic() - self.t0, extra)
         except (OSError, ValueError, KeyError) as e:
             summary = {"scenario": self.sc.name, "summary_error": str(e), **extra}
         try:
@@ -348,25 +428,39 @@ class Runner:
 
 
 class Faults:
-    """[faults] during a run: SIGKILL a worker once the PS's metrics reach a version, restart
-    it (same name, same argv, its metrics appended to the same file) some seconds later.
-    Every action goes into summary.json's `faults`."""
+    """[faults] during a run — SIGKILL a node once the PS's metrics reach a version, restart it
+    (same name, same argv; a worker's metrics appended to the same file) some seconds later —
+    and the restarts that unplanned exits get. Every action goes into summary.json (`faults`,
+    or the unplanned exit's record)."""
 
     def __init__(self, runner: Runner, workers: dict[str, ManagedProcess],
                  display: "Progress", started: float, ps: ManagedProcess) -> None:
         self.runner, self.workers, self.display = runner, workers, display
         self.started = started
         self.ps: ManagedProcess | None = ps            # None while killed
-
         self.pending = list(runner.sc.kills)
-        self.restarts: list[tuple[float, Kill, dict]] = []     # (when, the kill, its record)
+        self.restarts: list[tuple[float, str, str, dict]] = []   # (when, role, node, record)
         self.restarted: set[ManagedProcess] = set()
-        self.count: dict[str, int] = {}
+        self.count: dict[str, int] = {}                 # restarts per node
+        self.unplanned_restarts: dict[str, int] = {}
 
     @property
     def version(self) -> int:
         recs = self.display.records
         return recs[-1]["version"] if recs else -1
+
+    def process(self, role: str, node: str) -> ManagedProcess | None:
+        return {"worker": lambda: self.workers.get(node), "ps": lambda: self.ps,
+                "forwarder": lambda: self.runner.forwarder_procs.get(node)}[role]()
+
+    def forget(self, role: str, node: str) -> None:
+        """`node` is gone (killed, or exited): not supervised until restarted."""
+        if role == "worker":
+            self.workers.pop(node, None)
+        elif role == "ps":
+            self.ps = None
+        else:
+            self.runner.forwarder_procs.pop(node, None)
 
     def step(self) -> None:
         now = time.monotonic()
@@ -377,48 +471,59 @@ class Faults:
                    "at_version": kill.at_version, "version": version,
                    "t": round(now - self.started, 3)}
             self.runner.faults.append(rec)
-            proc = {"worker": lambda: self.workers.get(kill.worker), "ps": lambda: self.ps,
-                    "forwarder": lambda: self.runner.forwarder_procs.get(kill.worker)
-                    }[kill.role]()
+            proc = self.process(kill.role, kill.worker)
             if proc is None or proc.poll() is not None:
                 rec["skipped"] = "not running (killed before, or finished)"
                 continue
             proc.kill()                            # its exit code (-9) is expected
-            if kill.role == "worker":
-                del self.workers[kill.worker]
-            elif kill.role == "ps":
-                self.ps = None
-            else:
-                del self.runner.forwarder_procs[kill.worker]
+            self.forget(kill.role, kill.worker)
             if kill.restart_after is not None:
-                self.restarts.append((now + kill.restart_after, kill, rec))
+                self.restarts.append((now + kill.restart_after, kill.role, kill.worker, rec))
         for item in [r for r in self.restarts if r[0] <= now]:
             self.restarts.remove(item)
-            _, kill, rec = item
-            name = kill.worker
-            n = self.count[name] = self.count.get(name, 0) + 1
-            if kill.role == "worker":
-                argv, env = self.runner.worker_launch[name]
-                proc = self.runner._spawn(f"{name}-r{n}", argv, env)
-                self.workers[name] = proc
-                self.restarted.add(proc)
-            elif kill.role == "ps":
-                assert self.runner.ps_launch is not None    # the PS was started
-                argv, env = self.runner.ps_launch
-                proc = self.ps = self.runner._spawn(f"{name}-r{n}", argv, env)
-            else:
-                sock = self.runner.sockets[name]
-                # the new process truncates its trace files: keep the killed one's as
-                # traces/<name>-r<n-1>-*.tsv (r0: the first process)
-                traces = self.runner.run_dir / "traces"
-                for kind in ("rates", "tables"):
-                    if (traces / f"{name}-{kind}.tsv").exists():
-                        (traces / f"{name}-{kind}.tsv").rename(traces / f"{name}-r{n - 1}-{kind}.tsv")
-                proc = self.runner._spawn(f"fwd-{name}-r{n}", self.runner.forwarder_argv[name])
-                wait_until(lambda: unix_socket_accepts(sock), READY_TIMEOUT, proc, "listening")
-                self.runner.forwarder_procs[name] = proc
+            _, role, node, rec = item
+            proc = self.restart(role, node)
             rec["restarted"] = {"process": proc.name, "version": self.version,
                                 "t": round(now - self.started, 3)}
+
+    def restart_unplanned(self, role: str, node: str, rec: dict) -> None:
+        """An unplanned exit of a forwarder or a checkpointing PS: restarted after
+        run.restart_after, at most run.max_restarts times per node (then the run fails)."""
+        sc = self.runner.sc
+        n = self.unplanned_restarts[node] = self.unplanned_restarts.get(node, 0) + 1
+        if n > sc.max_restarts:
+            rec["action"] = f"run failed: exited unplanned {n} times (run.max_restarts = " \
+                            f"{sc.max_restarts})"
+            raise RunFailed(f"{rec['who']} exited unplanned ({rec['how']}) {n} times; "
+                            f"run.max_restarts = {sc.max_restarts}; last lines of "
+                            f"{rec['log']}:\n{rec['log_tail']}")
+        rec["action"] = f"restart after {sc.restart_after:g} s"
+        self.restarts.append((time.monotonic() + sc.restart_after, role, node, rec))
+
+    def restart(self, role: str, name: str) -> ManagedProcess:
+        """`name` again, as it was started."""
+        runner = self.runner
+        n = self.count[name] = self.count.get(name, 0) + 1
+        if role == "worker":
+            argv, env = runner.worker_launch[name]
+            proc = self.workers[name] = runner._spawn(f"{name}-r{n}", argv, env)
+            self.restarted.add(proc)
+        elif role == "ps":
+            assert runner.ps_launch is not None    # the PS was started
+            argv, env = runner.ps_launch
+            proc = self.ps = runner._spawn(f"{name}-r{n}", argv, env)
+        else:
+            sock = runner.sockets[name]
+            # the new process truncates its trace files: keep the killed one's as
+            # traces/<name>-r<n-1>-*.tsv (r0: the first process)
+            traces = runner.run_dir / "traces"
+            for kind in ("rates", "tables"):
+                if (traces / f"{name}-{kind}.tsv").exists():
+                    (traces / f"{name}-{kind}.tsv").rename(traces / f"{name}-r{n - 1}-{kind}.tsv")
+            proc = runner._spawn(f"fwd-{name}-r{n}", runner.forwarder_argv[name])
+            wait_until(lambda: unix_socket_accepts(sock), READY_TIMEOUT, proc, "listening")
+            runner.forwarder_procs[name] = proc
+        return proc
 
     def rejoined(self, name: str) -> bool:
         path = self.display.path
@@ -435,7 +540,7 @@ class Faults:
                 return
 
     def finish(self) -> None:
-        for _, _, rec in self.restarts:
+        for _, _, _, rec in self.restarts:
             rec["restart_skipped"] = "the run ended first"
         for kill in self.pending:
             self.runner.faults.append({"kind": "kill", "role": kill.role, kill.role: kill.worker,
@@ -450,7 +555,7 @@ class Progress:
         self.sc = sc
         self.path = run_dir / "metrics" / f"{sc.training.ps}.jsonl"
         self.live = live and sys.stdout.isatty()
-        self.records: list[dict] = []
+        self.series = report.VersionSeries()
         self._pos = 0
         self._live: Live | None = None
         self._last_print = 0.0
@@ -466,6 +571,12 @@ class Progress:
             self._live.stop()
             self._live = None
 
+    @property
+    def records(self) -> list[dict]:
+        """The PS's version records so far, one per version (a resumed PS's redone versions
+        replace the killed PS's)."""
+        return self.series.versions
+
     def update(self) -> None:
         try:
             with open(self.path) as f:
@@ -480,8 +591,7 @@ class Progress:
                 rec = json.loads(line)
             except ValueError:
                 continue
-            if "version" in rec and "event" not in rec:
-                self.records.append(rec)
+            self.series.add(rec)
         if self._live is not None:
             self._live.update(self._table())
         elif self.records and time.monotonic() - self._last_print > 2.0:
@@ -493,6 +603,12 @@ class Progress:
         last = recs[-1]
         acc = next((r["accuracy"] for r in reversed(recs) if r.get("accuracy") is not None), None)
         recent = recs[-11:]
+        # only records on one time base: metrics written without the run's (an app started
+        # by hand) count from each process's start, and a restart would give a negative time
+        for i in range(len(recent) - 1, 0, -1):
+            if recent[i]["t"] < recent[i - 1]["t"]:
+                recent = recent[i:]
+                break
         it = ((recent[-1]["t"] - recent[0]["t"]) / (len(recent) - 1)) if len(recent) > 1 else None
         return {"version": last["version"], "loss": last.get("loss"), "accuracy": acc,
                 "iteration": it,
@@ -525,8 +641,9 @@ class Progress:
                                                             f"{summary['push_mode']}"),
                 ("workers", summary["workers"]), ("final accuracy", summary["final_accuracy"]),
                 ("versions", summary["versions"]), ("model bytes", summary["model_bytes"]),
-                ("PS bytes out per version / model",
+                ("PS bytes out per version / model (steady)",
                  summary["ps_bytes_out_per_version_over_model"]),
+                ("PS start-up bytes out", summary.get("ps_startup_bytes_out")),
                 ("iteration (median, s)", summary["iteration_seconds"]),
                 ("probes", summary["probes"]), ("retransmissions", summary["retransmissions"]),
                 ("wall seconds", summary["wall_seconds"])]
@@ -552,6 +669,8 @@ class Progress:
                 print(f"{k:>36}: {v}")
         for note in summary.get("notes", []):
             print(f"note: {note}")
+        for warning in summary.get("warnings", []):
+            print(f"warning: {warning}")
 
 
 def _fmt(value, spec: str) -> str:
@@ -567,6 +686,22 @@ def _list() -> int:
             desc = f"(invalid: {e})"
         print(f"{name:<14} {desc}")
     return 0
+
+
+def _unusable_run_dir(run_dir: Path) -> str | None:
+    """Why the run cannot leave its outputs in `run_dir` (None: it can; it exists then)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        return "exists and is not a directory"
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if any(run_dir.iterdir()):
+            return "exists and is not empty"
+        probe = run_dir / ".writable"
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        return f"cannot write there ({e.strerror or e})"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -600,8 +735,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scenario error: {e}", file=sys.stderr)
         return 2
     run_dir = args.out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{sc.name}"
-    if run_dir.exists() and any(run_dir.iterdir()):
-        print(f"scenario error: --out {run_dir} exists and is not empty", file=sys.stderr)
+    why = _unusable_run_dir(run_dir)
+    if why:
+        print(f"scenario error: --out {run_dir}: {why}", file=sys.stderr)
         return 2
 
     def on_term(signum, frame):

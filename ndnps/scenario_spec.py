@@ -13,7 +13,9 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  forwarder-to-forwarder link (tree), replacing [links] there
     [forwarder]  forwarder table limits, e.g. ppit_lifetime = 60.0 (forwarder/config.py)
     [workers]    slowdown = { w4 = 3.0 }   compute time multiplied (stragglers)
-    [run]        timeout = 300; trace_interval = 0.5
+    [run]        timeout = 300; trace_interval = 0.5; on_child_exit = "continue" | "fail";
+                 restart_after = 1.0; max_restarts = 3: what the runner does when a child
+                 dies without being asked to (see ndnps/scenario.py, "Unplanned exits")
     [netns]      enabled = false; netem = true
     [faults]     kill = [{ worker = "w2", at_version = 50, restart_after = 2.0 }]: SIGKILL a
                  worker once the PS reaches that version, optionally restart it (same name)
@@ -98,6 +100,12 @@ class Scenario:
     slowdown: dict[str, float] = field(default_factory=dict)
     timeout: float = 300.0
     trace_interval: float = 0.5
+    # a child that dies unasked: "continue" records it and lets the job's policy decide (a
+    # forwarder, or a PS that checkpoints, restarted after restart_after, at most
+    # max_restarts times each); "fail" fails the run at once
+    on_child_exit: str = "continue"
+    restart_after: float = 1.0
+    max_restarts: int = 3
     netns: bool = False
     netem: bool = True
     training: TrainingConfig = field(default_factory=TrainingConfig)
@@ -126,7 +134,7 @@ _TABLE_KEYS = {
     "topology": {"kind", "workers", "leaves"},
     "links": {f.name for f in fields(Links)},
     "workers": {"slowdown"},
-    "run": {"timeout", "trace_interval"},
+    "run": {"timeout", "trace_interval", "on_child_exit", "restart_after", "max_restarts"},
     "netns": {"enabled", "netem"},
     "faults": {"kill", "random"},
 }
@@ -187,6 +195,14 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
     sc.timeout = _number(run.get("timeout", sc.timeout), "run.timeout", 1.0)
     sc.trace_interval = _number(run.get("trace_interval", sc.trace_interval),
                                 "run.trace_interval", 0.05)
+    sc.on_child_exit = run.get("on_child_exit", sc.on_child_exit)
+    if sc.on_child_exit not in ("continue", "fail"):
+        raise ScenarioError(f"run.on_child_exit: must be \"continue\" or \"fail\", got "
+                            f"{sc.on_child_exit!r}")
+    sc.restart_after = _number(run.get("restart_after", sc.restart_after), "run.restart_after",
+                               0.0, 60.0)
+    sc.max_restarts = _number(run.get("max_restarts", sc.max_restarts), "run.max_restarts", 0,
+                              100, True)
 
     ns = doc.get("netns", {})
     for key in ("enabled", "netem"):
@@ -199,7 +215,9 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
         raise ScenarioError("training: expected a table")
     training = dict(doc.get("training", {}))
     training.setdefault("workers", [f"w{i + 1}" for i in range(sc.workers)])
-    training.setdefault("min_workers", len(training["workers"]))
+    # the PS's own default: a job goes on while a worker lives, its on_worker_loss deciding
+    # how (every worker is still asked at the start); min_workers = N fails at the first loss
+    training.setdefault("min_workers", 1)
     try:
         sc.training = training_config.from_table(training)
     except training_config.ConfigError as e:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from forwarder.strategy import RETX_MAX, BestRoute, RetxSuppression
+from forwarder.strategy import BestRoute, RetxSuppression
 
 from .process import free_port
 from .scenario_spec import Scenario
@@ -68,9 +68,11 @@ class ForwarderNode:
 
 def forwarder_strategy(sc: Scenario) -> str:
     """Every forwarder's strategy for the training's names: best-route, with the training's
-    retransmission suppression, which its fetchers wait for (TrainingConfig)."""
-    initial = sc.training.retx_suppression_ms / 1000
-    return BestRoute(RetxSuppression(initial=initial, max=max(RETX_MAX, initial))).name
+    retransmission suppression (initial and maximum interval), which its fetchers wait for
+    (TrainingConfig)."""
+    t = sc.training
+    return BestRoute(RetxSuppression(initial=t.retx_suppression_ms / 1000,
+                                     max=t.retx_suppression_max_ms / 1000)).name
 
 
 @dataclass

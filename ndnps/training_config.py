@@ -62,10 +62,12 @@ class TrainingConfig:
     # security
     key: str = _f("", "HMAC-SHA256 key of this training (empty: DigestSha256 only)")
     # timing and limits (seconds unless stated)
-    task_timeout: float = _f(0.5, "lifetime of one task-assignment Interest", low=0, strict_low=True)
+    task_timeout: float = _f(0.1, "lifetime of the first task-assignment Interest (doubling "
+                             "per expiry to 8 times that until a round trip is measured, then "
+                             "a few round trips)", low=0, strict_low=True)
     # at 20 % loss on every link a task exchange (four lossy hops) fails 59 % of tries: 5 tries
     # lost a worker 7 % of the time, 10 (of 1 s) 0.5 % — 2 % of 4-worker runs, seen in a full
-    # bench run.  A worker answers at once, so 20 tries of 0.5 s leave 3e-5 in the same 10 s
+    # bench run.  A worker answers at once, so 20 tries leave 3e-5
     task_tries: int = _f(20, "task-assignment tries per worker", low=1)
     worker_timeout: float = _f(30.0, "a worker silent this long is dropped", low=0, strict_low=True)
     on_worker_loss: str = _f("continue", "sync: when a worker is lost (silent for worker_timeout), "
@@ -83,7 +85,8 @@ class TrainingConfig:
                                   strict_low=True)
     register_timeout: float = _f(0.5, "wait this long for the registration confirmation", low=0,
                                  strict_low=True)
-    register_tries: int = _f(20, "registration tries before a worker gives up", low=1)
+    register_tries: int = _f(20, "registration tries before a worker gives up (and ps_timeout "
+                             "at least)", low=1)
     segment_timeout: float = _f(1.0, "initial retransmission timeout of a segment Interest", low=0,
                                 strict_low=True)
     max_tries: int = _f(8, "tries per segment before a fetch fails", low=1)
@@ -92,15 +95,19 @@ class TrainingConfig:
         2, "the forwarders' retransmission suppression interval for this training (NFD's "
         "best-route parameter retx-suppression-initial, ms; doubling per retransmission): the "
         "scenario runner sets it on every forwarder, and a fetch re-asks no sooner", low=1)
+    retx_suppression_max_ms: int = _f(
+        4, "the most the suppression interval doubles to (NFD's retx-suppression-max, "
+        "250 ms by default there): set on every forwarder by the runner; a fetch's early "
+        "retries are spaced by it at most, a few round trips on a LAN", low=1)
     probe_initial: float = _f(1.0, "probe timer before any history", low=0, strict_low=True)
     probe_k: float = _f(4.0, "probe timer = mean + k * deviation", low=0)
     probe_min: float = _f(0.2, "probe timer lower bound", low=0, strict_low=True)
     probe_max: float = _f(8.0, "probe timer upper bound (backoff stops there)", low=0, strict_low=True)
     gap_delay: float = _f(0.002, "wait this long after a gap in a push before fetching the hole",
                           low=0)
-    tail_delay: float = _f(0.05, "a push quiet this long (or 8 gaps between its segments, if "
-                           "longer) short of its FinalBlockId: fetch the rest", low=0,
-                           strict_low=True)
+    tail_delay: float = _f(0.05, "a push quiet for 8 gaps between its segments or 2 round "
+                           "trips, whichever is longer, but this long at most, short of its "
+                           "FinalBlockId: fetch the rest", low=0, strict_low=True)
     push_rate_mbps: float = _f(0.0, "pace pushes to this rate (0 = only socket back-pressure)",
                                low=0)
     push_burst: int = _f(16, "segments pushed between yields to the event loop", low=1)
@@ -137,6 +144,8 @@ class TrainingConfig:
             raise ConfigError(f"training.hidden: need positive layer sizes, got {self.hidden}")
         if self.probe_min > self.probe_max:
             raise ConfigError("training.probe_min: must be <= probe_max")
+        if self.retx_suppression_ms > self.retx_suppression_max_ms:
+            raise ConfigError("training.retx_suppression_ms: must be <= retx_suppression_max_ms")
         if self.dataset != "synthetic":
             for key in ("n_samples", "n_features", "n_classes"):
                 if getattr(self, key):

@@ -74,7 +74,9 @@ def run(out: Path, scenario: str, *sets: str, timeout: float) -> tuple[int, str,
         proc.stop(grace=30.0)
     text = log.read_text(errors="replace")
     assert rc == 0, f"runner exit {rc}:\n{text[-3000:]}"
-    return rc, text, json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["unplanned_exits"] == [], summary["unplanned_exits"]    # only [faults]' kills
+    return rc, text, summary
 
 
 def assert_reference_parameters(out: Path) -> dict:
@@ -154,6 +156,12 @@ def test_ps_killed_by_the_runner_resumes_from_its_checkpoint(run_dir):
     ref = assert_reference_parameters(out)
     assert summary["final_accuracy"] == pytest.approx(ref["accuracy"], abs=1e-6)
     assert "PS restarts (resumed from version)" in text
+    # one time base per run: the resumed PS's records go on from the killed one's
+    t = [r["t"] for r in read_metrics(out / "metrics" / "ps.jsonl")]
+    assert t == sorted(t) and t[-1] > fault["restarted"]["t"]
+    marks = {e["name"] for e in json.loads((out / "timeline.json").read_text())["traceEvents"]
+             if e["ph"] == "i"}
+    assert {"kill ps", "restart ps-r1", f"PS resumed at v{resumed}"} <= marks
 
 
 @pytest.mark.timeout(240)
@@ -175,6 +183,9 @@ def test_forwarder_killed_by_the_runner_apps_reconnect_and_finish(run_dir):
     assert (out / "traces" / "fwd-r0-rates.tsv").read_text().startswith("Time")
     rows = (out / "traces" / "fwd-rates.tsv").read_text().splitlines()[1:]
     assert any(r.split("\t")[4] == "collect" for r in rows)
+    # the restarted forwarder's Time counts from the run's start, as the apps' metrics do
+    (kill,) = [f for f in summary["faults"] if f["role"] == "forwarder"]
+    assert float(rows[0].split("\t")[0]) > kill["restarted"]["t"]
     [versions] = incarnations(out)
     assert versions == list(range(1, 101))           # each once, in order
     assert ledger(out)["short"] == 0                 # each with every gradient

@@ -335,9 +335,10 @@ async def test_a_failed_content_fetch_starts_again_while_the_ps_may_come_back():
 @pytest.mark.timeout(60)
 async def test_a_worker_gives_up_on_the_content_after_its_patience():
     """The same outage as above, for a worker told to wait 0.5 s (--content-patience, or its
-    config's ps_timeout): its job fails instead of asking again (and the PS, which needs all
-    3, gives up on it after worker_timeout)."""
-    cfg = config(max_versions=4, worker_timeout=2.0, rejoin_timeout=0.5)
+    config's ps_timeout): its job fails once a fetch fails after that, instead of asking
+    again (and the PS, which needs all 3, gives up on it after worker_timeout).  Its tries
+    are a few round trips apart, so a fetch may fail sooner and be started again first."""
+    cfg = config(max_versions=4, worker_timeout=4.0, rejoin_timeout=0.5)
     gone = []
 
     def drop(kind, name, app):
@@ -353,4 +354,4 @@ async def test_a_worker_gives_up_on_the_content_after_its_patience():
     ps, workers, code, codes, _ = await run(cfg, drop=drop, patience={"w2": 0.5})
     w2 = next(w for w in workers if w.gpu == "w2")
     assert codes[cfg.workers.index("w2")] == EXIT_JOB_FAILED
-    assert w2.job.counters.content_retries == 0 and w2.job.params is None
+    assert w2.job.params is None

@@ -132,12 +132,15 @@ def test_cancel_and_rearm():
 def test_finish_time_estimator_sends_early_and_corrects_overestimates():
     est = FinishTimeEstimator()
     assert est.send_delay() == 0.0             # no history: ask at once
+    est.observe(ready_after=3.0, sent_after=0.0, held=True)
+    assert est.expected is None                # the first includes the worker's start-up
     for _ in range(10):
         est.observe(ready_after=0.100, sent_after=0.0, held=True)
     assert est.expected == pytest.approx(0.1, abs=1e-3)
     assert 0.0 < est.send_delay() <= 0.05      # well before the expected finish
     # over-estimate: it sends late, the worker answers at once (not held) -> pulled down
     high = FinishTimeEstimator(k=0, early=1.0)
+    high.observe(5.0, 0.0, held=True)
     high.observe(1.0, 0.0, held=True)
     before = high.send_delay()
     for _ in range(10):

@@ -1,5 +1,9 @@
 """ndnps.fetcher (windowed fetch, retransmission, bounded tries) and ndnps.segments (signed
-segmentation, assembly of segments arriving in any order)."""
+segmentation, assembly of segments arriving in any order).
+
+The event loop's clock is fake (looptime): it jumps to the next timer when nothing is ready,
+so every round trip, lifetime and retransmission here happens at exactly its scheduled time,
+however loaded the host is."""
 from __future__ import annotations
 
 import asyncio
@@ -12,12 +16,14 @@ from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidRes
 from ndnps import names
 from ndnps.codec import CodecError
 from ndnps.estimator import RtoEstimator
+from forwarder.rto import BACKOFF_RTTS
 from ndnps.ndnapp import FaceDown
 from ndnps.fetcher import (SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged,
                            nack_delay, tail_probe_wait)
 from ndnps.security import DigestSigner, HmacSigner, Security
 from ndnps.segments import Assembly, Recent, sign_segments
 
+pytestmark = pytest.mark.looptime
 SEC = Security(b"k", names.key("ps", "t1"))
 
 
@@ -149,20 +155,23 @@ async def test_held_first_segment_uses_its_lifetime_and_is_not_loss():
 
 
 @pytest.mark.asyncio
-async def test_rto_adapts_and_a_timeout_backs_off_only_its_own_segment():
-    prod = FakeProducer(BLOB, delay=0.001)
+async def test_rto_adapts_and_a_timeout_backs_off_only_its_own_segment_to_8_round_trips():
+    prod = FakeProducer(BLOB, delay=0.005)
     f = fetcher_for(prod, window=2)
     await f.fetch(name_of)
     assert f.rto.stats.samples >= 20
-    assert f.rto.rto < 0.05                     # learnt from ~1 ms round trips
-    prod.plan = {(1, 0): "timeout", (1, 1): "timeout"}
+    assert f.rto.rto < 0.05                     # learnt from 5 ms round trips
+    prod.plan = {(1, a): "timeout" for a in range(4)}
     prod.seg_lifetimes.clear()
     prod.attempts.clear()
     f.window, f.max_fast = 3, 0                 # timeouts only
-    f.rto.min_rto, f.rto.max_rto = 0.02, 1.0    # ~1 ms round trips: the base is the floor
+    f.rto.min_rto, f.rto.max_rto = 0.01, 1.0    # 5 ms round trips: the base is the floor
     await f.fetch_many(name_of, [1, 2, 3])
-    assert f.stats.timeouts == 2
-    assert prod.seg_lifetimes == {1: [20, 40, 80], 2: [20], 3: [20]}   # segment 1 alone
+    assert f.stats.timeouts == 4
+    # segment 1 alone, doubling up to 8 smoothed round trips (~40 ms), not to max_rto
+    ceiling = int(BACKOFF_RTTS * f.rto.stats.mean * 1000)
+    assert 39 <= ceiling <= 40
+    assert prod.seg_lifetimes == {1: [10, 20, ceiling, ceiling, ceiling], 2: [10], 3: [10]}
     assert f.rto.backoffs == 0                  # the shared estimator does not
 
 
@@ -236,9 +245,10 @@ async def test_early_retries_wait_for_the_forwarders_suppression_doubling(suppre
     assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
     assert f.stats.timeouts == 0 and prod.attempts[3] == 3
     first, second, third = prod.sent_at[3]
-    floor = suppression + SUPPRESSION_MARGIN
-    assert f.retx_floor == floor
-    assert second - first >= floor - 1e-9 and third - second >= 2 * floor - 1e-9
+    assert f.retx_spacing(0) == suppression + SUPPRESSION_MARGIN
+    assert f.retx_spacing(1) == 2 * suppression + SUPPRESSION_MARGIN
+    assert second - first >= f.retx_spacing(0) - 1e-9
+    assert third - second >= f.retx_spacing(1) - 1e-9
 
 
 @pytest.mark.asyncio
@@ -369,14 +379,15 @@ async def test_interests_sent_while_the_face_was_down_cost_no_try_and_no_backoff
     (App.express holds them until the face is back).  More of them than max_tries in a row
     must not fail the fetch, and the next lifetime is not doubled: a collect whose lifetimes
     had backed off to seconds by then lost a live worker to one more loss (chaos)."""
-    prod = FakeProducer(BLOB)
+    prod = FakeProducer(BLOB, delay=0.005)     # 8 round trips leave room to back off
     for attempt in range(6):
         prod.plan[(3, attempt)] = "facedown"
-    prod.plan[(4, 0)] = "timeout"                 # a real loss still backs off
+    prod.plan[(20, 0)] = "timeout"                # a real loss still backs off
     f = fetcher_for(prod, max_tries=3)
     assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
-    assert prod.attempts[3] == 7 and len(set(prod.seg_lifetimes[3])) == 1
-    assert prod.seg_lifetimes[4][1] == 2 * prod.seg_lifetimes[4][0]
+    # (the first lifetime is from the initial RTO, the others from the measured one)
+    assert prod.attempts[3] == 7 and max(prod.seg_lifetimes[3][1:]) <= prod.seg_lifetimes[3][0]
+    assert prod.seg_lifetimes[20][1] == 2 * prod.seg_lifetimes[20][0]
     assert f.stats.timeouts == 1
 
 

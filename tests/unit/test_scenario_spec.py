@@ -162,11 +162,15 @@ def test_every_forwarder_gets_the_trainings_retransmission_suppression(tmp_path)
         (tmp_path / f"{name}.toml").write_text(
             node.config(tmp_path, {"pit_entries": 100}, 1.0, forwarder_strategy(sc)))
         strategies = parse_config(read_toml(tmp_path / f"{name}.toml")).strategies
-        assert strategy_by_name(strategies["/"]).suppression.initial == 0.003
-    assert "retx-suppression-initial" not in forwarder_strategy(
-        parse({"training": {"retx_suppression_ms": 10}}, "t"))      # NFD's default
+        suppression = strategy_by_name(strategies["/"]).suppression
+        assert (suppression.initial, suppression.max) == (0.003, 0.004)
+    nfd = forwarder_strategy(parse({"training": {"retx_suppression_ms": 10,
+                                                 "retx_suppression_max_ms": 250}}, "t"))
+    assert "retx-suppression" not in nfd                            # NFD's defaults
     with pytest.raises(ScenarioError, match="training.retx_suppression_ms"):
         parse({"training": {"retx_suppression_ms": 0}}, "t")
+    with pytest.raises(ScenarioError, match="training.retx_suppression_ms: must be <="):
+        parse({"training": {"retx_suppression_ms": 10}}, "t")       # above the maximum
 
 
 def test_the_runner_refuses_app_faces_false_on_a_local_star_before_anything_starts(tmp_path,

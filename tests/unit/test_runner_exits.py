@@ -1,0 +1,112 @@
+"""The runner's policy for children that exit unasked (ndnps/scenario.py, "Unplanned exits"),
+on real short-lived processes: recorded with their log tails, then the job's policy — a
+worker's loss is the PS's to handle, a forwarder and a checkpointing PS are restarted (a
+bounded number of times), a PS that says the training cannot go on fails the run;
+`on_child_exit = "fail"` fails it at the first one."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from ndnps import scenario_spec
+from ndnps.process import ManagedProcess, ProcessFailed
+from ndnps.scenario import Faults, Progress, RunFailed, Runner
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def exited(tmp_path, name: str, code: int) -> ManagedProcess:
+    """A real process that says a line and exits with `code` (negative: killed by -code)."""
+    prog = (f"import os, signal; print('{name} said this'); os.kill(os.getpid(), {-code})"
+            if code < 0 else f"import sys; print('{name} said this'); sys.exit({code})")
+    proc = ManagedProcess(name, [sys.executable, "-c", prog], tmp_path / f"{name}.log")
+    proc.proc.wait(10)
+    return proc
+
+
+def running(tmp_path, name: str) -> ManagedProcess:
+    return ManagedProcess(name, [sys.executable, "-c", "import time; time.sleep(60)"],
+                          tmp_path / f"{name}.log")
+
+
+@pytest.fixture
+def setup(tmp_path):
+    made: list[ManagedProcess] = []
+
+    def make(*sets: str, ps: ManagedProcess | None = None,
+             workers: dict[str, ManagedProcess] | None = None,
+             forwarders: dict[str, ManagedProcess] | None = None):
+        sc = scenario_spec.load("sync-sgd", list(sets))
+        runner = Runner(sc, tmp_path / "run", live=False)
+        ps = ps or running(tmp_path, "ps")
+        workers = workers if workers is not None else {}
+        runner.forwarder_procs.update(forwarders or {})
+        made.extend([ps, *workers.values(), *(forwarders or {}).values()])
+        faults = Faults(runner, workers, Progress(sc, tmp_path / "run", False), runner.t0, ps)
+        return runner, faults
+    yield make
+    for proc in made:
+        proc.stop(grace=1)
+
+
+def test_a_dead_worker_is_recorded_with_its_log_tail_and_left_to_the_ps(tmp_path, setup):
+    runner, faults = setup(workers={"w2": exited(tmp_path, "w2", -9),
+                                    "w1": running(tmp_path, "w1")})
+    assert runner.check_exits(faults) is False
+    (rec,) = runner.unplanned_exits
+    assert (rec["who"], rec["role"], rec["code"], rec["how"]) == ("w2", "worker", -9, "SIGKILL")
+    assert "w2 said this" in rec["log_tail"] and "on_worker_loss" in rec["action"]
+    assert list(faults.workers) == ["w1"]            # no longer supervised, not restarted
+    assert runner.check_exits(faults) is False and len(runner.unplanned_exits) == 1
+
+
+def test_on_child_exit_fail_fails_at_the_first_one(tmp_path, setup):
+    runner, faults = setup('run.on_child_exit="fail"',
+                           workers={"w2": exited(tmp_path, "w2", -9)})
+    with pytest.raises(ProcessFailed, match="w2 exited with SIGKILL; last lines of"):
+        runner.check_exits(faults)
+    assert runner.unplanned_exits[0]["action"].startswith("run failed")
+
+
+def test_a_dead_forwarder_is_restarted_a_bounded_number_of_times(tmp_path, setup):
+    runner, faults = setup("run.restart_after=0.5", "run.max_restarts=2",
+                           forwarders={"fwd": exited(tmp_path, "fwd-fwd", 1)})
+    assert runner.check_exits(faults) is False
+    assert runner.unplanned_exits[0]["action"] == "restart after 0.5 s"
+    ((_, role, node, rec),) = faults.restarts
+    assert (role, node) == ("forwarder", "fwd") and rec is runner.unplanned_exits[0]
+    for n in (2, 3):                                  # it keeps dying
+        faults.restarts.clear()
+        runner.forwarder_procs["fwd"] = exited(tmp_path, f"fwd-fwd-r{n}", -9)
+        if n == 2:
+            runner.check_exits(faults)
+        else:
+            with pytest.raises(RunFailed, match="exited unplanned .* 3 times"):
+                runner.check_exits(faults)
+
+
+def test_a_ps_that_says_the_training_cannot_go_on_fails_the_run(tmp_path, setup):
+    runner, faults = setup("training.checkpoint=\"/tmp/x.npz\"",
+                           ps=exited(tmp_path, "ps", 3))
+    with pytest.raises(ProcessFailed, match="training cannot go on"):
+        runner.check_exits(faults)
+    assert runner.unplanned_exits == []               # its decision, not a death
+
+
+def test_a_dead_ps_without_a_checkpoint_fails_the_run(tmp_path, setup):
+    runner, faults = setup(ps=exited(tmp_path, "ps", -9))
+    with pytest.raises(ProcessFailed, match="ps exited with SIGKILL"):
+        runner.check_exits(faults)
+    assert "no checkpoint" in runner.unplanned_exits[0]["action"]
+
+
+def test_a_dead_ps_with_a_checkpoint_is_restarted(tmp_path, setup):
+    runner, faults = setup("training.checkpoint=\"/tmp/x.npz\"", ps=exited(tmp_path, "ps", -9))
+    assert runner.check_exits(faults) is False
+    assert faults.ps is None and faults.restarts[0][1:3] == ("ps", "ps")
+
+
+def test_a_ps_that_finished_ends_the_run(tmp_path, setup):
+    runner, faults = setup(ps=exited(tmp_path, "ps", 0))
+    assert runner.check_exits(faults) is True and runner.unplanned_exits == []
