@@ -133,6 +133,7 @@ class ParameterServer:
             suppression_max=cfg.retx_suppression_max_ms / 1000)
         self.held: HeldInterests[ContentKey | ParamsKey] = HeldInterests()
         self.contents: dict[str, list[bytes]] = {}
+        self.refused: dict[str, str] = {}           # workers not taken, and why
         self.pushed: Recent[int, list[bytes]] = Recent(cfg.keep_versions)      # signed pushes
         self.blobs: Recent[int, list[bytes]] = Recent(max(cfg.keep_versions,   # unicast
                                                            4 * len(cfg.workers) + 4))
@@ -219,13 +220,17 @@ class ParameterServer:
         """Offer the task to `gpu` (at most `tries` tries); (accepted, reason).  A worker
         answers at once, so its round trips are samples of the path's, and once one is
         measured no try waits more than the RTO's ceiling (before that, `task_timeout`
-        doubling up to 8 times it)."""
+        doubling up to 16 times it)."""
         cfg = self.cfg
         try:
             seg = await self.fetcher.fetch_one(
                 names.task(gpu, cfg.ps, cfg.train), lifetime=cfg.task_timeout,
-                max_lifetime=8 * cfg.task_timeout, tries=tries, fresh=True, prompt=True)
+                max_lifetime=16 * cfg.task_timeout, tries=tries, fresh=True, prompt=True)
         except FetchError as e:
+            if e.rejected:
+                # its acceptance failed our signature check: it signs with another key; its
+                # content Interests get a refusal it cannot verify, and it says so
+                self.refused[gpu] = "its answer to the task failed the PS's signature check"
             return False, str(e)
         try:
             return messages.parse_task_reply(seg.content)
@@ -241,6 +246,9 @@ class ParameterServer:
         # after a restart (checkpoint), workers still in the job answer "already assigned" and
         # fetch their content again: the checkpoint's version and parameters
         answers = await asyncio.gather(*(self.assign_task(g) for g in cfg.workers))
+        for gpu in self.refused:                # their content Interests held meanwhile
+            for key in [k for k in self.held.keys() if k[0] == "content" and k[1] == gpu]:
+                self.held.release(key, self.refusal(gpu)[0])
         accepted = []
         for gpu, (ok, reason) in zip(cfg.workers, answers):
             log.info("worker %s %s%s", gpu, "accepted" if ok else "declined",
@@ -317,6 +325,14 @@ class ParameterServer:
             if key[2] < len(wires) and self.held.release(key, wires[key[2]]):
                 self.content_served(w, key[2])
 
+    def refusal(self, gpu: str) -> list[bytes]:
+        """A worker not taken is answered this under its content name (signed, one
+        segment)."""
+        cfg = self.cfg
+        return sign_segments(messages.refusal_blob(self.refused[gpu]),
+                             lambda s: names.content(cfg.ps, cfg.train, gpu, s),
+                             self.sec.signer)
+
     def content_served(self, w: WorkerState, seg: int) -> None:
         if w.rejoining is not None and seg == len(self.contents[w.gpu]) - 1:
             w.rejoining.set()               # a restarted worker has its content: it is back
@@ -333,6 +349,9 @@ class ParameterServer:
             self.serve_params(p, reply, ctx)
 
     def serve_content(self, c: names.Content, reply, ctx) -> None:
+        if c.gpu in self.refused and c.gpu not in self.contents:
+            reply(self.refusal(c.gpu)[0])
+            return
         wires = self.contents.get(c.gpu)
         if wires is None:
             # held while the assignment is running, or while a lost worker's new content (the
@@ -385,8 +404,10 @@ class ParameterServer:
         for attempt in range(3):
             sent = self.loop_time()
             reconnects = self.app.reconnects
-            # The first Interests live until shortly after the expected finish, so a lost one
-            # costs little; re-expressed, they live a few round trips (the RTO's ceiling, at
+            # The first Interests live until shortly after the expected finish (2 deviations:
+            # at loss, how soon a worker has the version varies, and one that expired as its
+            # gradient came was a round lost), so a lost one costs little; re-expressed, they
+            # live a few round trips (the RTO's ceiling, at
             # most collect_lifetime), for worker_timeout at most: the worker is due, and one
             # held Interest or its gradient lost must cost a round trip, not a backoff (they
             # doubled up to 2 s: at 20 % loss versions waited seconds).  Without a history
@@ -394,7 +415,8 @@ class ParameterServer:
             # the first Data is in, the fetcher's loss recovery takes over.
             rtt = self.fetcher.min_rtt or 0.01
             est = w.estimator
-            expected = max(0.0, ref + (est.expected or 0.0) - sent)
+            expected = 0.0 if est.expected is None else max(
+                0.0, ref + est.expected + 2 * est.stats.dev - sent)
             srtt = self.fetcher.rto.stats.mean or rtt
             margin = self.fetcher.bounded(max(0.05, 4 * srtt + TLP_FLOOR))
             lifetime = min(cfg.collect_lifetime, margin + expected)

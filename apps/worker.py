@@ -70,7 +70,7 @@ CONTENT_RETRY = 0.5
 # its first lifetime (polling the PS while it assigns), and only a fetch that failed
 # altogether starts the next with twice it (a path slower than CONTENT_LIFETIME), at most
 # CONTENT_MAX_LIFETIME
-CONTENT_LIFETIME, CONTENT_MAX_LIFETIME = 0.1, 0.8
+CONTENT_LIFETIME, CONTENT_MAX_LIFETIME = 0.05, 0.8
 REMOVE_TRIES = 8            # *remove* tries on leaving (each at most the RTO's ceiling)
 
 
@@ -127,7 +127,8 @@ class Job:
         self.recoveries: Recent[int, Transfer] = Recent(4)   # version -> its missing segments
         self.gap_pending: set[int] = set()
         self.tail_timers: dict[int, QuietTimer] = {}
-        self.push_gap = 0.0                         # smoothed time between pushed segments
+        self.push_gap = 0.0                         # smoothed time between the segments of a push
+        self.last_push_version = -1
         self.newest = -1
         self.newest_at = 0.0                        # when a push (or probe) brought it
         self.applied = -1                           # async: our last step the PS has collected
@@ -201,25 +202,35 @@ class Job:
         while True:
             rejected = self.fetch_stats.rejected
             try:
+                # two answers failing the signature check (the second asked MustBeFresh, so
+                # not a forged copy in a cache): the PS signs with another key
                 parts = await asyncio.wait_for(
                     self.fetcher.fetch(name_of, first_lifetime=lifetime, first_tries=17,
-                                       fresh=True),
+                                       fresh=True, max_rejected=2),
                     max(0.0, deadline - self.now()))
             except asyncio.TimeoutError:
                 raise JobFailed(f"no training content within {self.worker.content_patience:g} "
                                 f"s") from None
             except FetchError as e:
-                if self.fetch_stats.rejected > rejected or self.now() >= deadline:
+                if self.fetch_stats.rejected > rejected:
+                    raise JobFailed(
+                        f"the training content's signatures failed to verify "
+                        f"({self.fetch_stats.rejected - rejected} Data rejected): this worker's "
+                        f"key (--key, or training.key in --config) may differ from the PS's; "
+                        f"{e}") from None
+                if self.now() >= deadline:
                     raise JobFailed(f"no training content: {e}") from None
                 lifetime = min(2 * lifetime, CONTENT_MAX_LIFETIME)
                 self.counters.content_retries += 1
                 log.warning("no training content yet (%s); asking again", e)
-                await asyncio.sleep(CONTENT_RETRY)
+                await asyncio.sleep(self.fetcher.bounded(CONTENT_RETRY))
                 continue
             try:
                 vec, info = messages.parse_content(b"".join(parts))
                 self.setup(vec, info)
                 return
+            except messages.Refused as e:
+                raise JobFailed(f"the PS did not take us: {e}") from None
             except MixedSegments as e:
                 # the PS that made the first segments died and a new one made the rest: not
                 # malformed, and the next fetch has one PS's (within our patience)
@@ -515,9 +526,11 @@ class Job:
             return
         self.counters.segments_pushed += 1
         now = self.now()
-        if self.last_push_at and now - self.last_push_at < 1.0:
+        if d.version == self.last_push_version and now - self.last_push_at < 1.0:
+            # within one push: the gaps between versions (the training's step) made a tail
+            # wait 8 of them, up to tail_delay, where a push's segments come 0.1 ms apart
             self.push_gap += 0.125 * (now - self.last_push_at - self.push_gap)
-        self.last_push_at = now
+        self.last_push_at, self.last_push_version = now, d.version
         self.receive_segment(d.version, d.segment, bytes(content or b""),
                              names.segment_number(meta_info.final_block_id), pushed=True)
 

@@ -11,7 +11,13 @@ Fault cases (`python -m ndnps.scenario SCENARIO --out DIR --plain --set ...`, on
     worker-rejoin     worker-killed.toml as shipped: w2 killed, restarted, rejoins (continue)
     forwarder         forwarder-killed.toml: the forwarder killed at 40, restarted 1 s later
     ps                ps-killed.toml: the PS killed at 45, restarted from its checkpoint
+    worker-unplanned  worker-killed.toml with no [faults]: w2 killed by hand (SIGKILL, by pid)
+                      at version 40 — an unplanned exit, recorded; continue carries the job
+    runner-killed     sync-sgd: the runner itself killed (SIGKILL) at version 20: no child
+                      may outlive it (checked by pid for 10 s)
     loss-0 ... -20    lossy.toml with links.loss = 0, 0.05, 0.1, 0.2 (every link, both ways)
+                      and links.reliability = false: end-to-end recovery alone
+    loss-10+lp, -20+lp  the same with NDNLPv2 link reliability on every link (the default)
     chaos             chaos.toml as shipped (--quick: the same faults on a shorter run)
 
 Each run is read back (summary.json, metrics/ps.jsonl, model.npz) and judged against the
@@ -80,6 +86,9 @@ class Case:
     quick_sets: list[str] = field(default_factory=list)   # replaces `sets` with --quick
     exact: bool = True               # every version has every gradient: reference parameters
     expect: dict = field(default_factory=dict)            # summary key -> check
+    # done by hand while the run goes on, once the PS reaches a version: "kill-worker:w2@40"
+    # (SIGKILL that worker's process, unannounced), "kill-runner@20" (SIGKILL the runner)
+    during: str | None = None
 
 
 # the shortened chaos run (the integration test uses the same): every kind of fault, sooner
@@ -121,9 +130,21 @@ CASES = [
          "ps-killed", [], ["training.epochs=10"],
          expect={"ps_restarts": ("==", 1), "exit:ps-r1": ("==", 0),
                  "workers_lost": ("==", 0)}),
-    *[Case(f"loss-{p}", f"{p}% loss on every link, both directions", "lossy",
-           [f"links.loss={p / 100}"], [f"links.loss={p / 100}", "training.epochs=3"])
-      for p in (0, 5, 10, 20)],
+    Case("worker-unplanned", "worker w2 killed by hand (SIGKILL, not by [faults]) at version "
+                             "40, not restarted (on_worker_loss = continue)",
+         "worker-killed", ["faults.kill=[]"], ["faults.kill=[]", "training.epochs=10"],
+         exact=False, during="kill-worker:w2@40",
+         expect={"unplanned:w2": ("==", -9), "workers_lost": (">=", 1),
+                 "workers_rejoined": ("==", 0), "workers_lost_at_end": ("==", ["w2"])}),
+    Case("runner-killed", "the runner itself killed (SIGKILL) at version 20",
+         "sync-sgd", ["training.epochs=50"], ["training.epochs=50"], during="kill-runner@20"),
+    *[Case(f"loss-{p}{'+lp' if lp else ''}",
+           f"{p}% loss on every link, both directions"
+           + (", NDNLPv2 link reliability" if lp else ", end-to-end recovery alone"),
+           "lossy", [f"links.loss={p / 100}", f"links.reliability={str(lp).lower()}"],
+           [f"links.loss={p / 100}", f"links.reliability={str(lp).lower()}",
+            "training.epochs=3"])
+      for p, lp in ((0, False), (5, False), (10, False), (10, True), (20, False), (20, True))],
     Case("chaos", "chaos.toml: 3% loss, 3 random worker kills (restarted), PS killed at 120 "
                   "(checkpoint), forwarder killed at 220",
          "chaos", [], CHAOS_SHORT, exact=False,
@@ -134,9 +155,11 @@ CASES = [
 
 # ---- one run ------------------------------------------------------------------------------------
 
-def launch(scenario: str, sets: list[str], out: Path, timeout: float) -> dict:
+def launch(scenario: str, sets: list[str], out: Path, timeout: float,
+           during: str | None = None) -> dict:
     """The runner as a child process, exactly as a user starts it; a run that overstays is
-    sent SIGTERM (the runner stops every process it started), then SIGKILL."""
+    sent SIGTERM (the runner stops every process it started), then SIGKILL.  `during`: see
+    Case (what was done goes into the result: "done_by_hand")."""
     from ndnps.process import ManagedProcess
     argv = [sys.executable, "-m", "ndnps.scenario", scenario, "--out", str(out), "--plain"]
     for s in sets:
@@ -145,14 +168,93 @@ def launch(scenario: str, sets: list[str], out: Path, timeout: float) -> dict:
     t0 = time.monotonic()
     proc = ManagedProcess(out.name, argv, out.parent / f"{out.name}.runner.log", env=env(),
                           cwd=str(ROOT))
+    res: dict[str, Any] = {}
     try:
-        rc = proc.proc.wait(timeout)
+        if during:
+            res["done_by_hand"] = by_hand(during, proc, out, t0 + timeout)
+        rc = proc.proc.wait(max(1.0, t0 + timeout - time.monotonic()))
     except subprocess.TimeoutExpired:
         rc = None
     finally:
         proc.stop(grace=30.0)
+        for pid in processes_of(out):            # should the runner have left any
+            _kill(pid)
     return {"rc": rc, "wall": time.monotonic() - t0, "argv": argv,
-            "log": str(out.parent / f"{out.name}.runner.log")}
+            "log": str(out.parent / f"{out.name}.runner.log"), **res}
+
+
+def processes_of(run_dir: Path) -> list[int]:
+    """Every process whose command line names the run directory (the runner's children)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if not zombie and any(str(run_dir).encode() in part for part in cmd):
+            pids.append(int(pid))
+    return pids
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def by_hand(action: str, runner, out: Path, deadline: float) -> dict:
+    """Wait until the PS's metrics reach the action's version, then do it."""
+    what, _, at = action.partition("@")
+    version = int(at)
+    metrics = out / "metrics" / "ps.jsonl"
+    while time.monotonic() < deadline and runner.poll() is None:
+        recs = jsonl_records(metrics) if metrics.exists() else []
+        if any(r.get("version", -1) >= version for r in recs if "event" not in r):
+            break
+        time.sleep(0.02)
+    else:
+        return {"action": action, "skipped": "the run ended (or timed out) first"}
+    if what == "kill-runner":
+        children = [p for p in processes_of(out) if p != runner.pid]
+        _kill(runner.pid)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 10 and [p for p in children if p in processes_of(out)]:
+            time.sleep(0.05)
+        survivors = [p for p in children if p in processes_of(out)]
+        return {"action": action, "children": len(children), "survivors": len(survivors),
+                "gone_after_s": round(time.monotonic() - t0, 2)}
+    worker = what.split(":", 1)[1]
+    pids = []
+    for pid in processes_of(out):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f"--name\0{worker}\0".encode() in f.read():
+                    pids.append(pid)
+        except OSError:
+            continue
+    for pid in pids:
+        _kill(pid)
+    return {"action": action, "killed": pids}
+
+
+def judge_runner_killed(launched: dict) -> dict:
+    """A runner killed outright: every child must be gone with it."""
+    done = launched.get("done_by_hand") or {}
+    res = {"runner_exit": launched["rc"], "wall_s": round(launched["wall"], 1), **done}
+    fail = []
+    if "skipped" in done:
+        fail.append(f"not done: {done['skipped']}")
+    elif done.get("survivors"):
+        fail.append(f"{done['survivors']} of {done['children']} children outlived the runner "
+                    f"by 10 s")
+    res.update(ok=not fail, failures=fail)
+    return res
 
 
 def reference(run_dir: Path) -> dict:
@@ -250,6 +352,8 @@ def _check(value, op: str, want) -> bool:
 def judge(case: Case, run_dir: Path, launched: dict) -> dict:
     """What the run did, and every expectation it missed."""
     import numpy as np
+    if case.during and case.during.startswith("kill-runner"):
+        return judge_runner_killed(launched)
     fail: list[str] = []
     res: dict = {"runner_exit": launched["rc"], "wall_s": round(launched["wall"], 1)}
     if launched["rc"] != 0:
@@ -303,6 +407,12 @@ def judge(case: Case, run_dir: Path, launched: dict) -> dict:
     # each worker kill is one loss, each restart one rejoin; anything else is a live worker
     # dropped (or a killed one never noticed)
     kills = [f for f in faults if f.get("role") == "worker" and "skipped" not in f]
+    unplanned = summary.get("unplanned_exits") or []
+    res["unplanned_exits"] = [{k: u.get(k) for k in ("who", "role", "t", "how", "action")}
+                              for u in unplanned]
+    # a worker that died unasked is lost like one [faults] killed
+    kills += [{"worker": u["node"], "t": u["t"]} for u in unplanned
+              if u.get("role") == "worker" and u.get("code") not in (None, 0)]
     res["worker_kills"] = len(kills)
     restarted = sum(1 for f in kills if "restarted" in f)
     unnoticed = unnoticed_kills(kills, faults, run_dir)
@@ -333,6 +443,8 @@ def judge(case: Case, run_dir: Path, launched: dict) -> dict:
     for key, (op, want) in case.expect.items():
         if key.startswith("exit:"):
             value = codes.get(key[5:])
+        elif key.startswith("unplanned:"):
+            value = next((u.get("code") for u in unplanned if u.get("node") == key[10:]), None)
         elif key == "reconnects:all":
             # the PS and every worker reconnected at least once, but for one killed while the
             # forwarder was down (its restart connected afresh to the new forwarder)
@@ -357,7 +469,7 @@ def run_case(case: Case, quick: bool, base: Path) -> dict:
     out = base / case.name
     log(f"faults {case.name}: python -m ndnps.scenario {case.scenario} "
         + " ".join(f"--set '{s}'" for s in sets))
-    launched = launch(case.scenario, sets, out, RUN_TIMEOUT + 120)
+    launched = launch(case.scenario, sets, out, RUN_TIMEOUT + 120, case.during)
     res = judge(case, out, launched)
     res.update(fault=case.fault, scenario=case.scenario, sets=sets, exact=case.exact,
                command=f"python -m ndnps.scenario {case.scenario} --plain "
@@ -545,6 +657,8 @@ def _outcome(r: dict) -> str:
         text += "; " + ", ".join(f"{k} {v}" for k, v in bad.items())
     if r.get("error"):
         text += f"; {r['error'][:120]}"
+    for u in r.get("unplanned_exits") or []:
+        text += f"; unplanned exit recorded: {u['who']} ({u['how']}, {u.get('action')})"
     return text
 
 
@@ -598,6 +712,14 @@ def table_rows(sec: dict) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     cases = sec.get("cases", {})           # results.json keeps its keys sorted: CASES order
     for name, r in sorted(cases.items(), key=lambda kv: ORDER.get(kv[0], len(ORDER))):
+        if "children" in r or "skipped" in r:           # the runner killed outright
+            gone = (f"{r.get('children')} children; {r.get('survivors')} alive 10 s after "
+                    f"(all gone in {r.get('gone_after_s')} s)" if "children" in r
+                    else r["skipped"])
+            out.append((f"`{name}`: {r['fault']}", f"runner exit {r['runner_exit']}", "-",
+                        "-", "-", gone, f"{r.get('wall_s')}",
+                        "pass" if r["ok"] else "**FAIL**: " + "; ".join(r["failures"])))
+            continue
         led = r.get("ledger", {})
         redone = f"{led.get('redone', 0)}"
         if r.get("ps_restarts"):
@@ -655,6 +777,11 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
     """For `python -m bench --table`: (measure, figure, target, verdict)."""
     out = []
     for name, r in sorted(sec.get("cases", {}).items(), key=lambda kv: ORDER.get(kv[0], 99)):
+        if "children" in r or "skipped" in r:
+            out.append((f"{name}: {r['fault']}", f"{r.get('survivors')} of "
+                        f"{r.get('children')} children alive 10 s after", "none",
+                        "met" if r["ok"] else "FAILED: " + "; ".join(r["failures"])))
+            continue
         target = ("params = reference" if r.get("exact") else
                   f"accuracy ≥ reference − {ACCURACY_TOLERANCE}") + "; nothing lost"
         out.append((f"{name}: {r['fault']}",

@@ -53,7 +53,7 @@ from ndn.encoding import FormalName
 from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, NetworkError,
                        ValidationFailure)
 
-from forwarder.rto import HALF_TICK
+from forwarder.rto import BACKOFF_RTTS, HALF_TICK
 from forwarder.strategy import RETX_INITIAL, RETX_MAX
 
 from . import names
@@ -67,12 +67,12 @@ NameOf = Callable[[int], FormalName]
 # RACK and the tail probe repair most losses well before it. At 0.2 s, what the RTO repaired
 # (a retry lost again, a segment alone in flight) cost 0.2 s a time at 20 % loss
 MIN_RTO = 0.01
-REORDER_FLOOR = 0.003       # s: the smallest reordering window (scheduling jitter of a process)
+REORDER_FLOOR = 0.002       # s: the smallest reordering window (scheduling jitter of a process)
 # With NDNLPv2 link reliability on our face, or on the links of our path, a loss on a hop is
 # repaired there a link round trip or so later (a later Ack, a tail probe, or the link's RTO):
 # to the consumer it looks like reordering, so its window (and a worker's wait before fetching
 # a hole in a push) covers that repair rather than racing it with an end-to-end retry.
-LINK_REPAIR = 0.025
+LINK_REPAIR = 0.010
 # A forwarder suppresses a re-expressed Interest that comes sooner than its suppression
 # interval after the one it forwarded last for the same pending entry (NFD's
 # RetxSuppressionExponential: 10 ms unless the strategy's parameters say otherwise, doubling
@@ -87,15 +87,24 @@ SUPPRESSION_MARGIN = 0.001
 NACK_RETRY = 0.05
 NACK_RETRY_MAX = 0.5        # and at most the RTO's ceiling, once the round trip is measured
 DEADLINE_SPLIT_FLOOR = 0.05  # s: below twice this before a deadline, one Interest takes the rest
-TLP_FLOOR = 0.003           # s: added to a tail probe's wait (a process stalled that long)
+TLP_FLOOR = 0.001           # s: added to a tail probe's wait (a process stalled that long)
 # early retransmissions per segment before only timeouts count, spaced as the forwarders'
 # suppression requires (retx_spacing); with 5, a segment lost 6 times in a row (0.15 % at 10 %
 # loss per hop, one version in three) then waited 0.2 + 0.4 + 0.8 s: 10 % went from 8.1x to 4.4x
 MAX_FAST = 8
+# A segment is given up after max_tries tries, and this long since its first (when the caller
+# did not set the tries): with tries a few round trips apart, 8 tries at 20 % loss on four hops
+# (0.59 of them fail) were over in 80 ms, 1.5 % of segments, and a training content lost
+PATIENCE = 8.0
 
 
 class FetchError(Exception):
-    """A segment could not be fetched within its tries."""
+    """A segment could not be fetched within its tries.  `rejected`: every answer failed its
+    signature check (the producer signs with another key)."""
+
+    def __init__(self, why: str, rejected: bool = False) -> None:
+        super().__init__(why)
+        self.rejected = rejected
 
 
 @dataclass
@@ -157,6 +166,7 @@ class Transfer:
                  to_final: bool = False, life: float | None = None,
                  max_life: float | None = None, held: bool = False, prompt: bool = False,
                  first_tries: int | None = None, tries: int | None = None,
+                 max_rejected: int | None = None,
                  deadline: float | None = None,
                  on_segment: Callable[[Segment], None] | None = None) -> None:
         self.f = fetcher
@@ -164,8 +174,13 @@ class Transfer:
         self.fresh = fresh
         self.to_final = to_final
         self.life, self.max_life, self.held, self.prompt = life, max_life, held, prompt
+        self.max_rejected = max_rejected       # answers failing the signature check: give up
         self.tries_limit = tries or fetcher.max_tries
         self.first_tries = first_tries or self.tries_limit
+        # tries a few round trips apart are over in a blink: unless told how many tries, a
+        # segment fails only once the fetcher's patience has passed since its first try too
+        self.patience = None if tries is not None else fetcher.patience
+        self.first_sent: dict[int, float] = {}
         self.deadline = deadline
         self.on_segment = on_segment
         self.loop = asyncio.get_running_loop()
@@ -293,6 +308,7 @@ class Transfer:
             self.f.stats.retransmissions += 1
         # an Interest with a lifetime of its own before the first Data may wait (held by the
         # producer, or in a forwarder's PIT for a push): its round trip is no RTT sample
+        self.first_sent.setdefault(seg, now)
         sample = now >= self.alive_until.get(seg, 0.0)
         self.alive_until[seg] = max(self.alive_until.get(seg, 0.0), now + life)
         flight = _Flight(seg, self.seq, now, sample,
@@ -314,8 +330,11 @@ class Transfer:
         elif counted:
             self.tries[seg] = self.tries.get(seg, 0) + 1
             limit = self.first_tries if self.ready_at is None else self.tries_limit
-            if self.tries[seg] >= limit:
-                self._fail(self._why(seg))
+            if self.tries[seg] >= limit and (
+                    self.patience is None
+                    or self.loop.time() - self.first_sent[seg] >= self.patience):
+                self._fail_with(FetchError(
+                    self._why(seg), rejected=self.rejections.get(seg, 0) >= self.tries[seg]))
                 return
         if seg in self.missing:
             self.queue.appendleft(seg)
@@ -367,6 +386,11 @@ class Transfer:
             self.rejections[flight.seg] = self.rejections.get(flight.seg, 0) + 1
             self.f.stats.rejected += 1
             self.stale.add(flight.seg)
+            if self.max_rejected is not None and \
+                    self.rejections[flight.seg] >= self.max_rejected:
+                self.tries[flight.seg] = self.tries.get(flight.seg, 0) + 1
+                self._fail_with(FetchError(self._why(flight.seg), rejected=True))
+                return
             self._retry(flight.seg)
         else:
             self._fail_with(exc)
@@ -404,6 +428,10 @@ class Transfer:
             self.f.min_rtt = rtt if self.f.min_rtt is None else min(self.f.min_rtt, rtt)
             if not flight.held:
                 self.f.rto.observe(rtt)
+        elif self.f.min_rtt is None:
+            # the answer may be to an earlier try (shorter than the truth), but a guess at
+            # the path's round trip beats the initial RTO's second: true samples replace it
+            self.f.min_rtt = rtt
         if self.ready_at is None:
             self.ready_at = now
             self.ready_wait = rtt
@@ -528,11 +556,14 @@ def tail_probe_wait(srtt: float, last_rtt: float, min_rtt: float | None,
                     resent: bool) -> float:
     """How long the last Interest in flight may go unanswered before a tail probe re-asks it:
     2 round trips, srtt or the last one answered, whichever is longer (a queue may be
-    building).  A re-sent one, 2 of the smallest seen: it is answered from the nearest copy at
-    once, and those round trips were first tries queued behind a burst (13-15 ms against 1-2
-    in a trace at 5 % loss, where each retry of a lost tail waited ~40 ms)."""
+    building).  A re-sent one, the smallest round trip seen: it is answered from the nearest
+    copy at once, and those round trips were first tries queued behind a burst (13-15 ms
+    against 1-2 in a trace at 5 % loss, where each retry of a lost tail waited ~40 ms); and a
+    copy too many costs one Interest, where a copy too late costs a round of every repair (at
+    20 % loss on four hops a segment takes 2.4 tries on average, the slowest of a version's
+    many, six)."""
     if resent and min_rtt is not None:
-        return 2 * min_rtt
+        return min_rtt
     return 2 * max(srtt, last_rtt)
 
 
@@ -567,7 +598,7 @@ class SegmentFetcher:
                  stats: FetchStats | None = None, max_fast: int = MAX_FAST,
                  reorder_floor: float = REORDER_FLOOR,
                  suppression: float = RETX_INITIAL,
-                 suppression_max: float = RETX_MAX) -> None:
+                 suppression_max: float = RETX_MAX, patience: float = PATIENCE) -> None:
         if window < 1:
             raise ValueError("window must be >= 1")
         self.express = express
@@ -575,6 +606,7 @@ class SegmentFetcher:
         self.window = window
         self.rto = rto or RtoEstimator(initial=1.0, min_rto=MIN_RTO, max_rto=4.0)
         self.max_tries = max_tries
+        self.patience = patience    # s: a segment's least persistence (see Transfer)
         self.max_fast = max_fast
         self.reorder_floor = reorder_floor
         # the forwarders' retransmission suppression (s): see SUPPRESSION_MARGIN
@@ -598,9 +630,12 @@ class SegmentFetcher:
         return self.rto.stats.mean is not None
 
     def bounded(self, wait: float) -> float:
-        """`wait`, but at most the RTO's ceiling once a round trip was measured: how long
-        anything that is repeated after a failure may wait (an app's exchanges that are not
-        fetches — registration, probes, leaving — use it too)."""
+        """`wait`, but at most the RTO's ceiling once a round trip was measured (or, before
+        a sample, as many of the smallest round trip seen): how long anything repeated after
+        a failure may wait (an app's exchanges that are not fetches — registration, probes,
+        leaving — use it too)."""
+        if not self.measured and self.min_rtt is not None:
+            return min(wait, max(self.base_rto(), BACKOFF_RTTS * self.min_rtt))
         return self.rto.bounded(wait)
 
     def base_rto(self) -> float:
@@ -646,7 +681,8 @@ class SegmentFetcher:
     async def fetch(self, name_of: NameOf, have: dict[int, bytes] | None = None,
                     final: int | None = None, first_lifetime: float | None = None,
                     first_tries: int | None = None, fresh: bool = False,
-                    max_lifetime: float | None = None) -> list[bytes]:
+                    max_lifetime: float | None = None,
+                    max_rejected: int | None = None) -> list[bytes]:
         """The whole object: segment 0 first unless the count is known (``final``), then the
         missing rest windowed.  ``have`` holds segments already received (e.g. pushed).
         ``first_lifetime``/``first_tries``: the first segment may be held by its producer;
@@ -654,7 +690,7 @@ class SegmentFetcher:
         have = dict(have or {})
         t = Transfer(self, name_of, fresh=fresh, to_final=final is None, life=first_lifetime,
                      max_life=max_lifetime, held=first_lifetime is not None,
-                     first_tries=first_tries)
+                     first_tries=first_tries, max_rejected=max_rejected)
         if final is None:
             if have:
                 raise ValueError("segments in hand but no final: pass final")

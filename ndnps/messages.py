@@ -43,8 +43,22 @@ def content_blob(params: np.ndarray, info: dict[str, Any]) -> bytes:
     return encode_tensors([np.asarray(params, np.float32)], kind="content", **info)
 
 
+class Refused(Exception):
+    """The PS answered a content Interest with a refusal: it did not take this worker."""
+
+
+def refusal_blob(reason: str) -> bytes:
+    """What the PS serves under the content name of a worker it did not take (one whose
+    acceptance failed its signature check): with another key the worker cannot verify it,
+    which tells it its key differs; with the same key, it says why."""
+    return encode_tensors([], kind="refused", reason=str(reason))
+
+
 def parse_content(blob: bytes) -> tuple[np.ndarray, dict[str, Any]]:
+    """The training content; raises Refused for a refusal (refusal_blob)."""
     tensors, meta = decode_tensors(blob)
+    if meta.get("kind") == "refused":
+        raise Refused(str(meta.get("reason", "")))
     if meta.get("kind") != "content" or any(k not in meta for k in CONTENT_KEYS):
         raise CodecError("bad training content header")
     vec = _one_vector(tensors, None)

@@ -111,7 +111,7 @@ from .security import Security
 log = logging.getLogger(__name__)
 LP_RELIABILITY: int = nfd_mgmt.FaceFlags.LP_RELIABILITY_ENABLED.value
 # management commands to our forwarder (App.command): a try's first lifetime and its most
-MGMT_LIFETIME, MGMT_MAX_LIFETIME = 0.1, 1.0
+MGMT_LIFETIME, MGMT_MAX_LIFETIME = 0.05, 1.0
 MIN_MGMT_RTO = 0.01
 
 

@@ -122,6 +122,7 @@ class Runner:
             self.sc.training.checkpoint = str(self.run_dir.resolve() / "ps-checkpoint.npz")
         doc = dict(self.sc.raw)
         doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
+        doc["links"] = {**doc.get("links", {}), "reliability": self.sc.links.reliability}
         doc.setdefault("topology", {})["workers"] = self.sc.workers
         path = self.run_dir / "scenario.toml"
         path.write_text(f"# scenario {self.sc.name!r} as run\n" + _to_toml(doc))

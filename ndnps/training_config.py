@@ -62,8 +62,8 @@ class TrainingConfig:
     # security
     key: str = _f("", "HMAC-SHA256 key of this training (empty: DigestSha256 only)")
     # timing and limits (seconds unless stated)
-    task_timeout: float = _f(0.1, "lifetime of the first task-assignment Interest (doubling "
-                             "per expiry to 8 times that until a round trip is measured, then "
+    task_timeout: float = _f(0.05, "lifetime of the first task-assignment Interest (doubling "
+                             "per expiry to 16 times that until a round trip is measured, then "
                              "a few round trips)", low=0, strict_low=True)
     # at 20 % loss on every link a task exchange (four lossy hops) fails 59 % of tries: 5 tries
     # lost a worker 7 % of the time, 10 (of 1 s) 0.5 % — 2 % of 4-worker runs, seen in a full
@@ -92,11 +92,11 @@ class TrainingConfig:
     max_tries: int = _f(8, "tries per segment before a fetch fails", low=1)
     window: int = _f(16, "segment Interests in flight per fetch", low=1)
     retx_suppression_ms: int = _f(
-        2, "the forwarders' retransmission suppression interval for this training (NFD's "
+        1, "the forwarders' retransmission suppression interval for this training (NFD's "
         "best-route parameter retx-suppression-initial, ms; doubling per retransmission): the "
         "scenario runner sets it on every forwarder, and a fetch re-asks no sooner", low=1)
     retx_suppression_max_ms: int = _f(
-        4, "the most the suppression interval doubles to (NFD's retx-suppression-max, "
+        2, "the most the suppression interval doubles to (NFD's retx-suppression-max, "
         "250 ms by default there): set on every forwarder by the runner; a fetch's early "
         "retries are spaced by it at most, a few round trips on a LAN", low=1)
     probe_initial: float = _f(1.0, "probe timer before any history", low=0, strict_low=True)

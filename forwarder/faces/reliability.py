@@ -60,10 +60,10 @@ class ReliabilityOptions:
     # an Ack waits this long for a packet to ride on (NFD: 5 ms).  It is part of every round
     # trip the sender measures on a one-way burst (a push), so of its tail probe's wait: 2 ms
     # and a 4 ms probe floor took 5 % loss from x1.32 to x1.15 of lossless (bench/README)
-    ack_delay: float = 0.002
+    ack_delay: float = 0.001
     initial_rto: float = 0.2
-    min_rto: float = 0.03
-    min_pto: float = 0.004         # a tail probe waits 2 smoothed round trips, at least this
+    min_rto: float = 0.005
+    min_pto: float = 0.002         # a tail probe waits 2 smoothed round trips, at least this
     max_rto: float = 2.0
     max_unacked: int = 4096        # frames kept for retransmission (oldest given up first)
     max_acks: int = 8192           # Acks waiting to be sent (oldest dropped: the peer retries)

@@ -173,10 +173,12 @@ def ready_job(**kw) -> Job:
 
 @pytest.mark.asyncio
 async def test_both_ends_fetch_with_the_trainings_retransmission_suppression():
-    job = ready_job(retx_suppression_ms=4, window=5)
+    job = ready_job(retx_suppression_ms=4, retx_suppression_max_ms=16, window=5)
     assert job.fetcher.suppression == 0.004 and job.fetcher.window == 5
-    ps = ParameterServer(config(retx_suppression_ms=4), MemNet().app())
-    assert ps.fetcher.suppression == 0.004
+    assert job.fetcher.suppression_max == 0.016
+    ps = ParameterServer(config(retx_suppression_ms=4, retx_suppression_max_ms=16),
+                         MemNet().app())
+    assert (ps.fetcher.suppression, ps.fetcher.suppression_max) == (0.004, 0.016)
 
 
 @pytest.mark.asyncio

@@ -206,11 +206,16 @@ async def test_forged_pushes_are_rejected_by_workers():
 
 
 @pytest.mark.asyncio
-async def test_workers_with_another_key_are_not_trusted():
+async def test_workers_with_another_key_are_not_trusted_and_say_why(tmp_path):
     cfg = config(max_versions=4, task_tries=2)
-    ps, workers, code, codes, _ = await run(cfg, worker_key="other")
+    ps, workers, code, codes, _ = await run(cfg, worker_key="other", metrics_dir=tmp_path)
     # the PS cannot verify their answers (nor they its content): the job fails clearly
     assert code == 3 and all(w.job is None or w.job.params is None for w in workers)
+    (failed,) = [r for r in read_metrics(tmp_path / "ps.jsonl") if r.get("event") == "failed"]
+    assert "failed its signature check (is the key the producer's?)" in failed["reason"]
+    reasons = [r["reason"] for w in cfg.workers for r in read_metrics(tmp_path / f"{w}.jsonl")
+               if r.get("event") == "failed"]
+    assert reasons and all("may differ from the PS's" in r for r in reasons)
 
 
 @pytest.mark.asyncio
@@ -325,7 +330,9 @@ async def test_a_failed_content_fetch_starts_again_while_the_ps_may_come_back():
     ps, workers, code, codes, _ = await run(cfg, drop=drop)
     assert code == 0 and codes == [0, 0, 0]
     w2 = next(w for w in workers if w.gpu == "w2")
-    assert w2.job.counters.content_retries >= 1
+    # Nacked for 3 s, it kept asking (its fetch persists the fetcher's patience, and one
+    # that fails is started again) instead of failing its job
+    assert w2.job.fetch_stats.nacks >= 1
     assert w2.content_patience == 60.0              # the default ps_timeout
     # it trained once back (the PS may have gone on without it meanwhile)
     assert w2.job.params is not None and w2.job.counters.gradients_sent >= 1

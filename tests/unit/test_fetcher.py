@@ -87,6 +87,7 @@ BLOB = bytes(range(256)) * 10          # 2560 bytes -> 26 segments of 100
 
 def fetcher_for(producer, **kw) -> SegmentFetcher:
     kw.setdefault("rto", RtoEstimator(initial=0.05, min_rto=0.01, max_rto=0.2))
+    kw.setdefault("patience", 0.0)              # tries alone (test_..._patience sets it)
     return SegmentFetcher(producer.express, SEC.validator, **kw)
 
 
@@ -132,6 +133,39 @@ async def test_bounded_tries_then_fetch_error():
     with pytest.raises(FetchError):
         await f.fetch(name_of)
     assert prod.attempts[2] == 3
+
+
+@pytest.mark.asyncio
+async def test_a_segment_is_given_up_after_its_tries_and_the_patience_both():
+    """Tries a few round trips apart are over in a blink at high loss: the segment persists
+    until `patience` has passed since its first try as well; told how many tries (a probe),
+    a transfer keeps to them."""
+    prod = FakeProducer(BLOB, delay=0.01)
+    prod.plan = {(2, a): "timeout" for a in range(10_000)}
+    f = fetcher_for(prod, max_tries=3, patience=1.0)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(FetchError, match="no valid Data after"):
+        await f.fetch(name_of)
+    assert loop.time() - start >= 1.0 and prod.attempts[2] > 3
+    prod.attempts.clear()
+    with pytest.raises(FetchError):
+        await f.fetch_one(name_of(2), tries=2)
+    assert prod.attempts[2] == 2
+
+
+@pytest.mark.asyncio
+async def test_without_a_sample_an_answer_to_a_retry_still_guesses_the_round_trip():
+    """Every Interest before the first Data was held, or re-sent while another was alive: no
+    RTT sample, but the answer's round trip is a better first guess than the initial RTO."""
+    prod = FakeProducer(BLOB, delay=0.004)
+    prod.plan = {(0, 0): "drop"}
+    f = fetcher_for(prod, rto=RtoEstimator(initial=1.0, min_rto=0.01, max_rto=4.0))
+    t = f.transfer(name_of, life=0.05, held=True)
+    t.want([0])
+    await t.run()
+    assert f.rto.stats.samples == 0 and f.min_rtt == pytest.approx(0.004, abs=0.002)
+    assert f.base_rto() < 0.05                     # not the initial second
 
 
 @pytest.mark.asyncio
@@ -205,10 +239,10 @@ async def test_a_lost_last_segment_is_probed_after_two_round_trips_not_the_rto()
     assert prod.attempts[25] == 2
 
 
-def test_a_tail_probe_waits_two_round_trips_and_a_resent_one_two_of_the_smallest():
+def test_a_tail_probe_waits_two_round_trips_and_a_resent_one_the_smallest():
     assert tail_probe_wait(0.040, 0.050, 0.001, resent=False) == pytest.approx(0.100)
     assert tail_probe_wait(0.040, 0.010, 0.001, resent=False) == pytest.approx(0.080)
-    assert tail_probe_wait(0.040, 0.050, 0.001, resent=True) == pytest.approx(0.002)
+    assert tail_probe_wait(0.040, 0.050, 0.001, resent=True) == pytest.approx(0.001)
     assert tail_probe_wait(0.040, 0.050, None, resent=True) == pytest.approx(0.100)
 
 

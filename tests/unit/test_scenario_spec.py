@@ -31,7 +31,9 @@ def test_overrides_reach_any_field():
     assert sc.training.epochs == 3 and sc.links.loss == 0.05 and sc.workers == 8
     assert sc.training.workers == [f"w{i}" for i in range(1, 9)]
     assert sc.slowdown == {"w2": 2.0} and sc.training.hidden == [32, 16]
-    assert not sc.links.reliability
+    assert sc.links.reliability                 # lossy links have it unless told otherwise
+    assert not load("sync-sgd").links.reliability
+    assert not load("lossy", ["links.reliability=false"]).links.reliability
     sc = load("lossy", ["links.reliability=true"])
     assert sc.links.reliability and "reliability" not in sc.links.as_table()
 
@@ -157,13 +159,14 @@ def test_every_forwarder_gets_the_trainings_retransmission_suppression(tmp_path)
     from forwarder.config import parse_config, read_toml
     from forwarder.strategy import strategy_by_name
     from ndnps.topology import forwarder_strategy, plan_local
-    sc = parse({"topology": {"kind": "tree"}, "training": {"retx_suppression_ms": 3}}, "t")
+    sc = parse({"topology": {"kind": "tree"},
+                "training": {"retx_suppression_ms": 3, "retx_suppression_max_ms": 5}}, "t")
     for name, node in plan_local(sc).forwarders.items():
         (tmp_path / f"{name}.toml").write_text(
             node.config(tmp_path, {"pit_entries": 100}, 1.0, forwarder_strategy(sc)))
         strategies = parse_config(read_toml(tmp_path / f"{name}.toml")).strategies
         suppression = strategy_by_name(strategies["/"]).suppression
-        assert (suppression.initial, suppression.max) == (0.003, 0.004)
+        assert (suppression.initial, suppression.max) == (0.003, 0.005)
     nfd = forwarder_strategy(parse({"training": {"retx_suppression_ms": 10,
                                                  "retx_suppression_max_ms": 250}}, "t"))
     assert "retx-suppression" not in nfd                            # NFD's defaults
