@@ -1,5 +1,10 @@
 """ndnps.ndnapp.App, the one adapter over python-ndn's NDNApp: pushed Data reach app code, and
-express ends as it should (timeouts, cancellation) despite python-ndn 0.5.2's quirks."""
+express ends as it should (timeouts, cancellation) despite python-ndn 0.5.2's quirks.
+
+The event loop's clock is fake (looptime): it jumps to the next timer when nothing is ready,
+so every lifetime, expiry and wait here happens at exactly its scheduled time, however loaded
+the host is; python-ndn's wall-clock `utils.timestamp()`, from which python-ndn and App
+compute an Interest's deadline, follows the same clock (`loop_timestamps`)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,6 +18,24 @@ from ndn.types import InterestCanceled, InterestTimeout, ValidResult
 from ndnps import names
 from ndnps.ndnapp import App
 from ndnps.security import DigestSigner
+
+pytestmark = pytest.mark.looptime
+
+
+@pytest.fixture(autouse=True)
+def loop_timestamps(monkeypatch):
+    """`utils.timestamp()` (ms) read off the running loop's clock: an Interest's deadline, in
+    python-ndn's PIT entry and in the handler's context, agrees with the timer that ends it."""
+    wall = utils.timestamp
+    epoch = wall()
+
+    def timestamp() -> int:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return wall()
+        return epoch + int(loop.time() * 1000)
+    monkeypatch.setattr(utils, "timestamp", timestamp)
 
 
 def data(name, content=b"x"):
@@ -314,12 +337,17 @@ async def test_two_interests_for_one_name_are_both_satisfied_and_other_validator
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime(False)
 @pytest.mark.timeout(20)
 async def test_the_stream_reader_frames_reads_and_hands_each_packet_on(tmp_path):
     """App's own reader of the forwarder's stream (instead of python-ndn's packet-at-a-time
     loop): packets split across reads or several in one read all arrive, in order; a Data of
     ours is handled at once, an Interest goes through python-ndn's path to its handler; an
-    oversize length (framing lost) shuts the face down."""
+    oversize length (framing lost) shuts the face down.
+
+    A real socket on the real clock (a fake one would jump ahead while the kernel passes the
+    bytes): nothing is asserted about time, each wait lasts until what it waits for happened,
+    and the test's timeout is the only bound."""
     writers: list[asyncio.StreamWriter] = []
     server = await asyncio.start_unix_server(lambda r, w: writers.append(w),
                                              str(tmp_path / "fw.sock"))
@@ -342,16 +370,14 @@ async def test_the_stream_reader_frames_reads_and_hands_each_packet_on(tmp_path)
             fw.write(stream[a:b])
             await fw.drain()
             await asyncio.sleep(0.02)
-        got = await asyncio.wait_for(asyncio.gather(*futures), 5)
+        got = await asyncio.gather(*futures)
         assert [bytes(content) for _, content, _ in got] == [bytes([s]) * 5000 for s in range(3)]
-        for _ in range(100):
-            if asked:
-                break
+        while not asked:
             await asyncio.sleep(0.01)
         assert asked == [names.task("w1", "ps", "t1")]
         assert app.counting.packets_in == 4 and app.counting.bytes_in == len(stream)
         fw.write(b"\x06\xfd\x30\x00")                              # a 12 KB Data: oversize
-        await asyncio.wait_for(reading, 5)
+        await reading
         assert not app.face.running
     finally:
         reading.cancel()
@@ -379,7 +405,7 @@ async def test_a_plain_interest_reaches_its_handler_now_with_python_ndns_argumen
     assert ours[3].keys() == theirs[3].keys()
     for key in ("int_param", "pit_token", "raw_packet"):
         assert ours[3][key] == theirs[3][key], key
-    assert abs(ours[3]["deadline"] - theirs[3]["deadline"]) < 50
+    assert ours[3]["deadline"] == theirs[3]["deadline"]            # one turn of the fake clock
     ours[2](b"\x06\x00")                                              # reply sends
     app.counting.flush()
     assert writer.writes == [[b"\x06\x00"]]

@@ -2,6 +2,8 @@
 estimate."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from ndnps.estimator import (FinishTimeEstimator, MeanDeviation, ProbeTimer, QuietTimer,
@@ -160,32 +162,64 @@ def test_finish_time_estimate_does_not_ratchet_up_when_late_sends_look_held():
     assert est.send_delay() < 0.010            # still asks before the gradient is ready
 
 
-@pytest.mark.parametrize("use_uvloop", [False, True])
-def test_quiet_timer_fires_once_the_last_touch_is_old_enough(use_uvloop):
-    import asyncio
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_quiet_timer_fires_once_the_last_touch_is_old_enough():
+    """A burst of touches, each before the last one's wait is over, then a shorter wait: one
+    call, when the last touch's wait is over.  The loop's clock is fake (looptime): every
+    touch and timer is at exactly its time, however loaded the host is."""
+    loop = asyncio.get_running_loop()
+    fired: list[float] = []
+    touched: list[float] = []
+    timer = QuietTimer(lambda: fired.append(loop.time()))
+    for _ in range(5):                          # a burst: each touch moves the deadline
+        timer.touch(0.02)
+        touched.append(loop.time())
+        await asyncio.sleep(0.005)
+    assert fired == []                          # the timer ran meanwhile, and waited on
+    timer.touch(0.005)                          # a shorter wait: the timer comes earlier
+    touched.append(loop.time())
+    assert timer._handle_at == pytest.approx(touched[-1] + 0.005)
+    await asyncio.sleep(0.05)
+    cancelled = QuietTimer(lambda: fired.append(-1.0))
+    cancelled.touch(0.001)
+    cancelled.cancel()
+    await asyncio.sleep(0.01)
+    assert len(fired) == 1 and -1.0 not in fired
+    # never before the last touch's wait is over, and at the first tick after it (not at
+    # the end of a burst touch's longer wait)
+    assert touched[-1] + 0.005 <= fired[0] < touched[-1] + 0.005 + 0.001
 
+
+@pytest.mark.parametrize("use_uvloop", [False, True])
+def test_quiet_timer_on_a_real_loop_never_fires_before_the_deadline(use_uvloop):
+    """On each loop's own clock (uvloop's counts whole milliseconds and rounds a timer's
+    delay): a touch that moved the deadline later makes the timer, when it runs, wait out
+    the rest; it calls once, never before the deadline; a cancelled one never.  Nothing here
+    depends on how fast the host runs: the test waits for the call, however late."""
     import uvloop
 
-    async def main() -> tuple[list[float], list[float], bool]:
+    async def main() -> tuple[list[float], float]:
         loop = asyncio.get_running_loop()
         fired: list[float] = []
-        touched: list[float] = []
-        timer = QuietTimer(lambda: fired.append(loop.time()))
-        for _ in range(5):                      # a burst: each touch moves the deadline
-            timer.touch(0.02)
-            touched.append(loop.time())
-            await asyncio.sleep(0.005)
-        timer.touch(0.005)                      # a shorter wait: the timer comes earlier
-        touched.append(loop.time())
-        assert timer._handle_at == pytest.approx(touched[-1] + 0.005)
-        await asyncio.sleep(0.05)
+        called = loop.create_future()
+
+        def on_quiet() -> None:
+            fired.append(loop.time())
+            if not called.done():
+                called.set_result(None)
+        timer = QuietTimer(on_quiet)
+        timer.touch(0.005)                      # the timer is set for 5 ms ...
+        before = loop.time()
+        timer.touch(0.02)                       # ... and the deadline moved to 20 ms
         cancelled = QuietTimer(lambda: fired.append(-1.0))
         cancelled.touch(0.001)
         cancelled.cancel()
-        await asyncio.sleep(0.01)
-        return fired, touched, -1.0 in fired
+        await called
+        await asyncio.sleep(0.01)               # no timer is left to call again
+        return fired, before
 
     run = uvloop.run if use_uvloop else asyncio.run
-    fired, touched, cancelled_fired = run(main())
-    assert len(fired) == 1 and not cancelled_fired
-    assert fired[0] >= touched[-1] + 0.005     # never before the last touch's wait is over
+    fired, before = run(main())
+    assert len(fired) == 1 and -1.0 not in fired
+    assert fired[0] >= before + 0.02            # the touch read the clock at `before` or later
