@@ -75,7 +75,8 @@ class Model(TypedDict):
 
 
 MODELS: dict[str, Model] = {
-    "digits": {"sets": lambda: [], "versions": 25, "quick_versions": 12},
+    # the lossy scenario as shipped (10 epochs: 100 versions), as a user runs it
+    "digits": {"sets": lambda: [], "versions": 100, "quick_versions": 25},
     "100k": {"sets": lambda: model_sets(MODEL["n_features"], MODEL["hidden"]),
              "versions": 30, "quick_versions": 6}}
 COUNTERS = ("probes", "gap_fetches", "collect_probes", "probe_segments", "retransmissions",
@@ -226,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--link-reliability", choices=("both", "on", "off"), default="both",
                    help="runs with NDNLPv2 link reliability on the app faces, without, or both "
                         "(default)")
-    p.add_argument("--versions", type=int, help="versions per run (default: digits 25, 100k "
-                                                 "30; --quick 12 and 6)")
+    p.add_argument("--versions", type=int, help="versions per run (default: digits 100, 100k "
+                                                 "30; --quick 25 and 6)")
     p.add_argument("--where", default="apps,link",
                    help="where the loss is: apps (every app face of a star), link (between "
                         "two forwarders); default both")
