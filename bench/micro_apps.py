@@ -12,7 +12,7 @@ pair is checked to produce the same bytes / the same values first:
 - `parse_verify`: python-ndn parse_data + Security.verify vs ndnps.wire.parse_data (App's
   receive path) + Security.verify;
 - `interest`: a collect Interest as NDNApp.express encodes it (InterestParam.from_dict +
-  make_interest) vs ndnps.wire.encode_interest (App.express);
+  make_interest) vs ndnps.ndn.packet.encode_interest (App.express);
 - `express_roundtrip`: express a collect Interest, receive its Data through the app's receive
   path, validate, await the result — python-ndn's NDNApp vs ndnps.ndnapp.App, on a face that
   sends nowhere (the PIT entry, timer, futures and validation are all in);
@@ -43,7 +43,7 @@ from bench.common import ROOT  # noqa: F401 - puts the repo on sys.path
 
 
 def _tl(typ: int, length: int) -> bytes:
-    from forwarder.tlv import encode_varnum
+    from ndnps.ndn.tlv import encode_varnum
     return encode_varnum(typ) + encode_varnum(length)
 
 
@@ -66,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     from ndn.encoding import MetaInfo, make_data, make_interest, InterestParam, parse_data
     from ndn.encoding import Component
     from ndn.utils import gen_nonce
-    from forwarder.tlv import read_tl
+    from ndnps.ndn.tlv import read_tl
     from ndnps import names, wire
+    from ndnps.ndn import packet
     from ndnps.security import Security
     from ndnps.segments import sign_segments
 
@@ -148,15 +149,15 @@ def main(argv: list[str] | None = None) -> int:
         return bytes(make_interest(cnames[i % 51], param))
 
     def ndnps_interest(i: int) -> bytes:
-        return wire.encode_interest(cnames[i % 51], gen_nonce(), 500, False, True)
+        return packet.encode_interest(cnames[i % 51], gen_nonce(), 500, False, True)
 
-    assert wire.encode_interest(cnames[3], 99, 500, False, True) == \
+    assert packet.encode_interest(cnames[3], 99, 500, False, True) == \
         bytes(make_interest(cnames[3], InterestParam(must_be_fresh=True, nonce=99, lifetime=500)))
 
     from ndnps.names import classify
     raw_names = [_tlv_value(w, 7) for w in wires]
     cache: dict[bytes, str] = {}
-    from forwarder.tlv import component_offsets
+    from ndnps.ndn.tlv import component_offsets
 
     def apps_classify(i: int) -> str:
         return classify(raw_names[i % 51], True)
@@ -341,7 +342,7 @@ def _roundtrips(cnames, gwires, sec, kw: dict, n: int) -> dict[str, float]:
 
 
 def _tlv_element(wire: bytes, typ: int) -> bytes:
-    from forwarder.tlv import read_tl
+    from ndnps.ndn.tlv import read_tl
     _, pos, end = read_tl(wire, 0, len(wire))
     while pos < end:
         t, vpos, vend = read_tl(wire, pos, end)
@@ -352,7 +353,7 @@ def _tlv_element(wire: bytes, typ: int) -> bytes:
 
 
 def _tlv_value(wire: bytes, typ: int) -> bytes:
-    from forwarder.tlv import read_tl
+    from ndnps.ndn.tlv import read_tl
     el = _tlv_element(wire, typ)
     _, vpos, vend = read_tl(el, 0, len(el))
     return el[vpos:vend]

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from forwarder.tlv import encode_tlv  # noqa: E402  (this tree's, or --trees's)
+from ndnps.ndn.tlv import encode_tlv  # noqa: E402  (this tree's, or --trees's)
 
 CONTENT = b"x" * 8000
 PUSHED, COLLECTS = 51, 204
@@ -54,13 +54,14 @@ def data_wire(seq: int, content: bytes) -> bytes:
 
 
 async def _link_rounds(versions: int) -> float:
-    from forwarder.faces.reliability import ReliableLink
+    from ndnps.ndn.reliability import ReliableLink
     pushed = [data_wire(i, CONTENT) for i in range(PUSHED)]
     collects = [interest_wire(i) for i in range(COLLECTS)]
     gradients = [data_wire(10_000 + i, CONTENT) for i in range(COLLECTS)]
     to_leaf: list[bytes] = []
     to_root: list[bytes] = []
-    root, leaf = ReliableLink(to_leaf.append), ReliableLink(to_root.append)
+    loop = asyncio.get_running_loop()
+    root, leaf = ReliableLink(to_leaf.append, loop), ReliableLink(to_root.append, loop)
 
     async def version() -> int:
         n = 0

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from forwarder import packet, tlv  # noqa: E402
+from ndnps.ndn import packet, tlv  # noqa: E402
 from forwarder.pipelines import Forwarder  # noqa: E402
 from forwarder.tables.rib import CHILD_INHERIT, Route  # noqa: E402
 

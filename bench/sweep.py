@@ -55,7 +55,7 @@ def segment_anatomy(n_params: int, key: str = "sweep-key") -> dict:
 
 def _tlv_children(wire: bytes) -> dict[str, int]:
     """Wire bytes per top-level element of a Data (type+length+value)."""
-    from forwarder.tlv import read_tl
+    from ndnps.ndn.tlv import read_tl
     _, pos, end = read_tl(wire, 0, len(wire))
     names_of = {7: "name", 20: "meta_info", 21: "content_tlv", 22: "signature_info",
                 23: "signature_value"}

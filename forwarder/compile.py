@@ -1,13 +1,15 @@
 """Build (or remove) the optional mypyc-compiled forwarder core.
 
     pip install -e '.[compiled]'          # mypy (mypyc) and setuptools; needs a C compiler
-    python -m forwarder.compile           # compile forwarder.HOT_MODULES in place
+    python -m forwarder.compile           # compile the hot modules in place
     python -m forwarder.compile --clean   # remove the build: back to pure Python
 
-The extension modules land beside their sources (forwarder/**/*.so, plus one shared library
-forwarder/core__mypyc*.so) and forwarder/_compiled.txt records the hash of every source built;
-`import forwarder` uses the build only while those hashes match (see forwarder/__init__.py).
-NDNPS_FORWARDER_PURE=1 runs the sources with a build present, e.g. to compare the two.
+The hot modules are the base's (ndnps.ndn.HOT_MODULES: TLV, packets, link reliability, RTO)
+and the forwarder's (forwarder.HOT_MODULES). Their extension modules land beside their
+sources, with one shared library ndnps/ndn/core__mypyc*.so, and ndnps/ndn/_compiled.txt records
+the hash of every source built; each package uses the build only while those hashes match
+(ndnps.ndn.native). NDNPS_FORWARDER_PURE=1 runs the sources with a build present, e.g. to
+compare the two.
 """
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from forwarder import HOT_MODULES, MANIFEST, source_digest, source_path
+from forwarder import HOT_MODULES as FORWARDER_MODULES
+from ndnps.ndn import HOT_MODULES as BASE_MODULES
+from ndnps.ndn.native import GROUP, MANIFEST, ROOT, source_digest, source_path
 
-ROOT = Path(__file__).resolve().parent.parent
-GROUP = "forwarder.core"            # mypyc's shared library: forwarder/core__mypyc*.so
+HOT_MODULES = BASE_MODULES + FORWARDER_MODULES
 
 _SETUP = """
 import sys
@@ -41,7 +44,7 @@ def artifacts() -> list[Path]:
     for module in HOT_MODULES:
         src = source_path(module)
         found += sorted(src.parent.glob(src.stem + ".*.so")) + sorted(src.parent.glob(src.stem + ".*.pyd"))
-    pkg = ROOT / "forwarder"
+    pkg = MANIFEST.parent
     found += sorted(pkg.glob("core__mypyc.*.so")) + sorted(pkg.glob("core__mypyc.*.pyd"))
     return found
 
@@ -59,7 +62,6 @@ def build(verbose: bool = False) -> list[Path]:
     except ImportError:
         raise SystemExit("mypyc is not installed: pip install -e '.[compiled]'") from None
     clean()
-    # ndnps.names (the marker constants) is read, not compiled; python-ndn has no stubs
     paths = ["--follow-imports=silent", "--ignore-missing-imports",
              *(str(source_path(m).relative_to(ROOT)) for m in HOT_MODULES)]
     digests = {m: source_digest(m) for m in HOT_MODULES}

@@ -47,6 +47,8 @@ tables.network_region: the producer regions this forwarder is in (ForwardingHint
     tables = "fwd-tables.tsv"     # Time Node Pit PersistentEntries PersistentFaces Cs
     interval = 1.0
     node = "fwd"
+    classifier = "ndnps.names:classify"   # the packet classes' function (module:function);
+                                          # default: the markers alone (tracer.marker_classes)
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ from .faces.link import LinkParams
 from .faces.udp import IDLE_TIMEOUT, MAX_ON_DEMAND_FACES
 from .pipelines import Limits
 from .strategy import strategy_by_name
+from .tracer import load_classifier
 
 DEFAULT_UNIX = "/run/nfd/nfd.sock"     # python-ndn's default transport
 DEFAULT_PORT = 6363
@@ -89,6 +92,7 @@ class TraceConfig:
     tables: str = ""
     interval: float = 1.0
     node: str = "fwd"
+    classifier: str = ""
 
 
 @dataclass
@@ -225,13 +229,18 @@ def parse_config(data: dict) -> Config:
         cfg.network_region.append(region)
 
     trace = _expect(data.get("trace", {}), dict, "trace")
-    _check_keys(trace, {"rates", "tables", "interval", "node"}, "trace")
-    for key in ("rates", "tables", "node"):
+    _check_keys(trace, {"rates", "tables", "interval", "node", "classifier"}, "trace")
+    for key in ("rates", "tables", "node", "classifier"):
         setattr(cfg.trace, key, _expect(trace.get(key, getattr(cfg.trace, key)), str,
                                         f"trace.{key}"))
     cfg.trace.interval = float(_expect(trace.get("interval", 1.0), (int, float), "trace.interval"))
     if cfg.trace.interval <= 0:
         raise ConfigError("trace.interval: must be > 0")
+    if cfg.trace.classifier:
+        try:
+            load_classifier(cfg.trace.classifier)
+        except ValueError as e:
+            raise ConfigError(f"trace.classifier: {e}") from None
     return cfg
 
 

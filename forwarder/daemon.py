@@ -9,7 +9,6 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-from ndnps.names import classify
 
 from . import core_build
 from .config import Config, FaceConfig
@@ -22,8 +21,8 @@ from .mgmt import MGMT_PREFIX, Management
 from .pipelines import Forwarder
 from .strategy import strategy_by_name
 from .tables.rib import CHILD_INHERIT, Route
-from .tlv import component_offsets, name_from_str
-from .tracer import RateTracer, run_origin
+from ndnps.ndn.tlv import component_offsets, name_from_str
+from .tracer import RateTracer, load_classifier, marker_classes, run_origin
 
 log = logging.getLogger("forwarder")
 
@@ -286,6 +285,7 @@ class ForwarderDaemon:
         if cfg.rates:
             out = open(cfg.rates, "w")
             self._trace_files.append(out)
+            classify = load_classifier(cfg.classifier) if cfg.classifier else marker_classes
             self.fw.tracer = RateTracer(cfg.node, classify, out)
         if cfg.tables:
             tables = open(cfg.tables, "w")

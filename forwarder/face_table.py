@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Final, Iterator
 
+from ndnps.ndn.reliability import ReliabilityCounters
+
 INVALID_FACE: Final = 0
 INTERNAL_FACE: Final = 1          # management, as NFD's internal face
 FIRST_FACE_ID: Final = 256        # NFD numbers ordinary faces from 256 too
@@ -24,24 +26,6 @@ class FaceCounters:
     in_distribute: int = 0      # pushed Data received (persistent PIT)
     out_distribute: int = 0     # pushed Data sent along persistent entries
     drops: Counter = field(default_factory=Counter)   # reason -> packets
-
-
-@dataclass
-class ReliabilityCounters:
-    """NDNLPv2 link reliability on one face (faces/reliability.py)."""
-    acknowledged: int = 0
-    retransmitted: int = 0
-    tail_probes: int = 0           # of which: the newest frame re-sent after 2 round trips
-    given_up: int = 0              # dropped after max_retx, or pushed out of max_unacked
-    duplicates: int = 0            # received again (its Ack had been lost)
-    idle_acks: int = 0             # LpPackets sent that carried only Acks
-    gaps: int = 0                  # TxSequences skipped on receipt: Acks sent without delay
-    acks_dropped: int = 0
-    malformed: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        # not __dict__: the optional mypyc build's classes have none
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass

@@ -21,11 +21,11 @@ from ndn.app_support import nfd_mgmt as m
 from ndn.encoding import Component, MetaInfo, make_data
 from ndn.security import DigestSha256Signer
 
-from .packet import Interest
+from ndnps.ndn.packet import Interest
 from .pipelines import Forwarder
 from .strategy import UnknownStrategy, strategy_by_name
 from .tables.rib import CHILD_INHERIT, Route
-from .tlv import DecodeError, component_offsets, encode_tlv, name_to_str
+from ndnps.ndn.tlv import DecodeError, component_offsets, encode_tlv, name_to_str
 
 MGMT_PREFIX = b"\x08\x09localhost\x08\x03nfd"
 DATASET_FRESHNESS_MS = 1000

@@ -11,13 +11,16 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Final
 
-from ndnps.names import DISTRIBUTE, INSERT, REMOVE
-
-from .face_table import INTERNAL_FACE, FaceInfo, FaceTable
-from .packet import (
+from ndnps.ndn.markers import (DISTRIBUTE_COMPONENT, INSERT_COMPONENT, MARKER_BYTE,
+                               REMOVE_COMPONENT)
+from ndnps.ndn.packet import (
     NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode, decode_data,
     decode_interest, nack_for, with_nonce, without_forwarding_hint,
 )
+from ndnps.ndn.tlv import (DATA, GENERIC_COMPONENT, INTEREST, DecodeError, component_offsets,
+                           encode_tlv)
+
+from .face_table import INTERNAL_FACE, FaceInfo, FaceTable
 from .strategy import BestRoute
 from .tables.cs import ContentStore
 from .tables.dead_nonce_list import DeadNonceList
@@ -27,16 +30,8 @@ from .tables.pit import InRecord, OutRecord, Pit, PitEntry, PitFull
 from .tables.rib import Rib
 from .tables.strategy_choice import StrategyChoice
 from .tracer import RateTracer
-from .tlv import DATA, GENERIC_COMPONENT, INTEREST, DecodeError, component_offsets, encode_tlv
 
 LOCALHOST: Final = encode_tlv(GENERIC_COMPONENT, b"localhost")
-INSERT_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, INSERT)
-REMOVE_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, REMOVE)
-DISTRIBUTE_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, DISTRIBUTE)
-# Every marker's value starts with "*": a name whose third byte is not one has no marker, so
-# most names skip the three startswith() tests.
-MARKER_BYTE: Final = b"*"
-assert all(m[2:3] == MARKER_BYTE for m in (INSERT_COMPONENT, REMOVE_COMPONENT, DISTRIBUTE_COMPONENT))
 
 # What on_receive returns: (face id, bytes) to send; toward INTERNAL_FACE the item is
 # (INTERNAL_FACE, (Interest, in-face id)) so management knows who asked.

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from ndn.encoding import Component, InterestParam, Name, make_interest, parse_data
 
-from .tlv import MAX_PACKET_SIZE, outer_length
+from ndnps.ndn.tlv import MAX_PACKET_SIZE, outer_length
 
 
 def transport_address(transport: str) -> tuple[socket.AddressFamily, str | tuple[str, int]]:

@@ -13,17 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, TYPE_CHECKING
 
-from .packet import NACK_NO_ROUTE, Interest, Nack, less_severe
+from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX, RETX_MULTIPLIER
+from ndnps.ndn.packet import NACK_NO_ROUTE, Interest, Nack, less_severe
+
 from .tables.fib import FibEntry
 from .tables.pit import PitEntry
 
 if TYPE_CHECKING:
     from .pipelines import Forwarder
 
-# NFD's RetxSuppressionExponential defaults
-RETX_INITIAL: Final = 0.010
-RETX_MAX: Final = 0.250
-RETX_MULTIPLIER: Final = 2.0
 STRATEGY_PREFIX: Final = "/localhost/nfd/strategy/"
 
 

@@ -14,11 +14,16 @@ shares a shape, so a handful of entries serve the whole run.
 """
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import time
 from collections import defaultdict
 from typing import Callable, Final, TextIO
+
+from ndnps.ndn.markers import (AGGREGATE_COMPONENT, DISTRIBUTE_COMPONENT, INSERT_COMPONENT,
+                               REMOVE_COMPONENT)
+from ndnps.ndn.tlv import GENERIC_COMPONENT, encode_tlv
 
 HEADER: Final = "Time\tNode\tFaceId\tType\tClass\tPackets\tBytes\n"
 
@@ -39,8 +44,42 @@ def run_origin(clock: Callable[[], float] = time.monotonic) -> float:
 
 # A classifier maps (name TLV-VALUE, is_data) to a class; Nacks are always class "nack".
 # RateTracer memoizes it by shape_key, so it must read typed components (versions, segments,
-# digests ...) by their TLV-TYPE only, never by their value: ndnps.names.classify does.
+# digests ...) by their TLV-TYPE only, never by their value.  The forwarder knows the markers
+# alone (marker_classes); an application's classes come from a function of its own, named in
+# the configuration (`[trace] classifier = "module:function"`: the scenario runner names the
+# training protocol's, ndnps.names.classify), so the forwarder imports nothing of theirs.
 Classifier = Callable[[bytes, bool], str]
+
+_LOCALHOST: Final = encode_tlv(GENERIC_COMPONENT, b"localhost")
+_MARKER_CLASSES: Final = ((INSERT_COMPONENT, "insert"), (REMOVE_COMPONENT, "remove"),
+                          (AGGREGATE_COMPONENT, "aggregate"))
+
+
+def marker_classes(name: bytes, is_data: bool) -> str:
+    """The classes the forwarder knows by itself: mgmt (/localhost), insert, remove,
+    aggregate, distribute (a pushed Data; an Interest for one is a probe), other."""
+    if name.startswith(_LOCALHOST):
+        return "mgmt"
+    if name.startswith(DISTRIBUTE_COMPONENT):
+        return "distribute" if is_data else "probe"
+    for marker, cls in _MARKER_CLASSES:
+        if name.startswith(marker):
+            return cls
+    return "other"
+
+
+def load_classifier(spec: str) -> Classifier:
+    """The function `module:function` names (raises ValueError saying why it cannot)."""
+    module, _, attr = spec.partition(":")
+    if not module or not attr:
+        raise ValueError(f"{spec!r}: expected module:function")
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"{spec!r}: {e}") from None
+    if not callable(found):
+        raise ValueError(f"{spec!r}: not a function")
+    return found
 
 # Shapes remembered per direction (Interest / Data) before the memo starts afresh: a bound
 # against names that never repeat (e.g. management commands, a misbehaving app).

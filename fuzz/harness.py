@@ -19,10 +19,10 @@ from ndn.security import DigestSha256Signer
 
 from forwarder.face_table import INTERNAL_FACE
 from forwarder.mgmt import MGMT_PREFIX, Management
-from forwarder.packet import Interest, lp_wrap
+from ndnps.ndn.packet import Interest, lp_wrap
 from forwarder.pipelines import Forwarder, Limits
 from forwarder.tables.rib import CHILD_INHERIT, Route
-from forwarder.tlv import component_offsets, name_from_str
+from ndnps.ndn.tlv import component_offsets, name_from_str
 
 LIMITS = Limits(pit_entries=256, cs_packets=64, cs_bytes=64 << 10, dead_nonce_capacity=256,
                 ppit_entries=16, ppit_faces_per_entry=4, ppit_entries_per_face=4)

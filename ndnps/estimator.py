@@ -20,7 +20,7 @@ import asyncio
 from typing import Callable
 
 # shared with the forwarder's link reliability (one RFC 6298 estimator in the project)
-from forwarder.rto import HALF_TICK, MeanDeviation, RtoEstimator
+from ndnps.ndn.rto import HALF_TICK, MeanDeviation, RtoEstimator
 
 __all__ = ["MeanDeviation", "RtoEstimator", "ProbeTimer", "QuietTimer", "FinishTimeEstimator"]
 

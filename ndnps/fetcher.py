@@ -53,8 +53,8 @@ from ndn.encoding import FormalName
 from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, NetworkError,
                        ValidationFailure)
 
-from forwarder.rto import BACKOFF_RTTS, HALF_TICK
-from forwarder.strategy import RETX_INITIAL, RETX_MAX
+from ndnps.ndn.rto import BACKOFF_RTTS, HALF_TICK
+from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX
 
 from . import names
 from .estimator import RtoEstimator

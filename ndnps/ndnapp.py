@@ -45,7 +45,7 @@
    coroutine does) with python-ndn's result and context or ValidationFailure; any other
    validator runs in its own Task as before.  A forged or unsigned Data fails the check
    either way.  ``express`` without ApplicationParameters or a signer encodes the Interest
-   with ``ndnps.wire.encode_interest`` (the bytes of python-ndn's ``make_interest``, nonce
+   with ``ndnps.ndn.packet.encode_interest`` (the bytes of python-ndn's ``make_interest``, nonce
    drawn by python-ndn's ``gen_nonce``) and hands it to python-ndn's public
    ``express_raw_interest``, which keeps the PIT entry.  Measured in ``bench/micro_apps.py``.
 
@@ -101,9 +101,10 @@ from ndn.utils import gen_nonce
 
 from . import names, wire
 from forwarder.face_table import ReliabilityCounters
-from forwarder.faces.reliability import ReliableLink
-from forwarder.rto import RtoEstimator
-from forwarder.tlv import LP_PACKET, StreamFramer
+from ndnps.ndn.reliability import ReliableLink
+from ndnps.ndn.rto import RtoEstimator
+from ndnps.ndn import packet
+from ndnps.ndn.tlv import DATA, INTEREST, LP_PACKET, StreamFramer
 
 from .events import wait_event
 from .security import Security
@@ -170,7 +171,8 @@ class CountingFace(Face):
 
     def start_reliability(self) -> None:
         self.stop_reliability()
-        self.reliable = ReliableLink(self._send_raw, self.reliability_counters)
+        self.reliable = ReliableLink(self._send_raw, asyncio.get_running_loop(),
+                                     self.reliability_counters)
 
     def stop_reliability(self) -> None:
         """The face is gone (the forwarder's state with it): counters kept, state dropped."""
@@ -435,7 +437,7 @@ class App(NDNApp):
                 or not (hop_limit is None or type(hop_limit) is int):
             return None
         try:
-            raw = wire.encode_interest(name, nonce, lifetime, can_be_prefix, must_be_fresh,
+            raw = packet.encode_interest(name, nonce, lifetime, can_be_prefix, must_be_fresh,
                                        hop_limit)
         except (TypeError, ValueError):
             return None
@@ -531,14 +533,14 @@ class App(NDNApp):
     def _receive_now(self, typ: int, data) -> bool:
         """A bare Data or plain Interest of our shape, handled now (no Task, no await); False:
         anything else (python-ndn's path)."""
-        if typ == wire.DATA:
+        if typ == DATA:
             parsed = wire.parse_data(data)
             if parsed is None:
                 return False
             name, meta_info, content, sig = parsed
             self._data_arrived(name, meta_info, content, sig, data)
             return True
-        if typ == wire.INTEREST:
+        if typ == INTEREST:
             interest = wire.parse_interest(data)
             return interest is not None and self._interest_arrived(*interest, data)
         return False

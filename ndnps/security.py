@@ -15,7 +15,7 @@ from typing import Protocol, Sequence
 from ndn.encoding import FormalName, KeyLocator, Name, SignaturePtrs, SignatureType, Signer
 from ndn.types import ValidResult
 
-from .wire import encode_signature_info
+from ndnps.ndn.packet import encode_signature_info
 
 
 class _Hash(Protocol):
@@ -30,7 +30,7 @@ class _Hash(Protocol):
 
 class DigestSigner(Signer):
     """DigestSha256: integrity only.  ``signature_info`` and ``sign`` serve the fixed-shape
-    encoder (``ndnps.wire.encode_data``), the rest python-ndn's ``make_data``."""
+    encoder (``ndnps.ndn.packet.encode_data``), the rest python-ndn's ``make_data``."""
 
     signature_info = encode_signature_info(SignatureType.DIGEST_SHA256)
 

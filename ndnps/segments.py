@@ -9,7 +9,9 @@ from typing import Callable, Generic, TypeVar
 
 from ndn.encoding import FormalName, MetaInfo, Name, Signer, make_data
 
-from . import names, wire
+from ndnps.ndn import packet
+
+from . import names
 from .codec import SEGMENT_SIZE, segment
 from .security import DigestSigner, HmacSigner
 
@@ -37,15 +39,15 @@ def sign_segments(blob: bytes, name_of: Callable[[int], FormalName], signer: Sig
     # codec.segment's cut, as views: the content is copied once, into the packet
     mv = memoryview(blob).cast("B")
     views: list[bytes | memoryview] = [mv[i:i + size] for i in range(0, len(mv), size)] or [b""]
-    meta_wire = wire.encode_meta_info(freshness_ms, names.final_block_id(len(views) - 1))
+    meta_wire = packet.encode_meta_info(freshness_ms, names.final_block_id(len(views) - 1))
     info, sign = signer.signature_info, signer.sign
     out = []
     for i, view in enumerate(views):
         name = name_of(i)
         try:
-            out.append(wire.encode_data(name, meta_wire, view, info, sign))
+            out.append(packet.encode_data(name, meta_wire, view, info, sign))
         except TypeError:                     # a NonStrictName (str components, ...)
-            out.append(wire.encode_data(Name.normalize(name), meta_wire, view, info, sign))
+            out.append(packet.encode_data(Name.normalize(name), meta_wire, view, info, sign))
     return out
 
 

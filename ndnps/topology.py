@@ -18,6 +18,9 @@ from pathlib import Path
 
 from forwarder.strategy import BestRoute, RetxSuppression
 
+# the packet classes of the forwarders' rate traces: the training protocol's exchanges
+CLASSIFIER = "ndnps.names:classify"
+
 from .process import free_port
 from .scenario_spec import Scenario
 
@@ -62,7 +65,8 @@ class ForwarderNode:
         traces = run_dir / "traces"
         lines += ["[trace]", f'rates = "{traces / (self.name + "-rates.tsv")}"',
                   f'tables = "{traces / (self.name + "-tables.tsv")}"',
-                  f"interval = {trace_interval}", f'node = "{self.name}"']
+                  f"interval = {trace_interval}", f'node = "{self.name}"',
+                  f'classifier = "{CLASSIFIER}"']
         return "\n".join(lines) + "\n"
 
 

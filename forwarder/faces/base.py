@@ -1,11 +1,13 @@
 """What every transport-backed face offers the daemon."""
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from typing import Callable, Protocol
 
+from ndnps.ndn.reliability import ReliableLink
+
 from ..face_table import FaceInfo
-from .reliability import ReliableLink
 
 # Bytes queued toward one face beyond which further packets are dropped (and counted).
 QUEUE_LIMIT_BYTES = 4 << 20
@@ -38,7 +40,7 @@ class Face:
     def set_reliability(self, on: bool) -> None:
         if on and self.reliable is None:
             link_send = self.send               # the class's: straight toward the peer
-            self.reliable = ReliableLink(link_send)
+            self.reliable = ReliableLink(link_send, asyncio.get_running_loop())
             self.send = self.reliable.send      # type: ignore[method-assign]
         elif not on and self.reliable is not None:
             self.reliable.close()

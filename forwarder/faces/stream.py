@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..tlv import StreamFramer
+from ndnps.ndn.tlv import StreamFramer
 from .base import QUEUE_LIMIT_BYTES, Face, FaceOwner, ip_uri, is_loopback
 from .link import LinkEmulator, LinkParams
 

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from typing import Callable
 
 from ..face_table import FaceInfo, FaceSystemCounters
-from ..tlv import MAX_PACKET_SIZE
+from ndnps.ndn.tlv import MAX_PACKET_SIZE
 from .base import Face, FaceOwner, ip_uri, is_loopback
 from .link import LinkEmulator, LinkParams
 

@@ -14,8 +14,8 @@ from collections import OrderedDict
 
 from sortedcontainers import SortedList
 
-from ..packet import Data, Interest
-from ..tlv import IMPLICIT_DIGEST, digest_component, implicit_digest
+from ndnps.ndn.packet import Data, Interest
+from ndnps.ndn.tlv import IMPLICIT_DIGEST, digest_component, implicit_digest
 
 # A CanBePrefix lookup gives up after this many candidates that are all stale.
 _MAX_PREFIX_SCAN: Final = 64

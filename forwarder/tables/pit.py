@@ -11,8 +11,8 @@ from __future__ import annotations
 import heapq
 from typing import Final, Iterator
 
-from ..packet import Interest
-from ..tlv import digest_component, implicit_digest
+from ndnps.ndn.packet import Interest
+from ndnps.ndn.tlv import digest_component, implicit_digest
 
 
 _BUCKETS_PER_S: Final = 10

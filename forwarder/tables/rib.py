@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..tlv import component_offsets
+from ndnps.ndn.tlv import component_offsets
 from .fib import Fib
 
 CHILD_INHERIT = 1

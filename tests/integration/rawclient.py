@@ -12,7 +12,7 @@ from ndn.encoding import (
 )
 from ndn.security import DigestSha256Signer
 
-from forwarder.tlv import outer_length
+from ndnps.ndn.tlv import outer_length
 
 
 class RawFace:

@@ -16,8 +16,8 @@ from ndn.encoding import (
 from ndn.encoding.ndnlp_v2 import parse_lp_packet_v2
 from ndn.security import DigestSha256Signer
 
-from forwarder import tlv
-from forwarder.packet import Interest, decode
+from ndnps.ndn import tlv
+from ndnps.ndn.packet import Interest, decode
 from forwarder.pipelines import Forwarder, Limits
 
 INSERT = Component.from_bytes(b"*insert*")

@@ -269,10 +269,11 @@ async def test_lp_wrapped_and_malformed_data_take_python_ndns_path():
     pkt.lp_packet.fragment = push
     await s.app._receive(0x64, bytes(pkt.encode()))
     from ndnps import wire
+    from ndnps.ndn.tlv import tl
     assert push[1] < 253                             # one-byte length: the Value starts at 2
     body = push[2:] + b"\x25\x01x"                  # an unknown critical element: python-ndn drops it
-    assert wire.parse_data(wire.tl(6, len(body)) + body) is None
-    await s.app._receive(6, wire.tl(6, len(body)) + body)
+    assert wire.parse_data(tl(6, len(body)) + body) is None
+    await s.app._receive(6, tl(6, len(body)) + body)
     assert len(seen) == 1 and bytes(seen[0][2]) == b"params"
 
 

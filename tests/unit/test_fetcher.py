@@ -16,7 +16,7 @@ from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidRes
 from ndnps import names
 from ndnps.codec import CodecError
 from ndnps.estimator import RtoEstimator
-from forwarder.rto import BACKOFF_RTTS
+from ndnps.ndn.rto import BACKOFF_RTTS
 from ndnps.ndnapp import FaceDown
 from ndnps.fetcher import (SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged,
                            nack_delay, tail_probe_wait)

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 import forwarder
+from forwarder.compile import HOT_MODULES
+from ndnps.ndn import native
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PROBE = "import forwarder; print(forwarder.USE_COMPILED, forwarder.core_build())"
@@ -48,20 +50,20 @@ def run(tree: Path, *args: str, pure: bool = False,
 
 
 def test_this_checkout_runs_its_sources_unless_built():
-    for module in forwarder.HOT_MODULES:
+    for module in HOT_MODULES:
         mod = importlib.import_module(module)
         assert forwarder.USE_COMPILED or (mod.__file__ or "").endswith(".py"), module
-    if not forwarder._build_present():
+    if not native.build_present():
         # nothing of ours on the import path: import hooks (atheris) see the sources
-        assert not any(isinstance(f, forwarder._SourcesFirst) for f in sys.meta_path)
+        assert not any(isinstance(f, native._SourcesFirst) for f in sys.meta_path)
 
 
 def test_a_stale_build_is_ignored_with_a_warning(tmp_path):
     tree = copy_tree(tmp_path)
     # a build of other sources: one digest differs from the file on disk
-    (tree / "forwarder" / "_compiled.txt").write_text("".join(
-        f"{m} {'0' * 64 if m == 'forwarder.tables.pit' else forwarder.source_digest(m)}\n"
-        for m in forwarder.HOT_MODULES))
+    (tree / "ndnps" / "ndn" / "_compiled.txt").write_text("".join(
+        f"{m} {'0' * 64 if m == 'forwarder.tables.pit' else native.source_digest(m)}\n"
+        for m in HOT_MODULES))
     out = run(tree, "-c", PROBE)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "python"]

@@ -49,7 +49,7 @@ def test_network_region_names_the_producer_regions():
 
 def test_the_daemon_gives_the_forwarder_its_regions():
     from forwarder.daemon import ForwarderDaemon
-    from forwarder.tlv import name_from_str
+    from ndnps.ndn.tlv import name_from_str
     daemon = ForwarderDaemon(parse_config({"network_region": ["/isp/site"]}))
     assert daemon.fw.network_region == [name_from_str("/isp/site")]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from forwarder.packet import Data, Interest
+from ndnps.ndn.packet import Data, Interest
 from forwarder.tables.cs import ContentStore
-from forwarder.tlv import name_from_str
+from ndnps.ndn.tlv import name_from_str
 
 NAMES = ["/a", "/a/b", "/a/b/c", "/a/c", "/b", "/b/a", "/ab", "/a/b/d"]
 

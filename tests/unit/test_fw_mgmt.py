@@ -12,7 +12,7 @@ from forwarder.face_table import INTERNAL_FACE, ReliabilityCounters
 from forwarder.mgmt import MGMT_PREFIX, Management
 from forwarder.pipelines import Forwarder
 from forwarder.tables.rib import CHILD_INHERIT, Route
-from forwarder.tlv import name_from_str
+from ndnps.ndn.tlv import name_from_str
 
 
 def frozen() -> float:

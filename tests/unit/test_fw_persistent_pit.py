@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from ndn.encoding import Component
 
-from forwarder.packet import NACK_DUPLICATE, NACK_NO_ROUTE
-from forwarder.tlv import name_to_str
+from ndnps.ndn.packet import NACK_DUPLICATE, NACK_NO_ROUTE
+from ndnps.ndn.tlv import name_to_str
 
 from fwkit import DISTRIBUTE, INSERT, REMOVE, Bench, data, interest, lp, marked, vs
 

@@ -7,10 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forwarder.face_table import INTERNAL_FACE
-from forwarder.packet import NACK_CONGESTION, NACK_DUPLICATE, NACK_NO_ROUTE, Interest
+from ndnps.ndn.packet import NACK_CONGESTION, NACK_DUPLICATE, NACK_NO_ROUTE, Interest
 from forwarder.strategy import Multicast, strategy_by_name
 from forwarder.tables.rib import CHILD_INHERIT, Route
-from forwarder import tlv
+from ndnps.ndn import tlv
 
 from fwkit import Bench, brief, data, depth, interest, lp, nack, name, nv, parse_out, uri, with_hop
 

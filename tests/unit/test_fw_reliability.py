@@ -9,10 +9,10 @@ import random
 
 import pytest
 
-from forwarder.faces.reliability import (LpReliability, ReliabilityOptions, ReliableLink,
+from ndnps.ndn.reliability import (LpReliability, ReliabilityOptions, ReliableLink,
                                          _read_own, _split_lp, older_than)
-from forwarder.packet import Data, Interest, Nack, decode, lp_wrap
-from forwarder.tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
+from ndnps.ndn.packet import Data, Interest, Nack, decode, lp_wrap
+from ndnps.ndn.tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
                            MAX_PACKET_SIZE, encode_tlv, read_tl)
 from tests.unit.fwkit import data, interest
 
@@ -350,11 +350,11 @@ def test_a_lost_last_frame_is_probed_after_two_round_trips_before_the_rto():
 async def test_a_late_timer_lets_waiting_acks_in_before_judging_frames_lost():
     """The loop was busy past an RTO (uvloop runs timers before reading sockets): the timer
     waits one more socket read; an Ack read then saves the frame from a needless re-send."""
-    from forwarder.faces.reliability import DEFER
+    from ndnps.ndn.reliability import DEFER
 
     for acked in (True, False):
         sent: list[bytes] = []
-        link = ReliableLink(sent.append)
+        link = ReliableLink(sent.append, asyncio.get_running_loop())
         peer = LpReliability(ReliabilityOptions(ack_delay=0.0))
         link.send(INTEREST)
         peer.receive(sent[0], 0.0)
@@ -375,7 +375,7 @@ async def test_a_loss_that_acks_reveal_is_repaired_within_the_read_that_revealed
     """The retransmission leaves with whatever the read makes the face send, not from a timer
     on a later turn of the event loop (one wakeup more at each end)."""
     sent: list[bytes] = []
-    link = ReliableLink(sent.append)
+    link = ReliableLink(sent.append, asyncio.get_running_loop())
     peer = LpReliability()
     link.send(interest("/t/1", nonce=1))
     link.send(interest("/t/2", nonce=2))        # the first is lost; the peer gets the second
@@ -398,7 +398,7 @@ def test_under_uvloop_a_timer_is_set_once_and_finds_its_deadline_due():
     async def main() -> tuple[int, int]:
         loop = asyncio.get_running_loop()
         sent: list[bytes] = []
-        link = ReliableLink(sent.append)
+        link = ReliableLink(sent.append, asyncio.get_running_loop())
         link.core.options.ack_delay = 0.0014
         link.receive_many([LpReliability().wrap(INTEREST, 0.0)])     # owes an Ack in 1.4 ms
         timers: list[object] = []
@@ -425,7 +425,7 @@ async def test_the_timer_follows_a_deadline_that_moved_later_and_stops_when_none
     wake the process for nothing (10-12 times per version for each worker, before)."""
 
     sent: list[bytes] = []
-    link = ReliableLink(sent.append)
+    link = ReliableLink(sent.append, asyncio.get_running_loop())
     peer = LpReliability()
     link.send(interest("/t/1", nonce=1))
     assert link._timer_at == pytest.approx(link.core.deadline())     # the frame's RTO
@@ -455,7 +455,7 @@ async def test_the_timer_follows_a_deadline_that_moved_later_and_stops_when_none
 
 async def test_a_batch_is_wrapped_in_order_and_kept_until_acknowledged():
     sent: list[bytes] = []
-    link = ReliableLink(sent.append)
+    link = ReliableLink(sent.append, asyncio.get_running_loop())
     batch = [interest(f"/t/{i}", nonce=i) for i in range(5)]
     wrapped = link.wrap_many(batch)
     assert sent == [] and link.core.unacked == 5 and link._timer is not None
@@ -504,7 +504,7 @@ async def test_reads_in_one_loop_turn_set_the_timer_once():
     the loop turn, not once per datagram (each setting cost a cancel and a new timer)."""
 
     sent: list[bytes] = []
-    link = ReliableLink(sent.append)
+    link = ReliableLink(sent.append, asyncio.get_running_loop())
     peer = LpReliability()
     link.send(interest("/t/0", nonce=100))
     loop = asyncio.get_running_loop()

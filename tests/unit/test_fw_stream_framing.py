@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from forwarder import tlv
+from ndnps.ndn import tlv
 from forwarder.face_table import FaceInfo
 from forwarder.faces.stream import StreamFace
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from forwarder.packet import Data, decode
+from ndnps.ndn.packet import Data, decode
 from forwarder.strategy import (BestRoute, Multicast, RetxSuppression, UnknownStrategy,
                                 strategy_by_name)
 from forwarder.tables.cs import ContentStore
@@ -14,7 +14,7 @@ from forwarder.tables.persistent_pit import InsertResult, PersistentPit
 from forwarder.tables.pit import InRecord, OutRecord, Pit, PitFull
 from forwarder.tables.rib import CAPTURE, CHILD_INHERIT, Rib, Route
 from forwarder.tables.strategy_choice import StrategyChoice
-from forwarder.tlv import component_offsets
+from ndnps.ndn.tlv import component_offsets
 
 from fwkit import data, decoded_interest, depth, interest, nv
 

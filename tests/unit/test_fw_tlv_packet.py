@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ndn.encoding import Component, InterestParam, Name, make_interest, parse_interest
 
-from forwarder import tlv
-from forwarder.packet import (
+from ndnps.ndn import tlv
+from ndnps.ndn.packet import (
     DEFAULT_LIFETIME_MS, NACK_CONGESTION, NACK_DUPLICATE, NACK_NO_ROUTE, Data, Interest,
     LpFragmented, LpIdle, Nack, data_for, decode, less_severe, lp_wrap, nack_for, with_nonce,
 )
-from forwarder.tlv import DecodeError
+from ndnps.ndn.tlv import DecodeError
 
 from fwkit import data, interest, lp, name, nack, nv, parse_out
 
@@ -193,7 +193,7 @@ def _hinted(hint_value: bytes) -> bytes:
 
 
 def test_forwarding_hint_names_in_both_encodings_and_stripped_as_nfd_does():
-    from forwarder.packet import without_forwarding_hint
+    from ndnps.ndn.packet import without_forwarding_hint
     v03 = bytes(make_interest(name("/a"), InterestParam(nonce=1, forwarding_hint=["/x", "/y/z"])))
     assert decode(v03).forwarding_hint == (nv("/x"), nv("/y/z"))
     # before v0.3: Delegation(Preference, Name)

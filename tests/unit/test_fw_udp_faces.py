@@ -13,7 +13,7 @@ from forwarder.faces.udp import (
 )
 from forwarder.mgmt import status_snapshot
 from forwarder.tables.rib import CHILD_INHERIT, Route
-from forwarder.tlv import MAX_PACKET_SIZE, name_from_str
+from ndnps.ndn.tlv import MAX_PACKET_SIZE, name_from_str
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -12,6 +12,8 @@ from ndn.encoding import (Component, InterestParam, KeyLocator, MetaInfo, Name, 
 from ndn.security import HmacSha256Signer
 
 from ndnps import names, wire
+from ndnps.ndn import packet
+from ndnps.ndn.tlv import tl
 from ndnps.security import DigestSigner, HmacSigner, Security
 from ndnps.segments import sign_segments
 
@@ -41,7 +43,7 @@ def reference(name, fresh, final, content, signer) -> bytes:
 
 def fast(name, fresh, final, content, signer) -> bytes:
     fbi = None if final is None else names.final_block_id(final)
-    return wire.encode_data(name, wire.encode_meta_info(fresh, fbi), content,
+    return packet.encode_data(name, packet.encode_meta_info(fresh, fbi), content,
                             signer.signature_info, signer.sign)
 
 
@@ -123,18 +125,18 @@ def test_interest_is_byte_identical_to_make_interest(prefix, fresh, lifetime, ho
         param = InterestParam(can_be_prefix=prefix, must_be_fresh=fresh, nonce=nonce,
                               lifetime=lifetime, hop_limit=hop)
         ref = bytes(make_interest(name, param))
-        got = wire.encode_interest(name, nonce, lifetime, prefix, fresh, hop)
+        got = packet.encode_interest(name, nonce, lifetime, prefix, fresh, hop)
         assert got == ref
         back = parse_interest(got)
         assert back[1] == param and [bytes(c) for c in back[0]] == [bytes(c) for c in name]
         ours = wire.parse_interest(got)               # and our reader gives the same values
         assert ours is not None and ours[1] == back[1]
         assert [bytes(c) for c in ours[0]] == [bytes(c) for c in back[0]]
-    assert wire.encode_interest(NAMES[0], None) == bytes(make_interest(NAMES[0], InterestParam()))
+    assert packet.encode_interest(NAMES[0], None) == bytes(make_interest(NAMES[0], InterestParam()))
 
 
 def test_parse_interest_leaves_other_shapes_to_python_ndn():
-    nm = wire.encode_name(names.collect("gpu1", "ps", "t1", 3, 4))
+    nm = packet.encode_name(names.collect("gpu1", "ps", "t1", 3, 4))
     nonce, life = _tlv(0x0A, b"\x00\x00\x00\x07"), _tlv(0x0C, b"\x01\xf4")
     good = _tlv(5, nm + _tlv(0x21, b"") + nonce + life)
     name, param = wire.parse_interest(good)
@@ -184,12 +186,12 @@ def test_parse_data_matches_python_ndn_for_other_shapes():
 
 
 def _tlv(typ: int, value: bytes) -> bytes:
-    return wire.tl(typ, len(value)) + value
+    return tl(typ, len(value)) + value
 
 
 def test_parse_data_leaves_unknown_shapes_to_python_ndn():
-    nm = wire.encode_name(names.distribute("ps", "t1", 1, 0))
-    meta = wire.encode_meta_info(10, names.final_block_id(0))
+    nm = packet.encode_name(names.distribute("ps", "t1", 1, 0))
+    meta = packet.encode_meta_info(10, names.final_block_id(0))
     info = HMAC.signature_info
     value = _tlv(0x17, b"v" * 32)
     good = _tlv(6, nm + meta + _tlv(0x15, b"c") + info + value)

@@ -20,16 +20,14 @@ each packet it sends, `receive` for each it reads, and `poll` when `deadline` ha
 """
 from __future__ import annotations
 
-import asyncio
 import random
 import struct
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Callable, Final, Sequence, Union
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Final, Protocol, Sequence, Union
 
-from ..face_table import ReliabilityCounters
-from ..rto import HALF_TICK, RtoEstimator
-from ..tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
+from .rto import HALF_TICK, RtoEstimator
+from .tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
                    MAX_PACKET_SIZE, decode_nonneg, encode_tlv, encode_varnum, read_tl)
 
 # fixed-width 8-octet values, as ndn-cxx encodes Sequence, TxSequence and Ack
@@ -51,6 +49,24 @@ _TX_FIELD: Final = struct.Struct(">4sQB")            # TxSequence; the Fragment'
 # a packet to send: bytes, or bytearray as python-ndn builds some — spelled out for the
 # optional mypyc build, which checks argument types at run time (what is read is bytes)
 Wire = Union[bytes, bytearray]
+
+
+@dataclass
+class ReliabilityCounters:
+    """NDNLPv2 link reliability on one face."""
+    acknowledged: int = 0
+    retransmitted: int = 0
+    tail_probes: int = 0           # of which: the newest frame re-sent after 2 round trips
+    given_up: int = 0              # dropped after max_retx, or pushed out of max_unacked
+    duplicates: int = 0            # received again (its Ack had been lost)
+    idle_acks: int = 0             # LpPackets sent that carried only Acks
+    gaps: int = 0                  # TxSequences skipped on receipt: Acks sent without delay
+    acks_dropped: int = 0
+    malformed: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        # not __dict__: the optional mypyc build's classes have none
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass
@@ -439,16 +455,33 @@ DEFER = 0.001          # s: a late timer waits this much longer, past one socket
 SLACK = 0.001          # s: a timer this much before the deadline is kept (fires, re-arms)
 
 
-class ReliableLink:
-    """The asyncio side of LpReliability for one face: `send_lower` writes a wire toward the
-    peer (through the face's link emulation, if any); one timer runs `poll` at `deadline`."""
+class Handle(Protocol):
+    def cancel(self) -> None: ...
 
-    def __init__(self, send_lower: Callable[[bytes], None],
+
+class Loop(Protocol):
+    """What ReliableLink needs of an event loop (an asyncio loop has it): its clock, and
+    callbacks at a time and soon."""
+
+    def time(self) -> float: ...
+
+    def call_at(self, when: float, callback: Callable[..., Any], *args: Any) -> Handle: ...
+
+    def call_soon(self, callback: Callable[..., Any], *args: Any) -> Any: ...
+
+
+class ReliableLink:
+    """The event-loop side of LpReliability for one face: `send_lower` writes a wire toward
+    the peer (through the face's link emulation, if any); one timer of `loop` runs `poll` at
+    `deadline`.  The loop is passed in (the forwarder's faces and the apps' face pass their
+    asyncio loop), so this layer imports none."""
+
+    def __init__(self, send_lower: Callable[[bytes], None], loop: Loop,
                  counters: ReliabilityCounters | None = None) -> None:
         self.core = LpReliability(counters=counters or ReliabilityCounters())
         self._send_lower = send_lower
-        self._loop = asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle | None = None
+        self._loop = loop
+        self._timer: Handle | None = None
         self._timer_at = 0.0
         self._deferred = False
         self._settle_pending = False

@@ -33,6 +33,7 @@ CONTENT: Final = 0x15
 SIGNATURE_INFO: Final = 0x16
 SIGNATURE_VALUE: Final = 0x17
 SIGNATURE_TYPE: Final = 0x1B
+KEY_LOCATOR: Final = 0x1C
 
 # NDNLPv2
 LP_PACKET: Final = 0x64
@@ -57,7 +58,7 @@ class DecodeError(ValueError):
     """The bytes are not a well-formed TLV structure of the expected kind."""
 
 
-def read_varnum(buf: bytes, off: int) -> tuple[int, int]:
+def read_varnum(buf: bytes | memoryview, off: int) -> tuple[int, int]:
     """Read one TLV-TYPE or TLV-LENGTH number; return (value, offset after it)."""
     try:
         first = buf[off]
@@ -72,14 +73,43 @@ def read_varnum(buf: bytes, off: int) -> tuple[int, int]:
     return int.from_bytes(buf[off + 1:end], "big"), end
 
 
-def read_tl(buf: bytes, off: int, end: int) -> tuple[int, int, int]:
-    """Read TYPE and LENGTH at `off`; return (type, value offset, value end). Checks bounds."""
-    typ, off = read_varnum(buf, off)
-    length, off = read_varnum(buf, off)
+def read_tl(buf: bytes | memoryview, off: int, end: int) -> tuple[int, int, int]:
+    """Read TYPE and LENGTH at `off`; return (type, value offset, value end). Checks bounds.
+    One-octet TYPE and LENGTH (nearly every element) are read inline."""
+    try:
+        typ = buf[off]
+        length = buf[off + 1]
+    except IndexError:
+        raise DecodeError("truncated TLV") from None
+    if typ < 253 and length < 253:
+        off += 2
+    else:
+        typ, off = read_varnum(buf, off)
+        length, off = read_varnum(buf, off)
     vend = off + length
     if vend > end:
         raise DecodeError(f"TLV 0x{typ:x} length {length} exceeds its container")
     return typ, off, vend
+
+
+def read_components(buf: bytes | memoryview, start: int, end: int) -> list:
+    """The components of a Name's TLV-VALUE `buf[start:end]`, each a slice of `buf` with its
+    TYPE and LENGTH (memoryviews into a memoryview: nothing copied)."""
+    comps = []
+    pos = start
+    while pos < end:
+        _, _, cend = read_tl(buf, pos, end)
+        comps.append(buf[pos:cend])
+        pos = cend
+    return comps
+
+
+def read_component(comp: bytes | memoryview) -> tuple[int, bytes]:
+    """One encoded component's TLV-TYPE and value (DecodeError unless it is exactly one)."""
+    typ, voff, vend = read_tl(comp, 0, len(comp))
+    if vend != len(comp):
+        raise DecodeError("not one component")
+    return typ, bytes(comp[voff:vend])
 
 
 def encode_varnum(n: int) -> bytes:
@@ -96,6 +126,20 @@ def encode_tlv(typ: int, value: bytes) -> bytes:
     return encode_varnum(typ) + encode_varnum(len(value)) + value
 
 
+def tl(typ: int, length: int) -> bytes:
+    """TYPE and LENGTH of an element whose value follows (`encode_tlv` without the copy)."""
+    if typ < 253 and length < 253:
+        return bytes((typ, length))
+    return encode_varnum(typ) + encode_varnum(length)
+
+
+def nonneg_element(typ: int, value: int) -> bytes:
+    """A NonNegativeInteger element, in its shortest of 1, 2, 4 or 8 bytes."""
+    if value < 0:
+        raise ValueError(f"{value} is not a non-negative integer")
+    return encode_tlv(typ, encode_nonneg(value))
+
+
 def encode_nonneg(n: int) -> bytes:
     """NonNegativeInteger: 1, 2, 4 or 8 bytes, big endian."""
     if n <= 0xFF:
@@ -107,7 +151,7 @@ def encode_nonneg(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
 
-def decode_nonneg(buf: bytes, start: int, end: int) -> int:
+def decode_nonneg(buf: bytes | memoryview, start: int, end: int) -> int:
     size = end - start
     if size not in (1, 2, 4, 8):
         raise DecodeError(f"NonNegativeInteger of {size} bytes")

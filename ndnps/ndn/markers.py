@@ -1,0 +1,42 @@
+"""The protocol's marker components: the one place that says what they are.
+
+A marker is the first, generic component of a name. `*insert*` adds the Interest's in-face to
+the persistent entry of the rest of the name, `*remove*` takes it out, `*distribute*` names Data
+multicast along such an entry, `*aggregate*` Interests whose Data is a sum made in the network
+(reserved for in-network aggregation). A name with a marker is routed by the name without it,
+so only `/<ps>` and `/<gpu>` need routes. As values (`INSERT`...) and as encoded components
+(`INSERT_COMPONENT`...: the TLV a name's wire starts with).
+"""
+from __future__ import annotations
+
+from typing import Final
+
+from .tlv import GENERIC_COMPONENT, encode_tlv
+
+INSERT: Final = b"*insert*"
+DISTRIBUTE: Final = b"*distribute*"
+REMOVE: Final = b"*remove*"
+AGGREGATE: Final = b"*aggregate*"
+MARKERS: Final = (INSERT, DISTRIBUTE, REMOVE, AGGREGATE)
+
+INSERT_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, INSERT)
+DISTRIBUTE_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, DISTRIBUTE)
+REMOVE_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, REMOVE)
+AGGREGATE_COMPONENT: Final = encode_tlv(GENERIC_COMPONENT, AGGREGATE)
+MARKER_COMPONENTS: Final = (INSERT_COMPONENT, DISTRIBUTE_COMPONENT, REMOVE_COMPONENT,
+                            AGGREGATE_COMPONENT)
+
+# Every marker's value starts with "*": a name whose third byte is not one has no marker, so
+# most names skip the startswith() tests.
+MARKER_BYTE: Final = b"*"
+assert all(m[2:3] == MARKER_BYTE for m in MARKER_COMPONENTS)
+
+
+def marker_of(name: bytes) -> bytes | None:
+    """The marker component (encoded) a name's TLV-VALUE starts with, or None."""
+    if name[2:3] != MARKER_BYTE:
+        return None
+    for m in MARKER_COMPONENTS:
+        if name.startswith(m):
+            return m
+    return None
