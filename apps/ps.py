@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ndnps import messages, names
-from ndnps.codec import CodecError, MixedSegments, flatten, param_spec, segment, unflatten
+from ndnps.codec import CodecError, MixedSegments, flatten, param_spec, unflatten
 from ndnps.data import load_dataset
 from ndnps.estimator import FinishTimeEstimator, RtoEstimator
 from ndnps.events import wait_event
@@ -42,6 +42,7 @@ from ndnps.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFe
 from ndnps.metrics import Delta, MetricsWriter
 from ndnps.models import SGD, build_model
 from ndnps.pacer import Pacer
+from ndnps.ndn.conventions import segment, segment_component
 from ndnps.pending import HeldInterests
 from ndnps.security import Security
 from ndnps.segments import Recent, sign_segments
@@ -608,7 +609,7 @@ class ParameterServer:
         cfg = self.cfg
         return bytes(self.app.make_data(
             names.params(cfg.ps, cfg.train, gpu, version, seg), parts[seg], signer=self.sec.signer,
-            final_block_id=names.final_block_id(len(parts) - 1)))
+            final_block_id=segment_component(len(parts) - 1)))
 
     def serve_params(self, p: names.Params, reply, ctx) -> None:
         w = next((w for w in self.workers if w.gpu == p.gpu), None)

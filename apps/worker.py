@@ -47,6 +47,7 @@ from ndnps.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFe
                            Transfer, reorder_floor)
 from ndnps.metrics import Delta, MetricsWriter
 from ndnps.models import build_model
+from ndnps.ndn.conventions import segment_number
 from ndnps.pending import HeldInterests
 from ndnps.security import HmacSigner, Security
 from ndnps.segments import Assembly, Recent, sign_segments
@@ -532,7 +533,7 @@ class Job:
             self.push_gap += 0.125 * (now - self.last_push_at - self.push_gap)
         self.last_push_at, self.last_push_version = now, d.version
         self.receive_segment(d.version, d.segment, bytes(content or b""),
-                             names.segment_number(meta_info.final_block_id), pushed=True)
+                             segment_number(meta_info.final_block_id), pushed=True)
 
     def receive_segment(self, version: int, seg: int, content: bytes, final: int | None,
                         pushed: bool = False) -> None:

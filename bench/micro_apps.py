@@ -40,6 +40,7 @@ import sys
 import time
 
 from bench.common import ROOT  # noqa: F401 - puts the repo on sys.path
+from ndnps.ndn.conventions import segment_component
 
 
 def _tl(typ: int, length: int) -> bytes:
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     sec = Security(key, names.key("ps", "t1"))
     blob = os.urandom(8000 * 51)
     last = 50
-    meta = MetaInfo(freshness_period=10_000, final_block_id=names.final_block_id(last))
+    meta = MetaInfo(freshness_period=10_000, final_block_id=segment_component(last))
 
     def pyndn_sign(i: int) -> bytes:
         s = i % 51

@@ -38,7 +38,7 @@ def segment_anatomy(n_params: int, key: str = "sweep-key") -> dict:
     import numpy as np
     from ndn.encoding import parse_data
     from ndnps import messages, names
-    from ndnps.codec import SEGMENT_SIZE
+    from ndnps.ndn.conventions import SEGMENT_SIZE
     from ndnps.security import Security
     from ndnps.segments import sign_segments
 

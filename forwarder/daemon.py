@@ -9,6 +9,8 @@ import socket
 import time
 from urllib.parse import urlsplit
 
+from ndnps.ndn.clock import run_origin
+from ndnps.ndn.tlv import component_offsets, name_from_str
 
 from . import core_build
 from .config import Config, FaceConfig
@@ -21,8 +23,7 @@ from .mgmt import MGMT_PREFIX, Management
 from .pipelines import Forwarder
 from .strategy import strategy_by_name
 from .tables.rib import CHILD_INHERIT, Route
-from ndnps.ndn.tlv import component_offsets, name_from_str
-from .tracer import RateTracer, load_classifier, marker_classes, run_origin
+from .tracer import RateTracer, load_classifier, marker_classes
 
 log = logging.getLogger("forwarder")
 

@@ -25,11 +25,11 @@ from ndnps.ndn.packet import Interest
 from .pipelines import Forwarder
 from .strategy import UnknownStrategy, strategy_by_name
 from .tables.rib import CHILD_INHERIT, Route
+from ndnps.ndn.conventions import segment
 from ndnps.ndn.tlv import DecodeError, component_offsets, encode_tlv, name_to_str
 
 MGMT_PREFIX = b"\x08\x09localhost\x08\x03nfd"
 DATASET_FRESHNESS_MS = 1000
-SEGMENT_SIZE = 8000
 
 # faces/create: the daemon opens the face; returns its FaceId or raises ValueError
 FaceCreator = Callable[[str, int], Awaitable[tuple[int, bool]]]
@@ -287,7 +287,7 @@ class Management:
         payload = self._lists[key]()
         version = Component.from_version(time.time_ns() // 1000)
         base_comps = comps[:4] + [bytes(version)]
-        segs = [payload[i:i + SEGMENT_SIZE] for i in range(0, len(payload), SEGMENT_SIZE)] or [b""]
+        segs = segment(payload)
         self._datasets[b"".join(base_comps)] = segs
         while len(self._datasets) > 16:          # bounded: keep the newest versions only
             del self._datasets[next(iter(self._datasets))]

@@ -15,9 +15,6 @@ shares a shape, so a handful of entries serve the whole run.
 from __future__ import annotations
 
 import importlib
-import math
-import os
-import time
 from collections import defaultdict
 from typing import Callable, Final, TextIO
 
@@ -26,21 +23,6 @@ from ndnps.ndn.markers import (AGGREGATE_COMPONENT, DISTRIBUTE_COMPONENT, INSERT
 from ndnps.ndn.tlv import GENERIC_COMPONENT, encode_tlv
 
 HEADER: Final = "Time\tNode\tFaceId\tType\tClass\tPackets\tBytes\n"
-
-# A run's processes share one time origin: the scenario runner passes its own time.monotonic()
-# at the start of the run (CLOCK_MONOTONIC is one clock for the whole machine, network
-# namespaces included), and the traces' Time and the apps' metrics count from it.
-RUN_T0_ENV: Final = "NDNPS_RUN_T0"
-
-
-def run_origin(clock: Callable[[], float] = time.monotonic) -> float:
-    """The run's time origin on `clock` (monotonic): NDNPS_RUN_T0 when a runner set it, else
-    now (a process run by hand counts from its own start)."""
-    try:
-        origin = float(os.environ[RUN_T0_ENV])
-    except (KeyError, ValueError):
-        return clock()
-    return origin if math.isfinite(origin) else clock()
 
 # A classifier maps (name TLV-VALUE, is_data) to a class; Nacks are always class "nack".
 # RateTracer memoizes it by shape_key, so it must read typed components (versions, segments,

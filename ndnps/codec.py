@@ -29,20 +29,14 @@ import numpy as np
 __all__ = [
     "CodecError",
     "MixedSegments",
-    "SEGMENT_SIZE",
     "encode_tensors",
     "decode_tensors",
     "flatten",
     "unflatten",
     "param_spec",
-    "segment",
-    "reassemble",
     "pack",
     "unpack",
 ]
-
-# 8000 bytes of content + name, signature and TLV overhead keeps every packet <= 8800 bytes.
-SEGMENT_SIZE = 8000
 
 _MAGIC = b"NPT2"
 _PREFIX = struct.Struct("<4sIQ")        # 16 bytes: what follows starts on a 64-bit word
@@ -217,17 +211,3 @@ def unflatten(vec: np.ndarray, spec: Iterable[tuple[str, Sequence[int]]]) -> dic
         raise CodecError(f"vector of {vec.size} longer than spec ({pos})")
     return out
 
-
-def segment(blob: bytes | bytearray | memoryview, max_size: int = SEGMENT_SIZE) -> list[bytes]:
-    """Cut a blob into segments of at most max_size bytes; an empty blob is one empty segment."""
-    if max_size <= 0:
-        raise ValueError("max_size must be positive")
-    mv = memoryview(blob).cast("B")
-    if len(mv) == 0:
-        return [b""]
-    return [bytes(mv[i:i + max_size]) for i in range(0, len(mv), max_size)]
-
-
-def reassemble(segments: Iterable[bytes | bytearray | memoryview]) -> bytes:
-    """Concatenate segments in order (the inverse of segment)."""
-    return b"".join(segments)

@@ -49,15 +49,14 @@ from functools import partial
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable
 
-from ndn.encoding import FormalName
+from ndn.encoding import FormalName, Name
 from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, NetworkError,
                        ValidationFailure)
 
-from ndnps.ndn.rto import BACKOFF_RTTS, HALF_TICK
+from ndnps.ndn.conventions import segment_number
+from ndnps.ndn.rto import BACKOFF_RTTS, HALF_TICK, RtoEstimator
 from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX
 
-from . import names
-from .estimator import RtoEstimator
 from .ndnapp import FaceDown
 
 Express = Callable[..., Awaitable[tuple]]
@@ -325,7 +324,7 @@ class Transfer:
         deadline are over."""
         if self.deadline is not None:
             if self.loop.time() >= self.deadline:
-                self._fail(f"{names.to_str(self.name_of(seg))}: no Data before the deadline")
+                self._fail(f"{Name.to_str(self.name_of(seg))}: no Data before the deadline")
                 return
         elif counted:
             self.tries[seg] = self.tries.get(seg, 0) + 1
@@ -397,7 +396,7 @@ class Transfer:
 
     def _why(self, seg: int) -> str:
         """Why segment `seg` could not be fetched, for people."""
-        name, tries = names.to_str(self.name_of(seg)), self.tries[seg]
+        name, tries = Name.to_str(self.name_of(seg)), self.tries[seg]
         if self.rejections.get(seg, 0) >= tries:
             return (f"{name}: no valid Data after {tries} tries: every answer failed its "
                     f"signature check (is the key the producer's?)")
@@ -421,7 +420,7 @@ class Transfer:
             return
         _, content, ctx = result
         meta = ctx.get("meta_info") if isinstance(ctx, dict) else None
-        final = names.segment_number(meta.final_block_id) if meta is not None else None
+        final = segment_number(meta.final_block_id) if meta is not None else None
         segment = Segment(seg, bytes(content or b""), final)
         rtt = now - flight.sent
         if flight.sample:
@@ -725,7 +724,7 @@ class SegmentFetcher:
 
 def names_segment(name: FormalName) -> int:
     """The segment number a name ends with (0 if it ends with none)."""
-    n = names.segment_number(bytes(name[-1])) if name else None
+    n = segment_number(bytes(name[-1])) if name else None
     return 0 if n is None else n
 
 

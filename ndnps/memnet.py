@@ -21,12 +21,14 @@ from ndn.appv2 import NDNApp
 from ndn.encoding import Component, FormalName, Name, parse_data
 from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidResult
 
+from ndnps.ndn.markers import DISTRIBUTE_COMPONENT, INSERT_COMPONENT, REMOVE_COMPONENT
+
 from . import names
 
 NACK_NO_ROUTE = 150
-_MARKERS = {bytes(Component.from_bytes(m)) for m in (names.INSERT, names.REMOVE, names.DISTRIBUTE)}
-_INSERT = bytes(Component.from_bytes(names.INSERT))
-_REMOVE = bytes(Component.from_bytes(names.REMOVE))
+_MARKERS = {INSERT_COMPONENT, REMOVE_COMPONENT, DISTRIBUTE_COMPONENT}
+_INSERT = INSERT_COMPONENT
+_REMOVE = REMOVE_COMPONENT
 
 
 def _key(name: FormalName) -> tuple[bytes, ...]:

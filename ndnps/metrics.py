@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from forwarder.tracer import RUN_T0_ENV, run_origin
+from ndnps.ndn.clock import RUN_T0_ENV, run_origin
 
 __all__ = ["RUN_T0_ENV", "run_origin", "Delta", "MetricsWriter", "read_metrics"]
 

@@ -25,20 +25,22 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple, Sequence
 
-from ndn.encoding import Component, FormalName
+from ndnps.ndn.conventions import segment_component, version_component
+from ndnps.ndn.markers import DISTRIBUTE, DISTRIBUTE_COMPONENT, INSERT, MARKERS, REMOVE
+from ndnps.ndn.tlv import (GENERIC_COMPONENT, SEGMENT_COMPONENT, VERSION_COMPONENT, DecodeError,
+                           component_offsets, encode_tlv, name_to_str, read_component)
 
-from ndnps.ndn.markers import DISTRIBUTE, INSERT, MARKERS, REMOVE
-from ndnps.ndn.tlv import DecodeError, component_offsets, read_component
+# A name as the apps hold it: python-ndn's FormalName, a list of encoded components.
+FormalName = list
 
 # The marker components are the base layer's (ndnps.ndn.markers); the NDN URI form
 # percent-encodes '*'.
 PARAMS = b"params"
 KEY = b"KEY"
 
-_GENERIC = Component.TYPE_GENERIC
-_VERSION = Component.TYPE_VERSION
-_SEGMENT = Component.TYPE_SEGMENT
-
+_GENERIC = GENERIC_COMPONENT
+_VERSION = VERSION_COMPONENT
+_SEGMENT = SEGMENT_COMPONENT
 
 
 # Pattern elements: bytes = that literal generic component; these three = a variable part.
@@ -63,12 +65,12 @@ def _component(kind, value) -> bytes:
     """One component, encoded once: the same ids, steps and segment numbers recur in every
     name an app builds (immutable bytes, so cached copies can be shared)."""
     if isinstance(kind, bytes):
-        return bytes(Component.from_bytes(kind))
+        return encode_tlv(_GENERIC, kind)
     if kind == ID:
-        return bytes(Component.from_bytes(check_id(value).encode()))
+        return encode_tlv(_GENERIC, check_id(value).encode())
     if kind == VER:
-        return bytes(Component.from_version(int(value)))
-    return bytes(Component.from_segment(int(value)))
+        return version_component(int(value))
+    return segment_component(int(value))
 
 
 def _build(pattern: Sequence, *values) -> FormalName:
@@ -243,37 +245,17 @@ parse_params = _parser(UNICAST, Params)
 
 def is_distribute(name: FormalName) -> bool:
     """True for any Data whose first component is the `*distribute*` marker (push, confirm)."""
-    return bool(name) and bytes(name[0]) == _DISTRIBUTE_TLV
-
-
-_DISTRIBUTE_TLV = bytes(Component.from_bytes(DISTRIBUTE))
-
-
-def segment_number(component: bytes | None) -> int | None:
-    """The number in a FinalBlockId (a SegmentNameComponent), or None."""
-    if not component:
-        return None
-    try:
-        if Component.get_type(component) != _SEGMENT:
-            return None
-        return Component.to_number(component)
-    except (ValueError, IndexError):
-        return None
-
-
-def final_block_id(last_segment: int) -> bytes:
-    return bytes(Component.from_segment(last_segment))
+    return bool(name) and bytes(name[0]) == DISTRIBUTE_COMPONENT
 
 
 def to_str(name: FormalName) -> str:
     """For logs only."""
-    from ndn.encoding import Name
-    return Name.to_str(name)
+    return name_to_str(b"".join(bytes(c) for c in name))
 
 
 # ---- traffic classes (the forwarder's rate traces) -----------------------------------------
 
-_LOCALHOST_TLV = bytes(Component.from_bytes(b"localhost"))
+_LOCALHOST_TLV = encode_tlv(_GENERIC, b"localhost")
 _CLASSES = ((TASK, "task"), (CONTENT, "content"), (INSERT_NAME, "insert"), (CONFIRM, "insert"),
             (REMOVE_NAME, "remove"), (COLLECT, "collect"), (DISTRIBUTE_NAME, "distribute"),
             (UNICAST, "params"))

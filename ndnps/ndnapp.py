@@ -99,9 +99,9 @@ from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, Validati
                        ValidResult)
 from ndn.utils import gen_nonce
 
-from . import names, wire
-from forwarder.face_table import ReliabilityCounters
-from ndnps.ndn.reliability import ReliableLink
+from . import wire
+from ndnps.ndn.markers import DISTRIBUTE_COMPONENT
+from ndnps.ndn.reliability import ReliabilityCounters, ReliableLink
 from ndnps.ndn.rto import RtoEstimator
 from ndnps.ndn import packet
 from ndnps.ndn.tlv import DATA, INTEREST, LP_PACKET, StreamFramer
@@ -560,21 +560,21 @@ class App(NDNApp):
 
         def reply(data) -> bool | None:
             if utils.timestamp() > deadline:
-                log.warning("deadline passed, unable to reply to %s", names.to_str(name))
+                log.warning("deadline passed, unable to reply to %s", Name.to_str(name))
                 return False
             self._put_raw_packet(data)
             return None
         try:
             step.value.callback(name, None, reply, context)
         except Exception:               # python-ndn's Task would have logged it and gone on
-            log.exception("Interest handler failed: %s", names.to_str(name))
+            log.exception("Interest handler failed: %s", Name.to_str(name))
         return True
 
     async def _on_data(self, name, meta_info, content, sig, raw_packet):
         self._data_arrived(name, meta_info, content, sig, raw_packet)
 
     def _data_arrived(self, name, meta_info, content, sig, raw_packet) -> None:
-        if self.on_distribute is not None and names.is_distribute(name):
+        if self.on_distribute is not None and name and bytes(name[0]) == DISTRIBUTE_COMPONENT:
             self.on_distribute(name, meta_info, content, sig)
         # NDNApp._on_data, with InterestTreeNode.satisfy inlined so that entries validated by
         # a training's Security are settled at once instead of through one Task each

@@ -10,9 +10,8 @@ from typing import Callable, Generic, TypeVar
 from ndn.encoding import FormalName, MetaInfo, Name, Signer, make_data
 
 from ndnps.ndn import packet
+from ndnps.ndn.conventions import SEGMENT_SIZE, segment, segment_component
 
-from . import names
-from .codec import SEGMENT_SIZE, segment
 from .security import DigestSigner, HmacSigner
 
 K = TypeVar("K")
@@ -32,14 +31,14 @@ def sign_segments(blob: bytes, name_of: Callable[[int], FormalName], signer: Sig
     if type(signer) not in _FIXED_SHAPE_SIGNERS:
         parts = segment(blob, size)
         meta = MetaInfo(freshness_period=freshness_ms,
-                        final_block_id=names.final_block_id(len(parts) - 1))
+                        final_block_id=segment_component(len(parts) - 1))
         return [bytes(make_data(name_of(i), meta, part, signer=signer)) for i, part in enumerate(parts)]
     if size <= 0:
         raise ValueError("max_size must be positive")
-    # codec.segment's cut, as views: the content is copied once, into the packet
+    # conventions.segment's cut, as views: the content is copied once, into the packet
     mv = memoryview(blob).cast("B")
     views: list[bytes | memoryview] = [mv[i:i + size] for i in range(0, len(mv), size)] or [b""]
-    meta_wire = packet.encode_meta_info(freshness_ms, names.final_block_id(len(views) - 1))
+    meta_wire = packet.encode_meta_info(freshness_ms, segment_component(len(views) - 1))
     info, sign = signer.signature_info, signer.sign
     out = []
     for i, view in enumerate(views):

@@ -9,11 +9,10 @@ window, refresh interval...) in the training content, so workers need only ``key
 from __future__ import annotations
 
 import argparse
+import tomllib
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
-
-from forwarder.config import read_toml
 
 from . import names
 
@@ -225,7 +224,12 @@ def from_table(table: dict[str, Any]) -> TrainingConfig:
 
 def read_table(path: str | Path) -> dict[str, Any]:
     """The ``[training]`` table of a TOML file (empty if it has none)."""
-    return read_toml(path, ConfigError).get("training", {})
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        why = f"cannot read {path}: {e.strerror}" if isinstance(e, OSError) else f"{path}: {e}"
+        raise ConfigError(why) from None
+    return doc.get("training", {})
 
 
 # ---- command line ----------------------------------------------------------------------------

@@ -316,7 +316,7 @@ async def test_push_segments_out_of_order_duplicated_or_corrupt_never_corrupt_th
     job = ready_job(hidden=[256])
     job.knobs["gap_delay"] = 10.0              # keep the gap fetch out of this test
     blob = messages.params_blob(np.arange(job.n_params, dtype=np.float32), 1, False)
-    from ndnps.codec import segment
+    from ndnps.ndn.conventions import segment
     parts = segment(blob)
     final = len(parts) - 1
     for s in reversed(range(1, len(parts))):
@@ -356,7 +356,7 @@ def probe_answers(job, version: int = 1):
     """Version `version`'s segments, and an `express` answering probes for them (recording
     which segments were asked)."""
     blob = messages.params_blob(np.ones(job.n_params, np.float32), version, False)
-    from ndnps.codec import segment
+    from ndnps.ndn.conventions import segment
     from ndnps.segments import sign_segments
     parts = segment(blob)
     wires = sign_segments(blob, lambda s: names.distribute("ps", "t1", version, s),

@@ -18,6 +18,7 @@ from ndn.types import InterestCanceled, InterestTimeout, ValidResult
 from ndnps import names
 from ndnps.ndnapp import App
 from ndnps.security import DigestSigner
+from ndnps.ndn.conventions import segment_component
 
 pytestmark = pytest.mark.looptime
 
@@ -151,7 +152,7 @@ def signed(name, content=b"payload", signer=None) -> bytes:
     from ndnps.security import HmacSigner
     signer = signer or HmacSigner(KEY, names.key("ps", "t1"))
     return bytes(App.make_data(name, content, signer=signer, freshness_period=1000,
-                               final_block_id=names.final_block_id(3)))
+                               final_block_id=segment_component(3)))
 
 
 @pytest.mark.asyncio
@@ -175,7 +176,7 @@ async def test_express_sends_python_ndns_bytes(kwargs):
     await s.app._receive(6, signed(name))
     got_name, content, ctx = await asyncio.wait_for(task, 1)
     assert bytes(content) == b"payload" and names.parse_collect(got_name).segment == 300
-    assert bytes(ctx["meta_info"].final_block_id) == names.final_block_id(3)
+    assert bytes(ctx["meta_info"].final_block_id) == segment_component(3)
     assert name not in s.app._pit
 
 

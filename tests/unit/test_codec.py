@@ -6,9 +6,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ndnps.codec import (SEGMENT_SIZE, CodecError, MixedSegments, decode_tensors,
-                         encode_tensors, flatten, pack, param_spec, reassemble, segment,
-                         unflatten, unpack)
+from ndnps.codec import (CodecError, MixedSegments, decode_tensors, encode_tensors, flatten,
+                         pack, param_spec, unflatten, unpack)
+from ndnps.ndn.conventions import SEGMENT_SIZE, reassemble, segment
 
 DTYPES = ["<f4", "<f8", "<f2", "<i8", "<i4", "<u2", "|u1", "|i1", "|b1", "<c8"]
 SHAPES = [(), (0,), (1,), (7,), (3, 5), (2, 0, 4), (2, 3, 4, 1)]

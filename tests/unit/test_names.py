@@ -7,10 +7,12 @@ from hypothesis import strategies as st
 from ndn.encoding import Component, Name
 
 from ndnps import names
+from ndnps.ndn.conventions import segment_component, segment_number
+from ndnps.ndn.markers import MARKERS
 
 ids = st.text(st.characters(blacklist_characters="/", blacklist_categories=("Cs",)),
               min_size=1, max_size=12).filter(
-    lambda s: s not in (".", "..") and s.encode() not in (names.INSERT, names.DISTRIBUTE, names.REMOVE))
+    lambda s: s not in (".", "..") and s.encode() not in MARKERS)
 nums = st.integers(min_value=0, max_value=2**40)
 
 ROUND_TRIPS = [
@@ -68,10 +70,10 @@ def test_is_distribute_and_prefixes():
 
 
 def test_final_block_id():
-    assert names.segment_number(names.final_block_id(41)) == 41
-    assert names.segment_number(bytes(Component.from_version(41))) is None
-    assert names.segment_number(None) is None
-    assert names.segment_number(b"\x32") is None          # truncated
+    assert segment_number(segment_component(41)) == 41
+    assert segment_number(bytes(Component.from_version(41))) is None
+    assert segment_number(None) is None
+    assert segment_number(b"\x32") is None          # truncated
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", ".", "..", "*insert*", "*distribute*", "*remove*", 5])

@@ -12,6 +12,7 @@ from ndn.types import ValidResult
 
 from ndnps import names
 from ndnps.security import DigestSigner, HmacSigner, Security
+from ndnps.ndn.conventions import segment_component
 
 KEY = b"training-key"
 KEY_NAME = names.key("ps", "t1")
@@ -23,7 +24,7 @@ def sig_of(wire):
 
 
 def data(signer, content=b"x" * 8000):
-    return bytes(make_data(NAME, MetaInfo(final_block_id=names.final_block_id(0)), content,
+    return bytes(make_data(NAME, MetaInfo(final_block_id=segment_component(0)), content,
                            signer=signer))
 
 

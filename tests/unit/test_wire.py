@@ -16,6 +16,7 @@ from ndnps.ndn import packet
 from ndnps.ndn.tlv import tl
 from ndnps.security import DigestSigner, HmacSigner, Security
 from ndnps.segments import sign_segments
+from ndnps.ndn.conventions import segment_component
 
 KEY = b"training-key"
 HMAC = HmacSigner(KEY, names.key("ps", "t1"))
@@ -36,13 +37,13 @@ FINAL = [None, 0, 255, 256, 70000]
 
 
 def reference(name, fresh, final, content, signer) -> bytes:
-    fbi = None if final is None else names.final_block_id(final)
+    fbi = None if final is None else segment_component(final)
     return bytes(make_data(name, MetaInfo(freshness_period=fresh, final_block_id=fbi), content,
                            signer=signer))
 
 
 def fast(name, fresh, final, content, signer) -> bytes:
-    fbi = None if final is None else names.final_block_id(final)
+    fbi = None if final is None else segment_component(final)
     return packet.encode_data(name, packet.encode_meta_info(fresh, fbi), content,
                             signer.signature_info, signer.sign)
 
@@ -92,7 +93,7 @@ def test_sign_segments_matches_make_data(signer, size):
         got = sign_segments(blob, lambda i: names.distribute("ps", "t1", 3, i), s, fresh)
         parts = [blob[i:i + 8000] for i in range(0, size, 8000)] or [b""]
         assert len(got) == len(parts)
-        meta = MetaInfo(freshness_period=fresh, final_block_id=names.final_block_id(len(parts) - 1))
+        meta = MetaInfo(freshness_period=fresh, final_block_id=segment_component(len(parts) - 1))
         for i, part in enumerate(parts):
             ref = bytes(make_data(names.distribute("ps", "t1", 3, i), meta, part, signer=s))
             assert got[i] == ref, i
@@ -102,7 +103,7 @@ def test_sign_segments_takes_str_names_and_other_signers():
     """A NonStrictName and a foreign signer take python-ndn's path, with the same result."""
     blob = os.urandom(9000)
     got = sign_segments(blob, lambda i: f"/a/b/seg={i}", HMAC, 5)
-    meta = MetaInfo(freshness_period=5, final_block_id=names.final_block_id(1))
+    meta = MetaInfo(freshness_period=5, final_block_id=segment_component(1))
     assert got == [bytes(make_data(f"/a/b/seg={i}", meta, blob[i * 8000:(i + 1) * 8000], signer=HMAC))
                    for i in range(2)]
     theirs = HmacSha256Signer(names.key("ps", "t1"), KEY)
@@ -191,7 +192,7 @@ def _tlv(typ: int, value: bytes) -> bytes:
 
 def test_parse_data_leaves_unknown_shapes_to_python_ndn():
     nm = packet.encode_name(names.distribute("ps", "t1", 1, 0))
-    meta = packet.encode_meta_info(10, names.final_block_id(0))
+    meta = packet.encode_meta_info(10, segment_component(0))
     info = HMAC.signature_info
     value = _tlv(0x17, b"v" * 32)
     good = _tlv(6, nm + meta + _tlv(0x15, b"c") + info + value)
