@@ -17,8 +17,8 @@ import logging
 import signal
 from typing import Any, Callable, Coroutine
 
-from ndnps.exitcodes import EXIT_ERROR, EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNAL, EXIT_USAGE
-from ndnps.ndnapp import App
+from ndnps.lab.exitcodes import EXIT_ERROR, EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNAL, EXIT_USAGE
+from ndnps.client.app import App
 
 __all__ = ["EXIT_ERROR", "EXIT_JOB_FAILED", "EXIT_OK", "EXIT_SIGNAL", "EXIT_USAGE", "launch",
            "serve", "app_parser", "setup_logging", "limit_blas_threads"]

@@ -1,6 +1,6 @@
 """The parameter server: ``python -m apps.ps [--config scenario.toml] [flags]``.
 
-Seed steps, from the PS's side (names in ndnps/names.py):
+Seed steps, from the PS's side (names in ndnps/protocol/names.py):
 
   2  assign_task      /<gpu>/<ps>/<train> to each candidate; accept, or decline with a reason
   3  serve_content    /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard, initial params
@@ -13,7 +13,7 @@ Seed steps, from the PS's side (names in ndnps/names.py):
      serve_params     unicast baseline: /<ps>/<train>/<gpu>/params/<version>/<seg>
 
 Sync mode averages all live workers' gradients of version v in worker-index order (the same
-arithmetic as ndnps.train.train_sync_reference), steps SGD and pushes v+1.  Async mode applies
+arithmetic as ndnps.ml.train.train_sync_reference), steps SGD and pushes v+1.  Async mode applies
 each gradient as it arrives (dropping those more than ``max_staleness`` versions old) and pushes
 every new version.  The run ends after the configured epochs/versions or at the target accuracy:
 the last version is pushed with ``done``; the model is saved (``--save``, .npz); exit 0.
@@ -32,22 +32,22 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ndnps import messages, names
-from ndnps.codec import CodecError, MixedSegments, flatten, param_spec, unflatten
-from ndnps.data import load_dataset
-from ndnps.estimator import FinishTimeEstimator, RtoEstimator
-from ndnps.events import wait_event
-from ndnps.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFetcher,
+from ndnps.protocol import messages, names
+from ndnps.protocol.codec import CodecError, MixedSegments, flatten, param_spec, unflatten
+from ndnps.ml.data import load_dataset
+from ndnps.client.estimator import FinishTimeEstimator, RtoEstimator
+from ndnps.client.events import wait_event
+from ndnps.client.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFetcher,
                            reorder_floor)
-from ndnps.metrics import Delta, MetricsWriter
-from ndnps.models import SGD, build_model
-from ndnps.pacer import Pacer
+from ndnps.lab.metrics import Delta, MetricsWriter
+from ndnps.ml.models import SGD, build_model
+from ndnps.client.pacer import Pacer
 from ndnps.ndn.conventions import segment, segment_component
-from ndnps.pending import HeldInterests
-from ndnps.security import Security
-from ndnps.segments import Recent, sign_segments
-from ndnps.train import average_grads, steps_per_epoch
-from ndnps.training_config import ConfigError, TrainingConfig, add_arguments, load
+from ndnps.client.pending import HeldInterests
+from ndnps.client.security import Security
+from ndnps.client.segments import Recent, sign_segments
+from ndnps.ml.train import average_grads, steps_per_epoch
+from ndnps.protocol.config import ConfigError, TrainingConfig, add_arguments, load
 
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
                      serve, setup_logging)

@@ -1,6 +1,6 @@
 """A worker ("GPU"): ``python -m apps.worker --name w1 [--config scenario.toml] [flags]``.
 
-Seed steps, from the worker's side (names in ndnps/names.py):
+Seed steps, from the worker's side (names in ndnps/protocol/names.py):
 
   2  on_task          /<gpu>/<ps>/<train>: accept, or decline when busy with another training
   3  fetch_content    /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard, initial params
@@ -38,21 +38,21 @@ from typing import Callable
 import numpy as np
 from ndn.types import InterestCanceled, InterestNack, InterestTimeout, NetworkError, ValidationFailure
 
-from ndnps import messages, names
-from ndnps.codec import CodecError, MixedSegments, flatten, param_spec, unflatten
-from ndnps.data import load_dataset
-from ndnps.estimator import ProbeTimer, QuietTimer, RtoEstimator
-from ndnps.events import wait_event
-from ndnps.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFetcher,
+from ndnps.protocol import messages, names
+from ndnps.protocol.codec import CodecError, MixedSegments, flatten, param_spec, unflatten
+from ndnps.ml.data import load_dataset
+from ndnps.client.estimator import ProbeTimer, QuietTimer, RtoEstimator
+from ndnps.client.events import wait_event
+from ndnps.client.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFetcher,
                            Transfer, reorder_floor)
-from ndnps.metrics import Delta, MetricsWriter
-from ndnps.models import build_model
+from ndnps.lab.metrics import Delta, MetricsWriter
+from ndnps.ml.models import build_model
 from ndnps.ndn.conventions import segment_number
-from ndnps.pending import HeldInterests
-from ndnps.security import HmacSigner, Security
-from ndnps.segments import Assembly, Recent, sign_segments
-from ndnps.train import WorkerBatches
-from ndnps.training_config import ConfigError, read_table
+from ndnps.client.pending import HeldInterests
+from ndnps.client.security import HmacSigner, Security
+from ndnps.client.segments import Assembly, Recent, sign_segments
+from ndnps.ml.train import WorkerBatches
+from ndnps.protocol.config import ConfigError, read_table
 
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNAL, EXIT_USAGE, app_parser,
                      limit_blas_threads, serve, setup_logging)

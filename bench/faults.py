@@ -21,7 +21,7 @@ Fault cases (`python -m ndnps.scenario SCENARIO --out DIR --plain --set ...`, on
     chaos             chaos.toml as shipped (--quick: the same faults on a shorter run)
 
 Each run is read back (summary.json, metrics/ps.jsonl, model.npz) and judged against the
-single-process reference of the same training (`ndnps.train.train_sync_reference`, the
+single-process reference of the same training (`ndnps.ml.train.train_sync_reference`, the
 training table the runner resolved in scenario.toml): in sync mode a run that loses nothing
 and applies nothing twice ends with the reference's parameters, bit for bit up to float
 rounding. So cases whose every version has every gradient (wait, forwarder, PS restart,
@@ -62,7 +62,7 @@ from unittest import mock
 
 from bench.common import (ROOT, bench_parser, emit, env, jsonl_records, load_results, log, rnd,
                           save, stamp)
-from ndnps.report import fault_counts
+from ndnps.lab.report import fault_counts
 
 ACCURACY_TOLERANCE = 0.03       # runs with fewer gradients in some versions (continue, chaos)
 PARAM_TOLERANCE = 1e-5          # runs that must end at the reference's parameters
@@ -160,7 +160,7 @@ def launch(scenario: str, sets: list[str], out: Path, timeout: float,
     """The runner as a child process, exactly as a user starts it; a run that overstays is
     sent SIGTERM (the runner stops every process it started), then SIGKILL.  `during`: see
     Case (what was done goes into the result: "done_by_hand")."""
-    from ndnps.process import ManagedProcess
+    from ndnps.lab.process import ManagedProcess
     argv = [sys.executable, "-m", "ndnps.scenario", scenario, "--out", str(out), "--plain"]
     for s in sets:
         argv += ["--set", s]
@@ -259,8 +259,8 @@ def judge_runner_killed(launched: dict) -> dict:
 
 def reference(run_dir: Path) -> dict:
     """The single-process reference of the training this run resolved (scenario.toml)."""
-    from ndnps.data import load_dataset
-    from ndnps.train import train_sync_reference
+    from ndnps.ml.data import load_dataset
+    from ndnps.ml.train import train_sync_reference
     t = tomllib.loads((run_dir / "scenario.toml").read_text())["training"]
     kw = {k: t[k] for k in ("n_samples", "n_features", "n_classes")
           if t.get("dataset") == "synthetic" and k in t}

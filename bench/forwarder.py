@@ -46,7 +46,7 @@ from pathlib import Path
 from bench.common import ROOT, emit, fmt, log, parse_trees, save, stamp
 from forwarder import PURE_ENV
 from bench.common import env as _env
-from ndnps.process import ManagedProcess, unix_socket_accepts, wait_until
+from ndnps.lab.process import ManagedProcess, unix_socket_accepts, wait_until
 
 TARGET = 0.5
 

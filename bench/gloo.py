@@ -7,15 +7,15 @@
 a file:// store in the run directory, gloo's TCP connections on the loopback interface) running
 synchronous data-parallel SGD with no parameter server. Every rank holds the whole model and
 optimizer; for version v it computes its gradient exactly as a bench.tcp_ps worker does (the
-same dataset, shard and batches: ndnps.train.WorkerBatches; the same model: ndnps.models;
+same dataset, shard and batches: ndnps.ml.train.WorkerBatches; the same model: ndnps.ml.models;
 `tcp_ps.compute_step`), allreduces the flat float32 gradient in place (SUM, over
-torch.from_numpy's view of it), divides by N and applies ndnps.models.SGD with the TCP PS's
+torch.from_numpy's view of it), divides by N and applies ndnps.ml.models.SGD with the TCP PS's
 hyper-parameters, giving version v + 1 on every rank at once.
 
 Averaging: the PS sums the N gradients in worker order, then divides by N
-(ndnps.train.average_grads); gloo sums in its own order (ring chunks start at different ranks),
+(ndnps.ml.train.average_grads); gloo sums in its own order (ring chunks start at different ranks),
 then each rank divides by N the same way. For N = 2 the sum a + b is the same float32 as b + a,
-so every version is bit-identical to the PS's and to ndnps.train.train_sync_reference
+so every version is bit-identical to the PS's and to ndnps.ml.train.train_sync_reference
 (tests/integration/test_gloo_baseline.py). For N > 2 the order of the additions differs, so an
 average may differ from the PS's by float32 rounding (about an ulp per step); every rank
 receives the same reduced bits, so the replicas never drift apart.
@@ -56,8 +56,8 @@ def _init_torch():
 def rank_main(args: argparse.Namespace) -> int:
     """One rank: `args.versions` synchronous SGD steps, allreducing every gradient."""
     import numpy as np
-    from ndnps.codec import flatten, unflatten
-    from ndnps.models import SGD
+    from ndnps.protocol.codec import flatten, unflatten
+    from ndnps.ml.models import SGD
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")      # gloo's pairs on 127.0.0.1
     torch, dist = _init_torch()

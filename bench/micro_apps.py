@@ -7,14 +7,14 @@ Measured, µs per packet, for one full 8000-byte segment and the training's HMAC
 pair is checked to produce the same bytes / the same values first:
 
 - `sign`: one push segment, name included (names.distribute): python-ndn make_data +
-  ndnps.security.HmacSigner, as sign_segments did before, vs `ndnps`: ndnps.segments.
-  sign_segments on a 51-segment object (ndnps.wire's fixed-shape encoder), per segment;
-- `parse_verify`: python-ndn parse_data + Security.verify vs ndnps.wire.parse_data (App's
+  ndnps.client.security.HmacSigner, as sign_segments did before, vs `ndnps`: ndnps.client.segments.
+  sign_segments on a 51-segment object (ndnps.client.wire's fixed-shape encoder), per segment;
+- `parse_verify`: python-ndn parse_data + Security.verify vs ndnps.client.wire.parse_data (App's
   receive path) + Security.verify;
 - `interest`: a collect Interest as NDNApp.express encodes it (InterestParam.from_dict +
   make_interest) vs ndnps.ndn.packet.encode_interest (App.express);
 - `express_roundtrip`: express a collect Interest, receive its Data through the app's receive
-  path, validate, await the result — python-ndn's NDNApp vs ndnps.ndnapp.App, on a face that
+  path, validate, await the result — python-ndn's NDNApp vs ndnps.client.app.App, on a face that
   sends nowhere (the PIT entry, timer, futures and validation are all in);
 - `face_receive`: pushed 8000-byte Data written into a unix socket and received by an App:
   python-ndn's ``StreamFace.run`` (a few awaits, a BytesIO copy and a Task per packet) vs
@@ -23,10 +23,10 @@ pair is checked to produce the same bytes / the same values first:
   the apps run;
 - `interest_handle`: a collect Interest received by a worker's App and handed to its handler:
   python-ndn's ``NDNApp._receive`` (generic parse, a Task per Interest) vs App's
-  ``_receive_now`` (ndnps.wire.parse_interest, the handler called at once), on uvloop;
+  ``_receive_now`` (ndnps.client.wire.parse_interest, the handler called at once), on uvloop;
 - `template_sign`, `template_parse`: hand-written templates (prefix, MetaInfo and
   SignatureInfo fixed; HMAC only) — the floor a Python encoder/decoder can reach;
-- `classify`: the forwarder tracer's per-packet class (ndnps.names.classify on the raw name)
+- `classify`: the forwarder tracer's per-packet class (ndnps.protocol.names.classify on the raw name)
   vs the same answer memoized by the name with its last two components cut.
 """
 from __future__ import annotations
@@ -68,10 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     from ndn.encoding import Component
     from ndn.utils import gen_nonce
     from ndnps.ndn.tlv import read_tl
-    from ndnps import names, wire
+    from ndnps.protocol import names
+    from ndnps.client import wire
     from ndnps.ndn import packet
-    from ndnps.security import Security
-    from ndnps.segments import sign_segments
+    from ndnps.client.security import Security
+    from ndnps.client.segments import sign_segments
 
     key = b"micro-key"
     sec = Security(key, names.key("ps", "t1"))
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     assert packet.encode_interest(cnames[3], 99, 500, False, True) == \
         bytes(make_interest(cnames[3], InterestParam(must_be_fresh=True, nonce=99, lifetime=500)))
 
-    from ndnps.names import classify
+    from ndnps.protocol.names import classify
     raw_names = [_tlv_value(w, 7) for w in wires]
     cache: dict[bytes, str] = {}
     from ndnps.ndn.tlv import component_offsets
@@ -216,8 +217,8 @@ def _interest_handle(cnames, n: int) -> dict[str, float]:
     from ndn.appv2 import NDNApp
     from ndn.encoding import InterestParam, make_interest
 
-    from ndnps import names
-    from ndnps.ndnapp import App
+    from ndnps.protocol import names
+    from ndnps.client.app import App
 
     wires = [bytes(make_interest(c, InterestParam(must_be_fresh=True, nonce=7, lifetime=500)))
              for c in cnames]
@@ -249,9 +250,9 @@ def _face_receive(n: int) -> dict[str, float]:
     import asyncio
     import tempfile
 
-    from ndnps import names
-    from ndnps.ndnapp import App
-    from ndnps.security import DigestSigner
+    from ndnps.protocol import names
+    from ndnps.client.app import App
+    from ndnps.client.security import DigestSigner
 
     wires = [bytes(App.make_data(names.distribute("ps", "t1", 1, s), b"x" * 8000,
                                  signer=DigestSigner())) for s in range(51)]
@@ -299,7 +300,7 @@ def _roundtrips(cnames, gwires, sec, kw: dict, n: int) -> dict[str, float]:
     from ndn.appv2 import NDNApp
     from ndn.transport.face import Face
 
-    from ndnps.ndnapp import App
+    from ndnps.client.app import App
 
     class NullFace(Face):
         def __init__(self) -> None:

@@ -25,22 +25,22 @@ _cache: dict[tuple, dict] = {}
 
 
 def content_bytes(n_params: int, version: int = 10) -> int:
-    """Bytes of one version's payload as the PS encodes it (ndnps.messages.params_blob: the
+    """Bytes of one version's payload as the PS encodes it (ndnps.protocol.messages.params_blob: the
     codec's msgpack header + the float32 vector), i.e. what the segments' Content carries."""
     import numpy as np
-    from ndnps import messages
+    from ndnps.protocol import messages
     return len(messages.params_blob(np.zeros(n_params, np.float32), version, False))
 
 
 def segment_anatomy(n_params: int, key: str = "sweep-key") -> dict:
     """Bytes of each part of one full push segment, built with the PS's own code
-    (ndnps.segments.sign_segments, the training's HMAC signer): where packet overhead goes."""
+    (ndnps.client.segments.sign_segments, the training's HMAC signer): where packet overhead goes."""
     import numpy as np
     from ndn.encoding import parse_data
-    from ndnps import messages, names
+    from ndnps.protocol import messages, names
     from ndnps.ndn.conventions import SEGMENT_SIZE
-    from ndnps.security import Security
-    from ndnps.segments import sign_segments
+    from ndnps.client.security import Security
+    from ndnps.client.segments import sign_segments
 
     sec = Security(key.encode(), names.key("ps", "t1"))
     blob = messages.params_blob(np.zeros(n_params, np.float32), 10, False)

@@ -5,8 +5,8 @@
 
 `run` starts one PS process and N worker processes on 127.0.0.1 (uvloop streams, one TCP
 connection per worker, 8-byte length-prefixed frames) running the same synchronous SGD as
-`apps.ps`/`apps.worker`: the same dataset, shards and batches (ndnps.train.WorkerBatches), the
-same model and optimizer (ndnps.models), the same codec and messages (ndnps.messages:
+`apps.ps`/`apps.worker`: the same dataset, shards and batches (ndnps.ml.train.WorkerBatches), the
+same model and optimizer (ndnps.ml.models), the same codec and messages (ndnps.protocol.messages:
 gradient_blob / params_blob, parsed and checked the same way). Each worker computes the gradient
 of version v, sends it; the PS waits for all N, averages them in worker order, steps SGD and
 sends version v+1 to every worker over its connection. No names, no signatures, no forwarder:
@@ -71,8 +71,8 @@ def _write_frame(writer: asyncio.StreamWriter, blob: bytes) -> None:
 
 
 def _setup(args):
-    from ndnps.data import load_dataset
-    from ndnps.models import build_model
+    from ndnps.ml.data import load_dataset
+    from ndnps.ml.models import build_model
     ds = load_dataset("synthetic", args.seed, n_samples=args.n_samples,
                       n_features=args.n_features, n_classes=args.n_classes)
     spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, "kind": "mlp",
@@ -96,10 +96,10 @@ class Metrics:
 
 async def ps_main(args) -> int:
     import numpy as np
-    from ndnps import messages
-    from ndnps.codec import flatten, param_spec, unflatten
-    from ndnps.models import SGD
-    from ndnps.train import average_grads
+    from ndnps.protocol import messages
+    from ndnps.protocol.codec import flatten, param_spec, unflatten
+    from ndnps.ml.models import SGD
+    from ndnps.ml.train import average_grads
 
     _, _, model = _setup(args)
     pspec = param_spec(model.params)
@@ -158,7 +158,7 @@ async def ps_main(args) -> int:
 def compute_step(model, pspec, batches, params, step: int):
     """One gradient exactly as apps.worker.Job.compute makes it (load_params .. flatten):
     (vector, loss, compute seconds, wall-clock start)."""
-    from ndnps.codec import flatten, unflatten
+    from ndnps.protocol.codec import flatten, unflatten
     started = time.time()
     t0 = time.perf_counter()
     model.load_params(unflatten(params, pspec))
@@ -170,8 +170,8 @@ def compute_step(model, pspec, batches, params, step: int):
 
 def worker_setup(args: argparse.Namespace):
     """A worker's (or a gloo rank's) model, parameter spec, batches and metrics."""
-    from ndnps.codec import param_spec
-    from ndnps.train import WorkerBatches
+    from ndnps.protocol.codec import param_spec
+    from ndnps.ml.train import WorkerBatches
     ds, _, model = _setup(args)
     batches = WorkerBatches(ds, args.workers, args.index, args.batch, args.seed)
     metrics = Metrics(args.metrics, role="worker", name=f"w{args.index + 1}")
@@ -180,7 +180,7 @@ def worker_setup(args: argparse.Namespace):
 
 async def worker_main(args) -> int:
     import numpy as np
-    from ndnps import messages
+    from ndnps.protocol import messages
 
     model, pspec, batches, metrics = worker_setup(args)
     reader, writer = await asyncio.open_connection("127.0.0.1", args.port)
@@ -204,7 +204,7 @@ async def worker_main(args) -> int:
 def compute_main(args) -> int:
     """Compute alone: the same gradients back to back, no I/O (the SGD step is skipped: the
     parameters stay the initial ones, which costs the same arithmetic)."""
-    from ndnps.codec import flatten
+    from ndnps.protocol.codec import flatten
     model, pspec, batches, metrics = worker_setup(args)
     params = flatten(model.params)
     for step in range(args.versions):

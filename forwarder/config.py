@@ -47,8 +47,8 @@ tables.network_region: the producer regions this forwarder is in (ForwardingHint
     tables = "fwd-tables.tsv"     # Time Node Pit PersistentEntries PersistentFaces Cs
     interval = 1.0
     node = "fwd"
-    classifier = "ndnps.names:classify"   # the packet classes' function (module:function);
-                                          # default: the markers alone (tracer.marker_classes)
+    classifier = "ndnps.protocol.names:classify"  # the packet classes' function (module:function);
+                                                  # default: the markers alone (marker_classes)
 """
 from __future__ import annotations
 

@@ -29,7 +29,8 @@ HEADER: Final = "Time\tNode\tFaceId\tType\tClass\tPackets\tBytes\n"
 # digests ...) by their TLV-TYPE only, never by their value.  The forwarder knows the markers
 # alone (marker_classes); an application's classes come from a function of its own, named in
 # the configuration (`[trace] classifier = "module:function"`: the scenario runner names the
-# training protocol's, ndnps.names.classify), so the forwarder imports nothing of theirs.
+# training protocol's, ndnps.protocol.names.classify), so the forwarder imports nothing of
+# theirs.
 Classifier = Callable[[bytes, bool], str]
 
 _LOCALHOST: Final = encode_tlv(GENERIC_COMPONENT, b"localhost")

@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
-from ndnps.process import ManagedProcess, start_forwarder  # noqa: E402
+from ndnps.lab.process import ManagedProcess, start_forwarder  # noqa: E402
 
 
 class Procs:

@@ -353,7 +353,7 @@ def with_nonce(interest: Interest) -> Interest:
 # The packets the apps send have one fixed shape, written here directly (python-ndn's generic
 # model costs 30-50 µs a packet, most of it in the model rather than the bytes):
 # encode_data writes Name, MetaInfo, Content, SignatureInfo, SignatureValue, byte-identical to
-# ndn.encoding.make_data with the signers of ndnps.security; encode_interest writes Name,
+# ndn.encoding.make_data with the signers of ndnps.client.security; encode_interest writes Name,
 # CanBePrefix, MustBeFresh, Nonce, InterestLifetime, HopLimit, byte-identical to
 # make_interest for an Interest without ApplicationParameters, signature or ForwardingHint
 # (tests/unit/test_wire.py compares them over many shapes).

@@ -12,9 +12,9 @@ import pytest
 from ndn.encoding import InterestParam, Name, make_interest
 
 from forwarder.status import fetch_status
-from ndnps.process import free_port
+from ndnps.lab.process import free_port
 
-from rawclient import RawFace, name_of
+from tests.support.rawclient import RawFace, name_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from ndnps.metrics import read_metrics
-from ndnps.process import wait_until
+from ndnps.lab.metrics import read_metrics
+from ndnps.lab.process import wait_until
 
 from test_training import KEY, WORKERS, finish, start_ps, start_workers, worker_end
 

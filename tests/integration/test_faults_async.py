@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ndnps.metrics import read_metrics
-from ndnps.process import wait_until
+from ndnps.lab.metrics import read_metrics
+from ndnps.lab.process import wait_until
 
 from test_faults import events, restart_w2_and_finish
 from test_training import WORKERS, finish, start_ps, start_workers, worker_end

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from bench.faults import CHAOS_SHORT, reference, version_ledger
-from ndnps.metrics import read_metrics
-from ndnps.process import ManagedProcess
+from ndnps.lab.metrics import read_metrics
+from ndnps.lab.process import ManagedProcess
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from ndnps.demo import CONSUMER, PRODUCER
+from ndnps.lab.demo import CONSUMER, PRODUCER
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def _run(procs, name, script, sock, *args, wait_ready=False):
     env = {"NDN_CLIENT_TRANSPORT": f"unix://{sock}"}
     proc = procs.spawn(name, [sys.executable, "-c", script, *args], env=env)
     if wait_ready:
-        from ndnps.process import wait_until
+        from ndnps.lab.process import wait_until
         wait_until(lambda: "READY" in proc.tail(), 15, proc, "registered")
     return proc
 
@@ -200,7 +200,7 @@ SEGMENT_CONSUMER = textwrap.dedent('''
 
 
 def test_one_megabyte_segmented_through_two_forwarders_over_udp(procs):
-    from ndnps.process import free_port
+    from ndnps.lab.process import free_port
     port_a, port_b = free_port(), free_port()
     conf_a = procs.workdir / "a.toml"
     conf_a.write_text(f'[[faces]]\nname = "b"\nuri = "udp4://127.0.0.1:{port_b}"\n')
@@ -239,7 +239,7 @@ PATIENT_CONSUMER = textwrap.dedent('''
 def test_a_tcp_face_of_the_config_waits_for_its_peer_and_comes_back_after_its_restart(procs):
     """Forwarder a's [[faces]] entry points at b's TCP port before b runs: a starts anyway,
     connects once b is up (its route with it), and again after b restarts."""
-    from ndnps.process import free_port
+    from ndnps.lab.process import free_port
     port_b = free_port()
     conf_a = procs.workdir / "a.toml"
     conf_a.write_text(f'[[faces]]\nname = "b"\nuri = "tcp4://127.0.0.1:{port_b}"\n'

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ndnps.process import free_port
+from ndnps.lab.process import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 

@@ -13,8 +13,8 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from bench import gloo  # noqa: E402
 from bench.common import TrainingRun  # noqa: E402
-from ndnps.data import load_dataset  # noqa: E402
-from ndnps.train import train_sync_reference  # noqa: E402
+from ndnps.ml.data import load_dataset  # noqa: E402
+from ndnps.ml.train import train_sync_reference  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ N_FEATURES, HIDDEN, N_SAMPLES, RANKS, EPOCHS, STEPS_PER_EPOCH = 16, [16, 8], 400
 def reference() -> np.ndarray:
     """The single-process reference with bench.tcp_ps's defaults (batch 32, lr 0.1, momentum
     0.9, seed 0), flattened; one BLAS thread, as the ranks run."""
-    from ndnps.codec import flatten
+    from ndnps.protocol.codec import flatten
     ds = load_dataset("synthetic", 0, n_samples=N_SAMPLES, n_features=N_FEATURES, n_classes=10)
     with threadpool_limits(1):
         ref = train_sync_reference(ds, {"kind": "mlp", "hidden": HIDDEN}, RANKS, EPOCHS, 32, 0.1,

@@ -12,8 +12,8 @@ from ndn.security import DigestSha256Signer
 from ndn.types import InterestTimeout
 
 from forwarder.status import fetch_status
-from ndnps.ndnapp import App
-from ndnps.process import free_port
+from ndnps.client.app import App
+from ndnps.lab.process import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 N = 150

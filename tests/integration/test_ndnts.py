@@ -35,8 +35,8 @@ from pathlib import Path
 import pytest
 
 from forwarder.status import fetch_status
-from ndnps.demo import CONSUMER as PY_CONSUMER, PRODUCER as PY_PRODUCER
-from ndnps.process import free_port, wait_until
+from ndnps.lab.demo import CONSUMER as PY_CONSUMER, PRODUCER as PY_PRODUCER
+from ndnps.lab.process import free_port, wait_until
 
 # The first run may include `npm ci` (a few seconds on a warm npm cache, more on a slow
 # registry); every wait inside a test is much shorter than this.

@@ -11,11 +11,11 @@ import pytest
 from ndn.encoding import Component, Name
 
 from forwarder.status import fetch_status
-from ndnps.demo import CONSUMER, PRODUCER
-from ndnps.names import DISTRIBUTE, INSERT, REMOVE
-from ndnps.process import free_port, wait_until
+from ndnps.lab.demo import CONSUMER, PRODUCER
+from ndnps.ndn.markers import DISTRIBUTE, INSERT, REMOVE
+from ndnps.lab.process import free_port, wait_until
 
-from rawclient import RawFace, marker, name_of
+from tests.support.rawclient import RawFace, marker, name_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ndnps.fetcher import LINK_REPAIR
-from ndnps.process import ManagedProcess, wait_until
+from ndnps.client.fetcher import LINK_REPAIR
+from ndnps.lab.process import ManagedProcess, wait_until
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -260,8 +260,8 @@ def test_netns_run(tmp_path):
     """A tree in network namespaces. First a netns runner is killed outright: its children
     die with it, its namespaces stay (nothing could delete them); the next run removes them,
     since their names prove that their owner no longer runs."""
-    from ndnps.netns import NetnsUnavailable, check_available
-    from ndnps.process import owner_tag
+    from ndnps.lab.netns import NetnsUnavailable, check_available
+    from ndnps.lab.process import owner_tag
     try:
         check_available()
     except NetnsUnavailable as e:

@@ -11,10 +11,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from ndnps.data import load_dataset
-from ndnps.metrics import read_metrics
-from ndnps.process import free_port, wait_until
-from ndnps.train import train_sync_reference
+from ndnps.ml.data import load_dataset
+from ndnps.lab.metrics import read_metrics
+from ndnps.lab.process import free_port, wait_until
+from ndnps.ml.train import train_sync_reference
 
 pytestmark = pytest.mark.slow
 

@@ -11,18 +11,18 @@ import sys
 import numpy as np
 import pytest
 
-from ndnps import messages
-from ndnps.codec import CodecError, encode_tensors
-from ndnps.metrics import Delta, MetricsWriter, read_metrics
-from ndnps.pacer import Pacer
-from ndnps.pending import HeldInterests
-from ndnps.training_config import ConfigError, TrainingConfig, add_arguments, from_table, load
+from ndnps.protocol import messages
+from ndnps.protocol.codec import CodecError, encode_tensors
+from ndnps.lab.metrics import Delta, MetricsWriter, read_metrics
+from ndnps.client.pacer import Pacer
+from ndnps.client.pending import HeldInterests
+from ndnps.protocol.config import ConfigError, TrainingConfig, add_arguments, from_table, load
 
 # ---- training configuration --------------------------------------------------------------------
 
 
 def test_defaults_are_valid_and_match_the_reference_defaults():
-    from ndnps.train import DEFAULTS
+    from ndnps.ml.train import DEFAULTS
     cfg = from_table({})
     assert (cfg.dataset, cfg.model, cfg.hidden, cfg.epochs, cfg.batch, cfg.lr, cfg.momentum) == \
         (DEFAULTS["dataset"], DEFAULTS["model"], DEFAULTS["hidden"], DEFAULTS["epochs"],

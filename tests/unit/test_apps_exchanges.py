@@ -1,4 +1,4 @@
-"""Each exchange of apps.ps / apps.worker on its own, with in-process fakes (ndnps.memnet, or
+"""Each exchange of apps.ps / apps.worker on its own, with in-process fakes (tests.support.memnet, or
 plain reply callables): task assignment, training content, registration, collect, probes,
 leaving."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ from ndn.encoding import parse_data
 
 from apps.ps import ParameterServer
 from apps.worker import Job, Worker
-from ndnps import messages, names
-from ndnps.memnet import MemNet
-from ndnps.training_config import from_table
+from ndnps.protocol import messages, names
+from tests.support.memnet import MemNet
+from ndnps.protocol.config import from_table
 
 KEY = b"k"
 
@@ -357,7 +357,7 @@ def probe_answers(job, version: int = 1):
     which segments were asked)."""
     blob = messages.params_blob(np.ones(job.n_params, np.float32), version, False)
     from ndnps.ndn.conventions import segment
-    from ndnps.segments import sign_segments
+    from ndnps.client.segments import sign_segments
     parts = segment(blob)
     wires = sign_segments(blob, lambda s: names.distribute("ps", "t1", version, s),
                           job.sec.signer)

@@ -1,4 +1,4 @@
-"""ndnps.ndnapp.App, the one adapter over python-ndn's NDNApp: pushed Data reach app code, and
+"""ndnps.client.app.App, the one adapter over python-ndn's NDNApp: pushed Data reach app code, and
 express ends as it should (timeouts, cancellation) despite python-ndn 0.5.2's quirks.
 
 The event loop's clock is fake (looptime): it jumps to the next timer when nothing is ready,
@@ -15,9 +15,9 @@ from ndn.appv2 import InterestTreeNode, pass_all
 from ndn.encoding import InterestParam, make_interest, parse_data
 from ndn.types import InterestCanceled, InterestTimeout, ValidResult
 
-from ndnps import names
-from ndnps.ndnapp import App
-from ndnps.security import DigestSigner
+from ndnps.protocol import names
+from ndnps.client.app import App
+from ndnps.client.security import DigestSigner
 from ndnps.ndn.conventions import segment_component
 
 pytestmark = pytest.mark.looptime
@@ -149,7 +149,7 @@ KEY = b"k" * 16
 
 
 def signed(name, content=b"payload", signer=None) -> bytes:
-    from ndnps.security import HmacSigner
+    from ndnps.client.security import HmacSigner
     signer = signer or HmacSigner(KEY, names.key("ps", "t1"))
     return bytes(App.make_data(name, content, signer=signer, freshness_period=1000,
                                final_block_id=segment_component(3)))
@@ -199,7 +199,7 @@ async def test_express_random_nonce_and_defaults():
 @pytest.mark.asyncio
 async def test_express_other_shapes_take_python_ndns_path():
     from ndn.encoding import Name, parse_interest
-    from ndnps.security import DigestSigner
+    from ndnps.client.security import DigestSigner
     s = Sent()
     t1 = asyncio.ensure_future(s.app.express("/a/b", pass_all, nonce=5))          # str name
     t2 = asyncio.ensure_future(s.app.express(names.task("w1", "ps", "t1"), pass_all,
@@ -221,7 +221,7 @@ async def test_express_other_shapes_take_python_ndns_path():
 @pytest.mark.asyncio
 async def test_received_data_validated_forged_and_unsigned_rejected():
     from ndn.types import ValidationFailure
-    from ndnps.security import DigestSigner, HmacSigner, Security
+    from ndnps.client.security import DigestSigner, HmacSigner, Security
     sec = Security(KEY, names.key("ps", "t1"))
     s = Sent()
     good, forged, digest, unsigned = (names.collect("w1", "ps", "t1", 1, i) for i in range(4))
@@ -269,7 +269,7 @@ async def test_lp_wrapped_and_malformed_data_take_python_ndns_path():
     pkt.lp_packet.pit_token = b"\x01\x02"
     pkt.lp_packet.fragment = push
     await s.app._receive(0x64, bytes(pkt.encode()))
-    from ndnps import wire
+    from ndnps.client import wire
     from ndnps.ndn.tlv import tl
     assert push[1] < 253                             # one-byte length: the Value starts at 2
     body = push[2:] + b"\x25\x01x"                  # an unknown critical element: python-ndn drops it
@@ -281,7 +281,7 @@ async def test_lp_wrapped_and_malformed_data_take_python_ndns_path():
 @pytest.mark.asyncio
 async def test_expiry_cancellation_shutdown_and_nack_end_as_before_and_clean_the_pit():
     from ndn.types import InterestNack
-    from ndnps.security import Security
+    from ndnps.client.security import Security
     sec = Security(KEY, names.key("ps", "t1"))
     s = Sent()
     a, b, c, d = (names.collect("w1", "ps", "t1", 2, i) for i in range(4))
@@ -308,7 +308,7 @@ async def test_expiry_cancellation_shutdown_and_nack_end_as_before_and_clean_the
 
 @pytest.mark.asyncio
 async def test_two_interests_for_one_name_are_both_satisfied_and_other_validators_still_run():
-    from ndnps.security import Security
+    from ndnps.client.security import Security
     sec = Security(KEY, names.key("ps", "t1"))
     calls = []
 
@@ -426,7 +426,7 @@ async def test_a_plain_interest_reaches_its_handler_now_with_python_ndns_argumen
 @pytest.mark.asyncio
 async def test_express_future_ends_as_express_does_without_a_task():
     from ndn.types import InterestNack
-    from ndnps.security import Security
+    from ndnps.client.security import Security
     sec = Security(KEY, names.key("ps", "t1"))
     s = Sent()
     a, b, c, d, e = (names.collect("w1", "ps", "t1", 5, i) for i in range(5))
@@ -512,7 +512,7 @@ async def test_a_nack_in_the_turn_an_entry_was_cancelled_and_asked_again_nacks_t
     """The fetcher cancels a flight and re-expresses its name in one turn; the cancelled
     entry leaves its node only on the next, so a Nack handled in between meets it."""
     from ndn.types import InterestNack
-    from ndnps.security import Security
+    from ndnps.client.security import Security
     sec = Security(KEY, names.key("ps", "t1"))
     s = Sent()
     a = names.collect("w1", "ps", "t1", 2, 0)

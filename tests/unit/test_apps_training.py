@@ -1,4 +1,4 @@
-"""Whole trainings in one process: the real PS and worker code over ndnps.memnet (an in-memory
+"""Whole trainings in one process: the real PS and worker code over tests.support.memnet (an in-memory
 forwarder), so every protocol path runs in milliseconds: the distributed sync run equals
 ndnps.train's reference bit for bit, lost pushes are recovered, forged gradients rejected,
 silent workers dropped."""
@@ -12,14 +12,14 @@ import pytest
 from apps.ps import ParameterServer
 from apps.launch import EXIT_JOB_FAILED
 from apps.worker import Faults, Worker
-from ndnps import messages, names
-from ndnps.data import load_dataset
-from ndnps.memnet import MemNet
-from ndnps.metrics import MetricsWriter, read_metrics
-from ndnps.security import Security
-from ndnps.segments import sign_segments
-from ndnps.train import train_sync_reference
-from ndnps.training_config import from_table
+from ndnps.protocol import messages, names
+from ndnps.ml.data import load_dataset
+from tests.support.memnet import MemNet
+from ndnps.lab.metrics import MetricsWriter, read_metrics
+from ndnps.client.security import Security
+from ndnps.client.segments import sign_segments
+from ndnps.ml.train import train_sync_reference
+from ndnps.protocol.config import from_table
 
 KEY = "k3y"
 

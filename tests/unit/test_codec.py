@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ndnps.codec import (CodecError, MixedSegments, decode_tensors, encode_tensors, flatten,
+from ndnps.protocol.codec import (CodecError, MixedSegments, decode_tensors, encode_tensors, flatten,
                          pack, param_spec, unflatten, unpack)
 from ndnps.ndn.conventions import SEGMENT_SIZE, reassemble, segment
 

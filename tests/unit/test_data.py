@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from ndnps.data import Dataset, batches, epoch_order, load_dataset, shard
+from ndnps.ml.data import Dataset, batches, epoch_order, load_dataset, shard
 
 
 def _same(a: Dataset, b: Dataset) -> bool:
@@ -39,7 +39,7 @@ def test_synthetic_configurable_deterministic_and_balanced():
 
 
 def test_synthetic_is_learnable():
-    from ndnps.models import SGD, SoftmaxRegression
+    from ndnps.ml.models import SGD, SoftmaxRegression
 
     ds = load_dataset("synthetic", seed=0, n_samples=4000, n_features=10, n_classes=3)
     m, opt = SoftmaxRegression(10, 3, seed=0), SGD(0.1)

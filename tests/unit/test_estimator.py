@@ -1,4 +1,4 @@
-"""ndnps.estimator: RTO arithmetic, the probe timer (fake clock) and the PS's finish-time
+"""ndnps.client.estimator: RTO arithmetic, the probe timer (fake clock) and the PS's finish-time
 estimate."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from ndnps.estimator import (FinishTimeEstimator, MeanDeviation, ProbeTimer, QuietTimer,
+from ndnps.client.estimator import (FinishTimeEstimator, MeanDeviation, ProbeTimer, QuietTimer,
                              RtoEstimator)
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from apps.ps import JobFailed, ParameterServer
-from ndnps.memnet import MemNet
-from ndnps.report import fault_counts
-from ndnps.training_config import from_table
+from tests.support.memnet import MemNet
+from ndnps.lab.report import fault_counts
+from ndnps.protocol.config import from_table
 
 
 def config(path, **kw):
@@ -51,7 +51,7 @@ def test_checkpoint_round_trip(tmp_path):
 async def test_a_resumed_ps_pushes_and_serves_its_checkpoints_version(tmp_path):
     """A worker that missed the checkpoint's version (restarted just before the PS was killed)
     must get it from the resumed PS: pushed again, and its probes answered."""
-    from ndnps import names
+    from ndnps.protocol import names
     path = tmp_path / "ckpt.npz"
     ps = trained(path)
     ps.write_checkpoint(str(path))

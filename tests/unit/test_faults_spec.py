@@ -6,9 +6,9 @@ import tomllib
 
 import pytest
 
-from ndnps.scenario import _to_toml
-from ndnps.scenario_spec import Kill, ScenarioError, load, parse
-from ndnps.training_config import ConfigError, from_table
+from ndnps.lab.scenario import _to_toml
+from ndnps.lab.spec import Kill, ScenarioError, load, parse
+from ndnps.protocol.config import ConfigError, from_table
 
 
 def test_explicit_kills_sorted_by_version():

@@ -1,4 +1,4 @@
-"""ndnps.fetcher (windowed fetch, retransmission, bounded tries) and ndnps.segments (signed
+"""ndnps.client.fetcher (windowed fetch, retransmission, bounded tries) and ndnps.client.segments (signed
 segmentation, assembly of segments arriving in any order).
 
 The event loop's clock is fake (looptime): it jumps to the next timer when nothing is ready,
@@ -13,15 +13,15 @@ import pytest
 from ndn.encoding import parse_data
 from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidResult
 
-from ndnps import names
-from ndnps.codec import CodecError
-from ndnps.estimator import RtoEstimator
+from ndnps.protocol import names
+from ndnps.protocol.codec import CodecError
+from ndnps.client.estimator import RtoEstimator
 from ndnps.ndn.rto import BACKOFF_RTTS
-from ndnps.ndnapp import FaceDown
-from ndnps.fetcher import (SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged,
+from ndnps.client.app import FaceDown
+from ndnps.client.fetcher import (SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged,
                            nack_delay, tail_probe_wait)
-from ndnps.security import DigestSigner, HmacSigner, Security
-from ndnps.segments import Assembly, Recent, sign_segments
+from ndnps.client.security import DigestSigner, HmacSigner, Security
+from ndnps.client.segments import Assembly, Recent, sign_segments
 from ndnps.ndn.conventions import segment_number
 
 pytestmark = pytest.mark.looptime
@@ -483,7 +483,7 @@ def test_under_uvloop_a_tail_probe_timer_runs_once(monkeypatch):
     the clock ticked over (about half the probes, depending on the deadline's fraction)."""
     import uvloop
 
-    from ndnps.fetcher import Transfer
+    from ndnps.client.fetcher import Transfer
 
     idle_calls = 0
     detect = Transfer._detect_losses
@@ -563,8 +563,8 @@ async def test_a_deadline_is_never_spent_on_one_interest():
 def test_the_reordering_floor_waits_for_link_repair_on_the_face_or_further_on():
     """A consumer that re-asks before the links' own repair races it: with link reliability on
     its face, or on the links beyond its forwarder (--link-repair), it waits LINK_REPAIR."""
-    from ndnps.fetcher import LINK_REPAIR, REORDER_FLOOR, reorder_floor
-    from ndnps.ndnapp import App
+    from ndnps.client.fetcher import LINK_REPAIR, REORDER_FLOOR, reorder_floor
+    from ndnps.client.app import App
     for lp, further, floor in ((False, False, REORDER_FLOOR), (True, False, LINK_REPAIR),
                                (False, True, LINK_REPAIR)):
         app = App("unix:///nonexistent.sock", lp_reliability=lp, link_repair=further)

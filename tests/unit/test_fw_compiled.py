@@ -30,10 +30,11 @@ def copy_tree(dst: Path, with_tests: bool = False) -> Path:
         (dst / "tests" / "unit").mkdir(parents=True)
         (dst / "tests" / "integration").mkdir()
         shutil.copy(ROOT / "tests" / "conftest.py", dst / "tests")
-        for f in (ROOT / "tests" / "unit").glob("*.py"):
-            if f.name == "fwkit.py" or (f.name.startswith("test_fw_") and f != Path(__file__)):
+        shutil.copytree(ROOT / "tests" / "support", dst / "tests" / "support", ignore=ignore)
+        for f in (ROOT / "tests" / "unit").glob("test_fw_*.py"):
+            if f != Path(__file__):
                 shutil.copy(f, dst / "tests" / "unit")
-        for name in ("rawclient.py", "test_forwarder_pyndn.py", "test_bad_input.py",
+        for name in ("test_forwarder_pyndn.py", "test_bad_input.py",
                      "test_link_reliability.py"):
             shutil.copy(ROOT / "tests" / "integration" / name, dst / "tests" / "integration")
     return dst

@@ -8,7 +8,7 @@ from ndn.encoding import Component
 from ndnps.ndn.packet import NACK_DUPLICATE, NACK_NO_ROUTE
 from ndnps.ndn.tlv import name_to_str
 
-from fwkit import DISTRIBUTE, INSERT, REMOVE, Bench, data, interest, lp, marked, vs
+from tests.support.fwkit import DISTRIBUTE, INSERT, REMOVE, Bench, data, interest, lp, marked, vs
 
 INS = marked(INSERT, "/ps/t")            # /*insert*/ps/t
 REM = marked(REMOVE, "/ps/t")            # /*remove*/ps/t

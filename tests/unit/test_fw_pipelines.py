@@ -12,7 +12,8 @@ from forwarder.strategy import Multicast, strategy_by_name
 from forwarder.tables.rib import CHILD_INHERIT, Route
 from ndnps.ndn import tlv
 
-from fwkit import Bench, brief, data, depth, interest, lp, nack, name, nv, parse_out, uri, with_hop
+from tests.support.fwkit import (Bench, brief, data, depth, interest, lp, nack, name, nv, parse_out,
+                                 uri, with_hop)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from ndnps.ndn.reliability import (LpReliability, ReliabilityOptions, ReliableLi
 from ndnps.ndn.packet import Data, Interest, Nack, decode, lp_wrap
 from ndnps.ndn.tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
                            MAX_PACKET_SIZE, encode_tlv, read_tl)
-from tests.unit.fwkit import data, interest
+from tests.support.fwkit import data, interest
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.looptime]
 

@@ -16,7 +16,7 @@ from forwarder.tables.rib import CAPTURE, CHILD_INHERIT, Rib, Route
 from forwarder.tables.strategy_choice import StrategyChoice
 from ndnps.ndn.tlv import component_offsets
 
-from fwkit import data, decoded_interest, depth, interest, nv
+from tests.support.fwkit import data, decoded_interest, depth, interest, nv
 
 
 def offs(n) -> list[int]:

@@ -16,7 +16,7 @@ from ndnps.ndn.packet import (
 )
 from ndnps.ndn.tlv import DecodeError
 
-from fwkit import data, interest, lp, name, nack, nv, parse_out
+from tests.support.fwkit import data, interest, lp, name, nack, nv, parse_out
 
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -8,8 +8,8 @@ import random
 from ndn.encoding import Component
 
 from forwarder.tracer import RateTracer, shape_key
-from ndnps import names
-from ndnps.names import classify
+from ndnps.protocol import names
+from ndnps.protocol.names import classify
 
 
 def raw(n) -> bytes:

@@ -60,3 +60,59 @@ def test_nothing_imports_apps():
         for path, names in modules(folder).items():
             wrong = {n for n in names if n == "apps" or n.startswith("apps.")}
             assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
+
+
+SUBPACKAGES = ("ndn", "client", "protocol", "exchanges", "ml", "lab")
+
+# Who may import whom (DESIGN.md's house): each unit stands only on the ones listed. The lab
+# starts and configures forwarders, so it may read the forwarder's limits, strategies and
+# status client; the forwarder never reads the lab.
+MAY_IMPORT = {
+    "ndnps.ndn": set(),
+    "ndnps.protocol": {"ndnps.ndn"},
+    "ndnps.ml": {"ndnps.ndn"},
+    "ndnps.client": {"ndnps.ndn"},
+    "ndnps.exchanges": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml"},
+    "ndnps.lab": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml", "forwarder"},
+    "ndnps": {"ndnps.lab", "ndnps.ml"},          # the `python -m ndnps.<program>` entry points
+    "forwarder": {"ndnps.ndn"},
+    "apps": {f"ndnps.{s}" for s in SUBPACKAGES} | {"forwarder"},
+}
+
+
+def unit(module: str) -> str:
+    """The unit of the house a module belongs to: a subpackage of ndnps, or a top package."""
+    parts = module.split(".")
+    if parts[0] == "ndnps" and len(parts) > 1 and parts[1] in SUBPACKAGES:
+        return f"ndnps.{parts[1]}"
+    return parts[0]
+
+
+def arrows() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {u: set() for u in MAY_IMPORT}
+    for folder in ("ndnps", "forwarder", "apps"):
+        for path, names in modules(folder).items():
+            source = unit(".".join(path.relative_to(ROOT).with_suffix("").parts))
+            found[source] |= {unit(n) for n in names if unit(n) in MAY_IMPORT} - {source}
+    return found
+
+
+def test_each_subpackage_imports_only_what_it_stands_on():
+    for source, targets in arrows().items():
+        extra = targets - MAY_IMPORT[source]
+        assert not extra, f"{source} imports {sorted(extra)}"
+
+
+def test_no_import_cycle_between_packages():
+    graph = arrows()
+    done: set[str] = set()
+
+    def visit(node: str, path: tuple[str, ...]) -> None:
+        assert node not in path, f"cycle: {' -> '.join(path + (node,))}"
+        if node not in done:
+            for target in graph[node]:
+                visit(target, path + (node,))
+            done.add(node)
+
+    for node in graph:
+        visit(node, ())

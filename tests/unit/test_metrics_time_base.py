@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ndnps import scenario, scenario_spec
-from ndnps.metrics import RUN_T0_ENV, MetricsWriter, read_metrics
+from ndnps.lab import scenario, spec
+from ndnps.lab.metrics import RUN_T0_ENV, MetricsWriter, read_metrics
 
 
 def test_metrics_count_from_the_runs_origin_across_processes(tmp_path, monkeypatch):
@@ -47,7 +47,7 @@ def test_the_runner_gives_every_child_its_start_as_the_origin(tmp_path, monkeypa
             spawned.append((name, env))
 
     monkeypatch.setattr(scenario, "ManagedProcess", FakeProcess)
-    runner = scenario.Runner(scenario_spec.load("sync-sgd"), tmp_path)
+    runner = scenario.Runner(spec.load("sync-sgd"), tmp_path)
     runner._spawn("fwd-fwd", ["forwarder"])
     runner._spawn("ps-r1", ["ps"], {"NDN_CLIENT_TRANSPORT": "unix:///x.sock"})
     origin = repr(runner.t0)
@@ -57,7 +57,7 @@ def test_the_runner_gives_every_child_its_start_as_the_origin(tmp_path, monkeypa
 
 
 def _progress(tmp_path: Path, records: list[dict]) -> scenario.Progress:
-    sc = scenario_spec.load("sync-sgd", ["topology.workers=1"])
+    sc = spec.load("sync-sgd", ["topology.workers=1"])
     path = tmp_path / "metrics" / f"{sc.training.ps}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))

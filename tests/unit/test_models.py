@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from ndnps.codec import decode_tensors, encode_tensors, pack, unpack
-from ndnps.models import MLP, SGD, SoftmaxRegression, build_model, model_spec
+from ndnps.protocol.codec import decode_tensors, encode_tensors, pack, unpack
+from ndnps.ml.models import MLP, SGD, SoftmaxRegression, build_model, model_spec
 
 
 def _batch(n=16, n_in=5, n_classes=4, seed=0):

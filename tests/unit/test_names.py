@@ -1,4 +1,4 @@
-"""ndnps.names: every exchange's name is built and parsed in one place, with typed components."""
+"""ndnps.protocol.names: every exchange's name is built and parsed in one place, with typed components."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ndn.encoding import Component, Name
 
-from ndnps import names
+from ndnps.protocol import names
 from ndnps.ndn.conventions import segment_component, segment_number
 from ndnps.ndn.markers import MARKERS
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ndnps import report, scenario_spec
+from ndnps.lab import report, spec
 
 WALL = 1_700_000_000.0          # the wall clock at the run's start (whole seconds: exact sums)
 MODEL_BYTES = 4000              # 1000 parameters
@@ -76,7 +76,7 @@ def run_dir(tmp_path) -> Path:
 
 @pytest.fixture
 def sc():
-    return scenario_spec.load("sync-sgd", ["topology.workers=1"])
+    return spec.load("sync-sgd", ["topology.workers=1"])
 
 
 # ---- one series, steady state, warnings ----------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The runner's policy for children that exit unasked (ndnps/scenario.py, "Unplanned exits"),
+"""The runner's policy for children that exit unasked (ndnps/lab/scenario.py, "Unplanned exits"),
 on real short-lived processes: recorded with their log tails, then the job's policy — a
 worker's loss is the PS's to handle, a forwarder and a checkpointing PS are restarted (a
 bounded number of times), a PS that says the training cannot go on fails the run;
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from ndnps import scenario_spec
-from ndnps.process import ManagedProcess, ProcessFailed
-from ndnps.scenario import Faults, Progress, RunFailed, Runner
+from ndnps.lab import spec
+from ndnps.lab.process import ManagedProcess, ProcessFailed
+from ndnps.lab.scenario import Faults, Progress, RunFailed, Runner
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -37,7 +37,7 @@ def setup(tmp_path):
     def make(*sets: str, ps: ManagedProcess | None = None,
              workers: dict[str, ManagedProcess] | None = None,
              forwarders: dict[str, ManagedProcess] | None = None):
-        sc = scenario_spec.load("sync-sgd", list(sets))
+        sc = spec.load("sync-sgd", list(sets))
         runner = Runner(sc, tmp_path / "run", live=False)
         ps = ps or running(tmp_path, "ps")
         workers = workers if workers is not None else {}

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from ndnps import scenario_spec
-from ndnps.scenario import _to_toml
-from ndnps.scenario_spec import ScenarioError, apply_overrides, load, parse
+from ndnps.lab import spec
+from ndnps.lab.scenario import _to_toml
+from ndnps.lab.spec import ScenarioError, apply_overrides, load, parse
 
 
-@pytest.mark.parametrize("name", scenario_spec.builtin_names())
+@pytest.mark.parametrize("name", spec.builtin_names())
 def test_every_builtin_scenario_is_valid(name):
     sc = load(name)
     assert sc.name == name and sc.description
@@ -16,7 +16,7 @@ def test_every_builtin_scenario_is_valid(name):
 
 
 def test_the_required_scenarios_exist():
-    assert set(scenario_spec.builtin_names()) >= {"sync-sgd", "async-sgd", "lossy", "tree",
+    assert set(spec.builtin_names()) >= {"sync-sgd", "async-sgd", "lossy", "tree",
                                                    "straggler", "unicast"}
 
 
@@ -100,7 +100,7 @@ def test_scenario_as_run_round_trips_through_toml(tmp_path):
 
 
 def test_per_link_direction_overrides():
-    from ndnps.topology import apply_link_overrides, plan_local
+    from ndnps.lab.topology import apply_link_overrides, plan_local
     sc = parse({"topology": {"kind": "tree"}, "links": {"delay_ms": 1.0},
                 "link": [{"from": "root", "to": "leaf2", "loss": 0.2}]}, "t")
     plan = plan_local(sc)
@@ -112,7 +112,7 @@ def test_per_link_direction_overrides():
 
 
 def test_link_reliability_goes_on_both_ends_of_every_forwarder_link(tmp_path):
-    from ndnps.topology import plan_local
+    from ndnps.lab.topology import plan_local
     sc = parse({"topology": {"kind": "tree"}, "links": {"loss": 0.05, "reliability": True}}, "t")
     plan = plan_local(sc)
     faces = [f for node in plan.forwarders.values() for f in node.faces]
@@ -130,8 +130,8 @@ def test_link_reliability_goes_on_both_ends_of_every_forwarder_link(tmp_path):
 def test_app_faces_false_emulates_the_forwarder_links_alone(tmp_path):
     """Loss and link reliability between forwarders only, as NFD deployments have them: the
     apps' faces carry no conditions and the apps do not ask for link reliability."""
-    from ndnps.scenario import Runner
-    from ndnps.topology import plan_local
+    from ndnps.lab.scenario import Runner
+    from ndnps.lab.topology import plan_local
     doc = {"topology": {"kind": "tree", "leaves": 1},
            "links": {"loss": 0.05, "reliability": True, "app_faces": False}}
     sc = parse(doc, "t")
@@ -148,9 +148,9 @@ def test_app_faces_false_emulates_the_forwarder_links_alone(tmp_path):
 def test_app_faces_false_on_a_local_star_is_refused():
     star = parse({"links": {"loss": 0.05, "app_faces": False}}, "t")
     with pytest.raises(ScenarioError, match="^links.app_faces"):
-        scenario_spec.check_local(star)
-    scenario_spec.check_local(parse({"links": {"app_faces": False}}, "t"))    # nothing to lose
-    scenario_spec.check_local(parse({"topology": {"kind": "tree"},
+        spec.check_local(star)
+    spec.check_local(parse({"links": {"app_faces": False}}, "t"))    # nothing to lose
+    spec.check_local(parse({"topology": {"kind": "tree"},
                                      "links": {"loss": 0.05, "app_faces": False}}, "t"))
 
 
@@ -158,7 +158,7 @@ def test_every_forwarder_gets_the_trainings_retransmission_suppression(tmp_path)
     """The forwarders suppress retransmissions for the interval the apps' fetchers wait."""
     from forwarder.config import parse_config, read_toml
     from forwarder.strategy import strategy_by_name
-    from ndnps.topology import forwarder_strategy, plan_local
+    from ndnps.lab.topology import forwarder_strategy, plan_local
     sc = parse({"topology": {"kind": "tree"},
                 "training": {"retx_suppression_ms": 3, "retx_suppression_max_ms": 5}}, "t")
     for name, node in plan_local(sc).forwarders.items():
@@ -178,7 +178,7 @@ def test_every_forwarder_gets_the_trainings_retransmission_suppression(tmp_path)
 
 def test_the_runner_refuses_app_faces_false_on_a_local_star_before_anything_starts(tmp_path,
                                                                                    capsys):
-    from ndnps.scenario import main
+    from ndnps.lab.scenario import main
     out = tmp_path / "run"
     assert main(["sync-sgd", "--set", "links.loss=0.05", "--set", "links.app_faces=false",
                  "--out", str(out)]) == 2

@@ -1,4 +1,4 @@
-"""ndnps.security: our hashlib signers interoperate with python-ndn's checks, and a receiver with
+"""ndnps.client.security: our hashlib signers interoperate with python-ndn's checks, and a receiver with
 a key accepts nothing but HMAC under that key."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from ndn.security.validator.digest_validator import sha256_digest_checker
 from ndn.security.validator.known_key_validator import verify_hmac
 from ndn.types import ValidResult
 
-from ndnps import names
-from ndnps.security import DigestSigner, HmacSigner, Security
+from ndnps.protocol import names
+from ndnps.client.security import DigestSigner, HmacSigner, Security
 from ndnps.ndn.conventions import segment_component
 
 KEY = b"training-key"

@@ -4,9 +4,9 @@ import time
 import numpy as np
 import pytest
 
-from ndnps.data import Dataset, batches, load_dataset, shard
-from ndnps.models import SGD, build_model
-from ndnps.train import (DEFAULTS, WorkerBatches, average_grads, main, steps_per_epoch,
+from ndnps.ml.data import Dataset, batches, load_dataset, shard
+from ndnps.ml.models import SGD, build_model
+from ndnps.ml.train import (DEFAULTS, WorkerBatches, average_grads, main, steps_per_epoch,
                          train_sync_reference, worker_step_batches)
 
 MLP64 = {"kind": "mlp", "hidden": [64]}

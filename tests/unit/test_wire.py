@@ -1,4 +1,4 @@
-"""ndnps.wire: the fixed-shape encoders write exactly python-ndn's bytes, and the Data decoder
+"""ndnps.client.wire: the fixed-shape encoders write exactly python-ndn's bytes, and the Data decoder
 returns exactly what python-ndn's parse_data returns — or None, leaving the packet to it."""
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from ndn.encoding import (Component, InterestParam, KeyLocator, MetaInfo, Name, 
                           make_data, make_interest, parse_data, parse_interest)
 from ndn.security import HmacSha256Signer
 
-from ndnps import names, wire
+from ndnps.protocol import names
+from ndnps.client import wire
 from ndnps.ndn import packet
 from ndnps.ndn.tlv import tl
-from ndnps.security import DigestSigner, HmacSigner, Security
-from ndnps.segments import sign_segments
+from ndnps.client.security import DigestSigner, HmacSigner, Security
+from ndnps.client.segments import sign_segments
 from ndnps.ndn.conventions import segment_component
 
 KEY = b"training-key"

@@ -57,7 +57,7 @@ from ndnps.ndn.conventions import segment_number
 from ndnps.ndn.rto import BACKOFF_RTTS, HALF_TICK, RtoEstimator
 from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX
 
-from .ndnapp import FaceDown
+from .app import FaceDown
 
 Express = Callable[..., Awaitable[tuple]]
 NameOf = Callable[[int], FormalName]

@@ -1,7 +1,7 @@
 """What a scenario run leaves behind, computed from the apps' metrics (JSON lines) and the
 forwarders' traces (TSV): summary.json, plots (PNG) and a Chrome-trace timeline.
 
-One time axis: seconds since the run started. The apps' metrics (`t`, see ndnps.metrics)
+One time axis: seconds since the run started. The apps' metrics (`t`, see ndnps.lab.metrics)
 and the forwarders' traces (`Time`, ndnps.ndn.clock.run_origin) count from it. Faults — kills and
 restarts by [faults], unplanned exits, workers dropped and rejoined, PS resumptions — are
 marked on the time plots and are instant events of the timeline."""

@@ -17,7 +17,7 @@ from .security import DigestSigner, HmacSigner
 K = TypeVar("K")
 V = TypeVar("V")
 
-# Signers whose wire form ndnps.wire reproduces byte for byte (tests/unit/test_wire.py)
+# Signers whose wire form ndnps.client.wire reproduces byte for byte (tests/unit/test_wire.py)
 _FIXED_SHAPE_SIGNERS = (HmacSigner, DigestSigner)
 
 

@@ -16,7 +16,7 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
     [workers]    slowdown = { w4 = 3.0 }   compute time multiplied (stragglers)
     [run]        timeout = 300; trace_interval = 0.5; on_child_exit = "continue" | "fail";
                  restart_after = 1.0; max_restarts = 3: what the runner does when a child
-                 dies without being asked to (see ndnps/scenario.py, "Unplanned exits")
+                 dies without being asked to (see ndnps/lab/scenario.py, "Unplanned exits")
     [netns]      enabled = false; netem = true
     [faults]     kill = [{ worker = "w2", at_version = 50, restart_after = 2.0 }]: SIGKILL a
                  worker once the PS reaches that version, optionally restart it (same name)
@@ -24,7 +24,7 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  checkpoint: training.checkpoint defaults to the run directory's); {
                  forwarder = "fwd", ... } a forwarder (restarted on the same socket); random = { kills = 3, seed = 1, from_version = 20,
                  to_version = 200, restart_after = 2.0 } adds kills drawn from the seed
-    [training]   everything `python -m apps.ps --help` lists (ndnps/training_config.py)
+    [training]   everything `python -m apps.ps --help` lists (ndnps/protocol/config.py)
 
 Every error names the offending key; nothing starts until the whole scenario is valid.
 """
@@ -39,10 +39,10 @@ from typing import Any
 
 from forwarder.pipelines import Limits
 
-from . import training_config
-from .training_config import TrainingConfig
+from ndnps.protocol import config as training_config
+from ndnps.protocol.config import TrainingConfig
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
 # The default experiment, embedded so the main job runs wherever the package is installed.
 DEFAULT_SYNC_SGD = """\

@@ -35,7 +35,7 @@
    counts what passes; ``drain()`` waits until the socket's write buffer has drained (pacing).
 
 5. Per-packet CPU (issue 7).  Incoming Data bypass python-ndn's generic TLV model: ``App``
-   overrides ``NDNApp._receive`` and hands a bare Data (no LpPacket) that ``ndnps.wire.
+   overrides ``NDNApp._receive`` and hands a bare Data (no LpPacket) that ``ndnps.client.wire.
    parse_data`` recognises to ``_on_data`` with the same four values ``ndn.encoding.parse_data``
    would have produced (memoryviews into the packet, a ``MetaInfo``, a ``SignaturePtrs``);
    everything else — Interests, Nacks, LpPackets, any Data of another shape — takes python-ndn's
@@ -53,7 +53,7 @@
    awaits, copies it through a BytesIO and starts a Task for each; ``CountingFace.run`` reads
    the same StreamReader a socket read at a time, frames it with ``forwarder.tlv.StreamFramer``
    and hands a Data of ours, or an Interest without parameters or signature that
-   ``ndnps.wire.parse_interest`` reads, to ``App._receive_now`` at once (no Task: the Data as
+   ``ndnps.client.wire.parse_interest`` reads, to ``App._receive_now`` at once (no Task: the Data as
    in 5, the Interest to its handler as ``NDNApp._on_interest`` would, minus the Task it
    starts per Interest), everything else to python-ndn's ``_receive`` in a Task as before (a
    packet so handled may overtake a signed Interest or a Nack of the same read; no exchange
@@ -525,7 +525,7 @@ class App(NDNApp):
             self.on_reconnect()
 
     async def _receive(self, typ: int, data) -> None:
-        """A bare Data of our shape is decoded by ``ndnps.wire`` (same values, ~3x cheaper);
+        """A bare Data of our shape is decoded by ``ndnps.client.wire`` (same values, ~3x cheaper);
         every other packet by python-ndn."""
         if not self._receive_now(typ, data):
             await super()._receive(typ, data)

@@ -6,7 +6,7 @@ the app with the longest registered prefix of the name (markers stripped); ``*in
 goes on to the producer only once the entry is empty, as the forwarder prunes); a Data goes to
 the pending Interests of its name, and a ``*distribute*`` Data also to every app of the longest
 persistent entry and to the pending ``*insert*`` twin, and is cached for probes.  ``MemApp`` has
-the slice of ``ndnps.ndnapp.App`` the apps use (express, attach_handler, register, make_data,
+the slice of ``ndnps.client.app.App`` the apps use (express, attach_handler, register, make_data,
 send_data, drain, traffic, on_distribute), with python-ndn's exceptions and validators.
 
 ``drop(kind, name, to_app)`` may return True to lose a packet ("interest", "data", "push").
@@ -23,7 +23,7 @@ from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidRes
 
 from ndnps.ndn.markers import DISTRIBUTE_COMPONENT, INSERT_COMPONENT, REMOVE_COMPONENT
 
-from . import names
+from ndnps.protocol import names
 
 NACK_NO_ROUTE = 150
 _MARKERS = {INSERT_COMPONENT, REMOVE_COMPONENT, DISTRIBUTE_COMPONENT}

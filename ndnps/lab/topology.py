@@ -19,10 +19,10 @@ from pathlib import Path
 from forwarder.strategy import BestRoute, RetxSuppression
 
 # the packet classes of the forwarders' rate traces: the training protocol's exchanges
-CLASSIFIER = "ndnps.names:classify"
+CLASSIFIER = "ndnps.protocol.names:classify"
 
 from .process import free_port
-from .scenario_spec import Scenario
+from .spec import Scenario
 
 NDN_PORT = 6363
 

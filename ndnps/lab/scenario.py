@@ -1,0 +1,757 @@
+"""python -m ndnps.scenario [NAME|FILE.toml|list] [--set KEY=VALUE ...] [--out DIR] [--netns]
+
+Runs a whole experiment as separate processes — forwarders, the PS, the workers — shows live
+progress, and leaves a run directory: summary.json, the scenario as run, every process's log
+and metrics, per-face rate traces (TSV, ndnSIM L3RateTracer shape), plots and a Chrome-trace
+timeline. With no NAME it runs the embedded `sync-sgd`. Every child is stopped on success,
+error and Ctrl-C, and dies with the runner should the runner be killed outright.
+
+Unplanned exits. A child that dies without being asked to (not by [faults]) is a fault of the
+run: it goes into summary.json's `unplanned_exits` (who, when, how, its log tail) and the job's
+own policy decides — a worker's loss is the PS's `on_worker_loss`; a forwarder is restarted on
+its socket after `[run] restart_after` (as a service manager restarts NFD), and so is a PS
+that checkpoints (it resumes), each at most `max_restarts` times. The run fails only when the
+job cannot go on (the PS says so, or dies with no checkpoint to resume from), with the log
+tails. `[run] on_child_exit = "fail"` fails the run at the first unplanned exit instead.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from forwarder.status import fetch_status
+
+from . import report, spec, topology
+from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
+from .netns import Netns, NetnsUnavailable, check_available, remove_stale
+from .metrics import RUN_T0_ENV, read_metrics
+from .process import (ManagedProcess, ProcessFailed, owner_alive, owner_tag, unix_socket_accepts,
+                      wait_until)
+from .spec import Kill, Scenario, ScenarioError
+
+if TYPE_CHECKING:
+    from rich.live import Live
+
+READY_TIMEOUT = 30.0
+FAULT_POLL = 0.02            # s: the PS's version is read this often while a fault waits for it
+
+
+class RunFailed(RuntimeError):
+    pass
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _to_toml(doc: dict) -> str:
+    """TOML for the scenario documents we write: top-level scalars, then one [table] per
+    dict, whose own dicts are written inline ({ w4 = 3.0 })."""
+    def value(v) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{json.dumps(k)} = {value(x)}" for k, x in v.items()) + " }"
+        raise TypeError(f"cannot write {v!r} as TOML")
+
+    out = "".join(f"{k} = {value(v)}\n" for k, v in doc.items() if not isinstance(v, dict))
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            out += f"\n[{k}]\n" + "".join(f"{kk} = {value(vv)}\n" for kk, vv in v.items())
+    return out
+
+
+MAX_SOCKET_PATH = 100        # bytes; the kernel's limit is 108 with the terminating NUL
+SOCKET_DIR_PREFIX = "ndnps-sock-"
+
+
+def remove_stale_socket_dirs() -> list[Path]:
+    """Short socket directories (`ndnps-sock-<owner tag>-*` in the temp dir) of runs that no
+    longer run: killed outright, they could not remove them."""
+    stale = []
+    for d in Path(tempfile.gettempdir()).glob(f"{SOCKET_DIR_PREFIX}*"):
+        tag = d.name[len(SOCKET_DIR_PREFIX):].rsplit("-", 1)[0]
+        if d.is_dir() and "." in tag and not owner_alive(tag):
+            shutil.rmtree(d, ignore_errors=True)
+            stale.append(d)
+    return stale
+
+
+class Runner:
+    def __init__(self, sc: Scenario, run_dir: Path, live: bool = True) -> None:
+        self.sc = sc
+        # absolute: apps are pointed at unix://<path>, and python-ndn reads a relative
+        # unix://runs/x/fwd.sock as host "runs", path "/x/fwd.sock"
+        self.run_dir = run_dir.resolve()
+        self.socket_dir = self.run_dir / "sockets"
+        self.live = live
+        self.procs: list[ManagedProcess] = []
+        self.sockets: dict[str, str] = {}        # forwarder -> unix socket
+        self.netns: Netns | None = None
+        self.notes: list[str] = []
+        self.face_labels: dict[tuple[str, int], str] = {}
+        self.apps_seen: set[str] = set()         # apps seen on a forwarder's unix socket
+        self.worker_launch: dict[str, tuple[list[str], dict[str, str]]] = {}
+        self.ps_launch: tuple[list[str], dict[str, str]] | None = None
+        self.forwarder_procs: dict[str, ManagedProcess] = {}
+        self.forwarder_argv: dict[str, list[str]] = {}
+        self.faults: list[dict] = []             # what [faults] did, for summary.json
+        self.unplanned_exits: list[dict] = []    # children that died unasked
+        self.t0 = time.monotonic()               # the run's time base (summary, faults)
+
+    # ---- set-up ----------------------------------------------------------------------------------
+
+    def prepare(self) -> Path:
+        for sub in ("logs", "metrics", "traces", "plots", "config", "sockets"):
+            (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        if any(k.role == "ps" for k in self.sc.kills) and not self.sc.training.checkpoint:
+            # [faults] kills the PS: it resumes from a checkpoint in the run directory
+            self.sc.training.checkpoint = str(self.run_dir.resolve() / "ps-checkpoint.npz")
+        doc = dict(self.sc.raw)
+        doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
+        doc["links"] = {**doc.get("links", {}), "reliability": self.sc.links.reliability}
+        doc.setdefault("topology", {})["workers"] = self.sc.workers
+        path = self.run_dir / "scenario.toml"
+        path.write_text(f"# scenario {self.sc.name!r} as run\n" + _to_toml(doc))
+        return path
+
+    def plan(self) -> topology.Plan:
+        if not self.sc.netns:
+            spec.check_local(self.sc)
+            plan = topology.plan_local(self.sc)
+            topology.apply_link_overrides(plan, self.sc)
+            return plan
+        check_available()
+        plan = topology.plan_netns(self.sc)
+        for ns in remove_stale():
+            self.notes.append(f"removed network namespace {ns}, left by a run that was killed")
+        self.netns = Netns.owned()
+        for name in plan.forwarders:
+            self.netns.add_host(name)
+        addrs = []
+        link = self.sc.links.as_table()
+        kernel = False
+        for a, b in plan.host_links:
+            veth = self.netns.link(a, b)
+            addrs.append((veth.addr_a, veth.addr_b))
+            if self.sc.netem and (self.sc.links.loss or self.sc.links.delay_ms):
+                kernel = self.netns.netem(a, veth.dev_a, self.sc.links.loss, self.sc.links.delay_ms) \
+                    and self.netns.netem(b, veth.dev_b, self.sc.links.loss, self.sc.links.delay_ms)
+        if link and not kernel:
+            if self.sc.netem:
+                self.notes.append("kernel netem unavailable: link conditions emulated in the "
+                                  "forwarders' faces")
+        topology.assign_addresses(plan, addrs, {} if kernel else link, self.sc.links.reliability)
+        topology.apply_link_overrides(plan, self.sc)
+        return plan
+
+    def _wrap(self, node: topology.ForwarderNode | None) -> list[str]:
+        if self.netns is None or node is None or node.host is None:
+            return []
+        return self.netns.exec_argv(node.host, [])
+
+    def start_forwarders(self, plan: topology.Plan) -> None:
+        tables = self.sc.forwarder
+        longest = max(len(f"{name}.sock") for name in plan.forwarders)
+        if len(str(self.socket_dir)) + 1 + longest > MAX_SOCKET_PATH:
+            # a unix socket path has 108 bytes: a run directory that deep gets short ones
+            # (removed at shutdown; or by a later run, should this one be killed outright)
+            remove_stale_socket_dirs()
+            self.socket_dir = Path(tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{owner_tag()}-"))
+        for name, node in plan.forwarders.items():
+            conf = self.run_dir / "config" / f"{name}.toml"
+            conf.write_text(node.config(self.run_dir, tables, self.sc.trace_interval,
+                                        topology.forwarder_strategy(self.sc)))
+            sock = str(self.socket_dir / f"{name}.sock")
+            host = "0.0.0.0" if self.netns else "127.0.0.1"
+            argv = self._wrap(node) + [sys.executable, "-m", "forwarder", "--unix", sock,
+                                       "--tcp", "0", "--udp", str(node.udp), "--host", host,
+                                       "--config", str(conf)]
+            proc = self._spawn(f"fwd-{name}", argv)
+            wait_until(lambda s=sock: unix_socket_accepts(s), READY_TIMEOUT, proc, "listening")
+            self.sockets[name] = sock
+            self.forwarder_procs[name] = proc
+            self.forwarder_argv[name] = argv
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> ManagedProcess:
+        # one time base per run: every child's metrics count from the run's start, so a
+        # restarted process continues the series of the one it replaces
+        env = {**(env or {}), RUN_T0_ENV: repr(self.t0)}
+        proc = ManagedProcess(name, argv, self.run_dir / "logs" / f"{name}.log", env=env)
+        self.procs.append(proc)
+        return proc
+
+    def _link_flags(self) -> list[str]:
+        """Apps ask for link reliability where their faces are the links: locally, unless
+        `app_faces = false`. Elsewhere (those, and netns mode, where an app's face is its host
+        forwarder's unix socket) the forwarders' links have it, and the apps wait for it."""
+        links = self.sc.links
+        if not links.reliability:
+            return []
+        return ["--lp-reliability"] if links.app_faces and self.netns is None \
+            else ["--link-repair"]
+
+    def start_apps(self, plan: topology.Plan, config: Path) -> tuple[ManagedProcess, dict]:
+        workers = {}
+        ps_node = None
+        for app in plan.apps:
+            node = plan.forwarders[app.forwarder]
+            env = {"NDN_CLIENT_TRANSPORT": f"unix://{self.sockets[app.forwarder]}"}
+            metrics = self.run_dir / "metrics" / f"{app.name}.jsonl"
+            if app.role == "ps":
+                ps_node = (app, node, env, metrics)
+                continue
+            argv = self._wrap(node) + [sys.executable, "-m", "apps.worker", "--name", app.name,
+                                       "--config", str(config), "--metrics", str(metrics)]
+            if app.name in self.sc.slowdown:
+                argv += ["--slowdown", str(self.sc.slowdown[app.name])]
+            argv += self._link_flags()
+            workers[app.name] = self._spawn(app.name, argv, env)
+            self.worker_launch[app.name] = (argv, env)
+        for name, proc in workers.items():
+            wait_until(lambda p=proc, n=name: f"worker {n} ready" in p.tail(5), READY_TIMEOUT,
+                       proc, "ready")
+        assert ps_node is not None                  # every plan has the PS
+        app, node, env, metrics = ps_node
+        argv = self._wrap(node) + [sys.executable, "-m", "apps.ps", "--config", str(config),
+                                   "--metrics", str(metrics),
+                                   "--save", str(self.run_dir / "model.npz"),
+                                   *self._link_flags()]
+        self.ps_launch = (argv, env)
+        return self._spawn(app.name, argv, env), workers
+
+    # ---- the run -----------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        config = self.prepare()
+        display = Progress(self.sc, self.run_dir, self.live)
+        try:
+            plan = self.plan()
+            self.start_forwarders(plan)
+            ps, workers = self.start_apps(plan, config)
+            display.start()
+            self.supervise(ps, workers, display)
+            self.collect_status(plan)
+        except (ProcessFailed, RunFailed, NetnsUnavailable) as e:
+            display.stop()
+            print(f"\nrun failed: {e}{self._unplanned_text()}", file=sys.stderr)
+            self._write_summary(ok=False, error=str(e))
+            return 1
+        except Interrupted:
+            display.stop()
+            print("\ninterrupted: stopping every process", file=sys.stderr)
+            self._write_summary(ok=False, error="interrupted")
+            return 130
+        finally:
+            self.shutdown()
+        display.stop()
+        summary = self._write_summary(ok=True)
+        report.plot_all(self.run_dir, self.sc)
+        report.timeline(self.run_dir, self.sc)
+        display.final(summary)
+        return 0
+
+    def supervise(self, ps: ManagedProcess, workers: dict[str, ManagedProcess],
+                  display: "Progress") -> None:
+        deadline = self.t0 + self.sc.timeout
+        next_look = 0.0
+        faults = Faults(self, workers, display, self.t0, ps)
+        while True:
+            display.update()
+            faults.step()
+            if time.monotonic() > next_look:            # learn which face is which app
+                self.learn_face_labels()
+                # often until every app is known: a short run may be over within 2 s
+                apps = {self.sc.training.ps, *workers}
+                next_look = time.monotonic() + (2.0 if apps <= self.apps_seen else 0.25)
+            if self.check_exits(faults):
+                break
+            if time.monotonic() > deadline:
+                tail = faults.ps.tail() if faults.ps is not None else "(PS killed)"
+                raise RunFailed(f"not finished within run.timeout = {self.sc.timeout:.0f} s; "
+                                f"PS log tail:\n{tail}")
+            # a fault waiting for its version is looked at often: a fast training runs tens of
+            # versions in 0.25 s, and kills meant for different versions landed together
+            time.sleep(FAULT_POLL if faults.pending or faults.restarts else 0.25)
+        for name, proc in faults.workers.items():
+            if proc in faults.restarted and not faults.rejoined(name):
+                # restarted too late: the run ended before the PS re-offered it the task
+                try:
+                    proc.wait(5)
+                except ProcessFailed:
+                    proc.stop()
+                    faults.note(name, "restarted but the run ended before it rejoined")
+                    continue
+            try:
+                code: int | None = proc.wait(30)
+            except ProcessFailed:
+                proc.stop()
+                code = proc.poll()
+            if code != 0:
+                # the training is over: recorded (the PS's metrics say whether it lost this
+                # worker), not a reason to fail a finished run, unless on_child_exit = fail
+                self.unplanned(proc, "worker", name, "none: the training had ended")
+        faults.finish()
+        display.update()
+
+    def check_exits(self, faults: "Faults") -> bool:
+        """Children that exited unasked, each handled by the job's policy (see the module's
+        docstring); True once the PS has finished."""
+        for name, proc in list(self.forwarder_procs.items()):
+            if proc.poll() is not None:
+                faults.forget("forwarder", name)
+                rec = self.unplanned(proc, "forwarder", name)
+                faults.restart_unplanned("forwarder", name, rec)
+        for name, proc in list(faults.workers.items()):
+            if proc.poll() not in (None, 0):
+                faults.forget("worker", name)
+                self.unplanned(proc, "worker", name,
+                               f"none: on_worker_loss = {self.sc.training.on_worker_loss!r} "
+                               "decides")
+        ps = faults.ps                                  # None: killed, restarting
+        code = ps.poll() if ps is not None else None
+        if ps is None or code is None:
+            return False
+        if code == 0:
+            return True
+        if code in (EXIT_USAGE, EXIT_JOB_FAILED):       # the training says it cannot go on
+            raise ps.fail(f"exited with {describe(code)}")
+        if not self.sc.training.checkpoint:
+            self.unplanned(ps, "ps", self.sc.training.ps, "run failed: no checkpoint to resume "
+                           "from (training.checkpoint)")
+            raise ps.fail(f"exited with {describe(code)}")
+        faults.forget("ps", self.sc.training.ps)
+        rec = self.unplanned(ps, "ps", self.sc.training.ps)
+        faults.restart_unplanned("ps", self.sc.training.ps, rec)
+        return False
+
+    def unplanned(self, proc: ManagedProcess, role: str, node: str,
+                  action: str | None = None) -> dict:
+        """Record a child that died unasked; with on_child_exit = fail, fail the run."""
+        code = proc.poll()
+        rec = {"who": proc.name, "role": role, "node": node,
+               "t": round(time.monotonic() - self.t0, 3), "code": code, "how": describe(code),
+               "log": str(proc.log_path), "log_tail": proc.tail(20)}
+        if action is not None:
+            rec["action"] = action
+        self.unplanned_exits.append(rec)
+        if self.sc.on_child_exit == "fail":
+            rec["action"] = "run failed (run.on_child_exit = \"fail\")"
+            raise proc.fail(f"exited with {describe(code)}")
+        print(f"note: {proc.name} exited unplanned ({describe(code)}) at {rec['t']:.1f} s: "
+              f"{rec.get('action', '')}", file=sys.stderr, flush=True)
+        return rec
+
+    def _unplanned_text(self) -> str:
+        """The unplanned exits before a failure, with their log tails (the failure may be
+        their consequence)."""
+        return "".join(f"\nunplanned exit before it: {r['who']} ({r['how']}) at {r['t']:.1f} s; "
+                       f"last lines of {r['log']}:\n{r['log_tail']}"
+                       for r in self.unplanned_exits)
+
+    def learn_face_labels(self) -> None:
+        """Apps' faces are known by the prefix they registered (/<ps>, /<gpu>): remember it
+        while they are connected, since the final status comes after they left."""
+        for name, sock in self.sockets.items():
+            try:
+                status = fetch_status(f"unix://{sock}", timeout=1.0, tries=2)
+            except (OSError, ConnectionError, ValueError):
+                continue
+            app_faces = {f["id"] for f in status["faces"] if f["remote"].startswith("fd://")}
+            for entry in status["fib"]:
+                for hop in entry["nexthops"]:
+                    prefix = entry["prefix"].lstrip("/")
+                    if prefix and not prefix.startswith("localhost"):
+                        self.face_labels.setdefault((name, hop["face"]), prefix)
+                        if hop["face"] in app_faces:    # not a route toward another forwarder
+                            self.apps_seen.add(prefix)
+
+    def collect_status(self, plan: topology.Plan) -> None:
+        """Each forwarder's final status, with faces labelled by peer or app, for the report."""
+        peers = {}
+        for name, node in plan.forwarders.items():
+            for face in node.faces:
+                peers[(name, face.uri.split("://", 1)[1])] = face.name
+        for name, sock in self.sockets.items():
+            try:
+                # the runner's face has the apps' link conditions: a lost packet is asked again
+                status = fetch_status(f"unix://{sock}", timeout=1.0, tries=5)
+            except (OSError, ConnectionError, ValueError) as e:
+                self.notes.append(f"status of {name} unavailable: {e}")
+                continue
+            labels = {str(face): label for (node, face), label in self.face_labels.items()
+                      if node == name}
+            for face in status["faces"]:
+                peer = peers.get((name, face["remote"].split("://", 1)[-1]))
+                if peer:
+                    labels[str(face["id"])] = peer
+            status["labels"] = labels         # apps' faces included, though they are gone
+            (self.run_dir / "traces" / f"{name}-status.json").write_text(json.dumps(status, indent=1))
+
+    def shutdown(self) -> None:
+        # apps first, then forwarders (which flush their traces on SIGTERM)
+        for proc in sorted(self.procs, key=lambda p: p.name.startswith("fwd-")):
+            proc.stop()
+        if self.netns is not None:
+            self.netns.close()
+        if self.socket_dir.parent != self.run_dir:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    def _write_summary(self, ok: bool, error: str | None = None) -> dict:
+        extra = {"ok": ok, "notes": self.notes, "faults": self.faults,
+                 "unplanned_exits": self.unplanned_exits,
+                 "exit_codes": {p.name: p.poll() for p in self.procs}}
+        if error:
+            extra["error"] = error
+        try:
+            summary = report.summarize(self.run_dir, self.sc, time.monotonic() - self.t0, extra)
+        except (OSError, ValueError, KeyError) as e:
+            summary = {"scenario": self.sc.name, "summary_error": str(e), **extra}
+        try:
+            summary["link_bytes"] = report.link_bytes(self.run_dir)
+        except (OSError, ValueError, KeyError):
+            pass
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        return summary
+
+
+class Faults:
+    """[faults] during a run — SIGKILL a node once the PS's metrics reach a version, restart it
+    (same name, same argv; a worker's metrics appended to the same file) some seconds later —
+    and the restarts that unplanned exits get. Every action goes into summary.json (`faults`,
+    or the unplanned exit's record)."""
+
+    def __init__(self, runner: Runner, workers: dict[str, ManagedProcess],
+                 display: "Progress", started: float, ps: ManagedProcess) -> None:
+        self.runner, self.workers, self.display = runner, workers, display
+        self.started = started
+        self.ps: ManagedProcess | None = ps            # None while killed
+        self.pending = list(runner.sc.kills)
+        self.restarts: list[tuple[float, str, str, dict]] = []   # (when, role, node, record)
+        self.restarted: set[ManagedProcess] = set()
+        self.count: dict[str, int] = {}                 # restarts per node
+        self.unplanned_restarts: dict[str, int] = {}
+
+    @property
+    def version(self) -> int:
+        recs = self.display.records
+        return recs[-1]["version"] if recs else -1
+
+    def process(self, role: str, node: str) -> ManagedProcess | None:
+        return {"worker": lambda: self.workers.get(node), "ps": lambda: self.ps,
+                "forwarder": lambda: self.runner.forwarder_procs.get(node)}[role]()
+
+    def forget(self, role: str, node: str) -> None:
+        """`node` is gone (killed, or exited): not supervised until restarted."""
+        if role == "worker":
+            self.workers.pop(node, None)
+        elif role == "ps":
+            self.ps = None
+        else:
+            self.runner.forwarder_procs.pop(node, None)
+
+    def step(self) -> None:
+        now = time.monotonic()
+        version = self.version
+        while self.pending and version >= self.pending[0].at_version:
+            kill = self.pending.pop(0)
+            rec = {"kind": "kill", "role": kill.role, kill.role: kill.worker,
+                   "at_version": kill.at_version, "version": version,
+                   "t": round(now - self.started, 3)}
+            self.runner.faults.append(rec)
+            proc = self.process(kill.role, kill.worker)
+            if proc is None or proc.poll() is not None:
+                rec["skipped"] = "not running (killed before, or finished)"
+                continue
+            proc.kill()                            # its exit code (-9) is expected
+            self.forget(kill.role, kill.worker)
+            if kill.restart_after is not None:
+                self.restarts.append((now + kill.restart_after, kill.role, kill.worker, rec))
+        for item in [r for r in self.restarts if r[0] <= now]:
+            self.restarts.remove(item)
+            _, role, node, rec = item
+            proc = self.restart(role, node)
+            rec["restarted"] = {"process": proc.name, "version": self.version,
+                                "t": round(now - self.started, 3)}
+
+    def restart_unplanned(self, role: str, node: str, rec: dict) -> None:
+        """An unplanned exit of a forwarder or a checkpointing PS: restarted after
+        run.restart_after, at most run.max_restarts times per node (then the run fails)."""
+        sc = self.runner.sc
+        n = self.unplanned_restarts[node] = self.unplanned_restarts.get(node, 0) + 1
+        if n > sc.max_restarts:
+            rec["action"] = f"run failed: exited unplanned {n} times (run.max_restarts = " \
+                            f"{sc.max_restarts})"
+            raise RunFailed(f"{rec['who']} exited unplanned ({rec['how']}) {n} times; "
+                            f"run.max_restarts = {sc.max_restarts}; last lines of "
+                            f"{rec['log']}:\n{rec['log_tail']}")
+        rec["action"] = f"restart after {sc.restart_after:g} s"
+        self.restarts.append((time.monotonic() + sc.restart_after, role, node, rec))
+
+    def restart(self, role: str, name: str) -> ManagedProcess:
+        """`name` again, as it was started."""
+        runner = self.runner
+        n = self.count[name] = self.count.get(name, 0) + 1
+        if role == "worker":
+            argv, env = runner.worker_launch[name]
+            proc = self.workers[name] = runner._spawn(f"{name}-r{n}", argv, env)
+            self.restarted.add(proc)
+        elif role == "ps":
+            assert runner.ps_launch is not None    # the PS was started
+            argv, env = runner.ps_launch
+            proc = self.ps = runner._spawn(f"{name}-r{n}", argv, env)
+        else:
+            sock = runner.sockets[name]
+            # the new process truncates its trace files: keep the killed one's as
+            # traces/<name>-r<n-1>-*.tsv (r0: the first process)
+            traces = runner.run_dir / "traces"
+            for kind in ("rates", "tables"):
+                if (traces / f"{name}-{kind}.tsv").exists():
+                    (traces / f"{name}-{kind}.tsv").rename(traces / f"{name}-r{n - 1}-{kind}.tsv")
+            proc = runner._spawn(f"fwd-{name}-r{n}", runner.forwarder_argv[name])
+            wait_until(lambda: unix_socket_accepts(sock), READY_TIMEOUT, proc, "listening")
+            runner.forwarder_procs[name] = proc
+        return proc
+
+    def rejoined(self, name: str) -> bool:
+        path = self.display.path
+        try:
+            return any(r.get("event") == "rejoined" and r.get("worker") == name
+                       for r in read_metrics(path))
+        except (OSError, ValueError):
+            return False
+
+    def note(self, name: str, text: str) -> None:
+        for rec in reversed(self.runner.faults):
+            if rec.get("worker") == name and "restarted" in rec:
+                rec["restarted"]["outcome"] = text
+                return
+
+    def finish(self) -> None:
+        for _, _, _, rec in self.restarts:
+            rec["restart_skipped"] = "the run ended first"
+        for kill in self.pending:
+            self.runner.faults.append({"kind": "kill", "role": kill.role, kill.role: kill.worker,
+                                       "at_version": kill.at_version,
+                                       "skipped": "the run ended before that version"})
+
+
+class Progress:
+    """Live progress from the PS's metrics file (rich), or one line per few versions."""
+
+    def __init__(self, sc: Scenario, run_dir: Path, live: bool) -> None:
+        self.sc = sc
+        self.path = run_dir / "metrics" / f"{sc.training.ps}.jsonl"
+        self.live = live and sys.stdout.isatty()
+        self.series = report.VersionSeries()
+        self._pos = 0
+        self._live: Live | None = None
+        self._last_print = 0.0
+
+    def start(self) -> None:
+        if self.live:
+            from rich.live import Live
+            self._live = Live(self._table(), refresh_per_second=4, transient=False)
+            self._live.start()
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    @property
+    def records(self) -> list[dict]:
+        """The PS's version records so far, one per version (a resumed PS's redone versions
+        replace the killed PS's)."""
+        return self.series.versions
+
+    def update(self) -> None:
+        try:
+            with open(self.path) as f:
+                f.seek(self._pos)
+                chunk = f.read()
+                complete = chunk[:chunk.rfind("\n") + 1]
+                self._pos += len(complete)
+        except FileNotFoundError:
+            return
+        for line in complete.splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            self.series.add(rec)
+        if self._live is not None:
+            self._live.update(self._table())
+        elif self.records and time.monotonic() - self._last_print > 2.0:
+            self._last_print = time.monotonic()
+            print(self._line(), flush=True)
+
+    def _stats(self) -> dict:
+        recs = self.records
+        last = recs[-1]
+        acc = next((r["accuracy"] for r in reversed(recs) if r.get("accuracy") is not None), None)
+        recent = recs[-11:]
+        # only records on one time base: metrics written without the run's (an app started
+        # by hand) count from each process's start, and a restart would give a negative time
+        for i in range(len(recent) - 1, 0, -1):
+            if recent[i]["t"] < recent[i - 1]["t"]:
+                recent = recent[i:]
+                break
+        it = ((recent[-1]["t"] - recent[0]["t"]) / (len(recent) - 1)) if len(recent) > 1 else None
+        return {"version": last["version"], "loss": last.get("loss"), "accuracy": acc,
+                "iteration": it,
+                "samples_per_s": (self.sc.training.batch * len(self.sc.worker_names) / it)
+                if it else None}
+
+    def _cells(self) -> list[str]:
+        s = self._stats()
+        return [str(s["version"]), _fmt(s["loss"], ".4f"), _fmt(s["accuracy"], ".4f"),
+                _fmt(s["iteration"] and s["iteration"] * 1000, ".1f"),
+                _fmt(s["samples_per_s"], ".0f")]
+
+    def _line(self) -> str:
+        return "  ".join(f"{label} {cell}" for label, cell in
+                         zip(("version", "loss", "accuracy", "iteration ms", "samples/s"),
+                             self._cells()))
+
+    def _table(self):
+        from rich.table import Table
+        table = Table(title=f"ndnps {self.sc.name} — {self.sc.training.mode}, "
+                            f"{len(self.sc.worker_names)} workers, {self.sc.topology}")
+        for col in ("version", "loss", "test accuracy", "iteration (ms)", "samples/s"):
+            table.add_column(col, justify="right")
+        if self.records:
+            table.add_row(*self._cells())
+        return table
+
+    def final(self, summary: dict) -> None:
+        rows = [("scenario", summary["scenario"]), ("mode", f"{summary['mode']} / "
+                                                            f"{summary['push_mode']}"),
+                ("workers", summary["workers"]), ("final accuracy", summary["final_accuracy"]),
+                ("versions", summary["versions"]), ("model bytes", summary["model_bytes"]),
+                ("PS bytes out per version / model (steady)",
+                 summary["ps_bytes_out_per_version_over_model"]),
+                ("PS start-up bytes out", summary.get("ps_startup_bytes_out")),
+                ("iteration (median, s)", summary["iteration_seconds"]),
+                ("probes", summary["probes"]), ("retransmissions", summary["retransmissions"]),
+                ("wall seconds", summary["wall_seconds"])]
+        if summary.get("faults") or summary.get("workers_lost"):
+            rows += [("faults injected", len([f for f in summary.get("faults", [])
+                                              if "skipped" not in f])),
+                     ("workers lost / rejoined",
+                      f"{summary['workers_lost']} / {summary['workers_rejoined']}"),
+                     ("versions with fewer gradients", summary["short_versions"]),
+                     ("gradients collected again (wait)", summary["collects_redone"]),
+                     ("PS restarts (resumed from version)",
+                      f"{summary['ps_restarts']} ({summary['ps_resumed_from']})"),
+                     ("forwarder reconnects", sum(summary["reconnects"].values()))]
+        try:
+            from rich.console import Console
+            from rich.table import Table
+            table = Table(title="summary", show_header=False)
+            for k, v in rows:
+                table.add_row(k, _fmt(v, ".4f") if isinstance(v, float) else str(v))
+            Console().print(table)
+        except ImportError:                      # pragma: no cover - rich is a dependency
+            for k, v in rows:
+                print(f"{k:>36}: {v}")
+        for note in summary.get("notes", []):
+            print(f"note: {note}")
+        for warning in summary.get("warnings", []):
+            print(f"warning: {warning}")
+
+
+def _fmt(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _list() -> int:
+    for name in spec.builtin_names():
+        try:
+            sc = spec.load(name)
+            desc = sc.description
+        except ScenarioError as e:
+            desc = f"(invalid: {e})"
+        print(f"{name:<14} {desc}")
+    return 0
+
+
+def _unusable_run_dir(run_dir: Path) -> str | None:
+    """Why the run cannot leave its outputs in `run_dir` (None: it can; it exists then)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        return "exists and is not a directory"
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if any(run_dir.iterdir()):
+            return "exists and is not empty"
+        probe = run_dir / ".writable"
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        return f"cannot write there ({e.strerror or e})"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ndnps.scenario", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", nargs="?", help="built-in name (see `list`), a .toml path, "
+                                               "or `list`; default: the embedded sync-sgd")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any field, e.g. --set training.epochs=3 --set links.loss=0.05")
+    p.add_argument("--out", type=Path, help="run directory (default runs/<time>-<name>)")
+    p.add_argument("--netns", action="store_true",
+                   help="each host in its own network namespace (needs root)")
+    p.add_argument("--plain", action="store_true", help="plain progress lines instead of a "
+                                                        "live table")
+    args = p.parse_args(argv)
+    if args.scenario == "list":
+        return _list()
+    try:
+        sc = spec.load(args.scenario, args.set)
+    except ScenarioError as e:
+        print(f"scenario error: {e}", file=sys.stderr)
+        return 2
+    if args.netns:
+        sc.netns = True
+    try:
+        if sc.netns:
+            check_available()
+        else:
+            spec.check_local(sc)
+    except (ScenarioError, NetnsUnavailable) as e:
+        print(f"scenario error: {e}", file=sys.stderr)
+        return 2
+    run_dir = args.out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{sc.name}"
+    why = _unusable_run_dir(run_dir)
+    if why:
+        print(f"scenario error: --out {run_dir}: {why}", file=sys.stderr)
+        return 2
+
+    def on_term(signum, frame):
+        raise Interrupted()
+    signal.signal(signal.SIGTERM, on_term)
+    print(f"ndnps: running scenario {sc.name!r} -> {run_dir}")
+    runner = Runner(sc, run_dir, live=not args.plain)
+    try:
+        code = runner.run()
+    except KeyboardInterrupt:
+        runner.shutdown()
+        print("\ninterrupted: every process stopped", file=sys.stderr)
+        return 130
+    print(f"run directory: {run_dir}")
+    return code
+
