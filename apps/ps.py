@@ -45,7 +45,8 @@ from ndnps.client.pacer import Pacer
 from ndnps.ndn.conventions import segment, segment_component
 from ndnps.client.pending import HeldInterests
 from ndnps.client.security import Security
-from ndnps.client.segments import Recent, sign_segments
+from ndnps.client.segments import sign_segments
+from ndnps.exchanges.buffers import Recent
 from ndnps.ml.train import average_grads, steps_per_epoch
 from ndnps.protocol.config import ConfigError, TrainingConfig, add_arguments, load
 

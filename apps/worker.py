@@ -50,7 +50,8 @@ from ndnps.ml.models import build_model
 from ndnps.ndn.conventions import segment_number
 from ndnps.client.pending import HeldInterests
 from ndnps.client.security import HmacSigner, Security
-from ndnps.client.segments import Assembly, Recent, sign_segments
+from ndnps.client.segments import sign_segments
+from ndnps.exchanges.buffers import Assembly, Recent
 from ndnps.ml.train import WorkerBatches
 from ndnps.protocol.config import ConfigError, read_table
 

@@ -21,7 +21,8 @@ from ndnps.client.app import FaceDown
 from ndnps.client.fetcher import (SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged,
                            nack_delay, tail_probe_wait)
 from ndnps.client.security import DigestSigner, HmacSigner, Security
-from ndnps.client.segments import Assembly, Recent, sign_segments
+from ndnps.client.segments import sign_segments
+from ndnps.exchanges.buffers import Assembly, Recent
 from ndnps.ndn.conventions import segment_number
 
 pytestmark = pytest.mark.looptime

@@ -1,0 +1,15 @@
+"""The apps' exchanges as sans-I/O state machines (aioquic's and h11's style): each takes
+events and a `now`, returns what to send or fetch, and says when it next wants to be woken;
+it imports no asyncio and does no I/O, so every rule is a unit test with a fake clock.  The
+apps (apps/ps.py, apps/worker.py) drive them with thin asyncio adapters over ndnps.client.
+
+    buffers     Assembly (an object's segments as they arrive), Recent (the last few by key)
+    subscriber  versions pushed by any producer: assembled, holes and quiet tails found, the
+                probe timer; says which segments to fetch
+    publisher   a producer's recent versions: kept for probes, answered by segment
+    collector   when to ask a producer for its object and how long an Interest may be held
+                (the finish-time estimate); the windowed fetch itself is ndnps.client.fetcher
+    membership  the workers of a training: assignment, loss, rejoin as one state table
+    update      the rule that turns gradients into the next parameters (sync average, async
+                apply), pluggable as ps-lite's set_request_handle
+"""
