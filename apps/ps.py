@@ -1,69 +1,73 @@
 """The parameter server: ``python -m apps.ps [--config scenario.toml] [flags]``.
 
+A composition: the sans-I/O exchanges of ndnps.exchanges decide, this module does their I/O.
 Seed steps, from the PS's side (names in ndnps/protocol/names.py):
 
-  2  assign_task      /<gpu>/<ps>/<train> to each candidate; accept, or decline with a reason
-  3  serve_content    /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard, initial params
-  4  on_register      /*insert*/<ps>/<train> -> Data /*distribute*/<ps>/<train> (confirmation)
-  5  collect          /<gpu>/<ps>/<train>/<step>/<seg>, sent when the worker's history says its
-                      gradient will be ready; the worker holds it until then
-  6  push             /*distribute*/<ps>/<train>/<version>/<seg>, paced
-  9  on_probe         answers probes for the last few versions (the forwarder's CS may first)
-     on_remove        /*remove*/<ps>/<train>: a worker leaves
-     serve_params     unicast baseline: /<ps>/<train>/<gpu>/params/<version>/<seg>
+  2  assign_tasks   /<gpu>/<ps>/<train> to each candidate; accept, or decline with a reason
+  3  serve_content  /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard, initial params
+  4  on_register    /*insert*/<ps>/<train> -> Data /*distribute*/<ps>/<train> (confirmation)
+  5  collect        /<gpu>/<ps>/<train>/<step>/<seg>, sent when exchanges.collector says the
+                    gradient will be ready; the worker holds it until then
+  6  push           /*distribute*/<ps>/<train>/<version>/<seg>: exchanges.publisher's, paced
+  9  on_probe       the publisher answers for its last few versions
+     on_remove      /*remove*/<ps>/<train>: a worker leaves
+     rejoin         a lost worker's task re-offered, as exchanges.membership's table says
+     unicast        the baseline without persistent PIT: apps/unicast.py
+     checkpoint     a restarted PS resumes: apps/checkpoint.py
 
-Sync mode averages all live workers' gradients of version v in worker-index order (the same
-arithmetic as ndnps.ml.train.train_sync_reference), steps SGD and pushes v+1.  Async mode applies
-each gradient as it arrives (dropping those more than ``max_staleness`` versions old) and pushes
-every new version.  The run ends after the configured epochs/versions or at the target accuracy:
-the last version is pushed with ``done``; the model is saved (``--save``, .npz); exit 0.
-Exit 2: bad configuration; 3: the training cannot go on (too few workers); 1: other errors.
+The update rule (exchanges.update, pluggable: ``set_update_rule``) makes the next parameters:
+sync mode averages all live workers' gradients of version v in worker-index order (the
+arithmetic of ndnps.ml.train.train_sync_reference), steps SGD and pushes v+1; async mode
+applies each gradient as it arrives (dropping those more than ``max_staleness`` versions old)
+and pushes every new version.  The run ends after the configured epochs/versions or at the
+target accuracy: the last version is pushed with ``done``; the model is saved (``--save``).
+Exit 0: done; 2: bad configuration; 3: the training cannot go on (too few workers); 1: other.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import functools
 import logging
-import os
 import sys
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ndnps.protocol import messages, names
-from ndnps.protocol.codec import CodecError, MixedSegments, flatten, param_spec, unflatten
-from ndnps.ml.data import load_dataset
-from ndnps.client.estimator import FinishTimeEstimator, RtoEstimator
+from ndnps.ndn.rto import RtoEstimator
 from ndnps.client.events import wait_event
 from ndnps.client.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFetcher,
-                           reorder_floor)
-from ndnps.lab.metrics import Delta, MetricsWriter
-from ndnps.ml.models import SGD, build_model
+                                  reorder_floor)
 from ndnps.client.pacer import Pacer
-from ndnps.ndn.conventions import segment, segment_component
 from ndnps.client.pending import HeldInterests
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_segments
-from ndnps.exchanges.buffers import Recent
-from ndnps.ml.train import average_grads, steps_per_epoch
+from ndnps.exchanges import collector
+from ndnps.exchanges.membership import Event, Member, Membership, State
+from ndnps.exchanges.publisher import Publisher
+from ndnps.exchanges.update import Contribution, UpdateRule, rule_for
+from ndnps.lab.metrics import Delta, MetricsWriter
+from ndnps.ml.data import load_dataset
+from ndnps.ml.models import SGD, build_model
+from ndnps.ml.train import steps_per_epoch
+from ndnps.ndn.conventions import segment
+from ndnps.protocol import messages, names
+from ndnps.protocol.codec import CodecError, MixedSegments, flatten, param_spec
 from ndnps.protocol.config import ConfigError, TrainingConfig, add_arguments, load
 
+from . import checkpoint
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
                      serve, setup_logging)
+from .unicast import ParamsServer
 
 log = logging.getLogger("ps")
 
 PUSH_FRESHNESS_MS = 10_000      # probes ask MustBeFresh: a cache answers only recent pushes
 CONFIRM_FRESHNESS_MS = 1_000
-
-
-ALREADY_ASSIGNED = messages.ALREADY_ASSIGNED
-
-# the keys of the Interests the PS holds
-ContentKey = tuple[Literal["content"], str, int]            # gpu, segment
-ParamsKey = tuple[Literal["params"], str, int, int]         # gpu, version, segment (unicast)
+CONTENT_KNOBS = ("window", "retx_suppression_ms", "retx_suppression_max_ms", "segment_timeout",
+                 "max_tries", "probe_initial", "probe_k", "probe_min", "probe_max", "gap_delay",
+                 "tail_delay", "register_interval", "register_timeout", "register_tries",
+                 "collect_lifetime", "ps_timeout")
 
 
 class JobFailed(Exception):
@@ -71,31 +75,14 @@ class JobFailed(Exception):
 
 
 @dataclass
-class WorkerState:
-    gpu: str
-    index: int
-    estimator: FinishTimeEstimator = field(default_factory=FinishTimeEstimator)
-    live: bool = True
-    steps_done: int = 0
-    last_segment: int | None = None     # of its last gradient: ask that many at once
-    final_fetched: bool = False         # unicast: every segment of the last version served
-    final_served: set[int] = field(default_factory=set)
-    lost_at: int | None = None          # version at which it was lost (None: not lost)
-    losses: int = 0
-    rejoining: asyncio.Event | None = None      # set when its rejoin content was fetched
-
-
-@dataclass
 class PsCounters:
     registrations: int = 0
     removes: int = 0
-    probes_answered: int = 0
     segments_pushed: int = 0
-    params_served: int = 0          # unicast baseline segments
     gradients: int = 0
     malformed: int = 0
     mixed_objects: int = 0          # gradients made of two worker incarnations' segments
-    stale_dropped: int = 0
+    stale_dropped: int = 0          # gradients the update rule did not apply (async)
     workers_dropped: int = 0
     workers_lost: int = 0           # dropped for silence (worker_timeout): may rejoin
     workers_rejoined: int = 0       # lost workers back (task accepted again)
@@ -108,23 +95,26 @@ class PsCounters:
 
 class ParameterServer:
     def __init__(self, cfg: TrainingConfig, app, metrics: MetricsWriter | None = None,
-                 save_path: str | None = None) -> None:
+                 save_path: str | None = None, update_rule: UpdateRule | None = None) -> None:
         self.cfg, self.app = cfg, app
         self.metrics = metrics or MetricsWriter(None)
         self.save_path = save_path
         self.sec = Security(cfg.key_bytes, names.key(cfg.ps, cfg.train))
-        self.dataset = load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs())
-        ds = self.dataset
+        self.dataset = ds = load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs())
         self.spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **cfg.model_spec()}
         self.model = build_model(self.spec, cfg.seed)          # = train_sync_reference's
         self.pspec = param_spec(self.model.params)
         self.n_params = self.model.n_params
         self.opt = SGD(cfg.lr, cfg.momentum, cfg.weight_decay)
+        self.rule = update_rule or rule_for(cfg.mode, cfg.max_staleness)
         self.version = 0
         self.collected: dict[str, int] = {}         # async: last step collected per worker
         self.accuracy: float | None = None
         self.done = False
-        self.workers: list[WorkerState] = []
+        self.membership = Membership(
+            min_workers=cfg.min_workers, rejoin_interval=cfg.rejoin_interval,
+            rejoin_timeout=cfg.rejoin_timeout,
+            fetch_patience=max(cfg.rejoin_interval, 4 * cfg.segment_timeout))
         self.counters = PsCounters()
         self.fetch_stats = FetchStats()
         self.fetcher = SegmentFetcher(
@@ -133,29 +123,42 @@ class ParameterServer:
             cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app),
             suppression=cfg.retx_suppression_ms / 1000,
             suppression_max=cfg.retx_suppression_max_ms / 1000)
-        self.held: HeldInterests[ContentKey | ParamsKey] = HeldInterests()
+        self.held: HeldInterests[tuple[str, int]] = HeldInterests()     # content: gpu, segment
         self.contents: dict[str, list[bytes]] = {}
         self.refused: dict[str, str] = {}           # workers not taken, and why
-        self.pushed: Recent[int, list[bytes]] = Recent(cfg.keep_versions)      # signed pushes
-        self.blobs: Recent[int, list[bytes]] = Recent(max(cfg.keep_versions,   # unicast
-                                                           4 * len(cfg.workers) + 4))
+        self.publisher = Publisher(self.sign_push, cfg.keep_versions)
+        self.unicast = ParamsServer(cfg.ps, cfg.train, max(cfg.keep_versions,
+                                                           4 * len(cfg.workers) + 4),
+                                    functools.partial(app.make_data, signer=self.sec.signer))
         self.pacer = Pacer(cfg.push_rate_mbps, cfg.push_burst, app.drain)
         self.delta = Delta()
-        self.loop_time = lambda: asyncio.get_running_loop().time()
-        self.removed = asyncio.Event()
-        self.all_left = False                   # a *remove* came after the end
+        self.removed = asyncio.Event()              # a *remove*, or a unicast final fetch
+        self.all_left = False                       # a *remove* came after the end
+        self.changed = asyncio.Event()              # a lost worker is back, or given up on
+        self.new_version = asyncio.Event()          # async: a version to push
+        self.stopped = asyncio.Event()              # async: the target accuracy is reached
         self.rejoin_tasks: dict[str, asyncio.Task] = {}
         self.resumed_from: int | None = None        # the checkpoint's version, if resumed
         self.restarts = 0                           # resumptions so far (the checkpoint's count)
         self.resumed_steps: dict[str, int] = {}     # async: each worker's next step, resumed
-        self.rejoined = asyncio.Event()         # a lost worker is back
         self.last_dropped = ""
 
-    # ---- life cycle ------------------------------------------------------------------------
+    def set_update_rule(self, rule: UpdateRule) -> None:
+        """The rule that turns gradients into parameters (exchanges.update): before run()."""
+        self.rule = rule
 
     @property
-    def live(self) -> list[WorkerState]:
-        return [w for w in self.workers if w.live]
+    def workers(self) -> list[Member]:
+        return self.membership.members
+
+    @property
+    def live(self) -> list[Member]:
+        return self.membership.live
+
+    def loop_time(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    # ---- life cycle ------------------------------------------------------------------------
 
     def attach(self) -> None:
         """The PS answers under /<ps>; the marker names reach it by the stripped name's route,
@@ -177,18 +180,13 @@ class ParameterServer:
             if resumed is not None:
                 # the workers of the checkpoint, in its order (shards and averaging as before);
                 # those that did not accept now are lost, and re-offered the task
-                missing = [g for g in resumed if g not in accepted]
                 self.prepare_content(resumed)
-                for w in self.workers:
-                    if w.gpu in missing:
-                        self.drop(w, "did not accept the resumed training")
+                for w in [w for w in self.workers if w.gpu not in accepted]:
+                    self.drop(w, "did not accept the resumed training")
                 await self.push_resumed()
             else:
                 self.prepare_content(accepted)
-            if cfg.mode == "sync":
-                await self.run_sync()
-            else:
-                await self.run_async()
+            await (self.run_sync() if cfg.mode == "sync" else self.run_async())
         except JobFailed as e:
             log.error("training %s/%s cannot go on: %s", cfg.ps, cfg.train, e)
             self.metrics.write({"event": "failed", "reason": str(e)})
@@ -249,15 +247,13 @@ class ParameterServer:
         # fetch their content again: the checkpoint's version and parameters
         answers = await asyncio.gather(*(self.assign_task(g) for g in cfg.workers))
         for gpu in self.refused:                # their content Interests held meanwhile
-            for key in [k for k in self.held.keys() if k[0] == "content" and k[1] == gpu]:
+            for key in [k for k in self.held.keys() if k[0] == gpu]:
                 self.held.release(key, self.refusal(gpu)[0])
-        accepted = []
         for gpu, (ok, reason) in zip(cfg.workers, answers):
             log.info("worker %s %s%s", gpu, "accepted" if ok else "declined",
                      f": {reason}" if reason else "")
             self.metrics.write({"event": "task", "worker": gpu, "accepted": ok, "reason": reason})
-            if ok:
-                accepted.append(gpu)
+        accepted = [g for g, (ok, _) in zip(cfg.workers, answers) if ok]
         if len(accepted) < cfg.min_workers:
             declined = {g: r for g, (ok, r) in zip(cfg.workers, answers) if not ok}
             raise JobFailed(f"only {len(accepted)} of {len(cfg.workers)} workers accepted, "
@@ -278,29 +274,28 @@ class ParameterServer:
             total = min(total, self.cfg.max_versions)
         return total
 
-    def prepare_content(self, accepted: list[str]) -> None:
+    def prepare_content(self, gpus: list[str]) -> None:
+        """The training's workers are `gpus`, in index order: each one's content is made."""
         cfg = self.cfg
-        self.workers = [WorkerState(g, i, steps_done=self.resumed_steps.get(g, 0))
-                        for i, g in enumerate(accepted)]
-        n = len(self.workers)
+        self.membership.admit(gpus, self.resumed_steps)
         vec = flatten(self.model.params)
         for w in self.workers:
             self.make_content(w, vec)
         segments = len(segment(messages.params_blob(vec, 0, False)))
         log.info("training %s/%s: %d workers, %d parameters (%d segments), %d steps, %s/%s",
-                 cfg.ps, cfg.train, n, self.n_params, segments, self.total_steps, cfg.mode,
-                 cfg.push_mode)
-        self.metrics.write({"event": "start", "workers": accepted, "n_params": self.n_params,
+                 cfg.ps, cfg.train, len(gpus), self.n_params, segments, self.total_steps,
+                 cfg.mode, cfg.push_mode)
+        self.metrics.write({"event": "start", "workers": gpus, "n_params": self.n_params,
                             "total_steps": self.total_steps, "mode": cfg.mode,
                             "push_mode": cfg.push_mode, "version": self.version,
                             "resumed_from": self.resumed_from, "restarts": self.restarts})
 
-    def make_content(self, w: WorkerState, vec: np.ndarray) -> None:
+    def make_content(self, w: Member, vec: np.ndarray) -> None:
         """Worker w's training content: the current parameters and version (a worker that
         rejoins starts there), signed segments; Interests held meanwhile are answered."""
         cfg = self.cfg
         n = len(self.workers)
-        common = {
+        info = {
             "ps": cfg.ps, "train": cfg.train, "workers": n, "mode": cfg.mode,
             "push_mode": cfg.push_mode, "model_spec": self.spec,
             "param_spec": [[k, list(s)] for k, s in self.pspec], "dataset": cfg.dataset,
@@ -309,23 +304,17 @@ class ParameterServer:
             "total_steps": self.total_steps,
             "hyper": {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay,
                       "max_staleness": cfg.max_staleness},
-            "knobs": {k: getattr(cfg, k) for k in (
-                "window", "retx_suppression_ms", "retx_suppression_max_ms", "segment_timeout",
-                "max_tries",
-                "probe_initial", "probe_k", "probe_min", "probe_max", "gap_delay", "tail_delay",
-                "register_interval", "register_timeout", "register_tries", "collect_lifetime",
-                "ps_timeout")},
+            "knobs": {k: getattr(cfg, k) for k in CONTENT_KNOBS},
             "version": self.version,
             "step": w.steps_done,               # async: the step it computes next
             "restarts": self.restarts,          # a worker rolls back only for a new PS
-        }
-        blob = messages.content_blob(vec, {**common, "gpu": w.gpu, "index": w.index})
-        self.contents[w.gpu] = sign_segments(
-            blob, lambda s: names.content(cfg.ps, cfg.train, w.gpu, s), self.sec.signer)
-        wires = self.contents[w.gpu]
-        for key in [k for k in self.held.keys() if k[0] == "content" and k[1] == w.gpu]:
-            if key[2] < len(wires) and self.held.release(key, wires[key[2]]):
-                self.content_served(w, key[2])
+            "gpu": w.gpu, "index": w.index}
+        wires = self.contents[w.gpu] = sign_segments(
+            messages.content_blob(vec, info),
+            lambda s: names.content(cfg.ps, cfg.train, w.gpu, s), self.sec.signer)
+        for key in [k for k in self.held.keys() if k[0] == w.gpu]:
+            if key[1] < len(wires) and self.held.release(key, wires[key[1]]):
+                self.content_served(w, key[1])
 
     def refusal(self, gpu: str) -> list[bytes]:
         """A worker not taken is answered this under its content name (signed, one
@@ -335,9 +324,10 @@ class ParameterServer:
                              lambda s: names.content(cfg.ps, cfg.train, gpu, s),
                              self.sec.signer)
 
-    def content_served(self, w: WorkerState, seg: int) -> None:
-        if w.rejoining is not None and seg == len(self.contents[w.gpu]) - 1:
-            w.rejoining.set()               # a restarted worker has its content: it is back
+    def content_served(self, w: Member, seg: int) -> None:
+        if w.state is State.REJOINING and seg == len(self.contents[w.gpu]) - 1:
+            self.membership.fetched(w)      # a restarted worker has its content: it is back
+            self.back(w, "")
 
     def on_interest(self, name, _param, reply, ctx) -> None:
         """Everything under /<ps>: training content, and the unicast baseline's parameters."""
@@ -354,16 +344,17 @@ class ParameterServer:
         if c.gpu in self.refused and c.gpu not in self.contents:
             reply(self.refusal(c.gpu)[0])
             return
+        w = self.membership.get(c.gpu)
         wires = self.contents.get(c.gpu)
         if wires is None:
             # held while the assignment is running, or while a lost worker's new content (the
             # current version) is not made yet
-            if c.gpu in self.cfg.workers and (not self.workers or c.gpu in self.rejoin_tasks):
-                self.held.hold(("content", c.gpu, c.segment), reply, ctx["deadline"])
+            if c.gpu in self.cfg.workers and (
+                    not self.workers or (w is not None and self.membership.may_come_back(w))):
+                self.held.hold((c.gpu, c.segment), reply, ctx["deadline"])
             return
         if c.segment < len(wires):
             reply(wires[c.segment])
-            w = next((x for x in self.workers if x.gpu == c.gpu), None)
             if w is not None:
                 self.content_served(w, c.segment)
 
@@ -391,11 +382,12 @@ class ParameterServer:
 
     # ---- step 5: collect -----------------------------------------------------------------------
 
-    async def collect(self, w: WorkerState, step: int, ref: float) -> messages.Gradient | None:
+    async def collect(self, w: Member, step: int, ref: float) -> messages.Gradient | None:
         """Worker w's gradient of `step`, asked for when its history says it will be ready
-        (relative to `ref`).  None: the worker was dropped (silent for worker_timeout)."""
+        (relative to `ref`: exchanges.collector's rules).  None: the worker was dropped
+        (silent for worker_timeout)."""
         cfg = self.cfg
-        delay = ref + w.estimator.send_delay() - self.loop_time()
+        delay = collector.send_at(w.estimator, ref) - self.loop_time()
         if delay > 0:
             await asyncio.sleep(delay)
 
@@ -406,23 +398,11 @@ class ParameterServer:
         for attempt in range(3):
             sent = self.loop_time()
             reconnects = self.app.reconnects
-            # The first Interests live until shortly after the expected finish (2 deviations:
-            # at loss, how soon a worker has the version varies, and one that expired as its
-            # gradient came was a round lost), so a lost one costs little; re-expressed, they
-            # live a few round trips (the RTO's ceiling, at
-            # most collect_lifetime), for worker_timeout at most: the worker is due, and one
-            # held Interest or its gradient lost must cost a round trip, not a backoff (they
-            # doubled up to 2 s: at 20 % loss versions waited seconds).  Without a history
-            # (the first version, a restarted PS) they start from a few round trips.  Once
-            # the first Data is in, the fetcher's loss recovery takes over.
-            rtt = self.fetcher.min_rtt or 0.01
-            est = w.estimator
-            expected = 0.0 if est.expected is None else max(
-                0.0, ref + est.expected + 2 * est.stats.dev - sent)
-            srtt = self.fetcher.rto.stats.mean or rtt
-            margin = self.fetcher.bounded(max(0.05, 4 * srtt + TLP_FLOOR))
-            lifetime = min(cfg.collect_lifetime, margin + expected)
+            rtt = collector.round_trip(self.fetcher)
+            lifetime = collector.held_lifetime(w.estimator, ref, sent, self.fetcher,
+                                               cfg.collect_lifetime, TLP_FLOOR)
             try:
+                # once the first Data is in, the fetcher's loss recovery takes over
                 parts, arrived, waited = await self.fetcher.fetch_held(
                     name_of, w.last_segment, lifetime, cfg.collect_lifetime,
                     sent + cfg.worker_timeout)
@@ -435,11 +415,10 @@ class ParameterServer:
                 log.info("collect from %s: asking again after our reconnect", w.gpu)
                 continue
             if attempt == 0:
-                # the Interest that brought the first Data waited well over a round trip: the
-                # worker held it, and became ready about when it came (whichever try it was:
-                # without a history the first ones expire early, and a sample from them alone
-                # would never come); else the gradient was ready before it was asked for
-                est.observe(arrived - ref, sent - ref, held=waited > 2 * rtt + 0.002)
+                # whichever try brought it: without a history the first ones expire early,
+                # and a sample from them alone would never come
+                w.estimator.observe(arrived - ref, sent - ref,
+                                    held=collector.was_held(waited, rtt))
             w.last_segment = len(parts) - 1
             try:
                 grad = messages.parse_gradient(b"".join(parts), self.n_params, step)
@@ -455,129 +434,126 @@ class ParameterServer:
         self.drop(w, why)
         return None
 
-    def drop(self, w: WorkerState, why: str) -> None:
-        """Worker w is lost.  With rejoin_timeout > 0 the task is re-offered to it every
-        rejoin_interval (a restarted worker of that name takes it again)."""
-        if not w.live:
+    # ---- loss and rejoin: exchanges.membership decides, these wait and send -----------------
+
+    def drop(self, w: Member, why: str) -> None:
+        """Worker w is lost.  With rejoin_timeout > 0 the task is re-offered to it (rejoin)."""
+        if w.state is not State.LIVE:
             return
-        cfg = self.cfg
-        w.live = False
-        w.lost_at = self.version
-        w.losses += 1
+        rejoin = self.membership.lose(w, self.loop_time(), self.version, rejoin=not self.done)
         self.contents.pop(w.gpu, None)      # stale: a restarted worker gets the current version
         self.counters.workers_dropped += 1
         self.counters.workers_lost += 1
         log.warning("dropping worker %s: %s", w.gpu, why)
         self.metrics.write({"event": "dropped", "worker": w.gpu, "reason": why,
                             "version": self.version})
-        rejoin = cfg.rejoin_timeout > 0 and not self.done
         if rejoin and w.gpu not in self.rejoin_tasks:
             self.rejoin_tasks[w.gpu] = asyncio.get_running_loop().create_task(self.rejoin(w))
-        if len(self.live) < cfg.min_workers and not rejoin:
+        if not rejoin and not self.membership.has_quorum():
             raise JobFailed(f"{len(self.live)} live workers left, min_workers = "
-                            f"{cfg.min_workers} (last dropped {w.gpu}: {why})")
+                            f"{self.cfg.min_workers} (last dropped {w.gpu}: {why})")
         self.last_dropped = f"{w.gpu}: {why}"
 
-    async def quorum(self) -> None:
-        """At least min_workers live before going on.  A worker dropped for silence may be
-        alive (cut off, or its push lost): it answers the re-offer of its task within a
-        rejoin_interval or two, so the job fails only if too few are back after a grace of
-        max(10 s, 4 x rejoin_interval) (rejoin_timeout at most)."""
-        cfg = self.cfg
-        if len(self.live) >= cfg.min_workers:
-            return
-        grace = min(max(10.0, 4 * cfg.rejoin_interval), cfg.rejoin_timeout)
-        deadline = self.loop_time() + grace
-        while len(self.live) < cfg.min_workers and self.loop_time() < deadline:
-            self.rejoined.clear()
-            if not await wait_event(self.rejoined, deadline - self.loop_time()):
-                break
-        if len(self.live) < cfg.min_workers:
-            raise JobFailed(f"{len(self.live)} live workers left, min_workers = "
-                            f"{cfg.min_workers}, none back within {grace:.0f} s (last dropped "
-                            f"{self.last_dropped})")
-
-    async def rejoin(self, w: WorkerState) -> None:
-        """Re-offer the task to lost worker w every rejoin_interval (the first time after
-        rejoin_interval x 2^(losses-1)), for rejoin_timeout at most.  A restarted worker accepts and fetches its content (the current parameters and
+    async def rejoin(self, w: Member) -> None:
+        """Lost worker w: offer it the task when Membership says, until it is back or given up
+        on.  A restarted worker accepts and fetches its content (the current parameters and
         version): then it is live again, collected from the next version on (or, with
-        on_worker_loss = wait, for the version that lost it).  A worker that still runs the
-        job (it was cut off, not killed) answers "already assigned" and is live at once."""
-        cfg = self.cfg
-        deadline = self.loop_time() + cfg.rejoin_timeout
+        on_worker_loss = wait, for the version that lost it).  One that still runs the job
+        (cut off, not killed) answers "already assigned" and is live at once."""
+        m = self.membership
         try:
-            # the first offer after rejoin_interval, doubled for each earlier loss: a worker
-            # that answers tasks but not collects cannot make every version wait for it
-            await asyncio.sleep(min(cfg.rejoin_interval * 2 ** (w.losses - 1), 60.0))
-            while not self.done and self.loop_time() < deadline:
-                self.counters.rejoin_offers += 1
-                ok, reason = await self.offer_task(w.gpu, 1)
-                if ok and reason == ALREADY_ASSIGNED:
-                    # it still runs the job: it refetches its content and goes on from there
-                    self.make_content(w, flatten(self.model.params))
-                elif ok:
-                    w.rejoining = asyncio.Event()
-                    self.make_content(w, flatten(self.model.params))
-                    # accepted, but never fetched: ask again
-                    ok = await wait_event(w.rejoining, max(cfg.rejoin_interval,
-                                                           4 * cfg.segment_timeout))
-                    w.rejoining = None
-                if ok:
-                    self.back(w, reason)
-                    return
-                log.debug("worker %s not back (%s)", w.gpu, reason)
-                await asyncio.sleep(cfg.rejoin_interval)
-            if not self.done:
-                log.warning("worker %s did not come back within %.0f s", w.gpu,
-                            cfg.rejoin_timeout)
-                self.metrics.write({"event": "rejoin_gave_up", "worker": w.gpu})
-                self.rejoined.set()                 # a waiting sync loop rechecks and fails
+            while not self.done and m.may_come_back(w):
+                now = self.loop_time()
+                wake = m.wake_at(w)
+                assert wake is not None             # (OFFERED only while reoffer() awaits)
+                if wake > now:
+                    self.changed.clear()            # woken early when it is back
+                    await wait_event(self.changed, wake - now)
+                    continue
+                event = m.on_timer(w, now)
+                if event is Event.OFFER:
+                    await self.reoffer(w)
+                elif event is Event.GIVE_UP:
+                    log.warning("worker %s did not come back within %.0f s", w.gpu,
+                                self.cfg.rejoin_timeout)
+                    self.metrics.write({"event": "rejoin_gave_up", "worker": w.gpu})
+                    self.changed.set()              # a waiting sync loop rechecks and fails
         finally:
             self.rejoin_tasks.pop(w.gpu, None)
 
-    def back(self, w: WorkerState, reason: str) -> None:
-        w.live = True
-        w.estimator = FinishTimeEstimator()         # a new process: no history
+    async def reoffer(self, w: Member) -> None:
+        self.counters.rejoin_offers += 1
+        ok, reason = await self.offer_task(w.gpu, 1)
+        if ok and reason == messages.ALREADY_ASSIGNED:
+            # it still runs the job: it refetches its content and goes on from there
+            self.membership.already_assigned(w)
+            self.make_content(w, flatten(self.model.params))
+            self.back(w, reason)
+        elif ok:                                    # back once it has fetched its content
+            self.membership.accepted(w, self.loop_time())
+            self.make_content(w, flatten(self.model.params))
+        else:
+            self.membership.declined(w, self.loop_time())
+            log.debug("worker %s not back (%s)", w.gpu, reason)
+
+    def back(self, w: Member, reason: str) -> None:
         self.counters.workers_rejoined += 1
         log.info("worker %s rejoined at version %d (lost at %s)%s", w.gpu, self.version,
                  w.lost_at, f": {reason}" if reason else "")
         self.metrics.write({"event": "rejoined", "worker": w.gpu, "version": self.version,
                             "lost_at": w.lost_at})
-        w.lost_at = None
-        self.rejoined.set()
+        self.changed.set()
 
-    async def wait_rejoin(self, lost: list[WorkerState]) -> None:
+    async def quorum(self) -> None:
+        """At least min_workers live before going on, or a grace for lost ones to come back
+        (exchanges.membership): a worker dropped for silence may be alive (cut off, or its
+        push lost) and answers the re-offer of its task within a rejoin_interval or two."""
+        m = self.membership
+        if m.has_quorum():
+            return
+        deadline = m.quorum_deadline(self.loop_time())
+        while not m.has_quorum() and self.loop_time() < deadline:
+            self.changed.clear()
+            if not await wait_event(self.changed, deadline - self.loop_time()):
+                break
+        if not m.has_quorum():
+            raise JobFailed(f"{len(self.live)} live workers left, min_workers = "
+                            f"{m.min_workers}, none back within {m.grace:.0f} s (last dropped "
+                            f"{self.last_dropped})")
+
+    async def wait_rejoin(self, lost: list[Member]) -> None:
         """on_worker_loss = wait: until every worker in `lost` is live again."""
-        while not all(w.live for w in lost):
-            if not any(w.gpu in self.rejoin_tasks for w in lost if not w.live):
-                gone = [w.gpu for w in lost if not w.live]
+        while not all(w.state is State.LIVE for w in lost):
+            if not any(self.membership.may_come_back(w) for w in lost):
+                gone = [w.gpu for w in lost if w.state is not State.LIVE]
                 raise JobFailed(f"on_worker_loss = wait: {', '.join(gone)} did not rejoin "
                                 f"within rejoin_timeout = {self.cfg.rejoin_timeout:.0f} s")
-            self.rejoined.clear()
-            await self.rejoined.wait()
+            self.changed.clear()
+            await self.changed.wait()
 
-    # ---- steps 6 and 9: push, probes, unicast baseline ---------------------------------------
+    async def back_or_gone(self, w: Member) -> bool:
+        """Async: wait while lost worker w may rejoin; True once it is back."""
+        while self.membership.may_come_back(w) and not self.done:
+            self.changed.clear()
+            await self.changed.wait()
+        return w.state is State.LIVE and not self.done
+
+    # ---- steps 6 and 9: push, probes; the unicast baseline ------------------------------------
+
+    def sign_push(self, version: int, blob: bytes) -> list[bytes]:
+        cfg = self.cfg
+        return sign_segments(blob, lambda s: names.distribute(cfg.ps, cfg.train, version, s),
+                             self.sec.signer, PUSH_FRESHNESS_MS)
 
     def publish(self, version: int, done: bool, aborted: bool = False) -> list[bytes] | None:
-        """Parameters `version` as Data: signed push segments (kept for probes), or in unicast
-        mode the raw segments each worker's copy is signed from (Interests held until now are
-        answered).  Returns the push segments (None in unicast mode)."""
-        cfg = self.cfg
-        collected = self.collected if cfg.mode == "async" else None
+        """Parameters `version` as Data: the publisher's signed push segments, or in unicast
+        mode kept for each worker's copy.  Returns the push segments (None in unicast mode)."""
+        collected = self.collected if self.cfg.mode == "async" else None
         blob = messages.params_blob(flatten(self.model.params), version, done, collected, aborted)
-        if cfg.push_mode == "unicast":
-            parts = segment(blob)
-            self.blobs.put(version, parts)
-            for key in [k for k in self.held.keys() if k[0] == "params" and k[2] == version]:
-                _, gpu, _, seg = key
-                if seg < len(parts):
-                    n = self.held.release(key, self.unicast_wire(gpu, version, seg, parts))
-                    self.counters.params_served += n
+        if self.cfg.push_mode == "unicast":
+            self.unicast.publish(version, blob)
             return None
-        wires = sign_segments(blob, lambda s: names.distribute(cfg.ps, cfg.train, version, s),
-                              self.sec.signer, PUSH_FRESHNESS_MS)
-        self.pushed.put(version, wires)
-        return wires
+        return self.publisher.publish(version, blob)
 
     async def push_resumed(self) -> None:
         """A resumed PS pushes its checkpoint's version again, as the PS before it did (the
@@ -601,34 +577,16 @@ class ParameterServer:
         d = names.parse_distribute(name)
         if d is None or (d.ps, d.train) != (self.cfg.ps, self.cfg.train):
             return
-        wires = self.pushed.get(d.version)
-        if wires is not None and d.segment < len(wires):
-            self.counters.probes_answered += 1
-            reply(wires[d.segment])
-
-    def unicast_wire(self, gpu: str, version: int, seg: int, parts: list[bytes]) -> bytes:
-        cfg = self.cfg
-        return bytes(self.app.make_data(
-            names.params(cfg.ps, cfg.train, gpu, version, seg), parts[seg], signer=self.sec.signer,
-            final_block_id=segment_component(len(parts) - 1)))
+        wire = self.publisher.answer(d.version, d.segment)
+        if wire is not None:
+            reply(wire)
 
     def serve_params(self, p: names.Params, reply, ctx) -> None:
-        w = next((w for w in self.workers if w.gpu == p.gpu), None)
-        if w is None:
+        if self.membership.get(p.gpu) is None:
             return
-        parts = self.blobs.get(p.version)
-        if parts is None:
-            if p.version > self.version:
-                self.held.hold(("params", p.gpu, p.version, p.segment), reply, ctx["deadline"])
-            return
-        if p.segment < len(parts):
-            self.counters.params_served += 1
-            reply(self.unicast_wire(p.gpu, p.version, p.segment, parts))
-            if self.done and p.version == self.version:
-                w.final_served.add(p.segment)
-                w.final_fetched = len(w.final_served) == len(parts)
-                if all(x.final_fetched for x in self.live):
-                    self.removed.set()
+        if self.unicast.serve(p, reply, ctx["deadline"], self.version, self.done) and all(
+                self.unicast.fetched_final(w.gpu) for w in self.live):
+            self.removed.set()
 
     # ---- training modes ------------------------------------------------------------------------
 
@@ -644,8 +602,8 @@ class ParameterServer:
         return bool(target and accuracy is not None and accuracy >= target)
 
     async def run_sync(self) -> None:
-        """Steps 5-7, sync: all live workers' gradients of v, averaged in worker-index order,
-        one SGD step, push v+1."""
+        """Steps 5-7, sync: all live workers' gradients of v, the update rule (averaged in
+        worker-index order, one SGD step), push v+1."""
         total = self.total_steps
         ref = self.loop_time()
         while not self.done:
@@ -672,8 +630,8 @@ class ParameterServer:
             if len(got) < len(self.workers):
                 self.counters.short_versions += 1
             t1 = self.loop_time()
-            avg = average_grads([unflatten(g.vector, self.pspec) for _, g in got])
-            self.opt.step(self.model.params, avg)
+            self.rule.apply(self.model.params, self.opt, v,
+                            [Contribution(w.index, g) for w, g in got])
             self.version = v + 1
             accuracy = self.evaluate(force=self.version >= total)
             self.done = self.version >= total or self.is_done(accuracy)
@@ -693,8 +651,6 @@ class ParameterServer:
     async def run_async(self) -> None:
         """Async: each gradient is applied as it arrives and every new version pushed (a
         pusher coalesces versions produced while a push is under way)."""
-        self.new_version = asyncio.Event()
-        self.stopped = asyncio.Event()
         pusher = asyncio.create_task(self.pusher())
         stop = asyncio.create_task(self.stopped.wait())
         pending: set[asyncio.Task[object]] = {
@@ -724,7 +680,7 @@ class ParameterServer:
         push_time = await self.push(self.version, True)
         self.record(push=push_time, accuracy=self.accuracy, closing=True)
 
-    async def serve_worker_async(self, w: WorkerState) -> None:
+    async def serve_worker_async(self, w: Member) -> None:
         """Worker w's gradients, step after step; a lost worker is served again once it
         rejoins (from the step it had reached: its content says which)."""
         total = self.total_steps
@@ -744,22 +700,15 @@ class ParameterServer:
             self.collected[w.gpu] = g.step
             self.apply_async(w, g)
 
-    async def back_or_gone(self, w: WorkerState) -> bool:
-        """Async: wait while lost worker w may rejoin; True once it is back."""
-        while not w.live and w.gpu in self.rejoin_tasks and not self.done:
-            self.rejoined.clear()
-            await self.rejoined.wait()
-        return w.live and not self.done
-
-    def apply_async(self, w: WorkerState, g: messages.Gradient) -> None:
-        staleness = self.version - g.base_version
-        if staleness > self.cfg.max_staleness or staleness < 0:
+    def apply_async(self, w: Member, g: messages.Gradient) -> None:
+        t0 = self.loop_time()
+        out = self.rule.apply(self.model.params, self.opt, self.version,
+                              [Contribution(w.index, g)])
+        if not out.applied:
             self.counters.stale_dropped += 1
-            self.record(worker=w.gpu, step=g.step, staleness=staleness, applied=False,
+            self.record(worker=w.gpu, step=g.step, staleness=out.staleness, applied=False,
                         loss=g.loss, version_unchanged=True)
             return
-        t0 = self.loop_time()
-        self.opt.step(self.model.params, unflatten(g.vector, self.pspec))
         self.version += 1
         accuracy = self.evaluate()
         if self.is_done(accuracy):
@@ -771,8 +720,9 @@ class ParameterServer:
             self.publish(self.version, False)
         else:
             self.new_version.set()
-        self.record(worker=w.gpu, step=g.step, staleness=staleness, applied=True, loss=g.loss,
-                    compute=g.compute, apply=self.loop_time() - t0, accuracy=accuracy)
+        self.record(worker=w.gpu, step=g.step, staleness=out.staleness, applied=True,
+                    loss=g.loss, compute=g.compute, apply=self.loop_time() - t0,
+                    accuracy=accuracy)
 
     async def pusher(self) -> None:
         while not self.done:
@@ -784,8 +734,13 @@ class ParameterServer:
 
     # ---- end -------------------------------------------------------------------------------------
 
+    def counts(self) -> dict[str, int]:
+        """The PS's counters, its publisher's and its unicast server's (metrics names)."""
+        return {**asdict(self.counters), "probes_answered": self.publisher.probes_answered,
+                "params_served": self.unicast.served}
+
     def record(self, **fields) -> None:
-        counters = {**self.app.traffic(), **asdict(self.counters), **asdict(self.fetch_stats)}
+        counters = {**self.app.traffic(), **self.counts(), **asdict(self.fetch_stats)}
         self.metrics.write({"version": self.version, "workers": len(self.live), **fields,
                             "segment_rto": self.fetcher.rto.rto, **self.delta.take(counters)})
 
@@ -796,7 +751,11 @@ class ParameterServer:
         log.info("training %s/%s done: version %d, test accuracy %.4f", cfg.ps, cfg.train,
                  self.version, self.accuracy)
         if self.save_path:
-            self.save(self.save_path)
+            checkpoint.save_model(self.save_path, {
+                "ps": cfg.ps, "train": cfg.train, "version": self.version,
+                "accuracy": self.accuracy, "model_spec": self.spec, "mode": cfg.mode},
+                self.model.params)
+            log.info("model saved to %s", self.save_path)
         # Stay for late probes (and unicast fetches) until every worker left, or `linger`.
         # The final version is pushed again every second meanwhile, for workers below a
         # forwarder restarted since the push (one that still caches it drops the same bytes:
@@ -805,7 +764,8 @@ class ParameterServer:
         while self.loop_time() < deadline:
             if cfg.push_mode == "persistent" and self.all_left:
                 break
-            if cfg.push_mode == "unicast" and all(w.final_fetched for w in self.live):
+            if cfg.push_mode == "unicast" and all(self.unicast.fetched_final(w.gpu)
+                                                  for w in self.live):
                 break
             self.removed.clear()
             if not await wait_event(self.removed, min(1.0, deadline - self.loop_time())):
@@ -816,88 +776,42 @@ class ParameterServer:
             task.cancel()
         self.metrics.write({"event": "end", "version": self.version, "accuracy": self.accuracy,
                             "workers": [w.gpu for w in self.live],
-                            "lost": [w.gpu for w in self.workers if not w.live],
+                            "lost": [w.gpu for w in self.workers if w.state is not State.LIVE],
                             "resumed_from": self.resumed_from, "restarts": self.restarts,
-                            **asdict(self.counters),
-                            **asdict(self.fetch_stats), **self.app.traffic(),
+                            **self.counts(), **asdict(self.fetch_stats), **self.app.traffic(),
                             **self.app.link_events()})
 
-    # ---- checkpoint (PS restart) ------------------------------------------------------------
-
-    def fingerprint(self) -> dict:
-        """What must match for a checkpoint to be resumed by this configuration."""
-        cfg = self.cfg
-        return {"ps": cfg.ps, "train": cfg.train, "mode": cfg.mode, "model_spec": self.spec,
-                "dataset": cfg.dataset, "dataset_kwargs": cfg.dataset_kwargs(),
-                "seed": cfg.seed, "batch": cfg.batch}
+    # ---- checkpoint (PS restart): apps/checkpoint.py ------------------------------------------
 
     def write_checkpoint(self, path: str) -> None:
-        """Parameters, optimizer state (momentum), version and workers, atomically: a PS
-        killed while writing leaves the previous checkpoint whole (tmp file + os.replace)."""
-        meta = {**self.fingerprint(), "version": self.version, "done": self.done,
-                "workers": [w.gpu for w in self.workers], "restarts": self.restarts,
-                "accuracy": self.accuracy,
-                # async: where each worker is, and what each version says was collected
-                "steps": {w.gpu: w.steps_done for w in self.workers},
-                "collected": dict(self.collected)}
-        state = self.opt.state_dict()
-        meta["opt"] = {k: state[k] for k in ("lr", "momentum", "weight_decay")}
-        # Any, not ndarray: mypy would match an unpacked dict[str, ndarray] against savez's
-        # allow_pickle (it cannot know the keys never say "allow_pickle")
-        arrays: dict[str, Any] = {f"p:{k}": v for k, v in self.model.params.items()}
-        arrays.update({f"v:{k}": v for k, v in state["velocity"].items()})
-        tmp = f"{path}.tmp"
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays, __meta__=np.array(json.dumps(meta)))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        progress = checkpoint.Progress(
+            self.version, self.done, [w.gpu for w in self.workers], self.restarts,
+            self.accuracy, {w.gpu: w.steps_done for w in self.workers}, dict(self.collected))
+        checkpoint.write(path, checkpoint.fingerprint(self.cfg, self.spec), progress,
+                         self.model.params, self.opt.state_dict())
         self.counters.checkpoints += 1
 
     def resume(self) -> list[str] | None:
         """Load the checkpoint if there is one: version, parameters, optimizer state.  Returns
         its workers (in index order), or None when starting afresh."""
         path = self.cfg.checkpoint
-        if not os.path.exists(path):
-            return None
         try:
-            with np.load(path) as z:
-                meta = json.loads(str(z["__meta__"]))
-                params = {k[2:]: z[k] for k in z.files if k.startswith("p:")}
-                velocity = {k[2:]: z[k] for k in z.files if k.startswith("v:")}
-        except (OSError, ValueError, KeyError) as e:
-            raise JobFailed(f"checkpoint {path} unreadable: {e}") from None
-        fp = self.fingerprint()
-        for key, value in fp.items():
-            if json.loads(json.dumps(meta.get(key))) != json.loads(json.dumps(value)):
-                raise JobFailed(f"checkpoint {path} is of another training ({key}: "
-                                f"{meta.get(key)!r} here {value!r})")
-        if meta.get("done"):
-            raise JobFailed(f"checkpoint {path}: that training is finished (version "
-                            f"{meta['version']}); remove it to start again")
-        unknown = [g for g in meta["workers"] if g not in self.cfg.workers]
-        if unknown or set(params) != set(self.model.params):
-            raise JobFailed(f"checkpoint {path} does not fit this configuration "
-                            f"(workers {unknown} unknown, or another model)")
-        self.model.load_params({k: params[k] for k in self.model.params})
-        self.opt.load_state_dict({**meta["opt"], "velocity": velocity})
-        self.version = self.resumed_from = int(meta["version"])
-        self.resumed_steps = {str(g): int(n) for g, n in meta.get("steps", {}).items()}
-        self.collected = {str(g): int(n) for g, n in meta.get("collected", {}).items()}
-        self.restarts = int(meta.get("restarts", 0)) + 1
+            got = checkpoint.load(path, checkpoint.fingerprint(self.cfg, self.spec),
+                                  self.cfg.workers, list(self.model.params))
+        except checkpoint.CheckpointError as e:
+            raise JobFailed(str(e)) from None
+        if got is None:
+            return None
+        p = got.progress
+        self.model.load_params(got.params)
+        self.opt.load_state_dict(got.optimizer)
+        self.version = self.resumed_from = p.version
+        self.resumed_steps, self.collected, self.restarts = p.steps, p.collected, p.restarts
         log.info("resumed from checkpoint %s: version %d (restart %d)", path, self.version,
                  self.restarts)
         self.metrics.write({"event": "resumed", "version": self.version, "path": path,
                             "restarts": self.restarts})
-        return list(meta["workers"])
-
-    def save(self, path: str) -> None:
-        meta = {"ps": self.cfg.ps, "train": self.cfg.train, "version": self.version,
-                "accuracy": self.accuracy, "model_spec": self.spec, "mode": self.cfg.mode}
-        arrays: dict[str, Any] = self.model.params      # Any: as in write_checkpoint
-        with open(path, "wb") as f:       # keeps the exact file name (np.savez appends .npz)
-            np.savez(f, **arrays, __meta__=np.array(json.dumps(meta)))
-        log.info("model saved to %s", path)
+        return p.workers
 
 
 # ---- command line ---------------------------------------------------------------------------

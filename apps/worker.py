@@ -17,10 +17,7 @@ The worker serves one training, then leaves and exits 0 when the PS's last versi
 done) arrives.  Exit 3: the training failed (no content, no confirmation, PS silent for
 ps_timeout); 1: other errors; 2: bad flags.
 
-Fault injection for tests (documented, off by default): --drop-pushes-prob drops received
-pushed segments before they are processed (as if lost on the last link); --forge-gradient-at
-answers the first Interest for each segment of that step with a gradient signed under a wrong key
-(as an attacker would), the next ones with the real gradient.
+Fault injection for tests (--drop-pushes-prob, --forge-gradient-at): apps/faults.py.
 """
 from __future__ import annotations
 
@@ -28,11 +25,9 @@ import argparse
 import asyncio
 import logging
 import math
-import random
 import sys
 import time
 from dataclasses import asdict, dataclass
-from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -41,7 +36,7 @@ from ndn.types import InterestCanceled, InterestNack, InterestTimeout, NetworkEr
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, MixedSegments, flatten, param_spec, unflatten
 from ndnps.ml.data import load_dataset
-from ndnps.client.estimator import ProbeTimer, QuietTimer, RtoEstimator
+from ndnps.ndn.rto import RtoEstimator
 from ndnps.client.events import wait_event
 from ndnps.client.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFetcher,
                            Transfer, reorder_floor)
@@ -49,12 +44,16 @@ from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.models import build_model
 from ndnps.ndn.conventions import segment_number
 from ndnps.client.pending import HeldInterests
-from ndnps.client.security import HmacSigner, Security
+from ndnps.client.security import Security
+from ndnps.client.wakeup import Wakeup
 from ndnps.client.segments import sign_segments
-from ndnps.exchanges.buffers import Assembly, Recent
+from ndnps.exchanges.buffers import Recent
+from ndnps.exchanges.subscriber import (Action, Complete, Corrupt, Fetch, Probe, Subscriber,
+                                        SubscriberCounters)
 from ndnps.ml.train import WorkerBatches
 from ndnps.protocol.config import ConfigError, read_table
 
+from .faults import FaultInjector, Faults
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNAL, EXIT_USAGE, app_parser,
                      limit_blas_threads, serve, setup_logging)
 
@@ -81,19 +80,9 @@ class JobFailed(Exception):
 
 
 @dataclass
-class Faults:
-    drop_pushes_prob: float = 0.0
-    forge_gradient_at: int = -1
-    seed: int | None = None
-
-
-@dataclass
 class WorkerCounters:
     segments_pushed: int = 0         # pushed segments accepted
-    probes: int = 0                  # probe timer expiries
     collect_probes: int = 0          # fetches started by a collect for a version we lack
-    gap_fetches: int = 0             # fetches started by a gap in a push
-    tail_fetches: int = 0            # fetches started by a push that went quiet short of its end
     probe_segments: int = 0          # segments asked for by probes and recoveries
     rejected: int = 0                # pushed Data failing the signature check
     malformed: int = 0               # assembled versions that failed to decode
@@ -124,14 +113,10 @@ class Job:
         self.mode = self.push_mode = None           # known once the content is in
         self.held: HeldInterests[tuple[int, int]] = HeldInterests()    # (step, segment)
         self.gradients: Recent[int, list[bytes]] = Recent(4)      # step -> signed segments
-        self.assemblies: Recent[int, Assembly] = Recent(4)        # versions being received
-        self.probing: set[int] = set()              # versions whose segment 0 is being asked
+        # the pushed versions: assembled, losses found (sans-I/O; made with the content)
+        self.sub: Subscriber | None = None
+        self.wake = Wakeup(self.now, self.on_wake)      # the subscriber's next timer
         self.recoveries: Recent[int, Transfer] = Recent(4)   # version -> its missing segments
-        self.gap_pending: set[int] = set()
-        self.tail_timers: dict[int, QuietTimer] = {}
-        self.push_gap = 0.0                         # smoothed time between the segments of a push
-        self.last_push_version = -1
-        self.newest = -1
         self.newest_at = 0.0                        # when a push (or probe) brought it
         self.applied = -1                           # async: our last step the PS has collected
         self.step = 0                               # async: the step we compute next
@@ -145,19 +130,31 @@ class Job:
         self.sent_event = asyncio.Event()
         self.sent_steps: dict[int, float] = {}
         self.ready_at: dict[int, float] = {}
-        self.expected: int | None = None
-        self.timer: ProbeTimer | None = None
+        self.received_after: float | None = None
         self.last_from_ps = self.now()
-        self.last_push_at = 0.0
-        self.forged: dict[int, bytes] = {}
         self.delta = Delta()
         self.tasks: set[asyncio.Task] = set()
-        self.rng = random.Random(worker.faults.seed)
+        self.faults = FaultInjector(worker.faults)
         self.resyncing = False
 
     @staticmethod
     def now() -> float:
         return time.monotonic()
+
+    @property
+    def newest(self) -> int:
+        """The newest version of the parameters we hold (-1 before the content)."""
+        return -1 if self.sub is None else self.sub.newest_of(self.ps)
+
+    @newest.setter
+    def newest(self, version: int) -> None:
+        assert self.sub is not None                 # made with the content
+        self.sub.newest[self.ps] = version
+
+    @property
+    def timer(self):
+        """The probe timer (the subscriber's), once the content is in."""
+        return None if self.sub is None else self.sub.timer
 
     def spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -270,13 +267,13 @@ class Job:
         rto = self.fetcher.rto
         rto.initial, rto.min_rto, rto.max_rto = (k["segment_timeout"], MIN_RTO,
                                                  4 * k["segment_timeout"])
-        # the timer's base is the wait for a push (the slowest worker's compute included);
-        # once overdue, it probes every few round trips of the path (probe_min at least: it
-        # is the last resort, after holes, quiet tails and collects), not backed off
-        self.timer = ProbeTimer(RtoEstimator(k["probe_initial"], k["probe_k"], k["probe_min"],
-                                             k["probe_max"]), self.on_probe_timer,
-                                cap=lambda: max(k["probe_min"],
-                                                self.fetcher.bounded(k["probe_max"])))
+        # the probe timer's base is the wait for a push (the slowest worker's compute
+        # included); the subscriber caps it once overdue
+        self.sub = Subscriber(self.fetcher, RtoEstimator(k["probe_initial"], k["probe_k"],
+                                                         k["probe_min"], k["probe_max"]),
+                              gap_delay=k["gap_delay"], tail_delay=k["tail_delay"],
+                              probe_min=k["probe_min"], probe_max=k["probe_max"],
+                              stall=TLP_FLOOR)
         self.params = np.array(vec, np.float32)
         # a worker that (re)joins a training under way starts at the PS's current version
         self.newest = int(info.get("version", 0))
@@ -332,9 +329,9 @@ class Job:
             self.counters.versions_rolled_back += self.newest - version
         log.info("resync: the PS is at version %d (we were at %d)", version, self.newest)
         self.worker.metrics.write({"event": "resync", "from": self.newest, "to": version})
-        self.newest, self.params = version, np.array(vec, np.float32)
-        for v in list(self.assemblies.keys()):
-            self.assemblies.pop(v)
+        assert self.sub is not None
+        self.sub.restart(self.ps, version)
+        self.params = np.array(vec, np.float32)
         if self.mode == "sync":
             self.rewind(version, asked)
         self.last_from_ps = self.now()
@@ -390,10 +387,7 @@ class Job:
     async def leave(self) -> None:
         for task in list(self.tasks):
             task.cancel()
-        if self.timer is not None:
-            self.timer.cancel()
-        for tail in self.tail_timers.values():
-            tail.cancel()
+        self.wake.cancel()
         self.end_recoveries(up_to=None)
         if getattr(self, "push_mode", None) != "persistent":
             return
@@ -440,11 +434,7 @@ class Job:
             return names.collect(self.gpu, self.ps, self.train, step, s)
 
         wires = sign_segments(blob, name_of, self.sec.signer)
-        if step == self.worker.faults.forge_gradient_at:
-            poisoned = messages.gradient_blob(vec * 1e3, step, base, loss, compute)
-            forged = sign_segments(poisoned, name_of, HmacSigner(b"not-the-training-key",
-                                                                 names.key(self.ps, self.train)))
-            self.forged = dict(enumerate(forged))
+        self.faults.gradient(step, vec, base, loss, compute, name_of, self.ps, self.train)
         self.gradients.put(step, wires)
         self.ready_at[step] = self.now()
         for key in [k for k in self.held.keys() if k[0] == step]:
@@ -453,9 +443,10 @@ class Job:
                     self.gradient_sent(step)
 
     def wire_for(self, step: int, seg: int) -> bytes:
-        if step == self.worker.faults.forge_gradient_at and seg in self.forged:
+        forged = self.faults.forged_wire(step, seg)
+        if forged is not None:
             self.counters.forged_sent += 1
-            return self.forged.pop(seg)
+            return forged
         wires = self.gradients.get(step)
         assert wires is not None                    # asked only for a step whose gradient is held
         return wires[seg]
@@ -491,7 +482,8 @@ class Job:
         segment came, as a hole is: with link repair on the path that window covers the
         link's own repair, which a fetch started at once would race (at 5 % loss on the link,
         0.7-1.2 such fetches per version, each asking again for what the link was repairing)."""
-        wait = self.last_push_at + self.fetcher.reorder_floor - self.now()
+        assert self.sub is not None
+        wait = self.sub.last_push_at + self.fetcher.reorder_floor - self.now()
         if wait > 0:
             asyncio.get_running_loop().call_later(wait, self.probe_for_collect, step)
         elif not self.done and step > self.newest and self.spawn_probe(step, "collect"):
@@ -503,8 +495,9 @@ class Job:
         self.sent_steps[step] = self.now()
         self.counters.gradients_sent += 1
         self.sent_event.set()
-        if self.push_mode == "persistent" and self.timer is not None and not self.done:
-            self.timer.arm()
+        if self.push_mode == "persistent" and self.sub is not None and not self.done:
+            self.sub.sent(self.now(), self.ps)
+            self.schedule()
 
     # ---- steps 6 and 9: receiving parameters --------------------------------------------------
 
@@ -519,81 +512,52 @@ class Job:
         d = names.parse_distribute(name)
         if d is None or (d.ps, d.train) != (self.ps, self.train):
             return
-        p = self.worker.faults.drop_pushes_prob
-        if p and self.rng.random() < p:
+        if self.faults.drop_push():
             self.counters.dropped_injected += 1
             return
         if not self.sec.verify(sig):
             self.counters.rejected += 1
             return
         self.counters.segments_pushed += 1
-        now = self.now()
-        if d.version == self.last_push_version and now - self.last_push_at < 1.0:
-            # within one push: the gaps between versions (the training's step) made a tail
-            # wait 8 of them, up to tail_delay, where a push's segments come 0.1 ms apart
-            self.push_gap += 0.125 * (now - self.last_push_at - self.push_gap)
-        self.last_push_at, self.last_push_version = now, d.version
         self.receive_segment(d.version, d.segment, bytes(content or b""),
                              segment_number(meta_info.final_block_id), pushed=True)
 
+    # the subscriber decides (ndnps.exchanges.subscriber); these do what it says
+
     def receive_segment(self, version: int, seg: int, content: bytes, final: int | None,
                         pushed: bool = False) -> None:
-        if version <= self.newest or self.params is None:
+        if self.sub is None or self.params is None:
             return
-        asm = self.assemblies.get(version)
-        if asm is None:
-            asm = Assembly(version)
-            self.assemblies.put(version, asm)
-        asm.add(seg, content, final)
-        if asm.corrupt:
-            self.counters.malformed += 1
-            self.assemblies.pop(version)
-            return
-        recovery = self.recoveries.get(version)
-        if pushed and recovery is not None and seg not in recovery.flights:
-            recovery.have(seg)                      # came by the push after all
+        actions = self.sub.on_segment(self.now(), self.ps, version, seg, content, final, pushed)
+        if pushed and version > self.newest and not any(isinstance(a, Corrupt) for a in actions):
+            recovery = self.recoveries.get(version)
+            if recovery is not None and seg not in recovery.flights:
+                recovery.have(seg)                  # came by the push after all
         # (one asked for is likely the answer, seen here first: the fetch takes it next)
-        if asm.complete:
-            self.complete(asm)
-            return
-        if asm.has_gap and version not in self.gap_pending:
-            # one path, in order: a hole below the highest segment is a loss
-            self.gap_pending.add(version)
-            asyncio.get_running_loop().call_later(
-                max(self.knobs["gap_delay"], self.fetcher.reorder_floor), self.on_gap, version)
-        self.arm_tail(version)
+        self.act(actions)
 
-    def on_gap(self, version: int) -> None:
-        self.gap_pending.discard(version)
-        asm = self.assemblies.get(version)
-        if asm is not None and version > self.newest and asm.has_gap:
-            self.counters.gap_fetches += 1
-            self.recover(version, asm.holes())
+    def act(self, actions: list[Action]) -> None:
+        for a in actions:
+            if isinstance(a, Complete):
+                self.complete(a)
+            elif isinstance(a, Corrupt):
+                self.counters.malformed += 1
+            elif isinstance(a, Fetch):
+                self.recover(a.version, list(a.segments), a.whole)
+            elif isinstance(a, Probe):
+                self.spawn(self.probe(a.version, a.lifetime))
+        self.schedule()
 
-    def arm_tail(self, version: int) -> None:
-        """A push that goes quiet short of its FinalBlockId lost its last segments: fetch them
-        once nothing arrived for a few gaps between segments (not at the probe timer)."""
-        timer = self.tail_timers.get(version)
-        if timer is None:
-            timer = self.tail_timers[version] = QuietTimer(partial(self.on_tail, version))
-        timer.touch(self.tail_wait())
+    def schedule(self) -> None:
+        self.wake.at(self.sub.next_timer() if self.sub is not None else None)
+
+    def on_wake(self) -> None:
+        if self.sub is not None:
+            self.act(self.sub.on_timer(self.now()))     # act() asks for the next wake-up
 
     def tail_wait(self) -> float:
-        """How long a push may go quiet short of its end before its tail is taken as lost: 8
-        gaps between its segments (a paced push), or 2 round trips of the path (a queue
-        between) and the reordering window, at least a process's stall (TLP_FLOOR), at most
-        tail_delay."""
-        srtt = self.fetcher.rto.stats.mean or 0.0
-        return min(self.knobs["tail_delay"],
-                   max(8 * self.push_gap, 2 * srtt + self.fetcher.reorder_floor, TLP_FLOOR))
-
-    def on_tail(self, version: int) -> None:
-        self.tail_timers.pop(version, None)
-        asm = self.assemblies.get(version)
-        if asm is not None and version > self.newest and asm.final is not None and \
-                not asm.complete:
-            self.counters.tail_fetches += 1
-            self.recover(version, asm.missing())
+        assert self.sub is not None
+        return self.sub.tail_wait()
 
     def end_recoveries(self, up_to: int | None) -> None:
         """Stop the recoveries of versions up to `up_to` (None: all)."""
@@ -632,13 +596,11 @@ class Job:
             if self.recoveries.get(version) is t:
                 self.recoveries.pop(version)
 
-    def complete(self, asm: Assembly) -> None:
-        version = asm.key
-        self.assemblies.pop(version)
-        for v in [v for v in self.tail_timers if v <= version]:
-            self.tail_timers.pop(v).cancel()
+    def complete(self, got: Complete) -> None:
+        assert self.sub is not None
+        version = got.version
         try:
-            p = messages.parse_params(asm.blob(), self.n_params, version)
+            p = messages.parse_params(got.blob, self.n_params, version)
         except CodecError as e:
             if isinstance(e, MixedSegments):
                 self.counters.mixed_objects += 1
@@ -646,53 +608,31 @@ class Job:
                 self.counters.malformed += 1
             log.warning("parameters version %d malformed (%s); refetching", version, e)
             return
-        for v in [v for v in self.assemblies.keys() if v < version]:
-            self.assemblies.pop(v)
+        expected = self.sub.expected
+        waited = self.sub.accepted(self.now(), self.ps, version)
+        if expected is not None and version >= expected[1]:
+            self.received_after = waited
         self.end_recoveries(up_to=version)
-        self.newest, self.params, self.done = version, np.array(p.vector), p.done
+        self.params, self.done = np.array(p.vector), p.done
         self.newest_at = self.now()
         self.aborted = p.aborted
         self.applied = max(self.applied, p.collected.get(self.gpu, -1))
         self.last_from_ps = self.now()
-        if self.expected is not None and version >= self.expected and self.timer is not None:
-            self.received_after = self.timer.satisfied()
         self.version_event.set()
         self.sent_event.set()                       # wakes wait_sent when the run is done
 
-    def on_probe_timer(self) -> None:
-        if self.now() - self.last_push_at < self.knobs["probe_min"]:
-            return                  # a push is still arriving: not lost (yet); backed off
-        self.counters.probes += 1
-        version = self.expected if self.expected is not None else self.newest + 1
-        self.spawn_probe(version, "timer")
-
     def spawn_probe(self, version: int, why: str) -> bool:
-        """Version `version` is due and (partly) missing: fetch what we lack of it.  A collect
-        for it says the PS has pushed all of it (it pushes, then collects): fetched as any
-        object, from segment 0 on, with loss recovery."""
-        if version <= self.newest:
-            return False
-        asm = self.assemblies.get(version)
-        if asm is not None and asm.final is not None:
-            self.recover(version, asm.missing())
-            return True
-        if why == "collect":
-            self.recover(version, [0], whole=True)
-            return True
-        if version in self.probing:
-            return False
-        self.probing.add(version)
-        log.debug("probe version %d (%s)", version, why)
-        self.spawn(self.probe(version))
-        return True
+        """Version `version` is due and (partly) missing: fetch what we lack of it."""
+        assert self.sub is not None
+        actions = self.sub.want(self.ps, version, why)
+        self.act(actions)
+        return bool(actions)
 
-    async def probe(self, version: int) -> None:
+    async def probe(self, version: int, lifetime: float) -> None:
         """Nothing of `version` is known: ask for segment 0 alone.  If the push is merely
         late, that Interest waits in the forwarder's PIT and the push brings the rest; the
         segment's FinalBlockId tells what else is missing (the tail timer fetches it)."""
         try:
-            # no longer than the timer's next expiry: a probe still pending blocks the next
-            lifetime = self.timer.interval if self.timer else 1.0
             seg = await self.fetcher.fetch_one(
                 names.distribute(self.ps, self.train, version, 0), lifetime, tries=1, fresh=True)
             self.counters.probe_segments += 1
@@ -700,7 +640,8 @@ class Job:
         except FetchError:
             pass                                    # the timer fires again, backed off
         finally:
-            self.probing.discard(version)
+            if self.sub is not None:
+                self.sub.probe_done(self.ps, version)
 
     async def fetch_unicast(self, version: int) -> None:
         """Unicast baseline: our own copy of `version`, held by the PS until it exists."""
@@ -728,24 +669,22 @@ class Job:
                 if self.push_mode == "unicast":
                     await self.fetch_unicast(self.newest + 1)
                     continue
-                self.expected = self.newest + 1
-                assert self.timer is not None       # setup() made it with the content
-                if not self.timer.armed:
-                    self.timer.arm()
+                assert self.sub is not None         # setup() made it with the content
+                self.sub.expect(self.now(), self.ps, self.newest + 1)
+                self.schedule()
                 self.version_event.clear()
                 left = self.knobs["ps_timeout"] - (self.now() - self.last_from_ps)
                 if left <= 0:
                     raise JobFailed(f"nothing from the PS for {self.knobs['ps_timeout']:.0f} s "
-                                    f"(waiting for version {self.expected})")
+                                    f"(waiting for version {self.newest + 1})")
                 if give_up is not None:
                     if self.now() >= give_up:
                         return
                     left = min(left, give_up - self.now())
                 await wait_event(self.version_event, left)
         finally:
-            self.expected = None
-            if self.timer is not None and (until() or patience is None):
-                self.timer.cancel()
+            if self.sub is not None:
+                self.sub.stop_expecting(cancel=until() or patience is None)
 
     async def wait_sent(self, step: int, rewinds: int) -> None:
         """Until the PS has collected `step` (or the run is over, or the PS moved us: it
@@ -801,7 +740,8 @@ class Job:
                    distribute_latency=self.received_after,
                    probe_rto=self.timer.estimator.rto if self.timer else None,
                    segment_rto=self.fetcher.rto.rto)
-        counters = {**self.app.traffic(), **asdict(self.counters), **asdict(self.fetch_stats)}
+        counters = {**self.app.traffic(), **asdict(self.counters), **asdict(self.fetch_stats),
+                    **asdict(self.sub.counters if self.sub else SubscriberCounters())}
         self.worker.metrics.write({**rec, **self.delta.take(counters)})
         self.ready_at.pop(step - 8, None)
         self.sent_steps.pop(step - 8, None)
@@ -887,8 +827,10 @@ class Worker:
             code = 1
         except asyncio.CancelledError:
             code = EXIT_SIGNAL
+        sub = job.sub.counters if job.sub is not None else SubscriberCounters()
         self.metrics.write({"event": "end", "code": code, "version": job.newest,
-                            **asdict(job.counters), **asdict(job.fetch_stats), **self.app.traffic(),
+                            **asdict(job.counters), **asdict(sub), **asdict(job.fetch_stats),
+                            **self.app.traffic(),
                            **self.app.link_events()})
         assert self.finished is not None            # run() made it before taking tasks
         if not self.finished.done():

@@ -339,14 +339,12 @@ def run_scenario(name: str, sets: list[str], out: Path, timeout: float = 2400.0)
 
 
 def _end_failure(out: Path) -> str | None:
-    """Why a failed run still measured every version, or None if it did not. Two known
-    end-of-run failures of the apps (bench/README.md), both after the PS's last version:
-
-    - unicast: the PS leaves once each worker fetched *one* segment of the final version
-      (apps/ps.py `final_fetched`), so a worker fails fetching the rest (exit 3);
-    - lossy links: the final push is lost at a worker whose probe timer has backed off past
-      the PS's `linger`; the PS is gone when it probes, and it waits for `ps_timeout`, longer
-      than the runner waits (the runner stops it).
+    """Why a failed run still measured every version, or None if it did not. One known
+    end-of-run failure of the apps, after the PS's last version: on lossy links the final
+    push is lost at a worker whose probe timer has backed off past the PS's `linger`; the PS
+    is gone when it probes, and the worker waits for `ps_timeout`, longer than the runner
+    waits (the runner stops it). (A unicast PS that left before every worker had fetched the
+    final version was accepted too until d421921 fixed it: now that is a failure.)
 
     Accepted when the PS exited 0 after its `end` record and every failing worker had
     computed every step before the final version."""
@@ -365,9 +363,6 @@ def _end_failure(out: Path) -> str | None:
         if not steps or max(r.get("version", -1) for r in steps) < final - 1:
             return None
     error = summary.get("error", "")
-    if summary.get("push_mode") == "unicast" and "no parameters version" in error:
-        return (f"unicast PS left before every worker had fetched the final version {final} "
-                f"(apps/ps.py final_fetched on the first segment)")
     if "did not exit within" in error:
         return (f"worker(s) still waiting for the final version {final} after the PS left "
                 f"(lost final push; probe timer backed off beyond the PS's linger)")

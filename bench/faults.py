@@ -40,7 +40,8 @@ in-process with the packets counted), the atheris harness (fuzz/fuzz_forwarder.p
 installed) and every test whose name says bad input (BAD_INPUT_K, slow ones included).
 
 Writes bench/results.json key "faults"; prints one JSON line last. `--table` prints the
-README table ("Faults injected -> outcome") from results.json without running anything.
+table of docs/faults.md ("Faults injected -> outcome") from results.json without running
+anything.
 """
 from __future__ import annotations
 
@@ -579,7 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help="comma-separated case names (and/or hypothesis, atheris, "
                                    "tests); the others keep their last results")
     p.add_argument("--atheris-runs", type=int)
-    p.add_argument("--table", action="store_true", help="print the README table and exit")
+    p.add_argument("--table", action="store_true",
+                   help="print the table of docs/faults.md and exit")
     args = p.parse_args(argv)
 
     def on_term(signum, frame):             # stop the scenario run under way (finally: below)

@@ -8,7 +8,7 @@ training exchange the packet belongs to (task, content, insert, collect, distrib
 remove, nack, mgmt, other), decided by a classifier over the raw name.
 
 Classifying every packet from scratch cost ~7 µs, a sixth of the forwarder's CPU when tracing
-(bench/README.md), so classes are memoized by the name's *shape*: the name with the value of
+(bench/HISTORY.md), so classes are memoized by the name's *shape*: the name with the value of
 every typed (non-generic) component left out. Every segment of every version of one training
 shares a shape, so a handful of entries serve the whole run.
 """

@@ -47,11 +47,11 @@
    either way.  ``express`` without ApplicationParameters or a signer encodes the Interest
    with ``ndnps.ndn.packet.encode_interest`` (the bytes of python-ndn's ``make_interest``, nonce
    drawn by python-ndn's ``gen_nonce``) and hands it to python-ndn's public
-   ``express_raw_interest``, which keeps the PIT entry.  Measured in ``bench/micro_apps.py``.
+   ``express_raw_interest``, which keeps the PIT entry.  Measured in ``bench/micro/apps.py``.
 
 6. Reading the forwarder's stream.  python-ndn's ``StreamFace.run`` reads a packet with a few
    awaits, copies it through a BytesIO and starts a Task for each; ``CountingFace.run`` reads
-   the same StreamReader a socket read at a time, frames it with ``forwarder.tlv.StreamFramer``
+   the same StreamReader a socket read at a time, frames it with ``ndnps.ndn.tlv.StreamFramer``
    and hands a Data of ours, or an Interest without parameters or signature that
    ``ndnps.client.wire.parse_interest`` reads, to ``App._receive_now`` at once (no Task: the Data as
    in 5, the Interest to its handler as ``NDNApp._on_interest`` would, minus the Task it
@@ -59,7 +59,7 @@
    packet so handled may overtake a signed Interest or a Nack of the same read; no exchange
    relies on their order).  An oversize length shuts the face down, as the forwarder does.
    21 → 12–14 µs per received 8000-byte Data, 47 → 7 µs per collect Interest
-   (``bench/micro_apps.py``).  ``express_future`` gives the segment fetcher the PIT entry's
+   (``bench/micro/apps.py``).  ``express_future`` gives the segment fetcher the PIT entry's
    own future instead of a Task per Interest, and keeps an entry for an exact name in a dict
    keyed by the name's encoded components (``_exact``) rather than python-ndn's trie
    (~9.5 → ~1 µs per Interest, its Data and its removal); a Data looks in both, a Nack and
@@ -249,7 +249,7 @@ class CountingFace(Face):
     async def _read_stream(self, inner: StreamFace, reader: asyncio.StreamReader) -> None:
         """python-ndn's ``StreamFace.run`` reads each packet with three or more awaits, copies
         it through a BytesIO and starts a Task for it.  This reads what the socket has, frames
-        it with ``forwarder.tlv.StreamFramer`` and hands each packet on at once: to
+        it with ``ndnps.ndn.tlv.StreamFramer`` and hands each packet on at once: to
         ``receive_now`` (the App's synchronous path for a bare Data or plain Interest of
         ours), else to the callback in a Task, as python-ndn does.  Ends, the face shut down,
         at EOF or on an oversize length (the stream's framing is lost)."""

@@ -628,6 +628,10 @@ class SegmentFetcher:
         """Whether a round trip was measured (then every backoff is bounded by it)."""
         return self.rto.stats.mean is not None
 
+    def srtt(self) -> float:
+        """The smoothed round trip (0 before a sample)."""
+        return self.rto.stats.mean or 0.0
+
     def bounded(self, wait: float) -> float:
         """`wait`, but at most the RTO's ceiling once a round trip was measured (or, before
         a sample, as many of the smallest round trip seen): how long anything repeated after

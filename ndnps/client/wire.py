@@ -1,7 +1,7 @@
 """Fixed-shape Data and Interest decoders for the apps' hot paths, into python-ndn's types.
 
 python-ndn's generic TLV model (``parse_data``, ``parse_interest``) costs 30-50 µs per packet,
-most of it in the model machinery rather than in the bytes (``bench/micro_apps.py``).  The
+most of it in the model machinery rather than in the bytes (``bench/micro/apps.py``).  The
 packets the apps receive have one fixed shape (the base's encoders, ndnps.ndn.packet, write it),
 so these read that shape directly, with the base's TLV reader:
 

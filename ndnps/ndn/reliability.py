@@ -75,7 +75,7 @@ class ReliabilityOptions:
     loss_threshold: int = 1        # later frames acknowledged before a frame counts as lost
     # an Ack waits this long for a packet to ride on (NFD: 5 ms).  It is part of every round
     # trip the sender measures on a one-way burst (a push), so of its tail probe's wait: 2 ms
-    # and a 4 ms probe floor took 5 % loss from x1.32 to x1.15 of lossless (bench/README)
+    # and a 4 ms probe floor took 5 % loss from x1.32 to x1.15 of lossless (bench/HISTORY.md)
     ack_delay: float = 0.001
     initial_rto: float = 0.2
     # above the time a busy peer takes to read (a worker computing a 100k gradient: ~10 ms):

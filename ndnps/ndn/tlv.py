@@ -214,7 +214,7 @@ class StreamFramer:
     the start of a packet a read ends in is kept, and joined with its rest from the next read.
     A read is never copied into a buffer whole: with 8 KB packets nearly every read of a busy
     socket ends inside one, and those copies were a third of the framing's cost in the
-    compiled forwarder (bench/README)."""
+    compiled forwarder (bench/HISTORY.md)."""
 
     def __init__(self) -> None:
         self._part = bytearray()            # the start of a packet an earlier read ended in

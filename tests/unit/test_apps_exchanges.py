@@ -224,7 +224,7 @@ async def test_collect_probe_waits_out_the_reordering_window_after_a_push_segmen
     started_probes = []
     job.spawn_probe = lambda v, why: started_probes.append((v, why)) or True
     for step in (3, 4):
-        job.last_push_at = job.now()                    # a pushed segment just came
+        job.sub.last_push_at = job.now()                # a pushed segment just came
         job.answer_collect(names.Collect("w1", "ps", "t1", step, 0), lambda w: None,
                            utils.timestamp() + 1000)
     assert started_probes == [] and job.counters.collect_probes == 0
@@ -245,7 +245,7 @@ async def test_async_rewind_to_the_step_being_awaited_computes_it_again():
     job.answer_collect(names.Collect("w1", "ps", "t1", 0, 0), got.append,
                        utils.timestamp() + 2000)
     assert len(got) == 1 and 0 in job.sent_steps
-    await until(lambda: job.expected is not None)   # now waiting for a version holding 0
+    await until(lambda: job.sub.expected is not None)   # now waiting for a version holding 0
     job.answer_collect(names.Collect("w1", "ps", "t1", 50, 0), got.append,
                        utils.timestamp() + 2000)
     assert job.step == 0                            # a step never computed moves nothing
@@ -328,7 +328,7 @@ async def test_push_segments_out_of_order_duplicated_or_corrupt_never_corrupt_th
     # a version whose segments disagree on the FinalBlockId is dropped, counted
     job.receive_segment(2, 0, parts[0], final)
     job.receive_segment(2, 1, parts[1], final + 1)
-    assert job.counters.malformed == 1 and job.assemblies.get(2) is None
+    assert job.counters.malformed == 1 and job.sub.assemblies.get(("ps", 2)) is None
     # a version whose blob does not decode (truncated) is dropped, counted, not applied
     short = segment(blob[:-4])
     for s, p in enumerate(short):
@@ -403,8 +403,8 @@ async def test_ps_answers_probes_for_kept_versions_only():
     got = []
     for v in (1, 3, 4):
         ps.on_probe(names.distribute("ps", "t1", v, 0), None, got.append, {})
-    assert got == [ps.pushed.get(3)[0]]            # 1 evicted, 4 not produced yet
-    assert ps.counters.probes_answered == 1
+    assert got == [ps.publisher.get(3)[0]]         # 1 evicted, 4 not produced yet
+    assert ps.publisher.probes_answered == 1
 
 
 @pytest.mark.asyncio
@@ -495,10 +495,10 @@ async def test_a_push_quiet_short_of_its_end_fetches_the_tail_and_a_late_push_ca
     for s in (0, 1, 3):
         job.receive_segment(1, s, parts[s], last, pushed=True)
     await until(lambda: asked == [2])           # the gap at once
-    assert job.newest == 0 and job.counters.tail_fetches == 0
+    assert job.newest == 0 and job.sub.counters.tail_fetches == 0
     await until(lambda: job.newest == 1)        # the tail once the push went quiet
     assert sorted(asked) == list(range(2, 3)) + list(range(4, last + 1))
-    assert job.counters.tail_fetches == 1
+    assert job.sub.counters.tail_fetches == 1
 
 
 @pytest.mark.asyncio

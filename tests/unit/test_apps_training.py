@@ -11,7 +11,8 @@ import pytest
 
 from apps.ps import ParameterServer
 from apps.launch import EXIT_JOB_FAILED
-from apps.worker import Faults, Worker
+from apps.faults import Faults
+from apps.worker import Worker
 from ndnps.protocol import messages, names
 from ndnps.ml.data import load_dataset
 from tests.support.memnet import MemNet
@@ -75,7 +76,7 @@ async def test_sync_run_equals_the_reference_bit_for_bit(tmp_path):
     assert_same_params(ps, ref)
     assert ps.accuracy == ref["final_accuracy"]
     # one push per version reaches every worker: the PS sent each segment once
-    segs = len(ps.pushed.get(ps.version))
+    segs = len(ps.publisher.get(ps.version))
     assert ps.counters.segments_pushed == ps.version * segs
     assert all(w.job.counters.segments_pushed == ps.version * segs for w in workers)
     # metrics: one line per version at the PS, one per step at each worker
@@ -108,12 +109,12 @@ async def test_unicast_baseline_equals_the_reference_and_costs_n_copies():
     ps, workers, code, codes, net = await run(cfg)
     assert code == 0 and codes == [0, 0, 0]
     assert_same_params(ps, reference(cfg))
-    segs = len(ps.blobs.get(ps.version))
+    segs = len(ps.unicast.blobs.get(ps.version))
     assert ps.counters.segments_pushed == 0
     # one copy per worker and version; an early retransmission (a process stalled past the
     # tail probe, as on a busy machine) costs one more
     extra = sum(w.job.fetch_stats.retransmissions for w in workers)
-    assert 3 * ps.version * segs <= ps.counters.params_served <= 3 * ps.version * segs + extra
+    assert 3 * ps.version * segs <= ps.unicast.served <= 3 * ps.version * segs + extra
     assert net.pushes_out == 0 and not net.ppit
 
 
@@ -158,10 +159,11 @@ async def test_lost_pushes_are_recovered_by_probes_and_the_run_stays_exact():
     assert code == 0 and codes == [0, 0, 0]
     assert_same_params(ps, reference(cfg))
     w1, w2, w3 = (w.job.counters for w in workers)
+    s1, _, s3 = (w.job.sub.counters for w in workers)      # the subscriber's
     assert ps.version == final
     assert w2.collect_probes >= 1            # whole version 3 lost: the next collect tells
-    assert w3.probes >= 1                    # the final version lost: the probe timer fired
-    assert w1.gap_fetches >= 1               # a hole in version 7: fetched at once
+    assert s3.probes >= 1                    # the final version lost: the probe timer fired
+    assert s1.gap_fetches >= 1               # a hole in version 7: fetched at once
     assert w2.probe_segments >= 10 and w3.probe_segments >= 10 and w1.probe_segments >= 1
 
 

@@ -15,7 +15,7 @@ from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidRes
 
 from ndnps.protocol import names
 from ndnps.protocol.codec import CodecError
-from ndnps.client.estimator import RtoEstimator
+from ndnps.ndn.rto import RtoEstimator
 from ndnps.ndn.rto import BACKOFF_RTTS
 from ndnps.client.app import FaceDown
 from ndnps.client.fetcher import (SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged,

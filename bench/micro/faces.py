@@ -1,10 +1,10 @@
 """Micro-benchmarks of the faces' per-packet Python, in process, no sockets (not registered in
 bench/__init__: for optimisation work, not a headline figure).
 
-    python -m bench.micro_faces [--repeat 5]
-    python -m bench.micro_faces --trees before=/tmp/old,after=. [--repeat 5]
+    python -m bench.micro.faces [--repeat 5]
+    python -m bench.micro.faces --trees before=/tmp/old,after=. [--repeat 5]
 
-link      NDNLPv2 link reliability (forwarder/faces/reliability.py): one training version's
+link      NDNLPv2 link reliability (ndnps/ndn/reliability.py): one training version's
           traffic over a link, as the `--where link` loss benchmark has it — 51 pushed 8000-byte
           Data and 204 collect Interests one way, 204 8000-byte gradient Data back — through two
           ReliableLinks on uvloop, each datagram received on its own (as a UDP face does) and a
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -129,7 +129,7 @@ def measure_once() -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.micro_faces")
+    ap = argparse.ArgumentParser(prog="python -m bench.micro.faces")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--trees", default="", metavar="LABEL=DIR,...",
                     help="compare the faces of these source trees (the first is the reference)")

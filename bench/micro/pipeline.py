@@ -1,16 +1,18 @@
 """Micro-benchmarks of the forwarder's hot path, in process, no sockets (not registered in
 bench/__init__: these are for optimisation work, not a headline figure).
 
-    python -m bench.micro_pipeline [--size 8000] [--n 60000] [--repeat 3]
+    python -m bench.micro.pipeline [--size 8000] [--n 60000] [--repeat 3]
 
 core      Forwarder.on_receive for one Interest (consumer face) and its Data (producer face),
           unique names, with fw.tick() every 10 ms of wall time as the daemon does
-stages    the same exchange split into its parts (decode, tables, write) with timeit
-gc        the core loop with the default GC, with gc.freeze() + a larger gen-0 threshold,
-          and with the GC off: what the cyclic collector costs over a full CS/PIT/DNL
-tables    the table structures on the hot path (PIT expiry heap, CS index, strategy)
+stages    the same exchange split into its parts (decode, framing, lookups) with timeit
+gc        the core loop with the default GC, with gc.freeze() + a larger gen-0 threshold (as
+          the daemon runs), and with the GC off: what the cyclic collector costs over a full
+          CS/PIT/DNL
+tables    the table structures on the hot path (CS LRU and prefix index, strategy, dead-nonce
+          list, PIT match)
 
-    python -m bench.micro_pipeline --trees base=/tmp/fwbase,head=. [--repeat 5]
+    python -m bench.micro.pipeline --trees base=/tmp/fwbase,head=. [--repeat 5]
 
 runs the core loop (gc frozen, as the daemon) of each source tree — a `git worktree` of another
 commit, a copy built with `python -m forwarder.compile` — each in its own process, alternating
@@ -26,7 +28,7 @@ import time
 import timeit
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -104,8 +106,6 @@ def stages(size: int) -> dict[str, float]:
     t("decode Interest", "packet.decode(iw)", iw=iw)
     t("decode Data", "packet.decode(dw)", dw=dw)
     t("outer_length (framing)", "tlv.outer_length(dw, 0)", dw=dw)
-    t("bytes(slice) of the Data (framing copy)", "bytes(buf[0:n])", buf=bytearray(dw * 2),
-      n=len(dw))
     t("component_offsets", "tlv.component_offsets(name)", name=name)
     t("wire_for_forwarding (no HopLimit)", "i.wire_for_forwarding()", i=packet.decode(iw))
     t("fib.lookup", "fw.fib.lookup(name, offs)", fw=fw, name=name,
@@ -116,9 +116,8 @@ def stages(size: int) -> dict[str, float]:
 
 def tables() -> dict[str, float]:
     """Costs of the table structures on the hot path, at the sizes a loaded forwarder has."""
-    import heapq
     import itertools
-    from collections import OrderedDict, deque
+    from collections import OrderedDict
 
     from sortedcontainers import SortedList
 
@@ -129,23 +128,8 @@ def tables() -> dict[str, float]:
     def t(label, fn, number=num):
         res[label] = min(timeit.repeat(fn, number=number, repeat=3)) / number * 1e6
 
-    # PIT expiry: a heap of 4 s of entries at ~12k Interests/s vs a FIFO per lifetime
-    heap = [(float(i), i, None) for i in range(48000)]
-    heapq.heapify(heap)
-    seq = itertools.count(48000)
-
-    def heap_op():
-        k = next(seq)
-        heapq.heappush(heap, (float(k), k, None))
-        heapq.heappop(heap)
-    t("PIT expiry heap push+pop (48k entries)", heap_op)
-    fifo = deque((float(i), None) for i in range(48000))
-
-    def fifo_op():
-        fifo.append((1.0, None))
-        fifo.popleft()
-    t("  alternative: FIFO per lifetime append+popleft", fifo_op)
-    # CS: sorted index maintenance per insert+evict at 32k names
+    # the CS's two structures at 32k names: its LRU (every Data), and its sorted index (kept
+    # up to date only once a CanBePrefix lookup has happened)
     names = [b"\x08\x05bench\x08\x08" + i.to_bytes(8, "big") for i in range(200000)]
     sl = SortedList(names[:32768])
     od = OrderedDict((n, None) for n in names[:32768])
@@ -155,29 +139,20 @@ def tables() -> dict[str, float]:
         i = next(it)
         sl.add(names[i])
         sl.remove(names[i - 32768])
-    t("CS SortedList add+remove (32k names)", cs_index, number=40000)
+    t("CS prefix index (SortedList) add+remove (32k names)", cs_index, number=40000)
     it2 = iter(range(32768, 200000))
 
     def cs_lru():
         i = next(it2)
         od[names[i]] = None
         od.popitem(last=False)
-    t("CS OrderedDict insert+evict (32k names)", cs_lru, number=40000)
+    t("CS LRU (OrderedDict) insert+evict (32k names)", cs_lru, number=40000)
     # strategy: eligible next hops
     fw, c, p = make_forwarder()
     i = decode_interest(interest_wire(7))
     offs = tlv.component_offsets(i.name)
     fe = fw.fib.lookup(i.name, offs)
-    t("eligible_hops (1 next hop, closure + listcomp)",
-      lambda: strategy.eligible_hops(fw, fe, i, c))
-    faces = fw.faces
-
-    def inline_hops():
-        hops = fe.sorted_hops
-        if len(hops) == 1:
-            f = hops[0][1]
-            return [f] if f != c and faces.get(f).local else None
-    t("  alternative: single-hop fast path", inline_hops)
+    t("eligible_hops (1 next hop)", lambda: strategy.eligible_hops(fw, fe, i, c))
     t("strategy_choice.find", lambda: fw.strategy_choice.find(i.name, offs))
     # Dead Nonce List at training's rate: 2,000 satisfied Interests per s live 6 s, expired
     # at every 100 ms tick (an OrderedDict since a plain dict emptied from the front made
@@ -231,7 +206,7 @@ def compare_trees(trees: dict[str, Path], n: int, size: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.micro_pipeline")
+    ap = argparse.ArgumentParser(prog="python -m bench.micro.pipeline")
     ap.add_argument("--size", type=int, default=8000)
     ap.add_argument("--n", type=int, default=60000)
     ap.add_argument("--repeat", type=int, default=3)

@@ -1,7 +1,8 @@
 """Per-packet cost of the apps' hot paths (not a registered benchmark): python-ndn's generic
-TLV model against what ndnps now does (issue 7), in one process.
+TLV model, which the apps still use for every packet of another shape, against the fixed-shape
+paths ndnps takes for its own (issue 7), in one process.
 
-    python -m bench.micro_apps [--n 2000]
+    python -m bench.micro.apps [--n 2000]
 
 Measured, µs per packet, for one full 8000-byte segment and the training's HMAC key; every
 pair is checked to produce the same bytes / the same values first:
@@ -18,16 +19,14 @@ pair is checked to produce the same bytes / the same values first:
   sends nowhere (the PIT entry, timer, futures and validation are all in);
 - `face_receive`: pushed 8000-byte Data written into a unix socket and received by an App:
   python-ndn's ``StreamFace.run`` (a few awaits, a BytesIO copy and a Task per packet) vs
-  App's stream reader (one read per socket read, framed by forwarder.tlv.StreamFramer, a Data
-  of ours handled at once); process CPU per packet, the writing side included, on uvloop as
-  the apps run;
+  App's stream reader (one read per socket read, framed by ndnps.ndn.tlv.StreamFramer, a
+  Data of ours handled at once); process CPU per packet, the writing side included, on uvloop
+  as the apps run;
 - `interest_handle`: a collect Interest received by a worker's App and handed to its handler:
   python-ndn's ``NDNApp._receive`` (generic parse, a Task per Interest) vs App's
   ``_receive_now`` (ndnps.client.wire.parse_interest, the handler called at once), on uvloop;
 - `template_sign`, `template_parse`: hand-written templates (prefix, MetaInfo and
-  SignatureInfo fixed; HMAC only) — the floor a Python encoder/decoder can reach;
-- `classify`: the forwarder tracer's per-packet class (ndnps.protocol.names.classify on the raw name)
-  vs the same answer memoized by the name with its last two components cut.
+  SignatureInfo fixed; HMAC only) — the floor a Python encoder/decoder can reach.
 """
 from __future__ import annotations
 
@@ -60,7 +59,8 @@ def timeit(fn, n: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.micro_apps", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.micro.apps",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=2000)
     args = p.parse_args(argv)
 
@@ -156,23 +156,6 @@ def main(argv: list[str] | None = None) -> int:
     assert packet.encode_interest(cnames[3], 99, 500, False, True) == \
         bytes(make_interest(cnames[3], InterestParam(must_be_fresh=True, nonce=99, lifetime=500)))
 
-    from ndnps.protocol.names import classify
-    raw_names = [_tlv_value(w, 7) for w in wires]
-    cache: dict[bytes, str] = {}
-    from ndnps.ndn.tlv import component_offsets
-
-    def apps_classify(i: int) -> str:
-        return classify(raw_names[i % 51], True)
-
-    def cached_classify(i: int) -> str:
-        nm = raw_names[i % 51]
-        offs = component_offsets(nm)
-        k = nm[:offs[-3]] if len(offs) >= 3 else nm
-        c = cache.get(k)
-        if c is None:
-            c = cache[k] = classify(nm, True)
-        return c
-
     gwires = sign_segments(blob, lambda s: cnames[s], sec.signer)
     roundtrip = _roundtrips(cnames, gwires, sec, kw, max(200, args.n // 2))
 
@@ -187,7 +170,6 @@ def main(argv: list[str] | None = None) -> int:
         "express_roundtrip_us": roundtrip,
         "face_receive_us": _face_receive(max(2000, args.n * 5)),
         "interest_handle_us": _interest_handle(cnames, max(2000, args.n * 5)),
-        "classify_us": {"apps": timeit(apps_classify, n * 5), "cached": timeit(cached_classify, n * 5)},
     }
     for k, v in res.items():
         a, b = list(v.values())[:2]
@@ -352,13 +334,6 @@ def _tlv_element(wire: bytes, typ: int) -> bytes:
             return wire[pos:vend]
         pos = vend
     raise KeyError(typ)
-
-
-def _tlv_value(wire: bytes, typ: int) -> bytes:
-    from ndnps.ndn.tlv import read_tl
-    el = _tlv_element(wire, typ)
-    _, vpos, vend = read_tl(el, 0, len(el))
-    return el[vpos:vend]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Micro-benchmarks: one hot path at a time, in process, for optimisation work (unregistered)."""
