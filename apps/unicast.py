@@ -7,11 +7,17 @@ PS side (``ParamsServer``): each version's raw segments are kept (a worker's cop
 when it asks: its name differs from every other worker's); an Interest for a version not made
 yet is held until it is; the final version's fetches are tracked, so the PS lingers until
 every live worker has all of it.
+
+Worker side (``fetch_copy``): the next version is fetched as any object, its first Interests
+living collect_lifetime and re-expressed for ps_timeout in all (the PS holds them until the
+version exists).
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
+from ndnps.client.fetcher import SegmentFetcher
 from ndnps.client.pending import HeldInterests
 from ndnps.exchanges.buffers import Recent
 from ndnps.ndn.conventions import segment, segment_component
@@ -73,3 +79,11 @@ class ParamsServer:
     def fetched_final(self, gpu: str) -> bool:
         """Whether `gpu` was sent every segment of the last version."""
         return gpu in self._fetched_final
+
+
+async def fetch_copy(fetcher: SegmentFetcher, ps: str, train: str, gpu: str, version: int,
+                     lifetime: float, patience: float) -> list[bytes]:
+    """Worker side: our own copy of `version`'s segments (raises FetchError)."""
+    return await fetcher.fetch(lambda s: names.params(ps, train, gpu, version, s),
+                               first_lifetime=lifetime, fresh=True,
+                               first_tries=max(1, math.ceil(patience / lifetime)))

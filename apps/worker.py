@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import math
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -54,29 +53,14 @@ from ndnps.ml.train import WorkerBatches
 from ndnps.protocol.config import ConfigError, read_table
 
 from .faults import FaultInjector, Faults
+from .join import CONTENT_PATIENCE, JobFailed, fetch_content, refetch_content
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNAL, EXIT_USAGE, app_parser,
                      limit_blas_threads, serve, setup_logging)
+from .unicast import fetch_copy
 
 log = logging.getLogger("worker")
 
-# a content fetch that failed for want of answers starts again for this long after the task
-# was accepted, every CONTENT_RETRY: the training's ps_timeout, read from --config or given as
-# --content-patience (the PS's own knobs come only with the content); this default otherwise
-CONTENT_PATIENCE = 60.0
-CONTENT_RETRY = 0.5
-# The PS holds a content Interest while it assigns the tasks, so it may wait, and its round
-# trip measures nothing; but once the content exists a lost Interest (or its Data) waits out
-# its lifetime: 2 s held, when it was fixed, made a join, and the whole training's start, 2 s
-# late; doubling per loss to 0.8 s, the start at 20 % loss waited 1-3 s.  So a fetch keeps
-# its first lifetime (polling the PS while it assigns), and only a fetch that failed
-# altogether starts the next with twice it (a path slower than CONTENT_LIFETIME), at most
-# CONTENT_MAX_LIFETIME
-CONTENT_LIFETIME, CONTENT_MAX_LIFETIME = 0.05, 0.8
 REMOVE_TRIES = 8            # *remove* tries on leaving (each at most the RTO's ceiling)
-
-
-class JobFailed(Exception):
-    """This training cannot go on for this worker (the message says why)."""
 
 
 @dataclass
@@ -187,62 +171,8 @@ class Job:
     # ---- step 3: training content --------------------------------------------------------------
 
     async def fetch_content(self) -> None:
-        """Our training content. A fetch that fails for want of answers (the PS that offered
-        the task died: a restarted one makes the content again when it re-offers it) starts
-        again, for the worker's content_patience in all, as the job waits for a silent PS
-        later on; Data that fails validation, or content that fails to decode three times,
-        ends the job at once."""
-        def name_of(s: int):
-            return names.content(self.ps, self.train, self.gpu, s)
-
-        deadline = self.now() + self.worker.content_patience
-        malformed = 0
-        lifetime = CONTENT_LIFETIME
-        while True:
-            rejected = self.fetch_stats.rejected
-            try:
-                # two answers failing the signature check (the second asked MustBeFresh, so
-                # not a forged copy in a cache): the PS signs with another key
-                parts = await asyncio.wait_for(
-                    self.fetcher.fetch(name_of, first_lifetime=lifetime, first_tries=17,
-                                       fresh=True, max_rejected=2),
-                    max(0.0, deadline - self.now()))
-            except asyncio.TimeoutError:
-                raise JobFailed(f"no training content within {self.worker.content_patience:g} "
-                                f"s") from None
-            except FetchError as e:
-                if self.fetch_stats.rejected > rejected:
-                    raise JobFailed(
-                        f"the training content's signatures failed to verify "
-                        f"({self.fetch_stats.rejected - rejected} Data rejected): this worker's "
-                        f"key (--key, or training.key in --config) may differ from the PS's; "
-                        f"{e}") from None
-                if self.now() >= deadline:
-                    raise JobFailed(f"no training content: {e}") from None
-                lifetime = min(2 * lifetime, CONTENT_MAX_LIFETIME)
-                self.counters.content_retries += 1
-                log.warning("no training content yet (%s); asking again", e)
-                await asyncio.sleep(self.fetcher.bounded(CONTENT_RETRY))
-                continue
-            try:
-                vec, info = messages.parse_content(b"".join(parts))
-                self.setup(vec, info)
-                return
-            except messages.Refused as e:
-                raise JobFailed(f"the PS did not take us: {e}") from None
-            except MixedSegments as e:
-                # the PS that made the first segments died and a new one made the rest: not
-                # malformed, and the next fetch has one PS's (within our patience)
-                self.counters.mixed_objects += 1
-                if self.now() >= deadline:
-                    raise JobFailed(f"no whole training content: {e}") from None
-                log.warning("training content from two PS incarnations; refetching")
-            except (CodecError, ValueError, KeyError, TypeError) as e:
-                self.counters.malformed += 1
-                malformed += 1
-                if malformed == 3:
-                    raise JobFailed("training content malformed three times") from None
-                log.warning("malformed training content (%s); refetching", e)
+        await fetch_content(self.fetcher, self.ps, self.train, self.gpu,
+                            self.worker.content_patience, self.counters, self.setup)
 
     def setup(self, vec: np.ndarray, info: dict) -> None:
         self.info = info
@@ -292,14 +222,8 @@ class Job:
             return
         self.resyncing = True
         asked = self.now()          # what the new PS collects from now on stays collected
-
-        def name_of(s: int):
-            return names.content(self.ps, self.train, self.gpu, s)
         try:
-            parts = await self.fetcher.fetch(name_of, first_lifetime=CONTENT_LIFETIME,
-                                             first_tries=7,
-                                             fresh=True)
-            vec, info = messages.parse_content(b"".join(parts))
+            vec, info = await refetch_content(self.fetcher, self.ps, self.train, self.gpu)
             version = int(info.get("version", 0))
             restarts = int(info.get("restarts", 0))
             step = int(info.get("step", self.step))
@@ -645,14 +569,9 @@ class Job:
 
     async def fetch_unicast(self, version: int) -> None:
         """Unicast baseline: our own copy of `version`, held by the PS until it exists."""
-        def name_of(s: int):
-            return names.params(self.ps, self.train, self.gpu, version, s)
-
-        lifetime = self.knobs["collect_lifetime"]
         try:
-            parts = await self.fetcher.fetch(
-                name_of, first_lifetime=lifetime, fresh=True,
-                first_tries=max(1, math.ceil(self.knobs["ps_timeout"] / lifetime)))
+            parts = await fetch_copy(self.fetcher, self.ps, self.train, self.gpu, version,
+                                     self.knobs["collect_lifetime"], self.knobs["ps_timeout"])
         except FetchError as e:
             raise JobFailed(f"no parameters version {version}: {e}") from None
         for i, part in enumerate(parts):
