@@ -24,19 +24,6 @@ def test_admit_indexes_the_workers_in_order_with_their_steps():
     assert m.get("w1") is members[1] and m.get("w9") is None
 
 
-def test_the_table_is_the_one_documented():
-    assert TRANSITIONS == {
-        (State.LIVE, Event.LOSE): State.LOST,
-        (State.LOST, Event.OFFER): State.OFFERED,
-        (State.OFFERED, Event.DECLINE): State.LOST,
-        (State.OFFERED, Event.ACCEPT): State.REJOINING,
-        (State.OFFERED, Event.ALREADY_ASSIGNED): State.LIVE,
-        (State.REJOINING, Event.FETCHED): State.LIVE,
-        (State.REJOINING, Event.NOT_FETCHED): State.LOST,
-        (State.LOST, Event.GIVE_UP): State.GONE,
-    }
-
-
 @pytest.mark.parametrize("step", ["fetched", "already", "accept", "decline", "lose_twice"])
 def test_an_event_without_a_row_raises(step):
     m = membership()
