@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.membership import (MAX_FIRST_OFFER, TRANSITIONS, Event, Membership,
+from ndnps.exchanges.membership import (MAX_FIRST_OFFER, Event, Membership,
                                         MembershipError, State)
 
 
