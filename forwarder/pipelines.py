@@ -4,6 +4,13 @@ Stage names follow NFD's developer guide (onIncomingInterest, onContentStoreMiss
 persistent-PIT rules sit beside onIncomingData: `*insert*` / `*remove*` Interests update the
 persistent entry of their stripped name and are routed by it; `*distribute*` Data go to every
 face of the longest persistent entry, once per face, as well as to ordinary PIT downstreams.
+
+Strategies see the forwarder only through its `Actions` (strategy.py, which describes the
+triggers and how they map to NFD's): onIncomingData hands a Data that satisfies exactly one PIT
+entry to that entry's strategy (after_receive_data, which may hold the entry for more Data),
+and one that satisfies several to the union of their downstreams, each strategy told first
+(before_satisfy_interest). on_incoming_distribute keeps the persistent-PIT fan-out to itself:
+the ordinary entries a pushed Data also satisfies take the several-entries path.
 """
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ from ndnps.ndn.tlv import (DATA, GENERIC_COMPONENT, INTEREST, DecodeError, compo
                            encode_tlv)
 
 from .face_table import INTERNAL_FACE, FaceInfo, FaceTable
-from .strategy import BestRoute
+from .strategy import Actions, BestRoute, Strategy
 from .tables.cs import ContentStore
 from .tables.dead_nonce_list import DeadNonceList
 from .tables.fib import Fib, FibEntry
@@ -68,7 +75,9 @@ class ForwarderCounters:
     pushes_out: int = 0         # copies sent along persistent entries (not probe answers)
 
 
-class Forwarder:
+class Forwarder(Actions):
+    """The pipelines and the tables; the strategies' `Actions`."""
+
     def __init__(self, limits: Limits | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = lim = limits or Limits()
@@ -82,7 +91,7 @@ class Forwarder:
         self.dnl = DeadNonceList(lim.dead_nonce_lifetime, lim.dead_nonce_capacity)
         self.ppit = PersistentPit(lim.ppit_lifetime, lim.ppit_entries, lim.ppit_faces_per_entry,
                                   lim.ppit_entries_per_face, lim.ppit_inserts_per_face_per_s)
-        self.strategy_choice = StrategyChoice(BestRoute())
+        self.strategy_choice: StrategyChoice[Strategy] = StrategyChoice(BestRoute())
         self.counters = ForwarderCounters()
         self.tracer: RateTracer | None = None
         # NFD's network region table: names (TLV-VALUEs) of the producer regions this
@@ -312,14 +321,45 @@ class Forwarder:
 
     def reject_pending_interest(self, entry: PitEntry, reason: int,
                                 only_face: int | None = None) -> None:
-        """Nack the downstreams (or only `only_face`) and drop them from the entry."""
+        """Nack the downstreams (or only `only_face`) and drop them from the entry; an entry
+        left with none is finalized."""
         faces = [only_face] if only_face is not None else list(entry.in_records)
         for face_id in faces:
-            rec = entry.in_records.pop(face_id, None)
-            if rec is not None:
-                self._send_nack(face_id, rec.interest, reason, rec.pit_token)
+            self.send_nack(entry, face_id, reason)
         if not entry.in_records:
             self._finalize(entry, satisfied=False)
+
+    def send_nack(self, entry: PitEntry, face_id: int, reason: int) -> None:
+        """onOutgoingNack: Nack the downstream's own Interest, and drop its in-record."""
+        rec = entry.in_records.pop(face_id, None)
+        if rec is not None:
+            self._send_nack(face_id, rec.interest, reason, rec.pit_token)
+
+    def send_data(self, entry: PitEntry, data: Data, face_id: int) -> None:
+        """NFD's Strategy::sendData: answer one downstream, and drop its in-record."""
+        rec = entry.in_records.pop(face_id, None)
+        self._send_data(face_id, data, rec.pit_token if rec is not None else None)
+
+    def send_data_to_all(self, entry: PitEntry, data: Data, in_face: int, now: float) -> None:
+        """NFD's Strategy::sendDataToAll: every unexpired downstream but the Data's in-face,
+        in the order they came; their in-records go (the in-face's and expired ones stay)."""
+        records = entry.in_records
+        kept = False
+        for face_id, rec in records.items():
+            if face_id != in_face and rec.expires > now:
+                self._send_data(face_id, data, rec.pit_token)
+            else:
+                kept = True
+        if kept:
+            entry.in_records = {f: r for f, r in records.items()
+                                if f == in_face or r.expires <= now}
+        else:
+            records.clear()
+
+    def set_expiry(self, entry: PitEntry, duration: float, now: float) -> None:
+        """NFD's setExpiryTimer: the entry expires `duration` s after `now` (tick() sweeps it)."""
+        if not entry.erased:
+            self.pit.set_expiry(entry, now + max(duration, 0.0))
 
     def count_suppressed(self, face_id: int) -> None:
         face = self._face_by_id.get(face_id)
@@ -346,9 +386,23 @@ class Forwarder:
         if not matches:
             self.on_data_unsolicited(face, data)
             return
-        if face.id != INTERNAL_FACE:
+        in_face = face.id
+        if in_face != INTERNAL_FACE:
             self.cs.insert(data, now)
-        for face_id, token in self._satisfy(matches, face.id, data, now).items():
+        if len(matches) == 1:
+            # NFD: the entry's expiry timer set to now, then its strategy's afterReceiveData;
+            # unless the strategy extended it, the entry is satisfied and goes at once
+            entry = matches[0]
+            entry.expires = now
+            choice = self.strategy_choice
+            strategy = choice.root if choice.single else self.effective_strategy(entry)
+            strategy.after_receive_data(self, entry, data, in_face, now)
+            if entry.expires <= now:
+                self._finalize(entry, satisfied=True, data=data)
+            elif not entry.erased:
+                self._hold(entry, data, in_face, now)
+            return
+        for face_id, token in self._satisfy(matches, in_face, data, now).items():
             self._send_data(face_id, data, token)
 
     def on_incoming_distribute(self, face: FaceInfo, data: Data, offsets: list[int],
@@ -389,14 +443,37 @@ class Forwarder:
 
     def _satisfy(self, matches: list[PitEntry], in_face: int, data: Data,
                  now: float) -> dict[int, bytes | None]:
-        """Erase the satisfied entries; return each downstream face once, with its PIT token."""
+        """Erase the satisfied entries, each strategy told first (NFD's beforeSatisfyInterest
+        when a Data matches several entries); return each downstream face once, with its PIT
+        token."""
         downstream: dict[int, bytes | None] = {}
         for entry in matches:
             for face_id, rec in entry.in_records.items():
                 if face_id != in_face and face_id not in downstream and rec.expires > now:
                     downstream[face_id] = rec.pit_token
+            self.effective_strategy(entry).before_satisfy_interest(self, entry, data, in_face, now)
             self._finalize(entry, satisfied=True, data=data)
         return downstream
+
+    def _hold(self, entry: PitEntry, data: Data, in_face: int, now: float) -> None:
+        """The strategy keeps a satisfied entry (it extended its expiry): as NFD, the entry is
+        marked satisfied and the in-face's out-record goes, its nonce to the dead-nonce list
+        when MustBeFresh Data goes stale before the list forgets."""
+        entry.satisfied = True
+        rec = entry.out_records.pop(in_face, None)
+        if rec is not None and entry.must_be_fresh and \
+                data.freshness < self.limits.dead_nonce_lifetime * 1000:
+            self.dnl.add(entry.name, rec.nonce, now)
+
+    def effective_strategy(self, entry: PitEntry) -> Strategy:
+        """NFD's findEffectiveStrategy(pitEntry): the strategy chosen for the entry's name, a
+        marker stripped as when its Interest was routed."""
+        choice = self.strategy_choice
+        if choice.single:
+            return choice.root
+        name = entry.name
+        route_name, route_offsets = _routing_name(name, component_offsets(name))
+        return choice.find(route_name, route_offsets)
 
     def on_data_unsolicited(self, face: FaceInfo, data: Data) -> None:
         # NFD's default unsolicited-data policy: drop (and we count it)
@@ -461,12 +538,14 @@ class Forwarder:
         or MustBeFresh satisfied by Data that goes stale before the list forgets)."""
         if entry.erased:
             return
-        if not satisfied:
+        if not satisfied and not entry.satisfied:
             self._remember_nonces(entry, self.clock())
             self.counters.unsatisfied += 1
         else:
-            if entry.must_be_fresh and data is not None and \
-                    data.freshness < self.limits.dead_nonce_lifetime * 1000:
+            # an entry held after its Data (entry.satisfied) is finalized without it: its
+            # freshness unknown, MustBeFresh is enough
+            if entry.must_be_fresh and (data is None or
+                                        data.freshness < self.limits.dead_nonce_lifetime * 1000):
                 self._remember_nonces(entry, self.clock())
             self.counters.satisfied += 1
         self.pit.erase(entry)
@@ -481,8 +560,13 @@ class Forwarder:
         """Expire soft state; the I/O layer calls this a few times a second."""
         now = self.clock()
         for entry in self.pit.expire(now):
-            self._remember_nonces(entry, now)
-            self.counters.unsatisfied += 1
+            if entry.satisfied:                 # held by its strategy after a Data
+                if entry.must_be_fresh:
+                    self._remember_nonces(entry, now)
+                self.counters.satisfied += 1
+            else:
+                self._remember_nonces(entry, now)
+                self.counters.unsatisfied += 1
         self.dnl.expire(now)
         self.ppit.expire(now)
         self.rib.expire(now)

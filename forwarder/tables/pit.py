@@ -42,7 +42,7 @@ class OutRecord:
 
 class PitEntry:
     __slots__ = ("name", "can_be_prefix", "must_be_fresh", "in_records", "out_records",
-                 "expires", "retx_interval", "erased", "bucket", "digest")
+                 "expires", "retx_interval", "erased", "bucket", "digest", "satisfied")
 
     def __init__(self, interest: Interest) -> None:
         self.name = interest.name
@@ -55,6 +55,8 @@ class PitEntry:
         self.erased = False
         self.bucket = 0              # the expiry bucket it is filed in, 0: none
         self.digest = False          # the name ends in an implicit digest (a full name)
+        self.satisfied = False       # a Data came and its strategy held the entry (NFD's
+                                     # isSatisfied): it counts as satisfied when it goes
 
     @property
     def key(self) -> tuple[bool, bool]:
