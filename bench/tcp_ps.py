@@ -156,7 +156,7 @@ async def ps_main(args) -> int:
 # ---- a worker ----------------------------------------------------------------------------------
 
 def compute_step(model, pspec, batches, params, step: int):
-    """One gradient exactly as apps.worker.Job.compute makes it (load_params .. flatten):
+    """One gradient exactly as apps.gradients.Gradients.compute makes it (load_params .. flatten):
     (vector, loss, compute seconds, wall-clock start)."""
     from ndnps.protocol.codec import flatten, unflatten
     started = time.time()

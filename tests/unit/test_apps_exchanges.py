@@ -11,7 +11,8 @@ from ndn import utils
 from ndn.encoding import parse_data
 
 from apps.ps import ParameterServer
-from apps.worker import Job, Worker
+from apps.job import Job
+from apps.worker import Worker
 from ndnps.protocol import messages, names
 from tests.support.memnet import MemNet
 from ndnps.protocol.config import from_table
@@ -45,9 +46,9 @@ async def test_task_accepted_reasked_accepted_busy_declined():
     (w1,), tasks = await started(net, "w1")
     ps_a = ParameterServer(config(train="tA"), net.app())
     ps_b = ParameterServer(config(train="tB"), net.app())
-    assert await ps_a.assign_task("w1") == (True, "")
-    assert await ps_a.assign_task("w1") == (True, "")      # the same PS again: still yes
-    ok, reason = await ps_b.assign_task("w1")
+    assert await ps_a.roster.assign_task("w1") == (True, "")
+    assert await ps_a.roster.assign_task("w1") == (True, "")      # the same PS again: still yes
+    ok, reason = await ps_b.roster.assign_task("w1")
     assert not ok and reason == "busy with training /ps/tA"
     assert (w1.job.ps, w1.job.train) == ("ps", "tA")
     stop(*tasks, w1.job_task)
@@ -58,7 +59,7 @@ async def test_too_few_acceptances_fail_clearly(caplog):
     net = MemNet()
     _, tasks = await started(net, "w1")
     busy = ParameterServer(config(train="other", workers=["w1"]), net.app())
-    assert (await busy.assign_task("w1"))[0]
+    assert (await busy.roster.assign_task("w1"))[0]
     ps = ParameterServer(config(workers=["w1", "w2"], min_workers=1), net.app())
     assert await ps.run() == 3                 # w1 busy, w2 not running
     assert "only 0 of 2 workers accepted" in caplog.text
@@ -79,7 +80,7 @@ async def test_goes_on_with_those_that_accept():
 # ---- step 3: training content ----------------------------------------------------------------
 
 def content_of(ps: ParameterServer, gpu: str):
-    blob = b"".join(bytes(parse_data(w)[2]) for w in ps.contents[gpu])
+    blob = b"".join(bytes(parse_data(w)[2]) for w in ps.content.contents[gpu])
     return messages.parse_content(blob)
 
 
@@ -94,7 +95,7 @@ def test_content_carries_spec_hyper_parameters_shard_and_initial_params():
         assert info["total_steps"] == 2
         np.testing.assert_array_equal(vec, np.concatenate(
             [v.reshape(-1) for v in ps.model.params.values()]))
-    assert len(ps.contents["w1"]) == 3               # 4810 float32 in 8000-byte segments
+    assert len(ps.content.contents["w1"]) == 3               # 4810 float32 in 8000-byte segments
 
 
 @pytest.mark.asyncio
@@ -102,11 +103,11 @@ async def test_content_interest_is_held_until_the_assignment_is_over():
     ps = ParameterServer(config(workers=["w1", "w2"]), MemNet().app())
     got = []
     far = utils.timestamp() + 10_000
-    ps.serve_content(names.Content("ps", "t1", "w1", 1), got.append, {"deadline": far})
-    ps.serve_content(names.Content("ps", "t1", "w9", 0), got.append, {"deadline": far})
-    assert got == [] and len(ps.held) == 1           # w9 is no candidate: not even held
+    ps.content.serve(names.Content("ps", "t1", "w1", 1), got.append, {"deadline": far})
+    ps.content.serve(names.Content("ps", "t1", "w9", 0), got.append, {"deadline": far})
+    assert got == [] and len(ps.content.held) == 1           # w9 is no candidate: not even held
     ps.prepare_content(["w1", "w2"])
-    assert got == [ps.contents["w1"][1]]
+    assert got == [ps.content.contents["w1"][1]]
 
 
 # ---- step 4: registration ----------------------------------------------------------------------
@@ -144,18 +145,18 @@ async def test_one_remove_after_the_end_means_every_worker_left():
     for app in apps:
         net.interest(app, insert, 1000, False)
     ps = ParameterServer(config(workers=["w1", "w2", "w3"], linger=30.0), net.app())
-    ps.attach()
+    ps.serving.attach()
     assert await ps.app.register(names.node("ps"))
     ps.prepare_content(["w1", "w2", "w3"])
     heard = ps.counters.removes
     net.interest(apps[0], remove, 1000, True)           # others still there: not forwarded
     net.interest(apps[1], remove, 1000, True)
     await asyncio.sleep(0.01)
-    assert ps.counters.removes == heard and not ps.all_left
+    assert ps.counters.removes == heard and not ps.serving.all_left
     ps.done = True
     net.interest(apps[2], remove, 1000, True)           # the last one: the PS hears it
     await asyncio.wait_for(ps.finish(), 5)
-    assert ps.counters.removes == heard + 1 and ps.all_left
+    assert ps.counters.removes == heard + 1 and ps.serving.all_left
     assert ps.counters.final_repushes == 0
 
 
@@ -187,17 +188,17 @@ async def test_collect_is_held_then_answered_with_every_reexpression():
     first, again, expired = [], [], []
     now = utils.timestamp()
     c0 = names.Collect("w1", "ps", "t1", 0, 0)
-    job.answer_collect(c0, first.append, now + 2000)
-    job.answer_collect(c0, again.append, now + 2000)       # re-expressed, new PIT token
-    job.answer_collect(c0, expired.append, now - 1)        # its lifetime is over
+    job.grads.answer_collect(c0, first.append, now + 2000)
+    job.grads.answer_collect(c0, again.append, now + 2000)       # re-expressed, new PIT token
+    job.grads.answer_collect(c0, expired.append, now - 1)        # its lifetime is over
     assert first == again == expired == []
-    job.compute(0)
-    assert first == again == [job.gradients.get(0)[0]] and expired == []
-    assert 0 in job.sent_steps and job.timer.armed          # probe timer armed on sending
+    job.grads.compute(0)
+    assert first == again == [job.grads.store.get(0)[0]] and expired == []
+    assert 0 in job.grads.sent_steps and job.timer.armed          # probe timer armed on sending
     late = []
-    job.answer_collect(names.Collect("w1", "ps", "t1", 0, 1), late.append, now + 2000)
-    assert late == [job.gradients.get(0)[1]]                # ready: answered at once
-    g = messages.parse_gradient(b"".join(bytes(parse_data(w)[2]) for w in job.gradients.get(0)),
+    job.grads.answer_collect(names.Collect("w1", "ps", "t1", 0, 1), late.append, now + 2000)
+    assert late == [job.grads.store.get(0)[1]]                # ready: answered at once
+    g = messages.parse_gradient(b"".join(bytes(parse_data(w)[2]) for w in job.grads.store.get(0)),
                                 job.n_params, 0)
     assert g.step == 0 and g.base_version == 0 and g.loss > 0
     job.timer.cancel()
@@ -208,8 +209,8 @@ async def test_collect_for_a_missing_version_starts_a_probe():
     job = ready_job()
     job.push_mode, job.mode = "persistent", "sync"
     started_probes = []
-    job.spawn_probe = lambda v, why: started_probes.append((v, why)) or True
-    job.answer_collect(names.Collect("w1", "ps", "t1", 3, 0), lambda w: None,
+    job.rx.spawn_probe = lambda v, why: started_probes.append((v, why)) or True
+    job.grads.answer_collect(names.Collect("w1", "ps", "t1", 3, 0), lambda w: None,
                        utils.timestamp() + 1000)
     assert started_probes == [(3, "collect")] and job.counters.collect_probes == 1
 
@@ -222,10 +223,10 @@ async def test_collect_probe_waits_out_the_reordering_window_after_a_push_segmen
     job.push_mode, job.mode = "persistent", "sync"
     job.fetcher.reorder_floor = 0.03
     started_probes = []
-    job.spawn_probe = lambda v, why: started_probes.append((v, why)) or True
+    job.rx.spawn_probe = lambda v, why: started_probes.append((v, why)) or True
     for step in (3, 4):
         job.sub.last_push_at = job.now()                # a pushed segment just came
-        job.answer_collect(names.Collect("w1", "ps", "t1", step, 0), lambda w: None,
+        job.grads.answer_collect(names.Collect("w1", "ps", "t1", step, 0), lambda w: None,
                            utils.timestamp() + 1000)
     assert started_probes == [] and job.counters.collect_probes == 0
     job.newest = 3                                      # version 3 completed meanwhile
@@ -240,20 +241,20 @@ async def test_async_rewind_to_the_step_being_awaited_computes_it_again():
     k + 1 was taken instead and the PS waited forever for k)."""
     job = ready_job(mode="async", probe_max=0.3, probe_initial=0.2)
     loop = asyncio.create_task(job.train_async())
-    await until(lambda: job.gradients.get(0) is not None)
+    await until(lambda: job.grads.store.get(0) is not None)
     got = []
-    job.answer_collect(names.Collect("w1", "ps", "t1", 0, 0), got.append,
+    job.grads.answer_collect(names.Collect("w1", "ps", "t1", 0, 0), got.append,
                        utils.timestamp() + 2000)
-    assert len(got) == 1 and 0 in job.sent_steps
+    assert len(got) == 1 and 0 in job.grads.sent_steps
     await until(lambda: job.sub.expected is not None)   # now waiting for a version holding 0
-    job.answer_collect(names.Collect("w1", "ps", "t1", 50, 0), got.append,
+    job.grads.answer_collect(names.Collect("w1", "ps", "t1", 50, 0), got.append,
                        utils.timestamp() + 2000)
     assert job.step == 0                            # a step never computed moves nothing
     job.rewind(0, job.now() + 1)                    # as resync() does for a resumed PS
-    assert job.gradients.get(0) is None and job.step == 0
-    await until(lambda: job.gradients.get(0) is not None)
+    assert job.grads.store.get(0) is None and job.step == 0
+    await until(lambda: job.grads.store.get(0) is not None)
     again = []
-    job.answer_collect(names.Collect("w1", "ps", "t1", 0, 0), again.append,
+    job.grads.answer_collect(names.Collect("w1", "ps", "t1", 0, 0), again.append,
                        utils.timestamp() + 2000)
     assert len(again) == 1 and job.step == 0
     loop.cancel()
@@ -320,24 +321,24 @@ async def test_push_segments_out_of_order_duplicated_or_corrupt_never_corrupt_th
     parts = segment(blob)
     final = len(parts) - 1
     for s in reversed(range(1, len(parts))):
-        job.receive_segment(1, s, parts[s], final)
-        job.receive_segment(1, s, parts[s], final)          # duplicate
+        job.rx.receive_segment(1, s, parts[s], final)
+        job.rx.receive_segment(1, s, parts[s], final)          # duplicate
     assert job.newest == 0
-    job.receive_segment(1, 0, parts[0], final)
+    job.rx.receive_segment(1, 0, parts[0], final)
     assert job.newest == 1 and job.params[5] == 5.0
     # a version whose segments disagree on the FinalBlockId is dropped, counted
-    job.receive_segment(2, 0, parts[0], final)
-    job.receive_segment(2, 1, parts[1], final + 1)
+    job.rx.receive_segment(2, 0, parts[0], final)
+    job.rx.receive_segment(2, 1, parts[1], final + 1)
     assert job.counters.malformed == 1 and job.sub.assemblies.get(("ps", 2)) is None
     # a version whose blob does not decode (truncated) is dropped, counted, not applied
     short = segment(blob[:-4])
     for s, p in enumerate(short):
-        job.receive_segment(3, s, p, len(short) - 1)
+        job.rx.receive_segment(3, s, p, len(short) - 1)
     assert job.counters.malformed == 2 and job.newest == 1
     # wrong version inside the blob
     other = segment(messages.params_blob(np.zeros(job.n_params, np.float32), 9, False))
     for s, p in enumerate(other):
-        job.receive_segment(4, s, p, len(other) - 1)
+        job.rx.receive_segment(4, s, p, len(other) - 1)
     assert job.counters.malformed == 3 and job.newest == 1
     # segments of two objects made under the same names (a PS restarted and made version 5
     # again differently): whole in shape, so counted apart from malformed ones, not applied
@@ -345,10 +346,10 @@ async def test_push_segments_out_of_order_duplicated_or_corrupt_never_corrupt_th
     again = segment(messages.params_blob(np.full(job.n_params, 2, np.float32), 5, False))
     mixed = first[:1] + again[1:]
     for s, p in enumerate(mixed):
-        job.receive_segment(5, s, p, len(mixed) - 1)
+        job.rx.receive_segment(5, s, p, len(mixed) - 1)
     assert job.counters.mixed_objects == 1 and job.counters.malformed == 3 and job.newest == 1
     # old versions are ignored
-    job.receive_segment(1, 0, parts[0], final)
+    job.rx.receive_segment(1, 0, parts[0], final)
     assert job.newest == 1
 
 
@@ -387,8 +388,8 @@ async def test_holes_in_a_push_are_fetched_once_and_only_them():
     last = len(parts) - 1
     for s in range(len(parts)):
         if s not in (2, 5):
-            job.receive_segment(1, s, parts[s], last, pushed=True)
-    job.spawn_probe(1, "timer")                 # the timer too: no second request
+            job.rx.receive_segment(1, s, parts[s], last, pushed=True)
+    job.rx.spawn_probe(1, "timer")                 # the timer too: no second request
     await until(lambda: job.newest == 1)
     assert sorted(asked) == [2, 5]
     assert job.counters.probe_segments == 2       # fetched: each hole once
@@ -399,12 +400,12 @@ async def test_ps_answers_probes_for_kept_versions_only():
     ps = ParameterServer(config(workers=["w1"], keep_versions=2), MemNet().app())
     for v in (1, 2, 3):
         ps.version = v
-        ps.publish(v, False)
+        ps.serving.publish(v, False)
     got = []
     for v in (1, 3, 4):
-        ps.on_probe(names.distribute("ps", "t1", v, 0), None, got.append, {})
-    assert got == [ps.publisher.get(3)[0]]         # 1 evicted, 4 not produced yet
-    assert ps.publisher.probes_answered == 1
+        ps.serving.on_probe(names.distribute("ps", "t1", v, 0), None, got.append, {})
+    assert got == [ps.serving.publisher.get(3)[0]]         # 1 evicted, 4 not produced yet
+    assert ps.serving.publisher.probes_answered == 1
 
 
 @pytest.mark.asyncio
@@ -491,9 +492,9 @@ async def test_a_push_quiet_short_of_its_end_fetches_the_tail_and_a_late_push_ca
     last = len(parts) - 1
     job.knobs["tail_delay"] = 0.1
     job.fetcher.rto.observe(0.02)               # the tail waits 2 round trips: 40 ms
-    assert job.tail_wait() == pytest.approx(0.04 + job.fetcher.reorder_floor)
+    assert job.rx.sub.tail_wait() == pytest.approx(0.04 + job.fetcher.reorder_floor)
     for s in (0, 1, 3):
-        job.receive_segment(1, s, parts[s], last, pushed=True)
+        job.rx.receive_segment(1, s, parts[s], last, pushed=True)
     await until(lambda: asked == [2])           # the gap at once
     assert job.newest == 0 and job.sub.counters.tail_fetches == 0
     await until(lambda: job.newest == 1)        # the tail once the push went quiet
@@ -507,12 +508,12 @@ async def test_a_pushed_segment_arriving_during_a_recovery_is_not_fetched_again(
     parts, asked = probe_answers(job)
     last = len(parts) - 1
     job.fetcher.window = 2                      # the last segments wait their turn
-    job.receive_segment(1, 0, parts[0], last, pushed=True)
-    job.recover(1, list(range(1, last + 1)))
-    t = job.recoveries.get(1)
-    job.receive_segment(1, last, parts[last], last, pushed=True)
+    job.rx.receive_segment(1, 0, parts[0], last, pushed=True)
+    job.rx.recover(1, list(range(1, last + 1)))
+    t = job.rx.recoveries.get(1)
+    job.rx.receive_segment(1, last, parts[last], last, pushed=True)
     assert last not in t.wanted and last not in t.flights
-    job.receive_segment(1, 1, parts[1], last, pushed=True)   # asked: the answer, likely
+    job.rx.receive_segment(1, 1, parts[1], last, pushed=True)   # asked: the answer, likely
     assert 1 in t.wanted
     await until(lambda: job.newest == 1)
 
@@ -534,8 +535,8 @@ async def test_resync_content_made_before_a_newer_push_takes_nobody_back():
         job.mode, job.push_mode = "sync", "persistent"
         job.ps_restarts = 0                         # we trained with the PS before it
         job.newest, job.newest_at = 5, job.now() - 1.0
-        job.compute(5)
-        parts = [bytes(parse_data(w)[2]) for w in ps.contents["w1"]]
+        job.grads.compute(5)
+        parts = [bytes(parse_data(w)[2]) for w in ps.content.contents["w1"]]
 
         async def fetch(*_a, **_k):
             if pushed_meanwhile:
@@ -544,10 +545,10 @@ async def test_resync_content_made_before_a_newer_push_takes_nobody_back():
         job.fetcher.fetch = fetch
         await job.resync()
         if pushed_meanwhile:
-            assert job.newest == 6 and job.gradients.get(5) is not None
+            assert job.newest == 6 and job.grads.store.get(5) is not None
             assert job.counters.resyncs == 0 and job.ps_restarts == 1
         else:
-            assert job.newest == 2 and job.gradients.get(5) is None
+            assert job.newest == 2 and job.grads.store.get(5) is None
             assert job.counters.resyncs == 1 and job.counters.versions_rolled_back == 3
         if job.timer is not None:
             job.timer.cancel()
@@ -561,13 +562,13 @@ async def test_a_collect_older_than_the_gradients_kept_is_held_for_the_rewind():
     job = ready_job()
     job.push_mode, job.mode = "persistent", "sync"
     for step in range(6):
-        job.compute(step)
-    assert job.gradients.get(1) is None
+        job.grads.compute(step)
+    assert job.grads.store.get(1) is None
     got = []
-    job.answer_collect(names.Collect("w1", "ps", "t1", 1, 0), got.append,
+    job.grads.answer_collect(names.Collect("w1", "ps", "t1", 1, 0), got.append,
                        utils.timestamp() + 2000)
     assert got == []
     job.rewind(1, job.now() + 1)                    # as resync() does
-    job.compute(1)
-    assert got == [job.gradients.get(1)[0]]
+    job.grads.compute(1)
+    assert got == [job.grads.store.get(1)[0]]
     job.timer.cancel()

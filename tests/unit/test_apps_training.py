@@ -76,7 +76,7 @@ async def test_sync_run_equals_the_reference_bit_for_bit(tmp_path):
     assert_same_params(ps, ref)
     assert ps.accuracy == ref["final_accuracy"]
     # one push per version reaches every worker: the PS sent each segment once
-    segs = len(ps.publisher.get(ps.version))
+    segs = len(ps.serving.publisher.get(ps.version))
     assert ps.counters.segments_pushed == ps.version * segs
     assert all(w.job.counters.segments_pushed == ps.version * segs for w in workers)
     # metrics: one line per version at the PS, one per step at each worker
@@ -109,12 +109,12 @@ async def test_unicast_baseline_equals_the_reference_and_costs_n_copies():
     ps, workers, code, codes, net = await run(cfg)
     assert code == 0 and codes == [0, 0, 0]
     assert_same_params(ps, reference(cfg))
-    segs = len(ps.unicast.blobs.get(ps.version))
+    segs = len(ps.serving.unicast.blobs.get(ps.version))
     assert ps.counters.segments_pushed == 0
     # one copy per worker and version; an early retransmission (a process stalled past the
     # tail probe, as on a busy machine) costs one more
     extra = sum(w.job.fetch_stats.retransmissions for w in workers)
-    assert 3 * ps.version * segs <= ps.unicast.served <= 3 * ps.version * segs + extra
+    assert 3 * ps.version * segs <= ps.serving.unicast.served <= 3 * ps.version * segs + extra
     assert net.pushes_out == 0 and not net.ppit
 
 

@@ -55,16 +55,16 @@ async def test_a_resumed_ps_pushes_and_serves_its_checkpoints_version(tmp_path):
     path = tmp_path / "ckpt.npz"
     ps = trained(path)
     ps.write_checkpoint(str(path))
-    first = ps.publish(ps.version, False)
+    first = ps.serving.publish(ps.version, False)
     again = ParameterServer(config(path), MemNet().app())
     again.resume()
     again.prepare_content(["w1", "w2"])
     replies: list[bytes] = []
-    again.on_probe(names.distribute("ps", "t1", 3, 0), None, replies.append, None)
+    again.serving.on_probe(names.distribute("ps", "t1", 3, 0), None, replies.append, None)
     assert replies == []                            # nothing kept yet
     await again.push_resumed()
     assert again.counters.segments_pushed == len(first)
-    again.on_probe(names.distribute("ps", "t1", 3, 0), None, replies.append, None)
+    again.serving.on_probe(names.distribute("ps", "t1", 3, 0), None, replies.append, None)
     assert replies == [first[0]]                    # the same bytes as the PS before
 
 

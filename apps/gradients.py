@@ -1,0 +1,125 @@
+"""A worker's gradients and the collect exchange, step 5 from its side: the gradient of a step
+computed on the newest parameters (a slower device emulated by `--slowdown`), signed as the
+segments of /<gpu>/<ps>/<train>/<step>/<seg>, and the PS's collect Interests answered at once
+or held until the gradient is ready (re-expressed ones are held and answered too).  The first
+segment sent starts the probe timer: the next version is due.  Belongs to one job (`job`: its
+model, batches, parameters, names and counters)."""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ndnps.client.pending import HeldInterests
+from ndnps.client.segments import sign_segments
+from ndnps.exchanges.buffers import Recent
+from ndnps.protocol import messages, names
+from ndnps.protocol.codec import flatten, unflatten
+
+from .faults import FaultInjector
+
+if TYPE_CHECKING:
+    from .job import Job
+
+KEEP_GRADIENTS = 4          # steps whose signed gradients are kept for re-expressed collects
+
+
+class Gradients:
+    def __init__(self, job: "Job") -> None:
+        self.job = job
+        self.held: HeldInterests[tuple[int, int]] = HeldInterests()    # (step, segment)
+        self.store: Recent[int, list[bytes]] = Recent(KEEP_GRADIENTS)  # step -> signed segments
+        self.faults = FaultInjector(job.worker.faults)
+        self.computed = -1                          # the highest step computed
+        self.sent_steps: dict[int, float] = {}      # step -> when its first segment went out
+        self.ready_at: dict[int, float] = {}        # step -> when it was computed
+        self.step_record: dict = {}                 # the last computation, for the metrics
+
+    def forget_from(self, step: int, before: float) -> None:
+        """Steps from `step` on are to be computed (and collected) again: forget those the
+        old PS collected (sent before `before`)."""
+        for s in [s for s, at in self.sent_steps.items() if s >= step and at < before]:
+            del self.sent_steps[s]
+        for s in [s for s in self.store.keys() if s >= step]:
+            self.store.pop(s)
+
+    def compute(self, step: int) -> None:
+        """The gradient of `step` on the newest parameters, published for the collect."""
+        job = self.job
+        assert job.params is not None               # setup() made them before training
+        base = job.newest
+        self.computed = max(self.computed, step)
+        started = time.time()
+        t0 = time.perf_counter()
+        job.model.load_params(unflatten(job.params, job.pspec))
+        X, y = job.batches.for_step(step)
+        loss, grads = job.model.loss_and_grad(X, y)
+        vec = flatten(grads)
+        compute = time.perf_counter() - t0
+        if job.worker.slowdown > 1.0:            # a slower device: the same work takes longer
+            until = t0 + compute * job.worker.slowdown
+            if until - time.perf_counter() > 0.002:
+                time.sleep(until - time.perf_counter() - 0.001)
+            while time.perf_counter() < until:      # sleep overshoots by ~1 ms: spin the rest
+                pass
+            compute = time.perf_counter() - t0
+        self.step_record = {"step": step, "base_version": base, "loss": loss, "compute": compute,
+                            "compute_at": started}
+        blob = messages.gradient_blob(vec, step, base, loss, compute)
+
+        def name_of(s: int):
+            return names.collect(job.gpu, job.ps, job.train, step, s)
+
+        wires = sign_segments(blob, name_of, job.sec.signer)
+        self.faults.gradient(step, vec, base, loss, compute, name_of, job.ps, job.train)
+        self.store.put(step, wires)
+        self.ready_at[step] = job.now()
+        for key in [k for k in self.held.keys() if k[0] == step]:
+            if key[1] < len(wires):
+                if self.held.release(key, self.wire_for(step, key[1])) and key[1] == 0:
+                    self.gradient_sent(step)
+
+    def wire_for(self, step: int, seg: int) -> bytes:
+        forged = self.faults.forged_wire(step, seg)
+        if forged is not None:
+            self.job.counters.forged_sent += 1
+            return forged
+        wires = self.store.get(step)
+        assert wires is not None                    # asked only for a step whose gradient is held
+        return wires[seg]
+
+    def answer_collect(self, c: names.Collect, reply, deadline: int) -> None:
+        job = self.job
+        job.last_from_ps = job.now()
+        if job.mode == "async" and job.step < c.step <= self.computed + 1:
+            # the PS has our step already (collected just before a resync took us back):
+            # it wants the next one.  Never past what we computed: Interests are not signed,
+            # a forged step must not make us skip the rest of the training
+            job.step = c.step
+            job.sent_event.set()
+        wires = self.store.get(c.step)
+        if wires is None:
+            # not computed yet; or older than the gradients we keep, asked by a PS resumed
+            # from its checkpoint: the resync its task offer starts takes us back there and
+            # computes it again, and answers this.  (Ignored, the PS waited worker_timeout for
+            # a live worker while the resync took its seconds, and dropped it: chaos)
+            self.held.hold((c.step, c.segment), reply, deadline)
+            if (job.mode == "sync" and job.push_mode == "persistent" and c.step > job.newest
+                    and c.segment == 0):
+                job.rx.probe_for_collect(c.step)
+            return
+        if c.segment >= len(wires):
+            return
+        reply(self.wire_for(c.step, c.segment))
+        if c.segment == 0:
+            self.gradient_sent(c.step)
+
+    def gradient_sent(self, step: int) -> None:
+        if step in self.sent_steps:
+            return
+        job = self.job
+        self.sent_steps[step] = job.now()
+        job.counters.gradients_sent += 1
+        job.sent_event.set()
+        if job.push_mode == "persistent" and job.sub is not None and not job.done:
+            job.sub.sent(job.now(), job.ps)       # the probe timer starts
+            job.rx.schedule()
