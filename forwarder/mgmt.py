@@ -426,5 +426,3 @@ def status_snapshot(fw: Forwarder) -> dict:
     }
 
 
-def is_management(name: bytes) -> bool:
-    return name.startswith(MGMT_PREFIX)

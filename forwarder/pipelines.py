@@ -184,15 +184,6 @@ class Forwarder(Actions):
         except LpFragmented:
             face.drop("lp_fragment")
 
-    def inject_interest(self, face_id: int, interest: Interest) -> list[Action]:
-        """Run an already-decoded Interest through the pipelines (tests, internal use)."""
-        out: list[Action] = []
-        self._out = out
-        face = self._face_by_id.get(face_id)
-        if face is not None:
-            self.on_incoming_interest(face, interest)
-        return out
-
     # ---- Interest pipelines --------------------------------------------------------------
 
     def on_incoming_interest(self, face: FaceInfo, interest: Interest) -> None:

@@ -68,6 +68,3 @@ class PrefixTable(Generic[V]):
                 return key, value
         return None
 
-    def descendants(self, prefix: bytes) -> list[bytes]:
-        """Prefixes in the table that `prefix` is a prefix of (itself included)."""
-        return [p for p in self._entries if p.startswith(prefix)]

@@ -309,12 +309,6 @@ class CountingFace(Face):
     def isLocalFace(self):
         return self.inner.isLocalFace()
 
-    def write_buffer_size(self) -> int:
-        writer = getattr(self.inner, "writer", None)
-        if writer is None or writer.transport is None:
-            return 0
-        return writer.transport.get_write_buffer_size()
-
     async def drain(self) -> None:
         self.flush()
         writer = getattr(self.inner, "writer", None)

@@ -1,7 +1,8 @@
 """The apps' exchanges as sans-I/O state machines (aioquic's and h11's style): each takes
 events and a `now`, returns what to send or fetch, and says when it next wants to be woken;
 it imports no asyncio and does no I/O, so every rule is a unit test with a fake clock.  The
-apps (apps/ps.py, apps/worker.py) drive them with thin asyncio adapters over ndnps.client.
+apps drive them with thin asyncio adapters over ndnps.client (the worker's receiver drives the
+Subscriber, the PS's roster the Membership, its serving the Publisher, its loops the update rule).
 
     buffers     Assembly (an object's segments as they arrive), Recent (the last few by key)
     subscriber  versions pushed by any producer: assembled, holes and quiet tails found, the

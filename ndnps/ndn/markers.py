@@ -30,13 +30,3 @@ MARKER_COMPONENTS: Final = (INSERT_COMPONENT, DISTRIBUTE_COMPONENT, REMOVE_COMPO
 # most names skip the startswith() tests.
 MARKER_BYTE: Final = b"*"
 assert all(m[2:3] == MARKER_BYTE for m in MARKER_COMPONENTS)
-
-
-def marker_of(name: bytes) -> bytes | None:
-    """The marker component (encoded) a name's TLV-VALUE starts with, or None."""
-    if name[2:3] != MARKER_BYTE:
-        return None
-    for m in MARKER_COMPONENTS:
-        if name.startswith(m):
-            return m
-    return None
