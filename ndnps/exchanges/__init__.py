@@ -8,8 +8,10 @@ Subscriber, the PS's roster the Membership, its serving the Publisher, its loops
     subscriber  versions pushed by any producer: assembled, holes and quiet tails found, the
                 probe timer; says which segments to fetch
     publisher   a producer's recent versions: kept for probes, answered by segment
+    fetch       one object's segments from one or many producers: window, RACK, tail loss
+                probe, per-segment RTO, bounded tries (ndnps.client.fetcher is its adapter)
     collector   when to ask a producer for its object and how long an Interest may be held
-                (the finish-time estimate); the windowed fetch itself is ndnps.client.fetcher
+                (the finish-time estimate)
     membership  the workers of a training: assignment, loss, rejoin as one state table
     update      the rule that turns gradients into the next parameters (sync average, async
                 apply), pluggable as ps-lite's set_request_handle

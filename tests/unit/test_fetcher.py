@@ -1,5 +1,6 @@
-"""ndnps.client.fetcher (windowed fetch, retransmission, bounded tries) and ndnps.client.segments (signed
-segmentation, assembly of segments arriving in any order).
+"""ndnps.exchanges.fetch through its asyncio adapter ndnps.client.fetcher (windowed fetch,
+retransmission, bounded tries), and signed segmentation and assembly of segments arriving in
+any order.
 
 The event loop's clock is fake (looptime): it jumps to the next timer when nothing is ready,
 so every round trip, lifetime and retransmission here happens at exactly its scheduled time,
@@ -18,8 +19,8 @@ from ndnps.protocol.codec import CodecError
 from ndnps.ndn.rto import RtoEstimator
 from ndnps.ndn.rto import BACKOFF_RTTS
 from ndnps.client.app import FaceDown
-from ndnps.client.fetcher import (SUPPRESSION_MARGIN, FetchError, SegmentFetcher, _Flight, _judged,
-                           nack_delay, tail_probe_wait)
+from ndnps.client.fetcher import SUPPRESSION_MARGIN, FetchError, SegmentFetcher
+from ndnps.exchanges.fetch import Flight, judged_flights, nack_delay, tail_probe_wait
 from ndnps.client.security import DigestSigner, HmacSigner, Security
 from ndnps.client.segments import sign_segments
 from ndnps.exchanges.buffers import Assembly, Recent
@@ -453,18 +454,18 @@ async def test_a_first_data_without_final_block_id_is_the_whole_object():
 
 
 def test_loss_detection_walks_only_the_flights_due_before_the_last_answer():
-    """`_judged` stops at the first unheld flight sent after the one answered last; it must
+    """`judged_flights` stops at the first unheld flight sent after the one answered last; it must
     pick what the plain definition picks: every flight due before that one, and the flight
     due last for the tail probe when it is not among them.  Random windows sent as a
     Transfer sends them: held Interests (before the first Data) first, in any segment order,
     some answered and gone."""
     rng = random.Random(7)
     for _ in range(20000):
-        flights: dict[int, _Flight] = {}
+        flights: dict[int, Flight] = {}
         segs = rng.sample(range(40), 16)
         held, seq, orders = rng.randint(0, 8), 0, [(-1, -1, -1)]
         for seg in segs[:rng.randint(0, 16)]:
-            flight = _Flight(seg, seq, 0.0, True, seq < held, 1.0)
+            flight = Flight(seg, seq, 0.0, True, seq < held, 1.0)
             seq += 1
             flights[seg] = flight
             orders.append(flight.order)
@@ -475,7 +476,7 @@ def test_loss_detection_walks_only_the_flights_due_before_the_last_answer():
         last = max(flights.values(), key=lambda f: f.order, default=None)
         if probe and last is not None and not last.order < rack:
             expected.append(last)
-        assert _judged(flights, rack, probe) == expected
+        assert judged_flights(flights, rack, probe) == expected
 
 
 def test_under_uvloop_a_tail_probe_timer_runs_once(monkeypatch):
@@ -487,14 +488,14 @@ def test_under_uvloop_a_tail_probe_timer_runs_once(monkeypatch):
     from ndnps.client.fetcher import Transfer
 
     idle_calls = 0
-    detect = Transfer._detect_losses
+    on_timer = Transfer._on_timer
 
-    def counted(self: Transfer) -> None:            # a call that no answer came before
+    def counted(self: Transfer) -> None:            # a wake-up that no answer came before
         nonlocal idle_calls
         idle_calls += self.f.stats.segments == getattr(self, "_seen", -1)
         self._seen = self.f.stats.segments
-        detect(self)
-    monkeypatch.setattr(Transfer, "_detect_losses", counted)
+        on_timer(self)
+    monkeypatch.setattr(Transfer, "_on_timer", counted)
 
     async def main() -> int:
         prod = FakeProducer(BLOB)
@@ -510,7 +511,7 @@ def test_under_uvloop_a_tail_probe_timer_runs_once(monkeypatch):
         assert f.stats.fast_retransmissions == 8
         return idle_calls - before
 
-    # per fetch: want()'s first call and the probe's timer, nothing more
+    # per fetch: the probe's timer (twice at most), nothing more
     assert uvloop.run(main()) <= 2 * 8
 
 

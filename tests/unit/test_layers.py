@@ -66,12 +66,13 @@ SUBPACKAGES = ("ndn", "client", "protocol", "exchanges", "ml", "lab")
 
 # Who may import whom (DESIGN.md's house): each unit stands only on the ones listed. The lab
 # starts and configures forwarders, so it may read the forwarder's limits, strategies and
-# status client; the forwarder never reads the lab.
+# status client; the forwarder never reads the lab.  The client runtime holds the asyncio
+# adapters of sans-I/O exchanges (the fetcher drives exchanges.fetch); never the reverse.
 MAY_IMPORT = {
     "ndnps.ndn": set(),
     "ndnps.protocol": {"ndnps.ndn"},
     "ndnps.ml": {"ndnps.ndn"},
-    "ndnps.client": {"ndnps.ndn"},
+    "ndnps.client": {"ndnps.ndn", "ndnps.exchanges"},   # the exchanges' asyncio adapters
     "ndnps.exchanges": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml"},
     "ndnps.lab": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml", "forwarder"},
     "ndnps": {"ndnps.lab", "ndnps.ml"},          # the `python -m ndnps.<program>` entry points
