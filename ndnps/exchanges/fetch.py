@@ -347,8 +347,9 @@ class SegmentTransfer:
 
     def on_timer(self, now: float) -> list[Action]:
         for seg in [s for s, at in self.nack_retries.items() if at <= now]:
-            del self.nack_retries[seg]
-            if not self.finished and seg not in self.flights:
+            # (a retry that ends the transfer clears the rest)
+            if self.nack_retries.pop(seg, None) is not None and not self.finished \
+                    and seg not in self.flights:
                 self._retry(seg, now)
         if self.loss_timer is not None and self.loss_timer <= now:
             self._detect_losses(now)
