@@ -19,6 +19,7 @@ from ndnps.client.events import wait_event
 from ndnps.client.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFetcher,
                                   reorder_floor)
 from ndnps.client.security import Security
+from ndnps.exchanges.membership import follow
 from ndnps.exchanges.subscriber import Subscriber
 from ndnps.lab.metrics import Delta
 from ndnps.ml.data import load_dataset
@@ -189,10 +190,8 @@ class Job:
                  self.mode, self.push_mode, self.n_params, self.total_steps, self.newest)
 
     async def resync(self) -> None:
-        """The PS offered our task again: it lost us (and took us back), or it was restarted
-        from a checkpoint.  Its content says its current version: we go on from there, back
-        in time after a PS restart (the versions after its checkpoint are redone; a gradient
-        of step s is always computed on version s, so the redone ones are the same)."""
+        """The PS offered our task again: its content says where it is, and
+        ndnps.exchanges.membership.follow what we do about it."""
         if self.resyncing or self.params is None:
             return
         self.resyncing = True
@@ -209,33 +208,25 @@ class Job:
             self.resyncing = False
         if vec.size != self.n_params:
             return
-        if version < self.newest and self.newest_at > asked:
-            # the PS pushed us a newer version after it offered the task: the content, made
-            # when we accepted, is stale (a fast training moves on while the fetch goes on;
-            # rolled back, we dropped gradients the PS was collecting and it dropped us)
-            self.ps_restarts = restarts
-            return
-        if self.mode == "async" and step < self.step and restarts != self.ps_restarts:
-            # a resumed PS: the steps after its checkpoint are computed again
-            self.rewind(step, asked)
-        if version == self.newest:
-            return
-        if restarts == self.ps_restarts and version < self.newest:
-            return          # the same PS, content made before its last push: we are ahead
-        self.ps_restarts = restarts
-        self.counters.resyncs += 1
-        if version < self.newest:
-            self.counters.versions_rolled_back += self.newest - version
-        log.info("resync: the PS is at version %d (we were at %d)", version, self.newest)
-        self.worker.metrics.write({"event": "resync", "from": self.newest, "to": version})
-        assert self.sub is not None
-        self.sub.restart(self.ps, version)
-        self.params = np.array(vec, np.float32)
-        if self.mode == "sync":
-            self.rewind(version, asked)
-        self.last_from_ps = self.now()
-        self.version_event.set()
-        self.sent_event.set()
+        plan = follow(mode=str(self.mode), newest=self.newest, newest_at=self.newest_at,
+                      asked=asked, step=self.step, ps_restarts=self.ps_restarts,
+                      version=version, restarts=restarts, content_step=step)
+        self.ps_restarts = plan.ps_restarts
+        if plan.adopt:
+            self.counters.resyncs += 1
+            if version < self.newest:
+                self.counters.versions_rolled_back += self.newest - version
+            log.info("resync: the PS is at version %d (we were at %d)", version, self.newest)
+            self.worker.metrics.write({"event": "resync", "from": self.newest, "to": version})
+            assert self.sub is not None
+            self.sub.restart(self.ps, version)
+            self.params = np.array(vec, np.float32)
+        if plan.rewind_to is not None:
+            self.rewind(plan.rewind_to, asked)
+        if plan.adopt:
+            self.last_from_ps = self.now()
+            self.version_event.set()
+            self.sent_event.set()
 
     def rewind(self, step: int, before: float) -> None:
         """Steps from `step` on are to be computed (and collected) again: forget those the

@@ -22,6 +22,10 @@ off answers the re-offer within an interval or two).
 
 The owner does the I/O: it sends the offers ``on_timer`` asks for, reports the answers, and
 sleeps until ``wake_at``.  Every event takes `now` (seconds, any monotonic clock).
+
+The worker's side: ``follow`` decides what a worker does when a PS offers it the task again
+(it lost the worker, or it was restarted from a checkpoint): take the PS's version, go back
+to it, or keep its own.
 """
 from __future__ import annotations
 
@@ -199,3 +203,36 @@ class Membership:
     def quorum_deadline(self, now: float) -> float:
         """Short of the quorum at `now`: the training fails unless it is met by then."""
         return now + self.grace
+
+
+# ---- the worker's side: following a PS that re-offers the task ---------------------------------
+
+@dataclass(frozen=True)
+class Resync:
+    """What a worker does with the content of a PS that offered its task again."""
+    adopt: bool                 # take the content's version and parameters
+    rewind_to: int | None       # steps from this one on are computed (and collected) again
+    ps_restarts: int            # the PS incarnation followed from now on
+
+
+def follow(*, mode: str, newest: int, newest_at: float, asked: float, step: int,
+           ps_restarts: int, version: int, restarts: int, content_step: int) -> Resync:
+    """The PS re-offered our task (it lost us and took us back, or it was restarted from a
+    checkpoint) and its content says it is at `version`, restart `restarts`, our next step
+    `content_step`; we hold `newest` (received at `newest_at`), compute `step`, and asked for
+    the content at `asked`.  We go on from the PS's version, back in time after a restart
+    (the versions after its checkpoint are redone; a gradient of step s is always computed on
+    version s, so the redone ones are the same)."""
+    if version < newest and newest_at > asked:
+        # the PS pushed us a newer version after it offered the task: the content, made when
+        # we accepted, is stale (a fast training moves on while the fetch goes on; rolled
+        # back, we dropped gradients the PS was collecting and it dropped us)
+        return Resync(False, None, restarts)
+    # async, a resumed PS: the steps after its checkpoint are computed again
+    rewind = content_step if mode == "async" and content_step < step \
+        and restarts != ps_restarts else None
+    if version == newest or (restarts == ps_restarts and version < newest):
+        # the same version; or the same PS, its content made before its last push: we are
+        # ahead
+        return Resync(False, rewind, ps_restarts)
+    return Resync(True, version if mode == "sync" else rewind, restarts)

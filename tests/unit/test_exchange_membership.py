@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.membership import (MAX_FIRST_OFFER, Event, Membership,
+from ndnps.exchanges.membership import (MAX_FIRST_OFFER, Event, Membership, Resync, follow,
                                         MembershipError, State)
 
 
@@ -138,3 +138,40 @@ def test_quorum_and_its_grace():
     assert membership(rejoin_interval=5.0).grace == 20.0             # 4 intervals
     assert membership(rejoin_interval=5.0, rejoin_timeout=12.0).grace == 12.0
     assert membership(rejoin_timeout=0.0).grace == 0.0               # no rejoin: no wait
+
+
+# ---- the worker's side: follow --------------------------------------------------------------------
+
+def _follow(**kw):
+    args = dict(mode="sync", newest=10, newest_at=5.0, asked=6.0, step=10, ps_restarts=0,
+                version=10, restarts=0, content_step=10)
+    args.update(kw)
+    return follow(**args)
+
+
+def test_follow_a_resumed_ps_back_to_its_checkpoint():
+    r = _follow(version=7, restarts=1)                     # sync: back to version 7
+    assert r == Resync(adopt=True, rewind_to=7, ps_restarts=1)
+    r = _follow(mode="async", version=7, restarts=1, content_step=7, step=10)
+    assert r == Resync(adopt=True, rewind_to=7, ps_restarts=1)
+
+
+def test_follow_ignores_content_older_than_a_push_that_came_after_asking():
+    r = _follow(version=7, restarts=1, newest_at=6.5, asked=6.0)
+    assert r == Resync(adopt=False, rewind_to=None, ps_restarts=1)
+
+
+def test_follow_keeps_our_version_when_the_same_ps_made_its_content_before_its_last_push():
+    assert _follow(version=8) == Resync(adopt=False, rewind_to=None, ps_restarts=0)
+    assert _follow(version=10) == Resync(adopt=False, rewind_to=None, ps_restarts=0)
+
+
+def test_follow_async_rewinds_the_steps_a_resumed_ps_lost_even_at_our_version():
+    r = _follow(mode="async", version=10, restarts=2, ps_restarts=1, content_step=8, step=12)
+    assert r == Resync(adopt=False, rewind_to=8, ps_restarts=1)
+
+
+def test_follow_a_ps_ahead_of_us():
+    assert _follow(version=12) == Resync(adopt=True, rewind_to=12, ps_restarts=0)
+    assert _follow(mode="async", version=12, content_step=12) == \
+        Resync(adopt=True, rewind_to=None, ps_restarts=0)
