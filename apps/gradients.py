@@ -2,33 +2,74 @@
 computed on the newest parameters (a slower device emulated by `--slowdown`), signed as the
 segments of /<gpu>/<ps>/<train>/<step>/<seg>, and the PS's collect Interests answered at once
 or held until the gradient is ready (re-expressed ones are held and answered too).  The first
-segment sent starts the probe timer: the next version is due.  Belongs to one job (`job`: its
-model, batches, parameters, names and counters)."""
+segment sent starts the probe timer: the next version is due.  Belongs to one job, seen
+through `Owner` (its model, batches, parameters, names, counters and receiver)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+import asyncio
+from typing import Any, Protocol
+
+import numpy as np
 
 from ndnps.client.pending import HeldInterests
+from ndnps.client.security import Security
 from ndnps.client.segments import sign_segments
 from ndnps.exchanges.buffers import Recent
+from ndnps.exchanges.subscriber import Subscriber
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten, unflatten
 
-from .faults import FaultInjector
-
-if TYPE_CHECKING:
-    from .job import Job
+from .faults import FaultInjector, Faults
+from .receiver import Receiver
 
 KEEP_GRADIENTS = 4          # steps whose signed gradients are kept for re-expressed collects
 
 
+class GradCounters(Protocol):
+    forged_sent: int
+    gradients_sent: int
+
+
+class Owner(Protocol):
+    """What the gradients read and set of their job."""
+    ps: str
+    train: str
+    gpu: str
+    mode: str | None
+    push_mode: str | None
+    step: int
+    last_from_ps: float
+    model: Any
+    batches: Any
+    pspec: list
+
+    @property
+    def params(self) -> np.ndarray | None: ...
+    @property
+    def newest(self) -> int: ...
+    @property
+    def done(self) -> bool: ...
+    @property
+    def sec(self) -> Security: ...
+    @property
+    def counters(self) -> GradCounters: ...
+    @property
+    def sent_event(self) -> asyncio.Event: ...
+    @property
+    def rx(self) -> Receiver: ...
+    @property
+    def sub(self) -> Subscriber | None: ...
+    def now(self) -> float: ...
+
+
 class Gradients:
-    def __init__(self, job: "Job") -> None:
+    def __init__(self, job: Owner, faults: Faults, slowdown: float = 1.0) -> None:
         self.job = job
+        self.slowdown = slowdown                    # emulate a device that many times slower
         self.held: HeldInterests[tuple[int, int]] = HeldInterests()    # (step, segment)
         self.store: Recent[int, list[bytes]] = Recent(KEEP_GRADIENTS)  # step -> signed segments
-        self.faults = FaultInjector(job.worker.faults)
+        self.faults = FaultInjector(faults)
         self.computed = -1                          # the highest step computed
         self.sent_steps: dict[int, float] = {}      # step -> when its first segment went out
         self.ready_at: dict[int, float] = {}        # step -> when it was computed
@@ -55,8 +96,8 @@ class Gradients:
         loss, grads = job.model.loss_and_grad(X, y)
         vec = flatten(grads)
         compute = time.perf_counter() - t0
-        if job.worker.slowdown > 1.0:            # a slower device: the same work takes longer
-            until = t0 + compute * job.worker.slowdown
+        if self.slowdown > 1.0:                  # a slower device: the same work takes longer
+            until = t0 + compute * self.slowdown
             if until - time.perf_counter() > 0.002:
                 time.sleep(until - time.perf_counter() - 0.001)
             while time.perf_counter() < until:      # sleep overshoots by ~1 ms: spin the rest

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from ndnps.client.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, Se
 from ndnps.client.security import Security
 from ndnps.exchanges.membership import follow
 from ndnps.exchanges.subscriber import Subscriber
-from ndnps.lab.metrics import Delta
+from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
 from ndnps.ml.models import build_model
 from ndnps.ml.train import WorkerBatches
@@ -30,14 +30,13 @@ from ndnps.ndn.rto import RtoEstimator
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, param_spec
 
+from .faults import Faults
 from .gradients import Gradients
 from .join import JobFailed, fetch_content, refetch_content
 from .launch import EXIT_JOB_FAILED, EXIT_OK
 from .receiver import Receiver
 from .registration import Registration
 
-if TYPE_CHECKING:
-    from .worker import Worker
 
 log = logging.getLogger("worker")
 
@@ -60,10 +59,29 @@ class WorkerCounters:
     versions_rolled_back: int = 0    # a resumed PS (checkpoint) restarted from an older version
 
 
+class Host(Protocol):
+    """What a job reads of the worker program that took it (apps/worker.py)."""
+
+    @property
+    def app(self) -> Any: ...
+    @property
+    def gpu(self) -> str: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def faults(self) -> Faults: ...
+    @property
+    def slowdown(self) -> float: ...
+    @property
+    def metrics(self) -> MetricsWriter: ...
+    @property
+    def content_patience(self) -> float: ...
+
+
 class Job:
     """One accepted training, steps 3-9 from this worker's side."""
 
-    def __init__(self, worker: "Worker", ps: str, train: str) -> None:
+    def __init__(self, worker: Host, ps: str, train: str) -> None:
         self.worker, self.app = worker, worker.app
         self.gpu, self.ps, self.train = worker.gpu, ps, train
         self.sec = Security(worker.key, names.key(ps, train))
@@ -73,8 +91,9 @@ class Job:
                                       stats=self.fetch_stats,
                                       reorder_floor=reorder_floor(self.app))
         self.knobs: dict = {}
-        self.mode = self.push_mode = None           # known once the content is in
-        self.grads = Gradients(self)                # computed, and answering collects
+        self.mode: str | None = None                # known once the content is in
+        self.push_mode: str | None = None
+        self.grads = Gradients(self, worker.faults, worker.slowdown)   # answering collects
         self.rx = Receiver(self)                    # the pushed versions: apps/receiver.py
         self.newest_at = 0.0                        # when a push (or probe) brought it
         self.applied = -1                           # async: our last step the PS has collected

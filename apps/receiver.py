@@ -5,16 +5,18 @@ Interests: the nearest cache or the PS answers), probes of versions of which not
 a complete version decoded and handed to the job.  The subscriber's timers run on one loop
 timer (ndnps.client.wakeup).
 
-The receiver belongs to one job (`job`: the training's names, its fetcher, counters and
-parameters, and `on_version`, called with each new version).
+The receiver belongs to one job, which it sees through `Owner`: the training's names, its
+fetcher, counters and parameters, and `on_version`, called with each new version.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Coroutine, Protocol
 
-from ndnps.client.fetcher import FetchError, Transfer
+import numpy as np
+
+from ndnps.client.fetcher import FetchError, SegmentFetcher, Transfer
 from ndnps.client.wakeup import Wakeup
 from ndnps.exchanges.buffers import Recent
 from ndnps.exchanges.subscriber import (Action, Complete, Corrupt, Fetch, Probe, Subscriber,
@@ -25,14 +27,40 @@ from ndnps.protocol.codec import CodecError, MixedSegments
 from .join import JobFailed
 from .unicast import fetch_copy
 
-if TYPE_CHECKING:
-    from .job import Job
-
 log = logging.getLogger("worker")
 
 
+class RxCounters(Protocol):
+    malformed: int
+    mixed_objects: int
+    probe_segments: int
+    collect_probes: int
+
+
+class Owner(Protocol):
+    """What the receiver reads and calls of its job."""
+    ps: str
+    train: str
+    gpu: str
+    knobs: dict
+    n_params: int
+    received_after: float | None
+
+    @property
+    def counters(self) -> RxCounters: ...
+    @property
+    def fetcher(self) -> SegmentFetcher: ...
+    @property
+    def params(self) -> np.ndarray | None: ...
+    @property
+    def done(self) -> bool: ...
+    def now(self) -> float: ...
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None: ...
+    def on_version(self, p: messages.Params) -> None: ...
+
+
 class Receiver:
-    def __init__(self, job: "Job") -> None:
+    def __init__(self, job: Owner) -> None:
         self.job = job
         self.sub: Subscriber | None = None          # made with the training content
         self.wake = Wakeup(job.now, self.on_wake)   # the subscriber's next timer

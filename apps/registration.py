@@ -2,27 +2,48 @@
 entry /<ps>/<train> until the PS's confirmation (a `*distribute*` Data) comes back, refreshed
 every register_interval (soft state, as a forwarder restart forgets it), and `*remove*` when
 the worker leaves.  Belongs to one job (`job`: the training's names, its app, fetcher, knobs
-and counters)."""
+and counters, seen through `Owner`)."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ndn.types import InterestCanceled, InterestNack, InterestTimeout, NetworkError, ValidationFailure
 
 from ndnps.client.events import wait_event
+from ndnps.client.fetcher import SegmentFetcher
+from ndnps.client.security import Security
 from ndnps.protocol import names
 
 from .join import JobFailed
 
-if TYPE_CHECKING:
-    from .job import Job
-
 REMOVE_TRIES = 8            # *remove* tries on leaving (each at most the RTO's ceiling)
 
 
+class RegCounters(Protocol):
+    register_tries: int
+
+
+class Owner(Protocol):
+    """What registration reads and sets of its job."""
+    ps: str
+    train: str
+    knobs: dict
+    last_from_ps: float
+
+    @property
+    def app(self) -> Any: ...
+    @property
+    def sec(self) -> Security: ...
+    @property
+    def fetcher(self) -> SegmentFetcher: ...
+    @property
+    def counters(self) -> RegCounters: ...
+    def now(self) -> float: ...
+
+
 class Registration:
-    def __init__(self, job: "Job") -> None:
+    def __init__(self, job: Owner) -> None:
         self.job = job
         self.confirmed = asyncio.Event()
 
