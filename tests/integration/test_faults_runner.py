@@ -224,12 +224,14 @@ def test_chaos_shortened_survives_worker_ps_and_forwarder_kills(run_dir):
         assert end["version"] == 400 and end["gradients_sent"] > 0, (w, end)
     assert summary["workers_lost_at_end"] == []
     # every app running (and connected) when the forwarder died reconnected to the new one:
-    # the PS (version 85 needs it), w1, w2, and a restarted worker whose restart came well
-    # before the forwarder's kill — on a fast run w4 (restarted 1.5 s after version 61) may
-    # come up only once the forwarder was killed, and then simply connects
+    # w1, w2, and a restarted PS or worker whose restart came well before the forwarder's
+    # kill — on a fast run w4 (restarted 1.5 s after version 61) may come up only once the
+    # forwarder was killed, and then simply connects; and on a starved host the runner may
+    # see the versions only once they are past every trigger and fire the kills together
+    # (all at one version): the PS restarted after the forwarder's kill connects afresh too
     fwd_kill = faults[3]["t"]
-    settled = {f["worker"] for f in faults[::2] if f["restarted"]["t"] < fwd_kill - 3.0}
-    assert {"ps", "w1", "w2"} | settled <= set(summary["reconnects"]) <= \
+    settled = {f[f["role"]] for f in faults[:3] if f["restarted"]["t"] < fwd_kill - 3.0}
+    assert {"w1", "w2"} | settled <= set(summary["reconnects"]) <= \
         {"ps", "w1", "w2", "w3", "w4"}, (faults, summary["reconnects"])
     led = ledger(out)
     assert led["missing"] == [] and led["last"] == 400 and not led["applied_thrice"]
