@@ -14,24 +14,13 @@ ndnps.exchanges.fetch's; its owner asks these functions, then fetches.
 """
 from __future__ import annotations
 
-from typing import Protocol
-
 from ndnps.ndn.rto import MeanDeviation
+
+from .fetch import PathEstimates
 
 UNMEASURED_RTT = 0.01       # s: the round trip assumed before any was seen
 MIN_MARGIN = 0.05           # s: the least a held Interest outlives the expected finish
 HELD_SLACK = 0.002          # s: scheduling noise allowed on top of 2 round trips
-
-
-class Path(Protocol):
-    """What the collect reads of the path its owner measures (the fetcher's estimates)."""
-
-    @property
-    def min_rtt(self) -> float | None: ...       # the smallest round trip seen
-
-    def srtt(self) -> float: ...                  # smoothed round trip, 0 before a sample
-
-    def bounded(self, wait: float) -> float: ...  # `wait`, at most a few round trips
 
 
 class FinishTimeEstimator:
@@ -73,7 +62,7 @@ class FinishTimeEstimator:
         return max(0.0, self.early * s.mean - self.k * s.dev)
 
 
-def round_trip(path: Path) -> float:
+def round_trip(path: PathEstimates) -> float:
     """The path's round trip as the collect's rules take it: the smallest seen."""
     return path.min_rtt or UNMEASURED_RTT
 
@@ -83,7 +72,7 @@ def send_at(est: FinishTimeEstimator, ref: float) -> float:
     return ref + est.send_delay()
 
 
-def held_lifetime(est: FinishTimeEstimator, ref: float, sent: float, path: Path,
+def held_lifetime(est: FinishTimeEstimator, ref: float, sent: float, path: PathEstimates,
                   collect_lifetime: float, tail_floor: float = 0.0) -> float:
     """How long the Interests sent at `sent` may be held.  Until shortly after the expected
     finish (2 deviations: at loss, how soon a worker has the version varies, and one that

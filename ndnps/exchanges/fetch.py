@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterable, Union
+from typing import Callable, Iterable, Protocol, Union
 
 from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX
 from ndnps.ndn.rto import BACKOFF_RTTS, RtoEstimator
@@ -147,6 +147,18 @@ class Cancel:
 
 
 Action = Union[Send, Cancel]
+
+
+class PathEstimates(Protocol):
+    """What the other exchanges read of a path its owner measures (a FetchPath: the
+    subscriber's gap and tail waits, the collect's lifetimes)."""
+
+    @property
+    def reorder_floor(self) -> float: ...           # how late an in-order segment may come
+    @property
+    def min_rtt(self) -> float | None: ...          # the smallest round trip seen
+    def srtt(self) -> float: ...                    # smoothed round trip, 0 before a sample
+    def bounded(self, wait: float) -> float: ...    # `wait`, at most a few round trips
 
 
 class FetchPath:

@@ -20,25 +20,15 @@ Interest), `Complete` (the version's blob), `Corrupt` (its segments disagree: dr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Union
+from typing import Union
 
 from ndnps.ndn.rto import RtoEstimator
 
 from .buffers import Assembly, Recent
+from .fetch import PathEstimates
 
 KEEP_VERSIONS = 4           # versions being assembled at once, per subscriber (bounded)
 SMOOTHING = 0.125           # of the gap between a push's segments (RFC 6298's alpha)
-
-
-class Path(Protocol):
-    """What the subscriber reads of the path its owner measures (the fetcher's estimates)."""
-
-    @property
-    def reorder_floor(self) -> float: ...   # how late an in-order segment may still come
-
-    def srtt(self) -> float: ...            # smoothed round trip, 0 before a sample
-
-    def bounded(self, wait: float) -> float: ...    # `wait`, at most a few round trips
 
 
 @dataclass(frozen=True)
@@ -134,7 +124,7 @@ class ProbeTimer:
 class Subscriber:
     """Versions pushed by producers, assembled; the newest complete one per producer."""
 
-    def __init__(self, path: Path, probe: RtoEstimator, *, gap_delay: float, tail_delay: float,
+    def __init__(self, path: PathEstimates, probe: RtoEstimator, *, gap_delay: float, tail_delay: float,
                  probe_min: float, probe_max: float, stall: float = 0.001,
                  keep: int = KEEP_VERSIONS) -> None:
         self.path = path

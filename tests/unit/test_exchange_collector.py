@@ -14,6 +14,7 @@ from ndnps.exchanges.collector import (FinishTimeEstimator, held_lifetime, round
 @dataclass
 class FakePath:
     min_rtt: float | None = None
+    reorder_floor: float = 0.002
     smoothed: float = 0.0
     ceiling: float = 1e9
 

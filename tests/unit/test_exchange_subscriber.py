@@ -12,6 +12,7 @@ from ndnps.ndn.rto import RtoEstimator
 
 class FakePath:
     reorder_floor = 0.004
+    min_rtt: float | None = None
 
     def __init__(self, srtt: float = 0.0, ceiling: float = 0.05) -> None:
         self._srtt, self.ceiling = srtt, ceiling
