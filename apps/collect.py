@@ -27,9 +27,11 @@ class Collect:
     """`app`: the PS's app (its reconnects and connection state are read)."""
 
     def __init__(self, cfg: TrainingConfig, app: Any, fetcher: SegmentFetcher, n_params: int,
-                 counters: PsCounters, drop: Callable[[Member, str], None]) -> None:
+                 counters: PsCounters, drop: Callable[[Member, str], None],
+                 on_push_report: Callable[[object], None] = lambda _: None) -> None:
         self.cfg, self.app, self.fetcher, self.n_params = cfg, app, fetcher, n_params
         self.counters, self.drop = counters, drop
+        self.on_push_report = on_push_report     # what the worker saw of the push (push_rate)
 
     async def __call__(self, w: Member, step: int, ref: float) -> messages.Gradient | None:
         """Worker w's gradient of `step`, asked for when its history says it will be ready
@@ -80,6 +82,8 @@ class Collect:
                 log.warning("malformed gradient from %s, step %d: %s; refetching", w.gpu, step, e)
                 continue
             self.counters.gradients += 1
+            if grad.push is not None:
+                self.on_push_report(grad.push)
             return grad
         self.drop(w, why)
         return None

@@ -16,6 +16,7 @@ from ndnps.client.pending import HeldInterests
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_segments
 from ndnps.exchanges.buffers import Recent
+from ndnps.exchanges.push_rate import PushMeter
 from ndnps.exchanges.subscriber import Subscriber
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten, unflatten
@@ -43,6 +44,7 @@ class Owner(Protocol):
     model: Any
     batches: Any
     pspec: list
+    push_meter: PushMeter
 
     @property
     def params(self) -> np.ndarray | None: ...
@@ -105,7 +107,9 @@ class Gradients:
             compute = time.perf_counter() - t0
         self.step_record = {"step": step, "base_version": base, "loss": loss, "compute": compute,
                             "compute_at": started}
-        blob = messages.gradient_blob(vec, step, base, loss, compute)
+        report = job.push_meter.report(base)
+        blob = messages.gradient_blob(vec, step, base, loss, compute,
+                                      report.to_wire() if report is not None else None)
 
         def name_of(s: int):
             return names.collect(job.gpu, job.ps, job.train, step, s)

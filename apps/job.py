@@ -20,6 +20,7 @@ from ndnps.client.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, Se
                                   reorder_floor)
 from ndnps.client.security import Security
 from ndnps.exchanges.membership import follow
+from ndnps.exchanges.push_rate import PushMeter
 from ndnps.exchanges.subscriber import Subscriber
 from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
@@ -89,12 +90,14 @@ class Job:
         self.fetch_stats = FetchStats()
         self.fetcher = SegmentFetcher(self.app.express_future, self.sec.validator,
                                       stats=self.fetch_stats,
-                                      reorder_floor=reorder_floor(self.app))
+                                      reorder_floor=reorder_floor(self.app),
+                                      patience=worker.content_patience)   # its ps_timeout
         self.knobs: dict = {}
         self.mode: str | None = None                # known once the content is in
         self.push_mode: str | None = None
         self.grads = Gradients(self, worker.faults, worker.slowdown)   # answering collects
         self.rx = Receiver(self)                    # the pushed versions: apps/receiver.py
+        self.push_meter = PushMeter()               # what came by each push, for the PS's pacer
         self.newest_at = 0.0                        # when a push (or probe) brought it
         self.applied = -1                           # async: our last step the PS has collected
         self.step = 0                               # async: the step we compute next
@@ -268,7 +271,7 @@ class Job:
 
     # ---- steps 6 and 9: receiving parameters --------------------------------------------------
 
-    def on_push(self, name, meta_info, content, sig) -> None:
+    def on_push(self, name, meta_info, content, sig, mark: int = 0) -> None:
         """A *distribute* Data for this training (push, probe answer or confirmation)."""
         conf = names.parse_confirm(name)
         if conf is not None:
@@ -284,8 +287,11 @@ class Job:
             self.counters.rejected += 1
             return
         self.counters.segments_pushed += 1
-        self.rx.receive_segment(d.version, d.segment, bytes(content or b""),
-                                segment_number(meta_info.final_block_id), pushed=True)
+        final = segment_number(meta_info.final_block_id)
+        if not self.rx.asked(d.version, d.segment):     # (the answer to a recovery: not pushed)
+            self.push_meter.on_pushed(self.now(), d.version, d.segment, len(content or b""),
+                                      bool(mark), final)
+        self.rx.receive_segment(d.version, d.segment, bytes(content or b""), final, pushed=True)
 
     def on_version(self, p: messages.Params) -> None:
         """A new version of the parameters, decoded (the receiver calls this)."""

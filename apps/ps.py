@@ -93,14 +93,15 @@ class ParameterServer:
             RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
             cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app),
             suppression=cfg.retx_suppression_ms / 1000,
-            suppression_max=cfg.retx_suppression_max_ms / 1000)
+            suppression_max=cfg.retx_suppression_max_ms / 1000,
+            patience=cfg.worker_timeout)    # a collect's segments: as long as its worker lives
         # the parts: each owns its exchange's I/O (see their modules)
         self.content = Content(self, self.membership, self.sec.signer,
                                on_fetched=lambda w: self.roster.fetched(w))
         self.roster = Roster(cfg, self, self.membership, self.fetcher, self.content,
                              self.metrics, self.counters)
         self.collect = Collect(cfg, app, self.fetcher, self.n_params, self.counters,
-                               self.roster.drop)
+                               self.roster.drop, on_push_report=self.on_push_report)
         self.serving = Serving(cfg, app, self, self.membership, self.content, self.sec.signer,
                                self.counters)
         self.delta = Delta()
@@ -226,12 +227,19 @@ class ParameterServer:
         """The PS's counters, its publisher's and its unicast server's (metrics names)."""
         return {**asdict(self.counters),
                 "probes_answered": self.serving.publisher.probes_answered,
+                **({f"push_rate_{k}": v for k, v in asdict(self.serving.push_rate.counters).items()}
+                   if self.serving.push_rate is not None else {}),
                 "params_served": self.serving.unicast.served}
+
+    def on_push_report(self, report: object) -> None:
+        self.serving.on_push_report(report)
 
     def record(self, **fields) -> None:
         counters = {**self.app.traffic(), **self.counts(), **asdict(self.fetch_stats)}
         self.metrics.write({"version": self.version, "workers": len(self.live), **fields,
-                            "segment_rto": self.fetcher.rto.rto, **self.delta.take(counters)})
+                            "segment_rto": self.fetcher.rto.rto,
+                            "push_rate_mbps": self.serving.pacer.rate * 8e-6,
+                            **self.delta.take(counters)})
 
     async def finish(self) -> None:
         cfg = self.cfg

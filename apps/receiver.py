@@ -113,6 +113,11 @@ class Receiver:
         assert self.sub is not None
         return self.sub.tail_wait()
 
+    def asked(self, version: int, seg: int) -> bool:
+        """Whether `seg` of `version` is being fetched (its arrival answers our Interest)."""
+        t = self.recoveries.get(version)
+        return t is not None and seg in t.wanted
+
     def end_recoveries(self, up_to: int | None) -> None:
         """Stop the recoveries of versions up to `up_to` (None: all)."""
         for v in self.recoveries.keys():

@@ -23,6 +23,7 @@ from ndnps.client.pacer import Pacer
 from ndnps.client.segments import sign_segments
 from ndnps.exchanges.membership import Membership
 from ndnps.exchanges.publisher import Publisher
+from ndnps.exchanges.push_rate import PushRate, PushReport
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten
 from ndnps.protocol.config import TrainingConfig
@@ -53,6 +54,10 @@ class Serving:
                                                            4 * len(cfg.workers) + 4),
                                     functools.partial(app.make_data, signer=signer))
         self.pacer = Pacer(cfg.push_rate_mbps, cfg.push_burst, app.drain)
+        # the pushes' pace, from the workers' reports (None: fixed at push_rate_mbps)
+        self.push_rate: PushRate | None = PushRate(
+            cfg.push_rate_mbps, cfg.push_rate_floor_mbps, cfg.push_rate_ceiling_mbps) \
+            if cfg.push_rate == "adaptive" and cfg.push_mode == "persistent" else None
         self.removed = asyncio.Event()              # a *remove*, or a unicast final fetch
         self.all_left = False                       # a *remove* came after the end
 
@@ -74,7 +79,7 @@ class Serving:
         cfg = self.cfg
         c = names.parse_content(name)
         if c is not None and (c.ps, c.train) == (cfg.ps, cfg.train):
-            self.content.serve(c, reply, ctx)
+            self.content.serve(c, self.counted(reply) if self.push_rate else reply, ctx)
             return
         p = names.parse_params(name)
         if p is not None and (p.ps, p.train) == (cfg.ps, cfg.train):
@@ -102,6 +107,20 @@ class Serving:
         self.removed.set()
         reply(self.app.make_data(name, b"", signer=self.signer))
 
+    def counted(self, reply):
+        """`reply`, telling the push rate what content is served (its starting estimate)."""
+        def counted_reply(wire) -> object:
+            assert self.push_rate is not None
+            self.push_rate.on_served(self.loop_time(), len(wire))
+            return reply(wire)
+        return counted_reply
+
+    def on_push_report(self, report: object) -> None:
+        """A worker's report on a push (a gradient's header; malformed: ignored)."""
+        r = PushReport.from_wire(report)
+        if r is not None and self.push_rate is not None:
+            self.push_rate.on_report(r)
+
     # ---- steps 6 and 9: push, probes; the unicast baseline ------------------------------------
 
     def sign_push(self, version: int, blob: bytes) -> list[bytes]:
@@ -126,6 +145,8 @@ class Serving:
         t0 = self.loop_time()
         wires = self.publish(version, done, aborted)
         if wires is not None:
+            if self.push_rate is not None:
+                self.pacer.set_rate(self.push_rate.pushing(version, self.pacer.limited))
             self.counters.segments_pushed += await self.pacer.send_all(wires, self.app.send_data)
         return self.loop_time() - t0
 

@@ -139,9 +139,9 @@ class Worker:
             job.counters.reinserts += 1
             job.reg.send_insert()
 
-    def on_distribute(self, name, meta_info, content, sig) -> None:
+    def on_distribute(self, name, meta_info, content, sig, mark: int = 0) -> None:
         if self.job is not None:
-            self.job.on_push(name, meta_info, content, sig)
+            self.job.on_push(name, meta_info, content, sig, mark)
 
 
 # ---- command line ---------------------------------------------------------------------------

@@ -14,4 +14,5 @@ BENCHMARKS: dict[str, str] = {
     "loss": "bench.loss",               # 5. iteration time at 0-10% loss, probes vs retx
     "scaling": "bench.scaling",         # 6. PS egress and iteration time as N grows to 32
     "faults": "bench.faults",           # issue 6: faults injected -> outcome, fuzzing, bad input
+    "bottleneck": "bench.bottleneck",   # issue 23: a tbf-limited link, ndnps vs the TCP PS
 }

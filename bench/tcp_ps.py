@@ -2,6 +2,7 @@
 
     python -m bench.tcp_ps run --workers 4 --n-features 256 --hidden 256,128 --versions 20
     python -m bench.tcp_ps transfer --bytes 400000 [--kind unix|tcp]
+    python -m bench.tcp_ps ps --host 10.0.0.1 --ready FILE ... ; ... worker --connect 10.0.0.1 ...
 
 `run` starts one PS process and N worker processes on 127.0.0.1 (uvloop streams, one TCP
 connection per worker, 8-byte length-prefixed frames) running the same synchronous SGD as
@@ -11,7 +12,15 @@ gradient_blob / params_blob, parsed and checked the same way). Each worker compu
 of version v, sends it; the PS waits for all N, averages them in worker order, steps SGD and
 sends version v+1 to every worker over its connection. No names, no signatures, no forwarder:
 what is left is compute, codec and socket I/O. Both sides write JSON-lines metrics in the
-shape of the ndnps apps' (`version`, `t`; `step`, `compute`), so the same code reads both.
+shape of the ndnps apps' (`version`, `t`; `step`, `compute`), so the same code reads both;
+`t` counts from the scenario runner's start where it set NDNPS_RUN_T0 (ndnps.ndn.clock).
+
+`ps` and `worker` alone are the roles `run` starts, for other placements: the scenario runner
+runs them on the bottleneck's two network namespaces (`[run] system = "tcp"`, ndnps/lab/
+baseline.py), the PS listening on its host's address (`--host`), the workers connecting to it
+(`--connect`); the PS then counts versions as the ndnps PS does (`--epochs` over each worker's
+shard, capped by `--max-versions`), evaluates test accuracy every `--eval-every` versions (and
+after the last), and stops at `--target-accuracy`, as it does.
 
 `compute` computes the same gradients back to back in one process, no I/O (compute alone).
 `transfer` times a raw send of N bytes from this process to a sink process over a unix stream
@@ -73,8 +82,10 @@ def _write_frame(writer: asyncio.StreamWriter, blob: bytes) -> None:
 def _setup(args):
     from ndnps.ml.data import load_dataset
     from ndnps.ml.models import build_model
-    ds = load_dataset("synthetic", args.seed, n_samples=args.n_samples,
-                      n_features=args.n_features, n_classes=args.n_classes)
+    sizes = {"n_samples": args.n_samples, "n_features": args.n_features,
+             "n_classes": args.n_classes}
+    # 0: the dataset's default, as ndnps's training config reads it
+    ds = load_dataset("synthetic", args.seed, **{k: v for k, v in sizes.items() if v})
     spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, "kind": "mlp",
             "hidden": args.hidden}
     return ds, spec, build_model(spec, args.seed)
@@ -82,9 +93,10 @@ def _setup(args):
 
 class Metrics:
     def __init__(self, path: str | None, **static) -> None:
+        from ndnps.ndn.clock import run_origin
         self.f = open(path, "a", buffering=1) if path else None
         self.static = static
-        self.start = time.monotonic()
+        self.start = run_origin()            # the runner's start, if one set it; else now
 
     def write(self, rec: dict) -> None:
         if self.f:
@@ -94,6 +106,16 @@ class Metrics:
 
 # ---- the PS ------------------------------------------------------------------------------------
 
+def total_versions(args, n_train: int) -> int:
+    """--versions; or with --epochs, as the ndnps PS counts them: epochs over each worker's
+    shard (steps_per_epoch), capped by --max-versions (0: no cap)."""
+    from ndnps.ml.train import steps_per_epoch
+    if not args.epochs:
+        return args.versions
+    total = args.epochs * steps_per_epoch(n_train, args.workers, args.batch)
+    return min(total, args.max_versions) if args.max_versions else total
+
+
 async def ps_main(args) -> int:
     import numpy as np
     from ndnps.protocol import messages
@@ -101,10 +123,11 @@ async def ps_main(args) -> int:
     from ndnps.ml.models import SGD
     from ndnps.ml.train import average_grads
 
-    _, _, model = _setup(args)
+    ds, _, model = _setup(args)
     pspec = param_spec(model.params)
     n_params = model.n_params
-    opt = SGD(args.lr, args.momentum)
+    total = total_versions(args, len(ds.X_train))
+    opt = SGD(args.lr, args.momentum, args.weight_decay)
     metrics = Metrics(args.metrics, role="ps", name="ps")
     conns: dict[int, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
     all_in = asyncio.Event()
@@ -118,21 +141,32 @@ async def ps_main(args) -> int:
         if len(conns) == args.workers:
             all_in.set()
 
-    server = await asyncio.start_server(on_conn, "127.0.0.1", args.port)
+    server = await asyncio.start_server(on_conn, args.host, args.port)
     Path(args.ready).write_text(str(server.sockets[0].getsockname()[1]))
     await asyncio.wait_for(all_in.wait(), 120)
     order = sorted(conns)
-    metrics.write({"event": "start", "n_params": n_params, "workers": len(order)})
+    metrics.write({"event": "start", "n_params": n_params, "total_steps": total,
+                   "workers": [f"w{i + 1}" for i in order]})
 
-    async def push(version: int, done: bool) -> None:
+    async def push(version: int, done: bool) -> int:
+        """Version `version` to every worker; the bytes written."""
         blob = messages.params_blob(flatten(model.params), version, done)
         for i in order:
             _write_frame(conns[i][1], blob)
         await asyncio.gather(*(conns[i][1].drain() for i in order))
+        return len(order) * (FRAME.size + len(blob))
+
+    def evaluate(force: bool) -> float | None:
+        """Test accuracy every --eval-every versions and at the last (0: never)."""
+        if args.eval_every and (force or version % args.eval_every == 0):
+            return float(model.accuracy(ds.X_test, ds.y_test))
+        return None
 
     version = 0
+    accuracy = None
+    done = False
     await push(0, False)
-    while version < args.versions:
+    while not done:
         t0 = time.monotonic()
         blobs = await asyncio.gather(*(_read_frame(conns[i][0]) for i in order))
         t1 = time.monotonic()
@@ -140,16 +174,21 @@ async def ps_main(args) -> int:
         avg = average_grads([unflatten(g.vector, pspec) for g in grads])
         opt.step(model.params, avg)
         version += 1
+        accuracy = evaluate(force=version >= total)
+        done = version >= total or bool(args.target_accuracy and accuracy is not None
+                                        and accuracy >= args.target_accuracy)
         t2 = time.monotonic()
-        await push(version, version >= args.versions)
+        sent = await push(version, done)
         metrics.write({"version": version, "collect_wait": t1 - t0, "apply": t2 - t1,
                        "push": time.monotonic() - t2,
                        "compute": float(np.mean([g.compute for g in grads])),
-                       "loss": float(np.mean([g.loss for g in grads]))})
+                       "loss": float(np.mean([g.loss for g in grads])),
+                       "gradients": len(grads), "bytes_sent": sent, "accuracy": accuracy})
     for i in order:
         conns[i][1].close()
     server.close()
-    metrics.write({"event": "end", "version": version})
+    metrics.write({"event": "end", "version": version,
+                   **({"accuracy": accuracy} if accuracy is not None else {})})
     return 0
 
 
@@ -183,7 +222,7 @@ async def worker_main(args) -> int:
     from ndnps.protocol import messages
 
     model, pspec, batches, metrics = worker_setup(args)
-    reader, writer = await asyncio.open_connection("127.0.0.1", args.port)
+    reader, writer = await asyncio.open_connection(args.connect, args.port)
     writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     writer.write(FRAME.pack(args.index))
     version = -1
@@ -408,16 +447,30 @@ def report_run(train: Callable[..., Path], args: argparse.Namespace, prefix: str
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """Every role's flags (the scenario runner's argv, ndnps/lab/baseline.py, is checked
+    against it in tests/unit/test_lab_bottleneck.py)."""
     p = argparse.ArgumentParser(prog="python -m bench.tcp_ps", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
     sp = sub.add_parser("ps")
     add_training_args(sp)
+    sp.add_argument("--host", default="127.0.0.1", help="address to listen on")
     sp.add_argument("--port", type=int, default=0)
-    sp.add_argument("--ready", required=True)
+    sp.add_argument("--ready", required=True, help="file the port is written to once listening")
+    sp.add_argument("--epochs", type=int, default=0,
+                    help="epochs over each worker's shard, as ndnps counts versions (0: "
+                         "--versions decides)")
+    sp.add_argument("--max-versions", type=int, default=0, help="with --epochs: at most this "
+                                                                "many versions (0: no cap)")
+    sp.add_argument("--weight-decay", type=float, default=0.0)
+    sp.add_argument("--eval-every", type=int, default=0,
+                    help="test accuracy every this many versions and after the last (0: never)")
+    sp.add_argument("--target-accuracy", type=float, default=0.0,
+                    help="stop once test accuracy reaches this (0: off)")
     sw = sub.add_parser("worker")
     add_training_args(sw)
+    sw.add_argument("--connect", default="127.0.0.1", help="the PS's address")
     sw.add_argument("--port", type=int, required=True)
     sw.add_argument("--index", type=int, required=True)
     sc = sub.add_parser("compute", help="compute alone: gradients back to back, no I/O")
@@ -432,7 +485,11 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("transfer", help="raw transfer time of --bytes")
     st.add_argument("--bytes", type=int, required=True)
     st.add_argument("--kind", choices=["unix", "tcp"], default="unix")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if args.cmd in ("ps", "worker", "compute"):
         limit_blas()
         if args.cmd == "compute":

@@ -13,6 +13,17 @@
     [udp]                         # on-demand faces: those a datagram from a new address opens
     idle_timeout = 600.0          # s without a datagram before one closes (as NFD)
     max_on_demand_faces = 1024    # past it the least recently seen closes (NFD has no cap)
+                                  # every UDP face (docs/forwarder.md, "UDP faces on a bottleneck"):
+    mtu = 1472                    # longest datagram toward a non-loopback peer (IPv6: 1452);
+                                  # longer packets go as NDNLPv2 fragments; loopback: 8800
+    send_buffer = 65536           # SO_SNDBUF: small, so the backlog waits in the faces' queues
+    queue_limit_bytes = 1048576   # a face's send queue; packets past it are dropped (queue_full)
+    queue_target_ms = 5.0         # CongestionMark once the queue's delay stays above target
+    queue_interval_ms = 100.0     # for this long (then interval/sqrt(k) after the k-th mark)
+    queue_step_ms = 20.0          # past this delay every packet is marked (0: never)
+    congestion_marking = true
+    reassembly_timeout_ms = 500.0 # a partial packet is dropped this long after its last fragment
+    reassembly_limit_bytes = 1048576  # fragments held per face
 
     [app_links]                   # emulation on faces the listeners accept (apps' links):
     loss = 0.0                    # both directions, since the app emulates nothing
@@ -28,6 +39,7 @@
     jitter_ms = 0.0
     rate_mbps = 0.0
     reliability = false           # NDNLPv2 link reliability (the peer's face must have it too)
+    mtu = 1472                    # udp faces: this face's datagrams (default: [udp] mtu)
 
     [[routes]]
     prefix = "/ps"
@@ -57,8 +69,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ndnps.ndn.fragmentation import ReassemblyOptions
+from ndnps.ndn.tlv import MAX_PACKET_SIZE
+
 from .faces.link import LinkParams
-from .faces.udp import IDLE_TIMEOUT, MAX_ON_DEMAND_FACES
+from .faces.queue import QueueOptions
+from .faces.udp import IDLE_TIMEOUT, MAX_ON_DEMAND_FACES, MIN_MTU, SEND_BUFFER_BYTES
 from .pipelines import Limits
 from .strategy import strategy_by_name
 from .tracer import load_classifier
@@ -77,6 +93,7 @@ class FaceConfig:
     uri: str
     link: LinkParams = field(default_factory=LinkParams)
     reliability: bool = False      # NDNLPv2 link reliability, as faces/create's flag asks
+    mtu: int | None = None         # UDP: None is the channel's (or 8800 toward loopback)
 
 
 @dataclass
@@ -97,9 +114,13 @@ class TraceConfig:
 
 @dataclass
 class UdpFacesConfig:
-    """[udp]: the on-demand faces of the UDP listener (NFD's face_system.udp)."""
+    """[udp]: the UDP listener's faces (NFD's face_system.udp) and their link service."""
     idle_timeout: float = IDLE_TIMEOUT
     max_on_demand_faces: int = MAX_ON_DEMAND_FACES
+    mtu: int | None = None          # non-loopback faces; None: by address family
+    send_buffer: int = SEND_BUFFER_BYTES
+    queue: QueueOptions = field(default_factory=QueueOptions)
+    reassembly: ReassemblyOptions = field(default_factory=ReassemblyOptions)
 
 
 @dataclass
@@ -161,16 +182,7 @@ def parse_config(data: dict) -> Config:
             raise ConfigError(f"tables.{key}: must be >= 0")
         setattr(cfg.limits, key, type(default)(value))
 
-    udp = _expect(data.get("udp", {}), dict, "udp")
-    _check_keys(udp, {"idle_timeout", "max_on_demand_faces"}, "udp")
-    idle = float(_expect(udp.get("idle_timeout", IDLE_TIMEOUT), (int, float), "udp.idle_timeout"))
-    if not idle > 0:                    # nan too
-        raise ConfigError(f"udp.idle_timeout: must be > 0 seconds, got {idle}")
-    cap = _expect(udp.get("max_on_demand_faces", MAX_ON_DEMAND_FACES), int,
-                  "udp.max_on_demand_faces")
-    if cap < 1:
-        raise ConfigError(f"udp.max_on_demand_faces: must be >= 1, got {cap}")
-    cfg.udp_faces = UdpFacesConfig(idle, cap)
+    cfg.udp_faces = _udp_faces(_expect(data.get("udp", {}), dict, "udp"))
 
     app_links = _expect(data.get("app_links", {}), dict, "app_links")
     _check_keys(app_links, _LINK_KEYS, "app_links")
@@ -182,7 +194,7 @@ def parse_config(data: dict) -> Config:
     for i, face in enumerate(_expect(data.get("faces", []), list, "faces")):
         where = f"faces[{i}]"
         _expect(face, dict, where)
-        _check_keys(face, {"name", "uri", "reliability"} | _LINK_KEYS, where)
+        _check_keys(face, {"name", "uri", "reliability", "mtu"} | _LINK_KEYS, where)
         uri = _expect(face.get("uri"), str, f"{where}.uri")
         if not uri.startswith(("udp4://", "udp6://", "tcp4://", "tcp6://", "udp://", "tcp://")) \
                 or not _host_and_port(uri):
@@ -196,7 +208,12 @@ def parse_config(data: dict) -> Config:
         names.add(name)
         link = _link_params(face, where)
         reliability = _expect(face.get("reliability", False), bool, f"{where}.reliability")
-        cfg.faces.append(FaceConfig(name, uri, link, reliability))
+        mtu = None
+        if "mtu" in face:
+            if not uri.startswith("udp"):
+                raise ConfigError(f"{where}.mtu: only UDP faces have an MTU, not {uri!r}")
+            mtu = _bounded(face, "mtu", where, 0, int, MIN_MTU, MAX_PACKET_SIZE)
+        cfg.faces.append(FaceConfig(name, uri, link, reliability, mtu))
 
     for i, route in enumerate(_expect(data.get("routes", []), list, "routes")):
         where = f"routes[{i}]"
@@ -242,6 +259,51 @@ def parse_config(data: dict) -> Config:
         except ValueError as e:
             raise ConfigError(f"trace.classifier: {e}") from None
     return cfg
+
+
+def _udp_faces(udp: dict) -> UdpFacesConfig:
+    _check_keys(udp, {"idle_timeout", "max_on_demand_faces", "mtu", "send_buffer",
+                      "queue_limit_bytes", "queue_target_ms", "queue_interval_ms",
+                      "queue_step_ms", "congestion_marking", "reassembly_timeout_ms", "reassembly_limit_bytes"},
+                "udp")
+    out = UdpFacesConfig()
+    out.idle_timeout = float(_bounded(udp, "idle_timeout", "udp", out.idle_timeout,
+                                      (int, float), 0, above=True))
+    out.max_on_demand_faces = _bounded(udp, "max_on_demand_faces", "udp",
+                                       out.max_on_demand_faces, int, 1)
+    if "mtu" in udp:
+        out.mtu = _bounded(udp, "mtu", "udp", 0, int, MIN_MTU, MAX_PACKET_SIZE)
+    out.send_buffer = _bounded(udp, "send_buffer", "udp", out.send_buffer, int, 4096, 64 << 20)
+    q = out.queue
+    q.limit_bytes = _bounded(udp, "queue_limit_bytes", "udp", q.limit_bytes, int,
+                             MAX_PACKET_SIZE)
+    q.target = _bounded(udp, "queue_target_ms", "udp", q.target * 1e3, (int, float), 0,
+                        above=True) / 1e3
+    q.interval = _bounded(udp, "queue_interval_ms", "udp", q.interval * 1e3, (int, float), 0,
+                          above=True) / 1e3
+    q.step = _bounded(udp, "queue_step_ms", "udp", q.step * 1e3, (int, float), 0) / 1e3
+    if q.step and q.step < q.target:
+        raise ConfigError("udp.queue_step_ms: must be 0 or at least queue_target_ms")
+    q.marking = _expect(udp.get("congestion_marking", q.marking), bool, "udp.congestion_marking")
+    r = out.reassembly
+    r.timeout = _bounded(udp, "reassembly_timeout_ms", "udp", r.timeout * 1e3, (int, float), 0,
+                         above=True) / 1e3
+    r.max_bytes = _bounded(udp, "reassembly_limit_bytes", "udp", r.max_bytes, int,
+                           MAX_PACKET_SIZE)
+    return out
+
+
+def _bounded(table: dict, key: str, where: str, default, types, low: float,
+             high: float | None = None, above: bool = False):
+    """table[key] (or `default`) of `types`, at least `low` (above it, if `above`) and at most
+    `high`; ConfigError naming `where.key` otherwise (nan too)."""
+    value = _expect(table.get(key, default), types, f"{where}.{key}")
+    if not (value > low if above else value >= low) or (high is not None and not value <= high):
+        bound = f"> {low}" if above else f">= {low}"
+        if high is not None:
+            bound += f" and <= {high}"
+        raise ConfigError(f"{where}.{key}: must be {bound}, got {value}")
+    return value
 
 
 def _host_and_port(uri: str) -> bool:

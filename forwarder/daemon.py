@@ -123,8 +123,10 @@ class ForwarderDaemon:
     # ---- face creation (config and faces/create) -------------------------------------------
 
     async def create_face(self, uri: str, persistency: int = PERSISTENT,
-                          link: LinkParams | None = None) -> tuple[int, bool]:
-        """Open a face toward `uri` (udp4://, tcp4://, ...); returns (face id, newly created)."""
+                          link: LinkParams | None = None,
+                          mtu: int | None = None) -> tuple[int, bool]:
+        """Open a face toward `uri` (udp4://, tcp4://, ...); returns (face id, newly created).
+        `mtu`: a UDP face's longest datagram (None: the channel's rule)."""
         parts = urlsplit(uri)
         scheme = parts.scheme
         if scheme not in ("udp", "udp4", "udp6", "tcp", "tcp4", "tcp6"):
@@ -142,7 +144,7 @@ class ForwarderDaemon:
         if scheme.startswith("udp"):
             if self._udp is None:
                 raise ValueError("UDP is off on this forwarder (--udp 0)")
-            face = self._udp.open_face(host, parts.port, persistency, link)
+            face = self._udp.open_face(host, parts.port, persistency, link, mtu=mtu)
             return face.info.id, True
         loop = asyncio.get_running_loop()
         _, proto = await asyncio.wait_for(loop.create_connection(
@@ -229,11 +231,12 @@ class ForwarderDaemon:
         if cfg.unix:
             _check_socket_free(cfg.unix)
         if cfg.udp:
+            udp = cfg.udp_faces
             _, self._udp = await loop.create_datagram_endpoint(
-                lambda: UdpChannel(self, cfg.udp_faces.idle_timeout,
-                                   cfg.udp_faces.max_on_demand_faces, cfg.app_link,
-                                   self.fw.faces.counters),
-                sock=_udp_socket(cfg.host, cfg.udp))
+                lambda: UdpChannel(self, udp.idle_timeout, udp.max_on_demand_faces,
+                                   cfg.app_link, self.fw.faces.counters, mtu=udp.mtu,
+                                   queue=udp.queue, reassembly=udp.reassembly),
+                sock=_udp_socket(cfg.host, cfg.udp, udp.send_buffer))
         for face_cfg in cfg.faces:
             if face_cfg.uri.startswith("tcp"):
                 # kept up by a task of its own; its first try ends before the apps may connect
@@ -241,7 +244,8 @@ class ForwarderDaemon:
                 self._spawn(self._keep_face(face_cfg, tried))
                 await tried
             else:
-                face_id, _ = await self.create_face(face_cfg.uri, PERSISTENT, face_cfg.link)
+                face_id, _ = await self.create_face(face_cfg.uri, PERSISTENT, face_cfg.link,
+                                                    face_cfg.mtu)
                 self._configure_face(face_cfg, face_id)
         for prefix_uri, strategy in cfg.strategies.items():
             prefix = name_from_str(prefix_uri)
@@ -274,7 +278,7 @@ class ForwarderDaemon:
             await asyncio.sleep(TICK_SECONDS)
             self.fw.tick()
             if self._udp is not None:
-                self._udp.expire_idle(time.monotonic())
+                self._udp.tick(time.monotonic())
 
     async def _trace(self) -> None:
         """Write the rate and table traces every `trace.interval` seconds."""
@@ -322,20 +326,23 @@ class ForwarderDaemon:
             f.close()
 
 
-UDP_BUFFER_BYTES = 16 << 20
+UDP_RECEIVE_BUFFER_BYTES = 16 << 20
 
 
-def _udp_socket(host: str, port: int) -> socket.socket:
-    """A bound UDP socket with large kernel buffers: a push or a round of gradients is a burst
-    of 8800-byte datagrams, and the default ~200 KiB receive buffer overflows (silent loss)."""
+def _udp_socket(host: str, port: int, send_buffer: int) -> socket.socket:
+    """A bound UDP socket with a large receive buffer — a push or a round of gradients is a
+    burst of datagrams, and the default ~200 KiB overflows (silent loss) — and a small send
+    buffer, so that a bottleneck pushes back on the forwarder's queues (faces/udp.py)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM)
-    for force, plain in ((getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF),
-                         (getattr(socket, "SO_SNDBUFFORCE", None), socket.SO_SNDBUF)):
+    for force, plain, size in ((getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF,
+                                UDP_RECEIVE_BUFFER_BYTES),
+                               (getattr(socket, "SO_SNDBUFFORCE", None), socket.SO_SNDBUF,
+                                send_buffer)):
         try:
-            sock.setsockopt(socket.SOL_SOCKET, force or plain, UDP_BUFFER_BYTES)
+            sock.setsockopt(socket.SOL_SOCKET, force or plain, size)
         except (OSError, TypeError):      # not root: as much as net.core.*mem_max allows
-            sock.setsockopt(socket.SOL_SOCKET, plain, UDP_BUFFER_BYTES)
+            sock.setsockopt(socket.SOL_SOCKET, plain, size)
     sock.bind((host, port))
     sock.setblocking(False)
     return sock

@@ -6,7 +6,9 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Final, Iterator
 
+from ndnps.ndn.fragmentation import FragmentationCounters
 from ndnps.ndn.reliability import ReliabilityCounters
+from ndnps.ndn.tlv import MAX_PACKET_SIZE
 
 INVALID_FACE: Final = 0
 INTERNAL_FACE: Final = 1          # management, as NFD's internal face
@@ -29,6 +31,17 @@ class FaceCounters:
 
 
 @dataclass
+class SendQueueCounters:
+    """A UDP face's send queue (faces/queue.py); its drops are FaceCounters.drops["queue_full"]."""
+    marked: int = 0             # packets sent with CongestionMark set by this face
+    max_bytes: int = 0          # the most octets it held
+    max_delay: float = 0.0      # the longest any datagram waited in it, s
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass
 class FaceSystemCounters:
     """Faces the I/O layer closed to keep the face table bounded (faces/udp.py). Kept here,
     forwarder-wide, because the faces and their own counters are gone."""
@@ -46,6 +59,10 @@ class FaceInfo:
     persistency: int = 0            # NFD: 0 persistent, 1 on-demand, 2 permanent
     # NDNLPv2 reliability (faces/update flag): its counters while on, None while off
     lp_reliability: ReliabilityCounters | None = None
+    mtu: int = MAX_PACKET_SIZE      # the longest datagram or packet the face sends
+    # UDP faces only: NDNLPv2 fragmentation and reassembly, and the send queue
+    lp_fragmentation: FragmentationCounters | None = None
+    send_queue: SendQueueCounters | None = None
     counters: FaceCounters = field(default_factory=FaceCounters)
 
     def drop(self, reason: str) -> None:

@@ -194,7 +194,7 @@ class Management:
         out.local_uri = info.local_uri
         out.face_persistency = m.FacePersistency(info.persistency)
         out.flags = LP_RELIABILITY if info.lp_reliability is not None else 0
-        out.mtu = 8800
+        out.mtu = info.mtu
         if not created:
             raise ControlError(409, "Face with remote URI already exists", out)
         return out
@@ -311,7 +311,7 @@ class Management:
             fs.face_scope = m.FaceScope.LOCAL if info.local else m.FaceScope.NON_LOCAL
             fs.face_persistency = m.FacePersistency(info.persistency)
             fs.link_type = m.FaceLinkType.POINT_TO_POINT
-            fs.mtu = 8800
+            fs.mtu = info.mtu
             fs.n_in_interests, fs.n_in_data, fs.n_in_nacks = c.in_interests, c.in_data, c.in_nacks
             fs.n_out_interests, fs.n_out_data, fs.n_out_nacks = (c.out_interests, c.out_data,
                                                                  c.out_nacks)
@@ -410,8 +410,13 @@ def status_snapshot(fw: Forwarder) -> dict:
         faces.append({"id": info.id, "remote": info.remote_uri, "local": info.local_uri,
                       "scope": "local" if info.local else "non-local",
                       "persistency": info.persistency, "counters": c,
+                      "mtu": info.mtu,
                       "lp_reliability": (None if info.lp_reliability is None
-                                         else info.lp_reliability.as_dict())})
+                                         else info.lp_reliability.as_dict()),
+                      "lp_fragmentation": (None if info.lp_fragmentation is None
+                                           else info.lp_fragmentation.as_dict()),
+                      "send_queue": (None if info.send_queue is None
+                                     else info.send_queue.as_dict())})
     return {
         "counters": {**asdict(fw.counters), **asdict(fw.faces.counters)},
         "tables": {"fib": len(fw.fib), "pit": len(fw.pit), "cs": len(fw.cs),

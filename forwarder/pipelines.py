@@ -11,6 +11,14 @@ entry to that entry's strategy (after_receive_data, which may hold the entry for
 and one that satisfies several to the union of their downstreams, each strategy told first
 (before_satisfy_interest). on_incoming_distribute keeps the persistent-PIT fan-out to itself:
 the ordinary entries a pushed Data also satisfies take the several-entries path.
+
+A CongestionMark (NDNLPv2) travels with its packet, as NFD's tag on the packet object: a Data,
+pulled or pushed, goes to each downstream with the mark it arrived with, and a forwarded
+Interest upstream with its own. A Nack a strategy passes on carries the mark of the Nack that
+ended the wait (NFD rebuilds it from the in-record, tagless; NDNLPv2 allows the mark on a Nack
+and a consumer's window wants it). The Content Store keeps a Data's bytes only, so a cached
+answer leaves unmarked, and Nacks the forwarder makes (no route, duplicate) carry none. Marking
+a packet that leaves a congested face is the face's job, after the pipelines.
 """
 from __future__ import annotations
 
@@ -311,20 +319,21 @@ class Forwarder(Actions):
         self._out.append((face_id, wire))
 
     def reject_pending_interest(self, entry: PitEntry, reason: int,
-                                only_face: int | None = None) -> None:
+                                only_face: int | None = None, congestion_mark: int = 0) -> None:
         """Nack the downstreams (or only `only_face`) and drop them from the entry; an entry
         left with none is finalized."""
         faces = [only_face] if only_face is not None else list(entry.in_records)
         for face_id in faces:
-            self.send_nack(entry, face_id, reason)
+            self.send_nack(entry, face_id, reason, congestion_mark)
         if not entry.in_records:
             self._finalize(entry, satisfied=False)
 
-    def send_nack(self, entry: PitEntry, face_id: int, reason: int) -> None:
+    def send_nack(self, entry: PitEntry, face_id: int, reason: int,
+                  congestion_mark: int = 0) -> None:
         """onOutgoingNack: Nack the downstream's own Interest, and drop its in-record."""
         rec = entry.in_records.pop(face_id, None)
         if rec is not None:
-            self._send_nack(face_id, rec.interest, reason, rec.pit_token)
+            self._send_nack(face_id, rec.interest, reason, rec.pit_token, congestion_mark)
 
     def send_data(self, entry: PitEntry, data: Data, face_id: int) -> None:
         """NFD's Strategy::sendData: answer one downstream, and drop its in-record."""
@@ -511,11 +520,11 @@ class Forwarder(Actions):
         self._out.append((face_id, wire))
 
     def _send_nack(self, face_id: int, interest: Interest, reason: int,
-                   token: bytes | None) -> None:
+                   token: bytes | None, congestion_mark: int = 0) -> None:
         face = self._face_by_id.get(face_id)
         if face is None or face_id == INTERNAL_FACE:
             return
-        wire = nack_for(interest, reason, token)
+        wire = nack_for(interest, reason, token, congestion_mark)
         face.counters.out_nacks += 1
         face.counters.out_bytes += len(wire)
         if self.tracer is not None:

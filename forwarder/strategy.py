@@ -117,12 +117,14 @@ class Actions:
         in-records."""
         raise NotImplementedError
 
-    def send_nack(self, entry: PitEntry, face_id: int, reason: int) -> None:
-        """Nack the downstream `face_id` (its own Interest, its PIT token); drop its in-record."""
+    def send_nack(self, entry: PitEntry, face_id: int, reason: int,
+                  congestion_mark: int = 0) -> None:
+        """Nack the downstream `face_id` (its own Interest, its PIT token, `congestion_mark`:
+        the mark of the Nack passed on, if any); drop its in-record."""
         raise NotImplementedError
 
     def reject_pending_interest(self, entry: PitEntry, reason: int,
-                                only_face: int | None = None) -> None:
+                                only_face: int | None = None, congestion_mark: int = 0) -> None:
         """Nack the downstreams (or only `only_face`), drop them, and finalize the entry
         (unsatisfied) once it has none left."""
         raise NotImplementedError
@@ -156,14 +158,15 @@ class Strategy:
     def after_receive_nack(self, fw: Actions, entry: PitEntry, nack: Nack, in_face: int,
                            now: float) -> None:
         """Default (NFD best-route): once every upstream has Nacked, Nack the downstreams with
-        the least severe reason."""
+        the least severe reason (and this last Nack's CongestionMark)."""
         reason = None
         for rec in entry.out_records.values():
             if rec.expires > now and rec.nack_reason is None:
                 return                      # some upstream may still answer
             if rec.nack_reason is not None:
                 reason = rec.nack_reason if reason is None else less_severe(reason, rec.nack_reason)
-        fw.reject_pending_interest(entry, reason if reason is not None else nack.reason)
+        fw.reject_pending_interest(entry, reason if reason is not None else nack.reason,
+                                   congestion_mark=nack.congestion_mark)
 
     def after_receive_data(self, fw: Actions, entry: PitEntry, data: Data, in_face: int,
                            now: float) -> None:

@@ -1,8 +1,9 @@
 """The asyncio side of fetching an object's segments: ``Transfer`` drives the sans-I/O
-``SegmentTransfer`` of ndnps.exchanges.fetch (window, RACK, tail loss probe, per-segment RTO,
-bounded tries — read there) with the app's ``express``, and ``SegmentFetcher`` shares one
-path's estimates among an app's transfers and offers the usual shapes of fetch (one segment,
-a whole object, an object its producer holds until it exists).
+``SegmentTransfer`` of ndnps.exchanges.fetch (congestion window, RACK, tail loss probe,
+per-segment RTO, time-bounded tries — read there) with the app's ``express``, and
+``SegmentFetcher`` shares one path's estimates among an app's transfers (and a congestion
+window among those towards one producer: ``flow_of``) and offers the usual shapes of fetch (one
+segment, a whole object, an object its producer holds until it exists).
 
 ``express`` is ``NDNApp.express`` or anything with its signature and exceptions, returning an
 awaitable (run in a Task) or a Future (``App.express_future``: no Task per Interest; one
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from functools import partial
-from typing import Awaitable, Callable, Iterable
+from typing import Awaitable, Callable, Hashable, Iterable
 
 from ndn.encoding import FormalName, Name
 from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, NetworkError,
@@ -23,6 +24,7 @@ from ndnps.exchanges.fetch import (LINK_REPAIR, MAX_FAST, MIN_RTO, PATIENCE, REO
                                    SUPPRESSION_MARGIN, TLP_FLOOR, Action, Cancel, FetchError,
                                    FetchPath, FetchStats, Flight, Segment, SegmentTransfer,
                                    Send)
+from ndnps.exchanges.window import INITIAL_WINDOW
 from ndnps.ndn.conventions import segment_number
 from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX
 from ndnps.ndn.rto import RtoEstimator
@@ -35,6 +37,13 @@ __all__ = ["LINK_REPAIR", "MIN_RTO", "REORDER_FLOOR", "SUPPRESSION_MARGIN", "TLP
 
 Express = Callable[..., Awaitable[tuple]]
 NameOf = Callable[[int], FormalName]
+FlowOf = Callable[[FormalName], Hashable]
+
+
+def producer_prefix(name: FormalName) -> Hashable:
+    """The flow of a name: its first component, the prefix its producer registers (ndnps
+    producers register one component: /<ps>, /<gpu>)."""
+    return bytes(name[0]) if name else None
 
 
 class Transfer:
@@ -49,7 +58,8 @@ class Transfer:
         self.name_of = name_of
         self.on_segment = on_segment
         self.loop = asyncio.get_running_loop()
-        self.core = SegmentTransfer(fetcher, lambda s: Name.to_str(name_of(s)), **kw)
+        self.core = SegmentTransfer(fetcher, lambda s: Name.to_str(name_of(s)),
+                                    flow=fetcher.flow_of(name_of(0)), **kw)
         self.wake = Wakeup(self.loop.time, self._on_timer)
         self.done: asyncio.Future = self.loop.create_future()
         fetcher.transfers.add(self)
@@ -163,9 +173,11 @@ class Transfer:
             exc = task.exception()
         if exc is None:
             _, content, ctx = task.result()
-            meta = ctx.get("meta_info") if isinstance(ctx, dict) else None
+            meta, mark = (ctx.get("meta_info"), ctx.get("congestion_mark", 0)) \
+                if isinstance(ctx, dict) else (None, 0)
             final = segment_number(meta.final_block_id) if meta is not None else None
-            self._apply(core.on_data(flight, bytes(content or b""), final, now))
+            self._apply(core.on_data(flight, bytes(content or b""), final, now,
+                                     marked=bool(mark)))
             arrived, core.arrived = core.arrived, []
             for segment in arrived:
                 if self.on_segment is not None:
@@ -184,17 +196,22 @@ class Transfer:
 
 
 class SegmentFetcher(FetchPath):
-    """Fetches for one app: the window, the RTO estimator and the statistics (FetchPath) are
-    shared by its transfers."""
+    """Fetches for one app: the RTO estimator and the statistics (FetchPath) are shared by its
+    transfers, a congestion window (at most `window`) by those whose names `flow_of` says
+    come from one producer.  `patience`: the job's wait for a silent peer (s), the least a
+    segment is tried before its fetch fails."""
 
     def __init__(self, express: Express, validator, window: int = 16,
                  rto: RtoEstimator | None = None, max_tries: int = 8,
                  stats: FetchStats | None = None, max_fast: int = MAX_FAST,
                  reorder_floor: float = REORDER_FLOOR,
                  suppression: float = RETX_INITIAL,
-                 suppression_max: float = RETX_MAX, patience: float = PATIENCE) -> None:
+                 suppression_max: float = RETX_MAX, patience: float = PATIENCE,
+                 initial_window: float = INITIAL_WINDOW,
+                 flow_of: FlowOf = producer_prefix) -> None:
         super().__init__(window, rto, max_tries, stats, max_fast, reorder_floor, suppression,
-                         suppression_max, patience)
+                         suppression_max, patience, initial_window)
+        self.flow_of = flow_of
         self.express = express
         self.validator = validator
         # those under way (retry_now); weak: one never run (its task cancelled first) goes
@@ -228,7 +245,7 @@ class SegmentFetcher(FetchPath):
     async def fetch_many(self, name_of: NameOf, numbers: list[int],
                          on_segment: Callable[[Segment], None] | None = None,
                          fresh: bool = False) -> dict[int, Segment]:
-        """Every segment in ``numbers``, at most ``window`` Interests in flight."""
+        """Every segment in ``numbers``, as the window allows."""
         t = Transfer(self, name_of, fresh=fresh, on_segment=on_segment)
         t.want(numbers)
         return await t.run()
@@ -264,8 +281,9 @@ class SegmentFetcher(FetchPath):
                          fresh: bool = True) -> tuple[list[bytes], float, float]:
         """An object whose producer holds Interests until it exists (a gradient being
         computed).  Segment 0 and, when ``last_hint`` says how many there were last time, up
-        to ``window`` - 1 more are asked at once, all held, so the whole object comes back in
-        one round trip once ready; the rest windowed.  ``deadline``: loop time.  Returns the
+        to ``window`` - 1 more are wanted at once, as many as the congestion window allows
+        asked at once, all held, so they come back in one round trip once ready; the rest
+        windowed.  ``deadline``: loop time.  Returns the
         segments, when the first Data arrived (loop time) and how long the Interest it
         answered had waited: much more than a round trip, the producer held it (it became
         ready about then, whichever try that was); about one, it was ready before."""

@@ -23,7 +23,14 @@ class Pacer:
         self._tokens = self._capacity
         self._stamp = clock()
         self._since_yield = 0
+        self.limited = False                     # the last send_all waited for tokens
         self.waited = 0.0                        # seconds spent waiting for tokens
+
+    def set_rate(self, rate: float) -> None:
+        """Pace at `rate` bytes per second from now on (0 = unlimited)."""
+        if rate < 0:
+            raise ValueError("need rate >= 0")
+        self.rate = rate
 
     async def send(self, wire: bytes, send: Callable[[bytes], object]) -> None:
         if self.rate:
@@ -48,12 +55,15 @@ class Pacer:
     async def send_all(self, wires, send: Callable[[bytes], object]) -> int:
         """Send every wire, paced; return once the last ones have left too (the socket drained
         after a partial last burst): a caller that records "pushed" next, and is then killed,
-        must not leave the end of the push in its own write buffer."""
+        must not leave the end of the push in its own write buffer.  `limited` says afterwards
+        whether the rate, rather than the sender, set the pace (it waited for tokens)."""
         n = 0
+        waited = self.waited
         for wire in wires:
             await self.send(wire, send)
             n += 1
         if self._since_yield and self._drain is not None:
             self._since_yield = 0
             await self._drain()
+        self.limited = self.waited > waited
         return n

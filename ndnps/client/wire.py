@@ -11,7 +11,10 @@ so these read that shape directly, with the base's TLV reader:
   (and rejects malformed packets) exactly as before;
 - ``parse_interest``: the name and ``InterestParam`` of ``ndn.encoding.parse_interest`` for an
   Interest of the shape the encoder writes (no ApplicationParameters, signature or
-  ForwardingHint), ``None`` for any other.
+  ForwardingHint), ``None`` for any other;
+- ``parse_lp``: the network packet of an LpPacket that carries only what a forwarder adds on
+  the way to an app (a CongestionMark, a PIT token), with its mark, so that a marked Data takes
+  the paths above too; ``None`` for any other LpPacket (a Nack, fragmentation...).
 """
 from __future__ import annotations
 
@@ -21,8 +24,12 @@ from ndn.encoding import (FormalName, InterestParam, KeyLocator, MetaInfo, Signa
 from ndnps.ndn.packet import INVALID_INTEREST_COMPONENT
 from ndnps.ndn.tlv import (CAN_BE_PREFIX, CONTENT, CONTENT_TYPE, DATA, FINAL_BLOCK_ID,
                            FRESHNESS_PERIOD, HOP_LIMIT, INTEREST, INTEREST_LIFETIME, KEY_LOCATOR,
-                           META_INFO, MUST_BE_FRESH, NAME, NONCE, SIGNATURE_INFO, SIGNATURE_TYPE,
-                           SIGNATURE_VALUE, decode_nonneg, read_components, read_tl)
+                           LP_CONGESTION_MARK, LP_FRAGMENT, LP_PACKET, LP_PIT_TOKEN, META_INFO,
+                           MUST_BE_FRESH, NAME, NONCE, SIGNATURE_INFO, SIGNATURE_TYPE,
+                           SIGNATURE_VALUE, decode_nonneg, encode_varnum, read_components,
+                           read_tl)
+
+_MARK_TYPE = encode_varnum(LP_CONGESTION_MARK)     # 3 octets; a 1-octet TLV-LENGTH follows
 
 
 # ---- decoding -------------------------------------------------------------------------------
@@ -175,3 +182,49 @@ def _parse_interest(buf: memoryview) -> tuple[FormalName, InterestParam] | None:
             param.hop_limit = buf[s]
         pos = e
     return name, param
+
+
+def parse_lp(wire) -> tuple[memoryview, int, bool] | None:
+    """``(fragment, congestion mark (0: none), has a PIT token)`` for an LpPacket that holds a
+    PitToken and/or a CongestionMark, in that order, then a non-empty Fragment that ends it;
+    None for any other LpPacket or a malformed one (python-ndn's path: a Nack, a reliability
+    or fragmentation header).  Read at fixed offsets, as the forwarder writes it (a third of
+    the cost of a TLV walk); the fragment is a view into the packet."""
+    if type(wire) is not bytes:
+        wire = bytes(wire)
+    try:
+        total = len(wire)
+        length = wire[1]
+        if length < 253:
+            off = 2
+        elif length == 253:
+            off, length = 4, (wire[2] << 8) | wire[3]
+        else:
+            return None
+        if wire[0] != LP_PACKET or off + length != total:
+            return None
+        token = wire[off] == LP_PIT_TOKEN
+        if token:
+            size = wire[off + 1]
+            if not 0 < size <= 32:
+                return None
+            off += 2 + size
+        mark = 0
+        if wire.startswith(_MARK_TYPE, off):
+            start = off + 4
+            off = start + wire[off + 3]
+            mark = decode_nonneg(wire, start, off)
+        if wire[off] != LP_FRAGMENT:
+            return None
+        length = wire[off + 1]
+        if length < 253:
+            off += 2
+        elif length == 253:
+            off, length = off + 4, (wire[off + 2] << 8) | wire[off + 3]
+        else:
+            return None
+    except (IndexError, ValueError):
+        return None
+    if not length or off + length != total:
+        return None
+    return memoryview(wire)[off:], mark, token

@@ -3,9 +3,11 @@ probes and unicast parameters all come through it; ndnps.client.fetcher is its a
 adapter).  The segments' names are the owner's, so the producers may be one or many.
 
 python-ndn's own fetcher keeps one Interest in flight (DESIGN.md pitfall).  A
-``SegmentTransfer`` keeps up to ``window`` Interests in flight for a set of segments that may
-grow (from the FinalBlockId of the first Data, or as the owner finds more holes) and recovers
-losses the way TCP does, per segment:
+``SegmentTransfer`` keeps Interests in flight for a set of segments that may grow (from the
+FinalBlockId of the first Data, or as the owner finds more holes), as many as its producer's
+congestion window allows (ndnps.exchanges.window: AIMD from 2 Interests up to the path's
+``window``, halved at most once per round trip on a marked Data, a loss, a backed-off RTO or a
+Congestion Nack), and recovers losses the way TCP does, per segment:
 
 * **RACK** (RFC 8985): one path answered in order, so an Interest is lost once one due
   *after* it has been answered and a reordering window has passed.  "Due after" is send order,
@@ -27,10 +29,36 @@ A re-expressed Interest has the same name, so a late answer to the original stil
 a spurious early retransmission costs one Interest, not a wait.  Early retransmissions are
 spaced as a forwarder's retransmission suppression requires and bounded per segment
 (``max_fast``); timeouts, Nacks and failed signature checks (refetched with MustBeFresh, so a
-cache cannot serve the bad copy again) count toward ``max_tries``, after which the fetch fails
-with FetchError: nothing waits for ever.  An Interest that never left or whose face went away
-(a forwarder restart) is asked again with neither a backoff nor a try: an outage is no news
-about the path.
+cache cannot serve the bad copy again) count as tries.  A segment is given up, and the fetch
+fails with FetchError, once it has had ``max_tries`` tries *and* the path's ``patience`` has
+passed since its first: the job's own word for a silent peer (a worker's ps_timeout, the PS's
+worker_timeout), so no fetch gives up on a peer the job still holds alive — a congested path
+may lose a segment many times over, and tries a few round trips apart are over in a blink.
+Within that time a segment's tries are spaced by its backed-off RTO (at most the ceiling) or,
+the early ones (at most ``max_fast``), by the forwarders' suppression: bounded, and nothing
+waits for ever.  Only a segment whose every answer failed its signature check fails at
+``max_tries`` without waiting: no wait mends a key that differs.  An Interest that never left
+or whose face went away (a forwarder restart) is asked again with neither a backoff nor a try:
+an outage is no news about the path.
+
+*The window* is shared by every transfer towards the same producer (``flow``: a worker's
+fetches from its PS share one; the PS has one per worker, as their paths and queues differ,
+and a congested worker's branch must not slow the collect from the others).  A transfer
+always may have one Interest out, whatever the window: one transfer's Interest held by its
+producer for seconds (a probe waiting for a push) never blocks another, and each transfer's
+own answers then let it refill (no scheduler: transfers sharing a window take its room in
+turn as their answers come).
+
+Which losses cut the window: one RACK detects *behind a queue* — the round trip of the answer
+that revealed it stands more than QUEUE_TARGET (CoDel's 5 ms) above the path's smallest — as
+TCP's would (RFC 5681, 8985): a drop-tail bottleneck (the kernel's tbf) or a path that does not
+mark gives no other early signal (2 workers behind a 100 Mbit/s tbf link with no marks and no
+such cut re-sent 1.2 Interests per segment of their gradients).  Not a loss with no queue
+before it, a lossy link's (NDNLPv2 reliability's to repair): cutting on every one (TCP's rule)
+held the 46-segment gradients of bench.loss's 100k model at 10 % loss at ~3 Interests, 2.5-3 x
+slower.  Not a tail probe (its answer may be the original's), nor an RTO's first expiry: floored
+at MIN_RTO for fast repair, it expires spuriously on a busy host (8 % of a lossless 100k run's
+collect segments); the backed-off one cuts.
 
 *Held* Interests: a producer may hold an Interest until it has the Data (a gradient being
 computed, a push not made yet).  Until the first Data of a transfer arrives, expiries of such
@@ -41,16 +69,18 @@ The transfer takes events with a `now` (`want`, `have`, `on_data`, `on_expired`,
 `on_rejected`, `on_face_down`, `retry_now`, `on_timer`) and returns actions (`Send` a
 flight's Interest, `Cancel` one); `next_timer()` says when it next wants `on_timer`;
 `finished`, `result` and `error` say how it ended.  `FetchPath` is what a fetcher's transfers
-share: the window, the RTO estimator, the smallest round trip, the statistics.
+share: the windows, the RTO estimator, the smallest round trip, the statistics.
 """
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol, Union
+from typing import Callable, Hashable, Iterable, Protocol, Union
 
 from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX
 from ndnps.ndn.rto import BACKOFF_RTTS, RtoEstimator
+
+from .window import INITIAL_WINDOW, CongestionWindow, Windows
 
 # s: the RTO's floor, above the scheduling delays of a busy host (2 cores, 6 processes):
 # RACK and the tail probe repair most losses well before it. At 0.2 s, what the RTO repaired
@@ -75,16 +105,33 @@ SUPPRESSION_MARGIN = 0.001
 # came after the training had ended; chaos)
 NACK_RETRY = 0.05
 NACK_RETRY_MAX = 0.5        # and at most the RTO's ceiling, once the round trip is measured
+# The RTO is at least PEAK_MARGIN x the longest round trip of the last PEAK_WINDOW seconds: a
+# queue that fills at once (every worker's gradient ready together behind one bottleneck) takes
+# round trips from 5 to 80 ms within one of them, faster than srtt + 4 rttvar follows, and an
+# Interest whose lifetime (its RTO) ends first leaves its Data unsolicited at every hop back
+# while its retry fetches it again from a cache behind the bottleneck: on the bottleneck
+# scenario (N = 8, 100 Mbit/s) 2,000 such retries a version, and 1.7x the wire limit instead
+# of 1.2x.  A path that had a queue lately is given room for it; one that never has (a LAN,
+# random loss) keeps its short RTO.
+PEAK_WINDOW = 10.0
+PEAK_MARGIN = 1.25
 DEADLINE_SPLIT_FLOOR = 0.05  # s: below twice this before a deadline, one Interest takes the rest
 TLP_FLOOR = 0.001           # s: added to a tail probe's wait (a process stalled that long)
 # early retransmissions per segment before only timeouts count, spaced as the forwarders'
 # suppression requires (retx_spacing); with 5, a segment lost 6 times in a row (0.15 % at 10 %
 # loss per hop, one version in three) then waited 0.2 + 0.4 + 0.8 s: 10 % went from 8.1x to 4.4x
 MAX_FAST = 8
-# A segment is given up after max_tries tries, and this long since its first (when the caller
-# did not set the tries): with tries a few round trips apart, 8 tries at 20 % loss on four hops
-# (0.59 of them fail) were over in 80 ms, 1.5 % of segments, and a training content lost
+# A segment is given up after max_tries tries, and the path's patience since its first (when
+# the caller did not set the tries): the job's wait for a silent peer (apps pass it), this by
+# default.  With tries a few round trips apart, 8 tries at 20 % loss on four hops (0.59 of them
+# fail) were over in 80 ms, 1.5 % of segments, and a training content lost; with 8 s on a
+# congested 100 Mbit/s link, 16 workers' content fetches failed and started again from scratch
+# (issue 23).  Before the first Data, Interests with a lifetime of their own (polling a producer
+# that may not be ready: the owner starts again with a longer one) wait this at most.
 PATIENCE = 8.0
+LOSS_CUTS = True            # a loss RACK detects behind a queue cuts the window (docstring)
+QUEUE_TARGET = 0.005        # s: CoDel's (and so the forwarders' marking) target queue delay
+NACK_CONGESTION = 50        # NDNLPv2 NackReason Congestion: a signal as an expiry is (ndn-cxx)
 
 
 class FetchError(Exception):
@@ -104,6 +151,8 @@ class FetchStats:
     fast_retransmissions: int = 0  # of which early: RACK or tail loss probe, before the timeout
     timeouts: int = 0
     nacks: int = 0
+    marks: int = 0               # Data that carried a CongestionMark
+    window_cuts: int = 0         # congestion window decreases (at most one per round trip)
     rejected: int = 0            # Data that failed the signature check
     held_timeouts: int = 0       # held Interests that expired while the producer was not ready
 
@@ -120,8 +169,10 @@ class Flight:
     was sent, or each one's lifetime is over), so an answer can only be to this one and its
     round trip measures the path (Karn's rule, made exact by lifetimes: a try after a timeout
     is a sample too, and before it, a fetch whose every first try was lost never measured
-    anything, and kept its initial timeouts).  `fresh`: it asks MustBeFresh."""
-    __slots__ = ("seg", "seq", "sent", "sample", "held", "life", "fresh", "order", "handle")
+    anything, and kept its initial timeouts).  `fresh`: it asks MustBeFresh.  `epoch`: its
+    window's epoch when it left (a signal from before the window's last decrease is none)."""
+    __slots__ = ("seg", "seq", "sent", "sample", "held", "life", "fresh", "order", "handle",
+                 "epoch")
 
     def __init__(self, seg: int, seq: int, sent: float, sample: bool, held: bool,
                  life: float, fresh: bool = False) -> None:
@@ -132,6 +183,7 @@ class Flight:
         # it is ready (before anything sent later); the others in the order they were sent
         self.order = (0, seg, seq) if held else (1, seq, 0)
         self.handle: object = None              # the owner's (its pending Interest)
+        self.epoch = 0
 
 
 @dataclass(frozen=True)
@@ -162,16 +214,17 @@ class PathEstimates(Protocol):
 
 
 class FetchPath:
-    """What a fetcher's transfers share: the window, the RTO estimator, the smallest round
-    trip seen, the statistics and the limits."""
+    """What a fetcher's transfers share: the congestion windows (one per producer, each at
+    most `window` Interests), the RTO estimator, the smallest round trip seen, the statistics
+    and the limits."""
 
     def __init__(self, window: int = 16, rto: RtoEstimator | None = None, max_tries: int = 8,
                  stats: FetchStats | None = None, max_fast: int = MAX_FAST,
                  reorder_floor: float = REORDER_FLOOR, suppression: float = RETX_INITIAL,
-                 suppression_max: float = RETX_MAX, patience: float = PATIENCE) -> None:
-        if window < 1:
-            raise ValueError("window must be >= 1")
-        self.window = window
+                 suppression_max: float = RETX_MAX, patience: float = PATIENCE,
+                 initial_window: float = INITIAL_WINDOW, loss_cuts: bool = LOSS_CUTS) -> None:
+        self.windows = Windows(window, initial_window)
+        self.loss_cuts = loss_cuts      # a loss RACK detects is a congestion signal too
         self.rto = rto or RtoEstimator(initial=1.0, min_rto=MIN_RTO, max_rto=4.0)
         self.max_tries = max_tries
         self.patience = patience    # s: a segment's least persistence (see SegmentTransfer)
@@ -183,6 +236,23 @@ class FetchPath:
         # smallest round trip seen, held Interests included: some are answered at once, so
         # this approaches the path's RTT even when every Interest may be held
         self.min_rtt: float | None = None
+        self._peak = 0.0            # the longest round trip of the last PEAK_WINDOW s
+        self._peak_at = -PEAK_WINDOW
+
+    def observe(self, rtt: float, now: float) -> None:
+        """A round trip sample (a first try's, not held: Karn)."""
+        self.rto.observe(rtt)
+        if rtt >= self._peak or now - self._peak_at > PEAK_WINDOW:
+            self._peak, self._peak_at = rtt, now
+
+    @property
+    def window(self) -> int:
+        """The most Interests in flight towards one producer (the congestion window's cap)."""
+        return self.windows.maximum
+
+    @window.setter
+    def window(self, window: int) -> None:
+        self.windows.set_maximum(window)
 
     def retx_spacing(self, earlier: int) -> float:
         """The least wait before the next try of a segment already tried early `earlier`
@@ -213,7 +283,7 @@ class FetchPath:
         (held answers included) rather than the initial guess, when that is smaller."""
         if self.rto.stats.mean is None and self.min_rtt is not None:
             return min(self.rto.base, max(self.rto.min_rto, 4 * self.min_rtt))
-        return self.rto.base
+        return min(max(self.rto.base, PEAK_MARGIN * self._peak), self.rto.max_rto)
 
 
 class SegmentTransfer:
@@ -232,15 +302,18 @@ class SegmentTransfer:
     samples, unless ``prompt`` says the producer answers at once.
     From the first Data on, the RTO and ``tries`` (default the path's max_tries) rule.
     ``deadline`` (clock time) replaces the tries: everything fails once it has passed.
-    `label(seg)` names a segment in error messages.
+    `label(seg)` names a segment in error messages; `flow` its producer (the congestion
+    window it shares with the path's other transfers towards it).
     """
 
-    def __init__(self, path: FetchPath, label: Callable[[int], str], *, fresh: bool = False,
+    def __init__(self, path: FetchPath, label: Callable[[int], str], *, flow: Hashable = None,
+                 fresh: bool = False,
                  to_final: bool = False, life: float | None = None,
                  max_life: float | None = None, held: bool = False, prompt: bool = False,
                  first_tries: int | None = None, tries: int | None = None,
                  max_rejected: int | None = None, deadline: float | None = None) -> None:
         self.f = path
+        self.win: CongestionWindow = path.windows(flow)
         self.label = label
         self.fresh = fresh
         self.to_final = to_final
@@ -251,6 +324,8 @@ class SegmentTransfer:
         # tries a few round trips apart are over in a blink: unless told how many tries, a
         # segment fails only once the path's patience has passed since its first try too
         self.patience = None if tries is not None else path.patience
+        self.first_patience = self.patience if self.patience is None or life is None \
+            else min(self.patience, PATIENCE)
         self.first_sent: dict[int, float] = {}
         self.deadline = deadline
         self.wanted: set[int] = set()
@@ -313,7 +388,7 @@ class SegmentTransfer:
         """Segment `seg` arrived another way: stop asking for it."""
         self.wanted.discard(seg)
         self.missing.discard(seg)
-        flight = self.flights.pop(seg, None)
+        flight = self._land(seg)
         if flight is not None:
             self._out.append(Cancel(flight))
         self._fill(now)
@@ -331,9 +406,8 @@ class SegmentTransfer:
         say nothing about it now, and its next try could be seconds away."""
         if self.finished:
             return []
-        for seg, flight in list(self.flights.items()):
-            del self.flights[seg]
-            self._out.append(Cancel(flight))
+        self._land_all()
+        self.win.restart()
         self.expiries.clear()
         self.asked_before.update(self.missing)      # answers to them are no RTT samples
         queued = set(self.queue)
@@ -344,9 +418,7 @@ class SegmentTransfer:
 
     def close(self) -> list[Action]:
         self.closed = True
-        for flight in self.flights.values():
-            self._out.append(Cancel(flight))
-        self.flights.clear()
+        self._land_all()
         self.loss_timer = None
         self.nack_retries.clear()
         return self._take()
@@ -370,10 +442,41 @@ class SegmentTransfer:
     # ---- sending -------------------------------------------------------------------------------
 
     def _fill(self, now: float) -> None:
-        while self.queue and len(self.flights) < self.f.window and not self.finished:
+        """Send what is queued while the window has room, and one Interest when this transfer
+        has none out whatever the window (see the module's docstring)."""
+        while self.queue and (self.win.room or not self.flights) and not self.finished:
             seg = self.queue.popleft()
             if seg in self.missing and seg not in self.flights:
                 self._send(seg, now)
+
+    def _fly(self, flight: Flight) -> None:
+        flight.epoch = self.win.sent()
+        self.flights[flight.seg] = flight
+
+    def _land_all(self) -> None:
+        """Cancel every flight."""
+        for flight in list(self.flights.values()):
+            self._land(flight.seg)
+            self._out.append(Cancel(flight))
+
+    def _land(self, seg: int) -> Flight | None:
+        """`seg`'s flight, no longer in flight (None if it had none)."""
+        flight = self.flights.pop(seg, None)
+        if flight is not None:
+            self.win.landed()
+        return flight
+
+    def _queue_loss(self) -> bool:
+        """Whether a loss RACK detects now is a queue's: the last answer's round trip stands
+        more than QUEUE_TARGET above the path's smallest (a loss with no queue before it is a
+        lossy link's)."""
+        return self.f.loss_cuts and self.f.min_rtt is not None \
+            and self.rack_rtt - self.f.min_rtt > QUEUE_TARGET
+
+    def _congested(self, flight: Flight) -> None:
+        """A congestion signal from `flight` (a loss, a backed-off RTO, a Congestion Nack)."""
+        if self.win.congested(flight.epoch):
+            self.f.stats.window_cuts += 1
 
     def _send(self, seg: int, now: float) -> None:
         before_ready = self.ready_at is None
@@ -387,7 +490,8 @@ class SegmentTransfer:
                 # Interest or its Data was lost; either way a few round trips, not a backoff
                 life = max(self.f.bounded(life), self.f.retx_spacing(0))
         else:
-            life = min(self.f.base_rto() * 2 ** expiries, self.f.rto.ceiling)
+            base = self.f.base_rto()
+            life = min(base * 2 ** expiries, max(self.f.rto.ceiling, base))
         if self.deadline is not None:
             # never the whole time left on one Interest: lost, it would leave none for another
             # try (a held collect re-sent with the last 1.9 s of a 5 s worker_timeout was lost,
@@ -409,7 +513,7 @@ class SegmentTransfer:
                         before_ready and self.life is not None and not self.prompt, life,
                         self.fresh or seg in self.stale)
         self.seq += 1
-        self.flights[seg] = flight
+        self._fly(flight)
         self._out.append(Send(flight))
 
     def _retry(self, seg: int, now: float, counted: bool = True) -> None:
@@ -420,12 +524,15 @@ class SegmentTransfer:
                 self._fail(FetchError(f"{self.label(seg)}: no Data before the deadline"))
                 return
         elif counted:
-            self.tries[seg] = self.tries.get(seg, 0) + 1
-            limit = self.first_tries if self.ready_at is None else self.tries_limit
-            if self.tries[seg] >= limit and (
-                    self.patience is None or now - self.first_sent[seg] >= self.patience):
-                self._fail(FetchError(
-                    self._why(seg), rejected=self.rejections.get(seg, 0) >= self.tries[seg]))
+            tries = self.tries[seg] = self.tries.get(seg, 0) + 1
+            ready = self.ready_at is not None
+            limit = self.tries_limit if ready else self.first_tries
+            patience = self.patience if ready else self.first_patience
+            # every answer failed its signature check: no wait mends a key that differs
+            rejected = self.rejections.get(seg, 0) >= tries
+            if tries >= limit and (patience is None or rejected
+                                   or now - self.first_sent[seg] >= patience):
+                self._fail(FetchError(self._why(seg), rejected=rejected))
                 return
         if seg in self.missing:
             self.queue.appendleft(seg)
@@ -438,7 +545,7 @@ class SegmentTransfer:
         """Whether `flight` is its segment's latest (an older one was superseded)."""
         if self.finished or self.flights.get(flight.seg) is not flight:
             return False
-        del self.flights[flight.seg]
+        self._land(flight.seg)
         return True
 
     def on_face_down(self, flight: Flight, now: float) -> list[Action]:
@@ -460,6 +567,10 @@ class SegmentTransfer:
                 self.f.stats.held_timeouts += 1
             else:
                 self.f.stats.timeouts += 1
+            if not flight.held and self.expiries[flight.seg] > 1:
+                # a backed-off RTO (see the module's docstring); not a held Interest's, which
+                # waits on its producer (or a push), not on the path
+                self._congested(flight)
             self._retry(flight.seg, now)
         return self._take()
 
@@ -467,6 +578,8 @@ class SegmentTransfer:
         if self._current(flight):
             self.last_failure[flight.seg] = f"Nack {reason}"
             self.f.stats.nacks += 1
+            if reason == NACK_CONGESTION:
+                self._congested(flight)
             delay = nack_delay(self.tries.get(flight.seg, 0),
                                min(flight.life, self.f.rto.ceiling))
             self.nack_retries[flight.seg] = now + delay
@@ -503,18 +616,21 @@ class SegmentTransfer:
         return f"{name}: no valid Data after {tries} tries (the last: {last})"
 
     def on_data(self, flight: Flight, content: bytes, final: int | None,
-                now: float) -> list[Action]:
-        """The flight's Data came (its signature checked); a wanted segment lands in
-        `arrived` for the owner, who then calls `settle`."""
+                now: float, marked: bool = False) -> list[Action]:
+        """The flight's Data came (its signature checked; `marked`: it carried a
+        CongestionMark); a wanted segment lands in `arrived` for the owner, who then calls
+        `settle`."""
         if self.finished:
             return []
         seg = flight.seg
-        current = self.flights.get(seg)
-        if current is flight:
-            del self.flights[seg]
-        elif current is not None:                   # the original answered after all
+        current = self._land(seg)
+        if current is not None and current is not flight:   # the original answered after all
             self._out.append(Cancel(current))
-            del self.flights[seg]
+        if marked:
+            self.f.stats.marks += 1
+        # a duplicate grows nothing, but its mark still tells of the queue it went through
+        if (marked or seg not in self.got) and self.win.on_data(flight.epoch, marked):
+            self.f.stats.window_cuts += 1
         if seg in self.got:
             return self._take()
         self._settle = True
@@ -523,7 +639,7 @@ class SegmentTransfer:
         if flight.sample:
             self.f.min_rtt = rtt if self.f.min_rtt is None else min(self.f.min_rtt, rtt)
             if not flight.held:
-                self.f.rto.observe(rtt)
+                self.f.observe(rtt, now)
         elif self.f.min_rtt is None:
             # the answer may be to an earlier try (shorter than the truth), but a guess at
             # the path's round trip beats the initial RTO's second: true samples replace it
@@ -564,7 +680,7 @@ class SegmentTransfer:
         for s in [s for s in self.wanted if s > final]:
             self.wanted.discard(s)
             self.missing.discard(s)
-            flight = self.flights.pop(s, None)
+            flight = self._land(s)
             if flight is not None:
                 self._out.append(Cancel(flight))
 
@@ -614,8 +730,10 @@ class SegmentTransfer:
             if not lost:
                 break
             for flight in lost:
-                del self.flights[flight.seg]
+                self._land(flight.seg)
                 self._out.append(Cancel(flight))
+                if flight.order < rack and self._queue_loss():     # (not a tail probe)
+                    self._congested(flight)
                 self.fast[flight.seg] = self.fast.get(flight.seg, 0) + 1
                 self.f.stats.fast_retransmissions += 1
                 self.queue.appendleft(flight.seg)

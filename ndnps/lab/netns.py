@@ -9,6 +9,7 @@ runs. Needs root and iproute2.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -26,14 +27,60 @@ class NetnsUnavailable(RuntimeError):
     """Not root, or `ip netns` is missing: the caller skips or fails with this message."""
 
 
-def check_available() -> None:
+def check_available(requirement: str = "--netns", tbf: bool = False) -> None:
+    """Raise NetnsUnavailable, naming the cause, unless namespaces (and with `tbf`, the
+    kernel's tbf qdisc in one) can be made here; `requirement` is what needs them."""
     if os.geteuid() != 0:
-        raise NetnsUnavailable("network namespaces need root (run as root or drop --netns)")
-    if shutil.which("ip") is None:
-        raise NetnsUnavailable("`ip` (iproute2) is not installed")
+        if requirement == "--netns":
+            raise NetnsUnavailable("network namespaces need root (run as root or drop --netns)")
+        raise NetnsUnavailable(f"{requirement} runs in network namespaces, which need root "
+                               "(run as root)")
+    for tool in ("ip", "tc") if tbf else ("ip",):
+        if shutil.which(tool) is None:
+            raise NetnsUnavailable(f"`{tool}` (iproute2) is not installed; {requirement} "
+                                   "needs it")
     probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
     if probe.returncode != 0:
         raise NetnsUnavailable(f"`ip netns` does not work here: {probe.stderr.strip()}")
+    if tbf:
+        _probe_tbf(requirement)
+
+
+def _probe_tbf(requirement: str) -> None:
+    """Put a tbf qdisc on the loopback device of a throwaway namespace (named after this
+    process, so that `remove_stale` deletes it should we be killed meanwhile)."""
+    with Netns.owned() as probe:
+        try:
+            probe.add_host("tbf-probe")
+            probe.tbf("tbf-probe", "lo", rate_mbps=1.0, burst_bytes=2000, queue_bytes=3000)
+        except RuntimeError as e:
+            raise NetnsUnavailable(f"the kernel's tbf qdisc is unavailable here ({e}); "
+                                   f"{requirement} limits its link with it") from None
+
+
+def _tc(ns: str, *args: str) -> str:
+    proc = subprocess.run(["ip", "netns", "exec", ns, "tc", *args], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tc {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+# what `tc -s -j qdisc show` says of a qdisc -> our names (summary.json)
+QDISC_COUNTERS = {"bytes": "sent_bytes", "packets": "sent_packets", "drops": "drops",
+                  "overlimits": "overlimits", "requeues": "requeues",
+                  "backlog": "backlog_bytes", "qlen": "backlog_packets"}
+
+
+def parse_qdisc_stats(text: str) -> dict[str, int | str]:
+    """The root qdisc's counters from `tc -s -j qdisc show dev X` (JSON): its kind, bytes and
+    packets sent, drops, overlimits, requeues and what is still queued."""
+    root = next((q for q in json.loads(text or "[]") if q.get("root")), None)
+    if root is None:
+        raise ValueError("no root qdisc in the output of tc")
+    out: dict[str, int | str] = {"kind": str(root.get("kind"))}
+    out.update({ours: int(root.get(theirs, 0)) for theirs, ours in QDISC_COUNTERS.items()})
+    return out
 
 
 def _ip(*args: str) -> None:
@@ -78,7 +125,7 @@ class Netns:
         _ip("-n", ns, "link", "set", "lo", "up")
         return ns
 
-    def link(self, a: str, b: str) -> Link:
+    def link(self, a: str, b: str, mtu: int | None = None) -> Link:
         net = next(self._subnets)
         addr_a, addr_b = (str(h) for h in list(net.hosts())[:2])
         # made in the root namespace, then moved: named after this process (15 bytes at
@@ -90,6 +137,8 @@ class Netns:
             ns = self.hosts[host]
             _ip("link", "set", dev, "netns", ns)
             _ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+            if mtu is not None:
+                _ip("-n", ns, "link", "set", dev, "mtu", str(mtu))
             _ip("-n", ns, "link", "set", dev, "up")
         link = Link(a, b, dev_a, dev_b, addr_a, addr_b)
         self.links.append(link)
@@ -108,6 +157,19 @@ class Netns:
                               capture_output=True, text=True)
         self.netem_supported = proc.returncode == 0
         return self.netem_supported
+
+    def tbf(self, host: str, dev: str, rate_mbps: float, burst_bytes: int,
+            queue_bytes: int) -> None:
+        """The kernel's token bucket filter as the root qdisc of one veth end (its egress):
+        at most `rate_mbps`, bursts of `burst_bytes`, `queue_bytes` queued before it drops.
+        RuntimeError (with tc's message) if the kernel cannot."""
+        _tc(self.hosts[host], "qdisc", "replace", "dev", dev, "root", "tbf",
+            "rate", f"{round(rate_mbps * 1e6)}bit", "burst", str(burst_bytes),
+            "limit", str(queue_bytes))
+
+    def qdisc_stats(self, host: str, dev: str) -> dict[str, int | str]:
+        """The counters of the root qdisc of `dev` in `host` (parse_qdisc_stats)."""
+        return parse_qdisc_stats(_tc(self.hosts[host], "-s", "-j", "qdisc", "show", "dev", dev))
 
     def exec_argv(self, host: str, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.hosts[host], *argv]

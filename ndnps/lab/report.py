@@ -144,8 +144,9 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
     seconds = training_seconds(run)
     summary = {
         "scenario": sc.name,
+        "system": sc.system,
         "mode": sc.training.mode,
-        "push_mode": sc.training.push_mode,
+        "push_mode": sc.training.push_mode if sc.system == "ndnps" else None,
         "topology": sc.topology,
         "netns": sc.netns,
         "workers": len(sc.worker_names),
@@ -184,6 +185,45 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
     if extra:
         summary.update(extra)
     return summary
+
+
+# ---- the bottleneck --------------------------------------------------------------------------
+
+def wire_limits(model_bytes: int, workers: int, rate_bytes_per_s: float) -> dict[str, float]:
+    """The least seconds a sync iteration can take on the bottleneck when each system moves
+    only the model's bytes (M) at the link's rate (R), pushes and gradients one after the
+    other: ndnps pushes the parameters once (multicast along the persistent PIT) and collects
+    N gradients, (N+1)·M/R; the TCP PS sends N copies and receives N gradients, 2N·M/R."""
+    return {"ndnps": (workers + 1) * model_bytes / rate_bytes_per_s,
+            "tcp": 2 * workers * model_bytes / rate_bytes_per_s}
+
+
+def _drop_ratio(drops: int, sent: int) -> float | None:
+    return drops / sent if sent else None
+
+
+def bottleneck_summary(sc: Any, qdisc: dict[str, dict[str, Any]] | None, model_bytes: int | None,
+                       iteration: float | None) -> dict[str, Any]:
+    """summary.json's `bottleneck`: the link as configured, each direction's tbf counters
+    (`qdisc`, by "sender->receiver" host; None if they could not be read) with drops over
+    packets sent (the benchmark's target: at most 1 %), and the wire limits of both systems
+    with the measured median iteration over each."""
+    b = sc.bottleneck
+    out: dict[str, Any] = {"rate_mbps": b.rate_mbps, "queue_bytes": b.queue_bytes,
+                           "burst_bytes": b.burst_bytes, "mtu": b.mtu, "qdisc": None}
+    if qdisc is not None:
+        out["qdisc"] = {d: {**c, "drops_over_sent": _drop_ratio(c["drops"], c["sent_packets"])}
+                        for d, c in qdisc.items()}
+        sent = sum(int(c["sent_packets"]) for c in qdisc.values())
+        drops = sum(int(c["drops"]) for c in qdisc.values())
+        out.update(qdisc_sent_packets=sent, qdisc_drops=drops,
+                   qdisc_drops_over_sent=_drop_ratio(drops, sent))
+    if model_bytes:
+        limits = wire_limits(model_bytes, len(sc.worker_names), b.rate_bytes_per_s)
+        out["wire_limit_seconds"] = limits
+        out["iteration_over_wire_limit"] = {
+            k: (iteration / v if iteration is not None else None) for k, v in limits.items()}
+    return out
 
 
 # ---- faults on the time axis -------------------------------------------------------------------

@@ -23,12 +23,13 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forwarder.status import fetch_status
 
-from . import report, spec, topology
+from . import baseline, report, spec, topology
 from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
 from .netns import Netns, NetnsUnavailable, check_available, remove_stale
 from .metrics import RUN_T0_ENV, read_metrics
@@ -109,6 +110,8 @@ class Runner:
         self.forwarder_procs: dict[str, ManagedProcess] = {}
         self.forwarder_argv: dict[str, list[str]] = {}
         self.faults: list[dict] = []             # what [faults] did, for summary.json
+        # the bottleneck's tbf counters by direction ("a->b"), read at the end of the run
+        self.link_stats: dict[str, dict] | None = None
         self.unplanned_exits: list[dict] = []    # children that died unasked
         self.t0 = time.monotonic()               # the run's time base (summary, faults)
 
@@ -124,6 +127,9 @@ class Runner:
         doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
         doc["links"] = {**doc.get("links", {}), "reliability": self.sc.links.reliability}
         doc.setdefault("topology", {})["workers"] = self.sc.workers
+        if self.sc.topology == "bottleneck":
+            doc["bottleneck"] = asdict(self.sc.bottleneck)
+            doc["run"] = {**doc.get("run", {}), "system": self.sc.system}
         path = self.run_dir / "scenario.toml"
         path.write_text(f"# scenario {self.sc.name!r} as run\n" + _to_toml(doc))
         return path
@@ -134,29 +140,81 @@ class Runner:
             plan = topology.plan_local(self.sc)
             topology.apply_link_overrides(plan, self.sc)
             return plan
-        check_available()
-        plan = topology.plan_netns(self.sc)
+        check_netns(self.sc)
+        plan = topology.plan_hosts(self.sc)
         for ns in remove_stale():
             self.notes.append(f"removed network namespace {ns}, left by a run that was killed")
         self.netns = Netns.owned()
         for name in plan.forwarders:
             self.netns.add_host(name)
-        addrs = []
+        bottleneck = self.sc.topology == "bottleneck"
+        mtu = self.sc.bottleneck.mtu if bottleneck else None
+        for a, b in plan.host_links:
+            self.netns.link(a, b, mtu)
         link = self.sc.links.as_table()
         kernel = False
-        for a, b in plan.host_links:
-            veth = self.netns.link(a, b)
-            addrs.append((veth.addr_a, veth.addr_b))
-            if self.sc.netem and (self.sc.links.loss or self.sc.links.delay_ms):
-                kernel = self.netns.netem(a, veth.dev_a, self.sc.links.loss, self.sc.links.delay_ms) \
-                    and self.netns.netem(b, veth.dev_b, self.sc.links.loss, self.sc.links.delay_ms)
-        if link and not kernel:
-            if self.sc.netem:
+        if bottleneck:
+            self._limit_bottleneck()
+            if link:
+                self.notes.append("[links] conditions emulated in the forwarders' faces on the "
+                                  "bottleneck's veth, on top of its tbf")
+        else:
+            kernel = self._netem()
+            if link and not kernel and self.sc.netem:
                 self.notes.append("kernel netem unavailable: link conditions emulated in the "
                                   "forwarders' faces")
+        addrs = [(veth.addr_a, veth.addr_b) for veth in self.netns.links]
         topology.assign_addresses(plan, addrs, {} if kernel else link, self.sc.links.reliability)
         topology.apply_link_overrides(plan, self.sc)
         return plan
+
+    def _netem(self) -> bool:
+        """[links] loss and delay by the kernel's netem on both ends of every veth; whether
+        the kernel took them (else the forwarders emulate them)."""
+        assert self.netns is not None
+        links = self.sc.links
+        kernel = False
+        if self.sc.netem and (links.loss or links.delay_ms):
+            for veth in self.netns.links:
+                kernel = self.netns.netem(veth.a, veth.dev_a, links.loss, links.delay_ms) \
+                    and self.netns.netem(veth.b, veth.dev_b, links.loss, links.delay_ms)
+        return kernel
+
+    def _limit_bottleneck(self) -> None:
+        """tbf at [bottleneck]'s rate, burst and queue on both ends of the bottleneck's veth
+        (each end limits what leaves through it: one direction each); deleted with the
+        namespaces."""
+        assert self.netns is not None
+        b = self.sc.bottleneck
+        for veth in self.netns.links:
+            for host, dev in ((veth.a, veth.dev_a), (veth.b, veth.dev_b)):
+                try:
+                    self.netns.tbf(host, dev, b.rate_mbps, b.burst_bytes, b.queue_bytes)
+                except RuntimeError as e:
+                    raise NetnsUnavailable(f"cannot limit the bottleneck at {host}: {e}") from None
+
+    def read_link_stats(self) -> None:
+        """The bottleneck's tbf counters, per direction (sender->receiver host), once, while
+        its namespaces exist: at the end of the run, or when it fails."""
+        if self.link_stats is not None or self.netns is None or not self.netns.hosts \
+                or self.sc.topology != "bottleneck":
+            return
+        stats = {}
+        for veth in self.netns.links:
+            for host, dev, peer in ((veth.a, veth.dev_a, veth.b), (veth.b, veth.dev_b, veth.a)):
+                try:
+                    stats[f"{host}->{peer}"] = self.netns.qdisc_stats(host, dev)
+                except (RuntimeError, ValueError) as e:
+                    self.notes.append(f"qdisc counters of {host}->{peer} unavailable: {e}")
+        self.link_stats = stats
+
+    def _address_of(self, host: str) -> str:
+        """`host`'s address on its (first) veth."""
+        assert self.netns is not None
+        for veth in self.netns.links:
+            if host in (veth.a, veth.b):
+                return veth.addr_a if host == veth.a else veth.addr_b
+        raise RunFailed(f"host {host} has no link")
 
     def _wrap(self, node: topology.ForwarderNode | None) -> list[str]:
         if self.netns is None or node is None or node.host is None:
@@ -233,6 +291,39 @@ class Runner:
         self.ps_launch = (argv, env)
         return self._spawn(app.name, argv, env), workers
 
+    def start_tcp(self, plan: topology.Plan) -> tuple[ManagedProcess, dict]:
+        """run.system = "tcp": bench/tcp_ps.py's PS on the PS's host, listening on its end of
+        the bottleneck, then its workers on theirs, connecting over it; no forwarders. Their
+        metrics and logs go where the apps' go, under the same names."""
+        t = self.sc.training
+        ready = self.run_dir / "config" / "tcp-ps.port"
+        env = baseline.env()
+        by_role: dict[str, list[topology.AppNode]] = {"ps": [], "worker": []}
+        for app in plan.apps:
+            by_role[app.role].append(app)
+        (ps_app,) = by_role["ps"]
+        ps_node = plan.forwarders[ps_app.forwarder]
+        address = self._address_of(str(ps_node.host))
+        ps = self._spawn(ps_app.name, self._wrap(ps_node) + baseline.ps_argv(
+            t, address, ready, self.run_dir / "metrics" / f"{ps_app.name}.jsonl"), env)
+        wait_until(lambda: ready.exists() and ready.read_text().strip().isdigit(),
+                   READY_TIMEOUT, ps, "listening")
+        port = int(ready.read_text())
+        workers = {}
+        for app in by_role["worker"]:
+            argv = self._wrap(plan.forwarders[app.forwarder]) + baseline.worker_argv(
+                t, t.workers.index(app.name), address, port,
+                self.run_dir / "metrics" / f"{app.name}.jsonl")
+            workers[app.name] = self._spawn(app.name, argv, env)
+        return ps, workers
+
+    def start(self, plan: topology.Plan, config: Path) -> tuple[ManagedProcess, dict]:
+        """Whatever trains: ndnps (forwarders, then the apps) or the TCP PS baseline."""
+        if self.sc.system == "tcp":
+            return self.start_tcp(plan)
+        self.start_forwarders(plan)
+        return self.start_apps(plan, config)
+
     # ---- the run -----------------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -240,11 +331,11 @@ class Runner:
         display = Progress(self.sc, self.run_dir, self.live)
         try:
             plan = self.plan()
-            self.start_forwarders(plan)
-            ps, workers = self.start_apps(plan, config)
+            ps, workers = self.start(plan, config)
             display.start()
             self.supervise(ps, workers, display)
             self.collect_status(plan)
+            self.read_link_stats()
         except (ProcessFailed, RunFailed, NetnsUnavailable) as e:
             display.stop()
             print(f"\nrun failed: {e}{self._unplanned_text()}", file=sys.stderr)
@@ -411,6 +502,7 @@ class Runner:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
 
     def _write_summary(self, ok: bool, error: str | None = None) -> dict:
+        self.read_link_stats()               # a failed run's too: its drops may say why
         extra = {"ok": ok, "notes": self.notes, "faults": self.faults,
                  "unplanned_exits": self.unplanned_exits,
                  "exit_codes": {p.name: p.poll() for p in self.procs}}
@@ -424,6 +516,10 @@ class Runner:
             summary["link_bytes"] = report.link_bytes(self.run_dir)
         except (OSError, ValueError, KeyError):
             pass
+        if self.sc.topology == "bottleneck":
+            summary["bottleneck"] = report.bottleneck_summary(
+                self.sc, self.link_stats, summary.get("model_bytes"),
+                summary.get("iteration_seconds"))
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         return summary
 
@@ -638,8 +734,8 @@ class Progress:
         return table
 
     def final(self, summary: dict) -> None:
-        rows = [("scenario", summary["scenario"]), ("mode", f"{summary['mode']} / "
-                                                            f"{summary['push_mode']}"),
+        rows = [("scenario", summary["scenario"]),
+                ("mode", f"{summary['mode']} / {summary['push_mode'] or summary['system']}"),
                 ("workers", summary["workers"]), ("final accuracy", summary["final_accuracy"]),
                 ("versions", summary["versions"]), ("model bytes", summary["model_bytes"]),
                 ("PS bytes out per version / model (steady)",
@@ -658,6 +754,7 @@ class Progress:
                      ("PS restarts (resumed from version)",
                       f"{summary['ps_restarts']} ({summary['ps_resumed_from']})"),
                      ("forwarder reconnects", sum(summary["reconnects"].values()))]
+        rows += _bottleneck_rows(summary.get("bottleneck"))
         try:
             from rich.console import Console
             from rich.table import Table
@@ -672,6 +769,29 @@ class Progress:
             print(f"note: {note}")
         for warning in summary.get("warnings", []):
             print(f"warning: {warning}")
+
+
+def check_netns(sc: Scenario) -> None:
+    """NetnsUnavailable, naming the cause, unless this host can make the scenario's
+    namespaces (and for the bottleneck, its tbf qdiscs)."""
+    if sc.topology == "bottleneck":
+        check_available('topology.kind = "bottleneck"', tbf=True)
+    else:
+        check_available()
+
+
+def _bottleneck_rows(b: dict | None) -> list[tuple[str, object]]:
+    """The final table's rows for the bottleneck: iteration over both wire limits, drops."""
+    if not b:
+        return []
+    over = b.get("iteration_over_wire_limit") or {}
+    rows: list[tuple[str, object]] = [
+        (f"iteration / wire limit {k} ({_fmt(b['wire_limit_seconds'][k], '.3f')} s)",
+         _fmt(v, ".3f")) for k, v in over.items()]
+    if b.get("qdisc") is not None:
+        rows.append(("qdisc drops / packets sent", f"{b['qdisc_drops']} / "
+                     f"{b['qdisc_sent_packets']} ({_fmt(b['qdisc_drops_over_sent'], '.2%')})"))
+    return rows
 
 
 def _fmt(value, fmt: str) -> str:
@@ -729,9 +849,11 @@ def main(argv: list[str] | None = None) -> int:
         sc.netns = True
     try:
         if sc.netns:
-            check_available()
+            check_netns(sc)
         else:
             spec.check_local(sc)
+        if sc.system == "tcp":
+            baseline.check_available()
     except (ScenarioError, NetnsUnavailable) as e:
         print(f"scenario error: {e}", file=sys.stderr)
         return 2

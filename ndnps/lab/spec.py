@@ -2,7 +2,11 @@
 the training itself, read from TOML (scenarios/*.toml), with `--set key=value` overrides.
 
     description = "..."
-    [topology]   kind = "star" | "tree"; workers = 4; leaves = 2 (tree)
+    [topology]   kind = "star" | "tree" | "bottleneck"; workers = 4; leaves = 2 (tree);
+                 bottleneck: two network namespaces (the PS and its forwarder; the workers and
+                 theirs) joined by one veth limited by the kernel's tbf qdisc both ways
+    [bottleneck] rate_mbps = 100.0; queue_bytes = 1048576 (tbf limit: the kernel queue);
+                 burst_bytes = 16384 (tbf burst); mtu = 1500 (the veth's): that link
     [links]      loss, delay_ms, jitter_ms, rate_mbps: every link (apps' and forwarders');
                  reliability = true: NDNLPv2 link reliability on every link (the default
                  when a link is lossy; false turns it off) — both ends of
@@ -16,8 +20,10 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
     [workers]    slowdown = { w4 = 3.0 }   compute time multiplied (stragglers)
     [run]        timeout = 300; trace_interval = 0.5; on_child_exit = "continue" | "fail";
                  restart_after = 1.0; max_restarts = 3: what the runner does when a child
-                 dies without being asked to (see ndnps/lab/scenario.py, "Unplanned exits")
-    [netns]      enabled = false; netem = true
+                 dies without being asked to (see ndnps/lab/scenario.py, "Unplanned exits");
+                 system = "ndnps" | "tcp": what trains (tcp: bench/tcp_ps.py, the plain TCP
+                 PS, over the bottleneck's link: same hosts, tbf, model, workers, versions)
+    [netns]      enabled = false (true with the bottleneck topology); netem = true
     [faults]     kill = [{ worker = "w2", at_version = 50, restart_after = 2.0 }]: SIGKILL a
                  worker once the PS reaches that version, optionally restart it (same name)
                  that many seconds later; { ps = true, ... } kills the PS (restarted from its
@@ -87,6 +93,26 @@ class Links:
 
 _FLAGS = ("reliability", "app_faces")     # Links fields that are switches, not conditions
 
+TOPOLOGIES = ("star", "tree", "bottleneck")
+SYSTEMS = ("ndnps", "tcp")
+# the bottleneck topology's two hosts (network namespaces), each with its forwarder
+BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST = "ps-host", "workers-host"
+ETHERNET_HEADER = 14          # bytes a frame adds to the MTU on the veth (what tbf counts)
+
+
+@dataclass
+class Bottleneck:
+    """The one link of the bottleneck topology: a veth whose two ends are each limited by
+    the kernel's tbf qdisc (`tc qdisc add dev X root tbf rate R burst B limit L`)."""
+    rate_mbps: float = 100.0
+    queue_bytes: int = 1 << 20     # tbf `limit`: bytes queued in the kernel, then dropped
+    burst_bytes: int = 16384       # tbf `burst`: the token bucket's depth
+    mtu: int = 1500                # the veth's MTU, both ends
+
+    @property
+    def rate_bytes_per_s(self) -> float:
+        return self.rate_mbps * 1e6 / 8
+
 
 @dataclass
 class Scenario:
@@ -109,6 +135,8 @@ class Scenario:
     max_restarts: int = 3
     netns: bool = False
     netem: bool = True
+    bottleneck: Bottleneck = field(default_factory=Bottleneck)
+    system: str = "ndnps"          # [run] system: what trains over the topology
     training: TrainingConfig = field(default_factory=TrainingConfig)
     kills: list["Kill"] = field(default_factory=list)    # [faults], by version
     raw: dict[str, Any] = field(default_factory=dict)    # the document as run
@@ -130,13 +158,15 @@ class Kill:
 
 
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
-        "training", "faults"}
+        "training", "faults", "bottleneck"}
 _TABLE_KEYS = {
     "topology": {"kind", "workers", "leaves"},
     "links": {f.name for f in fields(Links)},
     "workers": {"slowdown"},
-    "run": {"timeout", "trace_interval", "on_child_exit", "restart_after", "max_restarts"},
+    "run": {"timeout", "trace_interval", "on_child_exit", "restart_after", "max_restarts",
+            "system"},
     "netns": {"enabled", "netem"},
+    "bottleneck": {f.name for f in fields(Bottleneck)},
     "faults": {"kill", "random"},
 }
 _KILL_KEYS = {"worker", "ps", "forwarder", "at_version", "restart_after"}
@@ -172,8 +202,9 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
 
     topo = doc.get("topology", {})
     sc.topology = topo.get("kind", sc.topology)
-    if sc.topology not in ("star", "tree"):
-        raise ScenarioError(f"topology.kind: must be star or tree, got {sc.topology!r}")
+    if sc.topology not in TOPOLOGIES:
+        raise ScenarioError(f"topology.kind: must be one of {', '.join(TOPOLOGIES)}, got "
+                            f"{sc.topology!r}")
     sc.workers = _number(topo.get("workers", sc.workers), "topology.workers", 1, 64, True)
     sc.leaves = _number(topo.get("leaves", sc.leaves), "topology.leaves", 1, 16, True)
 
@@ -218,6 +249,7 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
             raise ScenarioError(f"netns.{key}: expected true or false, got {ns[key]!r}")
     sc.netns = ns.get("enabled", False)
     sc.netem = ns.get("netem", True)
+    sc.bottleneck = _bottleneck(doc.get("bottleneck", {}), sc, ns)
 
     if not isinstance(doc.get("training", {}), dict):
         raise ScenarioError("training: expected a table")
@@ -243,7 +275,58 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
                                 f"(workers: {', '.join(sc.training.workers)})")
         sc.slowdown[worker] = _number(factor, f"workers.slowdown.{worker}", 1.0)
     sc.kills = _faults(doc.get("faults", {}), sc)
+    sc.system = run.get("system", sc.system)
+    if sc.system not in SYSTEMS:
+        raise ScenarioError(f"run.system: must be one of {', '.join(SYSTEMS)}, got "
+                            f"{sc.system!r}")
+    if sc.system == "tcp":
+        _check_tcp_baseline(sc, doc)
     return sc
+
+
+def _bottleneck(table: dict, sc: Scenario, ns: dict) -> Bottleneck:
+    """[bottleneck], for topology.kind = "bottleneck" only, which always runs in network
+    namespaces (sc.netns is set)."""
+    if sc.topology != "bottleneck":
+        if table:
+            raise ScenarioError("bottleneck: applies to topology.kind = \"bottleneck\" only")
+        return Bottleneck()
+    if ns.get("enabled") is False:
+        raise ScenarioError("netns.enabled: topology.kind = \"bottleneck\" runs in network "
+                            "namespaces (two hosts joined by one veth); it cannot be false")
+    sc.netns = True
+    b = Bottleneck()
+    b.rate_mbps = _number(table.get("rate_mbps", b.rate_mbps), "bottleneck.rate_mbps", 0.001,
+                          100_000.0)
+    b.mtu = _number(table.get("mtu", b.mtu), "bottleneck.mtu", 576, 65535, True)
+    frame = b.mtu + ETHERNET_HEADER        # a full-size frame must fit the bucket and the queue
+    b.burst_bytes = _number(table.get("burst_bytes", b.burst_bytes), "bottleneck.burst_bytes",
+                            frame, 1 << 30, True)
+    b.queue_bytes = _number(table.get("queue_bytes", b.queue_bytes), "bottleneck.queue_bytes",
+                            frame, 1 << 30, True)
+    return b
+
+
+def _check_tcp_baseline(sc: Scenario, doc: dict[str, Any]) -> None:
+    """run.system = "tcp": bench/tcp_ps.py trains instead of ndnps, on the bottleneck's two
+    hosts: sync SGD of an MLP on the synthetic dataset, no forwarders (so no [links]
+    conditions), no faults."""
+    t = sc.training
+    if sc.topology != "bottleneck":
+        raise ScenarioError("run.system: \"tcp\" (the plain TCP PS baseline) runs over the "
+                            "bottleneck topology only (topology.kind = \"bottleneck\")")
+    for key, wanted in (("mode", "sync"), ("dataset", "synthetic"), ("model", "mlp")):
+        if getattr(t, key) != wanted:
+            raise ScenarioError(f"training.{key}: the TCP PS baseline (run.system = \"tcp\") "
+                                f"trains {key} = {wanted!r} only, got {getattr(t, key)!r}")
+    for key in doc.get("links", {}):
+        if key in sc.links.as_table():
+            raise ScenarioError(f"links.{key}: the TCP PS baseline (run.system = \"tcp\") has "
+                                "no forwarders to emulate link conditions: the bottleneck's "
+                                "tbf is its link")
+    if sc.kills:
+        raise ScenarioError("faults: the TCP PS baseline (run.system = \"tcp\") has no "
+                            "fault handling")
 
 
 def _restart_after(entry: dict, where: str) -> float | None:
@@ -285,8 +368,7 @@ def _faults(table: dict, sc: Scenario) -> list[Kill]:
             continue
         if "forwarder" in entry:
             fwd = entry["forwarder"]
-            known = (["fwd"] if sc.topology == "star" else
-                     ["root"] + [f"leaf{i + 1}" for i in range(sc.leaves)])
+            known = router_names(sc)
             if fwd not in known:
                 raise ScenarioError(f"{where}.forwarder: no such forwarder {fwd!r} "
                                     f"(forwarders: {', '.join(known)})")
@@ -318,6 +400,16 @@ def _faults(table: dict, sc: Scenario) -> list[Kill]:
         for _ in range(n):
             kills.append(Kill(rng.choice(sc.training.workers), rng.randint(low, high), after))
     return sorted(kills, key=lambda k: k.at_version)
+
+
+def router_names(sc: Scenario) -> list[str]:
+    """The topology's forwarders that apps do not name (a netns run adds one per app host,
+    except on the bottleneck, whose two hosts are these)."""
+    if sc.topology == "star":
+        return ["fwd"]
+    if sc.topology == "bottleneck":
+        return [BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST]
+    return ["root"] + [f"leaf{i + 1}" for i in range(sc.leaves)]
 
 
 def check_local(sc: Scenario) -> None:

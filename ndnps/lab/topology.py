@@ -10,6 +10,11 @@ their own faces, see the runner).
 Netns mode (`--netns`): every host — each router forwarder, the PS and each worker — is its own
 network namespace and runs its own forwarder, as Mini-NDN runs NFD on every node; the apps use
 their host's forwarder and hosts are joined by veth pairs carrying UDP faces.
+
+Bottleneck (`kind = "bottleneck"`, always in namespaces): two hosts, as the issue's testbed — the
+PS host runs the PS's forwarder and the PS, the workers host one forwarder for every worker and
+the workers — joined by one veth carrying one UDP face each way, its two ends limited by the
+kernel's tbf qdisc (the runner sets it up, `[bottleneck]`).
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from forwarder.strategy import BestRoute, RetxSuppression
 CLASSIFIER = "ndnps.protocol.names:classify"
 
 from .process import free_port
-from .spec import Scenario
+from .spec import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, Scenario
 
 NDN_PORT = 6363
 
@@ -166,6 +171,22 @@ def plan_netns(sc: Scenario) -> Plan:
     for name, rs in routes.items():
         nodes[name].routes = rs
     return Plan(nodes, apps, links)
+
+
+def plan_bottleneck(sc: Scenario) -> Plan:
+    """The PS host and the workers host, one link between them; routes as a tree's root and
+    leaf have them (the PS host's forwarder reaches each /<worker> over the link, the
+    workers host's reaches /<ps>). Addresses: `assign_addresses`, once the veth exists."""
+    ps, a, b = sc.training.ps, BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST
+    nodes = {a: ForwarderNode(a, host=a, routes=[(f"/{w}", b) for w in sc.worker_names]),
+             b: ForwarderNode(b, host=b, routes=[(f"/{ps}", a)])}
+    apps = [AppNode(ps, "ps", a)] + [AppNode(w, "worker", b) for w in sc.worker_names]
+    return Plan(nodes, apps, [(a, b)])
+
+
+def plan_hosts(sc: Scenario) -> Plan:
+    """The netns plan of the scenario's topology."""
+    return plan_bottleneck(sc) if sc.topology == "bottleneck" else plan_netns(sc)
 
 
 def assign_addresses(plan: Plan, addrs: list[tuple[str, str]], link: dict[str, float],

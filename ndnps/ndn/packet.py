@@ -2,14 +2,19 @@
 encode what the forwarder adds (Nacks, PIT tokens) and what the apps send (Data, Interests).
 
 The forwarder never re-encodes a Data: it forwards the bytes it received (wrapped in an
-NDNLPv2 header only when a PIT token must be echoed). An Interest is forwarded as received,
-except its HopLimit byte, which is decremented in place.
+NDNLPv2 header only when a PIT token must be echoed or it came with a CongestionMark). An
+Interest is forwarded as received, except its HopLimit byte, which is decremented in place.
+
+A packet keeps the CongestionMark it arrived with (`congestion_mark`, 0: none) and carries it on
+to the next hop, as NFD keeps the mark's tag on the packet object; a bare packet, the usual
+case, pays nothing for it.
 """
 from __future__ import annotations
 
 import os
 from typing import Callable, Final, Sequence, Union
 
+from .congestion import congestion_mark_field
 from .tlv import (
     CAN_BE_PREFIX, CONTENT, CONTENT_TYPE, FINAL_BLOCK_ID, KEY_LOCATOR, SIGNATURE_INFO,
     SIGNATURE_TYPE, SIGNATURE_VALUE, nonneg_element, tl,
@@ -30,9 +35,10 @@ NACK_NO_ROUTE: Final = 150
 # Least severe first: a downstream Nack carries the least severe reason its upstreams gave.
 _SEVERITY: Final = {NACK_CONGESTION: 0, NACK_DUPLICATE: 1, NACK_NO_ROUTE: 2}
 
+# header fields read elsewhere (link reliability) or not at all: skipped
 _KNOWN_LP_HEADERS: Final = frozenset((
-    LP_SEQUENCE, LP_PIT_TOKEN, LP_INCOMING_FACE_ID, LP_NEXT_HOP_FACE_ID, LP_CACHE_POLICY,
-    LP_CONGESTION_MARK, LP_ACK, LP_TX_SEQUENCE, LP_NON_DISCOVERY, LP_PREFIX_ANNOUNCEMENT,
+    LP_SEQUENCE, LP_INCOMING_FACE_ID, LP_NEXT_HOP_FACE_ID, LP_CACHE_POLICY, LP_ACK,
+    LP_TX_SEQUENCE, LP_NON_DISCOVERY, LP_PREFIX_ANNOUNCEMENT,
 ))
 
 
@@ -45,12 +51,12 @@ class Interest:
     """The fields forwarding needs, plus the received wire."""
 
     __slots__ = ("wire", "name", "can_be_prefix", "must_be_fresh", "nonce", "lifetime",
-                 "hop_limit", "hop_limit_at", "pit_token", "forwarding_hint")
+                 "hop_limit", "hop_limit_at", "pit_token", "forwarding_hint", "congestion_mark")
 
     def __init__(self, wire: bytes, name: bytes, can_be_prefix: bool, must_be_fresh: bool,
                  nonce: bytes | None, lifetime: int, hop_limit: int | None, hop_limit_at: int,
                  pit_token: bytes | None = None,
-                 forwarding_hint: tuple[bytes, ...] = ()) -> None:
+                 forwarding_hint: tuple[bytes, ...] = (), congestion_mark: int = 0) -> None:
         self.wire = wire
         self.name = name                  # Name TLV-VALUE: concatenated component TLVs
         self.can_be_prefix = can_be_prefix
@@ -61,31 +67,40 @@ class Interest:
         self.hop_limit_at = hop_limit_at  # offset of the HopLimit value byte in wire, or -1
         self.pit_token = pit_token
         self.forwarding_hint = forwarding_hint    # its Names' TLV-VALUEs, in order
+        self.congestion_mark = congestion_mark
 
     def wire_for_forwarding(self) -> bytes:
-        """The received bytes with HopLimit decremented (the caller checked it is > 0)."""
-        if self.hop_limit is None:
-            return self.wire
-        at = self.hop_limit_at
-        return self.wire[:at] + bytes((self.hop_limit - 1,)) + self.wire[at + 1:]
+        """The received bytes with HopLimit decremented (the caller checked it is > 0), in an
+        LpPacket with the CongestionMark the Interest came with, if any (its PIT token is the
+        previous hop's, not forwarded)."""
+        wire = self.wire
+        if self.hop_limit is not None:
+            at = self.hop_limit_at
+            wire = wire[:at] + bytes((self.hop_limit - 1,)) + wire[at + 1:]
+        if self.congestion_mark:
+            return lp_wrap(wire, None, None, self.congestion_mark)
+        return wire
 
 
 class Data:
-    __slots__ = ("wire", "name", "freshness", "pit_token")
+    __slots__ = ("wire", "name", "freshness", "pit_token", "congestion_mark")
 
-    def __init__(self, wire: bytes, name: bytes, freshness: int, pit_token: bytes | None = None):
-        self.wire = wire
+    def __init__(self, wire: bytes, name: bytes, freshness: int, pit_token: bytes | None = None,
+                 congestion_mark: int = 0) -> None:
+        self.wire = wire                  # the Data TLV alone, without any NDNLPv2 header
         self.name = name
         self.freshness = freshness        # FreshnessPeriod in ms, 0 when absent
         self.pit_token = pit_token
+        self.congestion_mark = congestion_mark
 
 
 class Nack:
-    __slots__ = ("interest", "reason")
+    __slots__ = ("interest", "reason", "congestion_mark")
 
-    def __init__(self, interest: Interest, reason: int) -> None:
+    def __init__(self, interest: Interest, reason: int, congestion_mark: int = 0) -> None:
         self.interest = interest
         self.reason = reason
+        self.congestion_mark = congestion_mark
 
 
 class LpIdle(Exception):
@@ -130,7 +145,8 @@ def _open(wire: bytes, start: int, end: int, kind: int) -> tuple[bytes, int, int
     return wire, vend, noff, nend
 
 
-def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None = None) -> Interest:
+def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None = None,
+                    congestion_mark: int = 0) -> Interest:
     """`wire[start:end]` is a whole Interest TLV; `start` is where its TYPE begins."""
     wire, vend, noff, nend = _open(wire, start, end, INTEREST)
     name = wire[noff:nend]
@@ -174,7 +190,8 @@ def decode_interest(wire: bytes, start: int, end: int, pit_token: bytes | None =
         elif typ not in _CARRIED_INTEREST_ELEMENTS and (typ < 32 or typ & 1):
             # an unrecognised critical element makes the packet invalid (v0.3 evolvability)
             raise DecodeError(f"unexpected critical element 0x{typ:x} in Interest")
-    return Interest(wire, name, cbp, mbf, nonce, lifetime, hop, hop_at, pit_token, hint)
+    return Interest(wire, name, cbp, mbf, nonce, lifetime, hop, hop_at, pit_token, hint,
+                    congestion_mark)
 
 
 def _hint_names(wire: bytes, off: int, end: int) -> tuple[bytes, ...]:
@@ -200,7 +217,8 @@ def _hint_names(wire: bytes, off: int, end: int) -> tuple[bytes, ...]:
     return tuple(names)
 
 
-def decode_data(wire: bytes, start: int, end: int, pit_token: bytes | None = None) -> Data:
+def decode_data(wire: bytes, start: int, end: int, pit_token: bytes | None = None,
+                congestion_mark: int = 0) -> Data:
     wire, vend, noff, nend = _open(wire, start, end, DATA)
     freshness = 0
     if nend < vend and wire[nend] == META_INFO:
@@ -213,7 +231,7 @@ def decode_data(wire: bytes, start: int, end: int, pit_token: bytes | None = Non
         if not (wire[nend] < 253 and nend + 1 < vend and wire[nend + 1] < 253 and
                 nend + 2 + wire[nend + 1] <= vend):
             read_tl(wire, nend, vend)
-    return Data(wire, wire[noff:nend], freshness, pit_token)
+    return Data(wire, wire[noff:nend], freshness, pit_token, congestion_mark)
 
 
 def decode(wire: bytes) -> Interest | Data | Nack:
@@ -233,6 +251,7 @@ def decode(wire: bytes) -> Interest | Data | Nack:
         raise DecodeError("trailing bytes after LpPacket")
     pit_token = None
     nack_reason = None
+    mark = 0
     frag = None
     while off < end:
         typ, voff, off = read_tl(wire, off, end)
@@ -250,6 +269,8 @@ def decode(wire: bytes) -> Interest | Data | Nack:
                 t, v, voff = read_tl(wire, voff, off)
                 if t == LP_NACK_REASON:
                     nack_reason = decode_nonneg(wire, v, voff)
+        elif typ == LP_CONGESTION_MARK:
+            mark = decode_nonneg(wire, voff, off)
         elif typ == LP_FRAG_COUNT:
             if decode_nonneg(wire, voff, off) > 1:
                 raise LpFragmented()
@@ -267,35 +288,44 @@ def decode(wire: bytes) -> Interest | Data | Nack:
     if nack_reason is not None:
         if inner != INTEREST:
             raise DecodeError("Nack fragment is not an Interest")
-        return Nack(decode_interest(wire, fstart, fend, pit_token), nack_reason)
+        return Nack(decode_interest(wire, fstart, fend, pit_token), nack_reason, mark)
     if inner == INTEREST:
-        return decode_interest(wire, fstart, fend, pit_token)
+        return decode_interest(wire, fstart, fend, pit_token, mark)
     if inner == DATA:
-        return decode_data(wire, fstart, fend, pit_token)
+        return decode_data(wire, fstart, fend, pit_token, mark)
     raise DecodeError(f"unknown fragment type 0x{inner:x}")
 
 
 # ---- encoding what the forwarder originates -------------------------------------------------
 
-def lp_wrap(packet: bytes, pit_token: bytes | None = None, nack_reason: int | None = None) -> bytes:
-    """Wrap a network-layer packet in an LpPacket carrying a PIT token and/or a Nack."""
+def lp_wrap(packet: bytes, pit_token: bytes | None = None, nack_reason: int | None = None,
+            congestion_mark: int = 0) -> bytes:
+    """Wrap a network-layer packet in an LpPacket carrying a PIT token, a Nack and/or a
+    CongestionMark (0: none), in increasing TLV-TYPE order as ndn-cxx requires, the Fragment
+    last."""
     head = b""
     if pit_token is not None:
         head += encode_tlv(LP_PIT_TOKEN, pit_token)
     if nack_reason is not None:
         # Always with a NackReason: python-ndn reads a reason-less Nack as an Interest.
         head += encode_tlv(LP_NACK, encode_tlv(LP_NACK_REASON, encode_nonneg(nack_reason)))
+    if congestion_mark:
+        head += congestion_mark_field(congestion_mark)
     body = head + encode_varnum(LP_FRAGMENT) + encode_varnum(len(packet)) + packet
     return encode_varnum(LP_PACKET) + encode_varnum(len(body)) + body
 
 
 def data_for(data: Data, pit_token: bytes | None) -> bytes:
-    """The bytes to send a Data downstream: as received, tokened when the Interest was."""
-    return data.wire if pit_token is None else lp_wrap(data.wire, pit_token)
+    """The bytes to send a Data downstream: as received (the same object), wrapped when the
+    Interest was tokened or the Data came marked."""
+    if pit_token is None and not data.congestion_mark:
+        return data.wire
+    return lp_wrap(data.wire, pit_token, None, data.congestion_mark)
 
 
-def nack_for(interest: Interest, reason: int, pit_token: bytes | None) -> bytes:
-    return lp_wrap(interest.wire, pit_token, reason)
+def nack_for(interest: Interest, reason: int, pit_token: bytes | None,
+             congestion_mark: int = 0) -> bytes:
+    return lp_wrap(interest.wire, pit_token, reason, congestion_mark)
 
 
 def less_severe(a: int, b: int) -> int:
@@ -327,7 +357,8 @@ def without_forwarding_hint(interest: Interest) -> Interest:
             parts.append(wire[pos:e])
         pos = e
     stripped = encode_tlv(INTEREST, b"".join(parts))
-    return decode_interest(stripped, 0, len(stripped), interest.pit_token)
+    return decode_interest(stripped, 0, len(stripped), interest.pit_token,
+                           interest.congestion_mark)
 
 
 def with_nonce(interest: Interest) -> Interest:
@@ -345,7 +376,7 @@ def with_nonce(interest: Interest) -> Interest:
         pos = e
     value = interest.wire[off:pos] + encode_tlv(NONCE, nonce) + interest.wire[pos:vend]
     wire = encode_tlv(INTEREST, value)
-    return decode_interest(wire, 0, len(wire), interest.pit_token)
+    return decode_interest(wire, 0, len(wire), interest.pit_token, interest.congestion_mark)
 
 
 # ---- what the apps send: fixed-shape encoders --------------------------------------------------

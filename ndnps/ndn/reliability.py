@@ -13,6 +13,11 @@ Sequence it has delivered recently (a retransmission whose Ack was lost: a pushe
 delivered twice would be multicast twice) and hands the network packet up without the three
 headers.
 
+Fragmentation (fragmentation.py) sits above: a fragment already carries a Sequence, which
+becomes its frame number (no second Sequence field), so a lost fragment is resent alone; the
+receiver keeps a fragment's Sequence, FragIndex and FragCount for the reassembler.  `mtu`
+bounds every LpPacket sent, the Acks it carries included.
+
 So a loss on one lossy hop costs that hop's round trip, not the consumer's end-to-end retry
 (NFD does the same; python-ndn and NDNts do not implement it, which is why it is off unless a
 face asks for it with faces/update, flag LpReliabilityEnabled).  The adapter calls `wrap` for
@@ -27,8 +32,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Final, Protocol, Sequence, Union
 
 from .rto import HALF_TICK, RtoEstimator
-from .tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
-                   MAX_PACKET_SIZE, decode_nonneg, encode_tlv, encode_varnum, read_tl)
+from .tlv import (LP_ACK, LP_FRAG_COUNT, LP_FRAG_INDEX, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE,
+                  LP_TX_SEQUENCE, MAX_PACKET_SIZE, decode_nonneg, encode_tlv, encode_varnum,
+                  read_tl)
 
 # fixed-width 8-octet values, as ndn-cxx encodes Sequence, TxSequence and Ack
 _SEQ_HEAD: Final = encode_varnum(LP_SEQUENCE) + b"\x08"
@@ -36,8 +42,9 @@ _ACK_HEAD: Final = encode_varnum(LP_ACK) + b"\x08"
 _TXSEQ_HEAD: Final = encode_varnum(LP_TX_SEQUENCE) + b"\x08"
 _ACK_SIZE: Final = len(_ACK_HEAD) + 8
 _LP_TYPE: Final = encode_varnum(LP_PACKET)
-# LpPacket TL, Sequence, TxSequence, Fragment TL
-_WRAP_OVERHEAD: Final = 4 + len(_SEQ_HEAD) + 8 + len(_TXSEQ_HEAD) + 8 + 4
+# LpPacket TL, Sequence, TxSequence, Fragment TL: what `wrap` adds at most (a fragmenter below
+# an MTU leaves this much room)
+WRAP_OVERHEAD: Final = 4 + len(_SEQ_HEAD) + 8 + len(_TXSEQ_HEAD) + 8 + 4
 _MASK: Final = (1 << 64) - 1
 _u64: Final = struct.Struct(">Q").unpack_from
 # fixed-shape fields, each with the head of the field after it, read or written in one call
@@ -107,6 +114,7 @@ class LpReliability:
     options: ReliabilityOptions = field(default_factory=ReliabilityOptions)
     # shared by the successive instances of one app's face (reconnects keep its totals)
     counters: ReliabilityCounters = field(default_factory=ReliabilityCounters)
+    mtu: int = MAX_PACKET_SIZE          # the longest LpPacket the link carries
 
     def __post_init__(self) -> None:
         self._next_seq = random.getrandbits(63)
@@ -132,14 +140,17 @@ class LpReliability:
     # ---- sending ----------------------------------------------------------------------------
 
     def wrap(self, packet: Wire, now: float) -> bytes:
-        """The LpPacket to send for `packet` (a network packet or an LpPacket carrying a
-        PitToken or Nack), with a new TxSequence and as many pending Acks as fit."""
-        if len(packet) + _WRAP_OVERHEAD > MAX_PACKET_SIZE:
+        """The LpPacket to send for `packet` (a network packet, an LpPacket carrying a
+        PitToken or Nack, or a fragment), with a new TxSequence and as many pending Acks as
+        fit; a fragment's Sequence is its frame number."""
+        if len(packet) + WRAP_OVERHEAD > self.mtu:
             return bytes(packet)    # no room for the headers: sent unreliable, as it came
         seq = self._next_seq
         self._next_seq = (seq + 1) & _MASK
-        frame = self._next_frame
-        self._next_frame = (frame + 1) & _MASK
+        frame = _carried_sequence(packet) if packet[0] == LP_PACKET else None
+        if frame is None:
+            frame = self._next_frame
+            self._next_frame = (frame + 1) & _MASK
         self._unacked[seq] = _Frame(packet, frame, now)
         if len(self._unacked) > self.options.max_unacked:
             self._unacked.popitem(last=False)
@@ -147,16 +158,20 @@ class LpReliability:
         return self._encode(packet, seq, frame)
 
     def _encode(self, packet: Wire, seq: int, frame: int) -> bytes:
-        headers, inner = _split_lp(bytes(packet)) if packet[0] == LP_PACKET else (b"", packet)
+        headers = b""
+        inner: Wire = packet
+        if packet[0] == LP_PACKET:
+            headers, inner = split_lp(bytes(packet))
+            if headers.startswith(_SEQ_HEAD):
+                headers = headers[_SEQ_FIELD.size:]     # a fragment's: `frame`, written below
         n = len(inner)
         acks = b""
         if self._acks or self._repeat:
-            acks = self._take_acks((MAX_PACKET_SIZE - len(headers) - n - _WRAP_OVERHEAD)
-                                   // _ACK_SIZE)
+            acks = self._take_acks((self.mtu - len(headers) - n - WRAP_OVERHEAD) // _ACK_SIZE)
         # 1- or 3-octet TLV-LENGTHs: `wrap` sends nothing longer than MAX_PACKET_SIZE wrapped
         fragment_length = bytes((n,)) if n < 253 else b"\xfd" + n.to_bytes(2, "big")
-        # header fields in TLV-TYPE order (Sequence, PitToken / Nack, Ack, TxSequence); the
-        # network packet is copied once, into the result
+        # header fields in TLV-TYPE order (Sequence, FragIndex / FragCount, PitToken / Nack /
+        # CongestionMark, Ack, TxSequence); the network packet is copied once, into the result
         total = (_SEQ_FIELD.size + len(headers) + len(acks) + _TX_FIELD.size
                  + len(fragment_length) + n)
         return b"".join((_LP_TYPE, bytes((total,)) if total < 253 else
@@ -181,9 +196,10 @@ class LpReliability:
 
     def receive(self, wire: bytes, now: float) -> bytes | None:
         """The packet to hand up for `wire` as read from the face: without TxSequence and Ack
-        headers (a bare network packet when nothing else was in its LpPacket); None for an
-        Ack-only packet or a duplicate.  Malformed LpPackets are handed up unchanged (the
-        forwarder's decoder counts and drops them)."""
+        headers, and without Sequence unless it is a fragment's (a bare network packet when
+        nothing else was in its LpPacket); None for an Ack-only packet or a duplicate.
+        Malformed LpPackets are handed up unchanged (the forwarder's decoder counts and drops
+        them)."""
         if not wire or wire[0] != LP_PACKET:
             return wire
         fast = _read_own(wire)
@@ -208,6 +224,8 @@ class LpReliability:
             acked: list[int] = []
             kept: list[tuple[int, int]] = []        # other headers (PitToken, Nack, ...)
             fragment: tuple[int, int, int] | None = None
+            sequence = (0, 0)
+            fragmented = False
             while off < end:
                 start = off
                 typ, voff, off = read_tl(wire, off, end)
@@ -217,10 +235,12 @@ class LpReliability:
                     txseq = decode_nonneg(wire, voff, off)
                 elif typ == LP_SEQUENCE:
                     frame = decode_nonneg(wire, voff, off)
+                    sequence = (start, off)
                 elif typ == LP_FRAGMENT:
                     fragment = (start, voff, off)
                 else:
                     kept.append((start, off))
+                    fragmented = fragmented or typ == LP_FRAG_INDEX or typ == LP_FRAG_COUNT
         except Exception:           # DecodeError, IndexError: let the decoder drop it
             self.counters.malformed += 1
             return wire
@@ -232,6 +252,8 @@ class LpReliability:
             self._queue_ack(txseq, now)
         if frame is not None and self._delivered(frame):
             return None
+        if fragmented and frame is not None:
+            kept.insert(0, sequence)                # the reassembler's; the lowest TLV-TYPE
         if not kept:
             return wire[fragment[1]:fragment[2]]
         return encode_tlv(LP_PACKET, b"".join([wire[a:b] for a, b in kept]
@@ -365,7 +387,7 @@ class LpReliability:
             out.append(self._encode(frame.packet, new, frame.frame))
         if self._acks and self._acks_since is not None \
                 and now >= self._acks_since + self.options.ack_delay:
-            out.append(encode_tlv(LP_PACKET, self._take_acks((MAX_PACKET_SIZE - 4) // _ACK_SIZE)))
+            out.append(encode_tlv(LP_PACKET, self._take_acks((self.mtu - 4) // _ACK_SIZE)))
             self.counters.idle_acks += 1
         return out
 
@@ -384,8 +406,11 @@ def older_than(a: int, b: int) -> bool:
     return 0 < ((a - b) & _MASK) < (1 << 63)
 
 
-def _split_lp(packet: bytes) -> tuple[bytes, bytes]:
-    """An LpPacket's header fields, and the network packet in its Fragment, as bytes."""
+def split_lp(packet: bytes) -> tuple[bytes, bytes]:
+    """An LpPacket's header fields, and the network packet in its Fragment, as bytes (a bare
+    network packet: no headers, itself).  DecodeError if malformed."""
+    if not packet or packet[0] != LP_PACKET:
+        return b"", packet
     _, off, end = read_tl(packet, 0, len(packet))
     start = off
     while off < end:
@@ -394,6 +419,15 @@ def _split_lp(packet: bytes) -> tuple[bytes, bytes]:
         if typ == LP_FRAGMENT:
             return packet[start:field_start], packet[voff:off]
     return packet[start:end], b""
+
+
+def _carried_sequence(packet: Wire) -> int | None:
+    """The Sequence an LpPacket carries as its first header field in 8 octets (a fragment's,
+    as fragmentation.py writes it), or None."""
+    off = 2 if packet[1] < 253 else 4
+    if packet[off:off + 2] != _SEQ_HEAD or len(packet) < off + _SEQ_FIELD.size:
+        return None
+    return int(_u64(packet, off + 2)[0])
 
 
 def _read_own(wire: bytes) -> tuple[int, list[int], int, int] | None:
@@ -477,8 +511,9 @@ class ReliableLink:
     asyncio loop), so this layer imports none."""
 
     def __init__(self, send_lower: Callable[[bytes], None], loop: Loop,
-                 counters: ReliabilityCounters | None = None) -> None:
-        self.core = LpReliability(counters=counters or ReliabilityCounters())
+                 counters: ReliabilityCounters | None = None,
+                 mtu: int = MAX_PACKET_SIZE) -> None:
+        self.core = LpReliability(counters=counters or ReliabilityCounters(), mtu=mtu)
         self._send_lower = send_lower
         self._loop = loop
         self._timer: Handle | None = None

@@ -89,7 +89,10 @@ class TrainingConfig:
     segment_timeout: float = _f(1.0, "initial retransmission timeout of a segment Interest", low=0,
                                 strict_low=True)
     max_tries: int = _f(8, "tries per segment before a fetch fails", low=1)
-    window: int = _f(16, "segment Interests in flight per fetch", low=1)
+    window: int = _f(16, "most segment Interests in flight towards one producer: the cap of "
+                     "the fetches' congestion window (from 2, growing per Data, halved at most "
+                     "once per round trip on a CongestionMark or a loss; "
+                     "ndnps.exchanges.window)", low=1)
     retx_suppression_ms: int = _f(
         1, "the forwarders' retransmission suppression interval for this training (NFD's "
         "best-route parameter retx-suppression-initial, ms; doubling per retransmission): the "
@@ -107,8 +110,16 @@ class TrainingConfig:
     tail_delay: float = _f(0.05, "a push quiet for 8 gaps between its segments or 2 round "
                            "trips, whichever is longer, but this long at most, short of its "
                            "FinalBlockId: fetch the rest", low=0, strict_low=True)
-    push_rate_mbps: float = _f(0.0, "pace pushes to this rate (0 = only socket back-pressure)",
-                               low=0)
+    push_rate_mbps: float = _f(0.0, "pace the first push at this rate (0 = just under the "
+                               "rate the workers fetched their content at, or unlimited when "
+                               "too little to tell); with push_rate = \"fixed\", every push "
+                               "(then 0 = only socket back-pressure)", low=0)
+    push_rate: str = _f("adaptive", "adaptive: the push rate follows the marks and losses the "
+                        "workers report on each version's push (ndnps.exchanges.push_rate); "
+                        "fixed: push_rate_mbps", choices=("adaptive", "fixed"))
+    push_rate_floor_mbps: float = _f(1.0, "the adaptive push rate never goes below this",
+                                     low=0, strict_low=True)
+    push_rate_ceiling_mbps: float = _f(0.0, "nor above this (0 = no ceiling)", low=0)
     push_burst: int = _f(16, "segments pushed between yields to the event loop", low=1)
     keep_versions: int = _f(4, "parameter versions the PS keeps to answer probes", low=1)
     eval_every: int = _f(1, "PS evaluates test accuracy every this many versions", low=1)

@@ -109,12 +109,17 @@ class Gradient:
     vector: np.ndarray
     loss: float
     compute: float             # seconds the worker spent computing it
+    # what the worker saw of base_version's push (exchanges.push_rate.PushReport's wire form;
+    # read there: anything malformed is ignored, never an error of the gradient)
+    push: object = None
 
 
 def gradient_blob(vector: np.ndarray, step: int, base_version: int, loss: float,
-                  compute: float) -> bytes:
+                  compute: float, push: dict | None = None) -> bytes:
+    extra = {} if push is None else {"push": push}
     return encode_tensors([np.asarray(vector, np.float32)], kind="gradient", step=int(step),
-                          base_version=int(base_version), loss=float(loss), compute=float(compute))
+                          base_version=int(base_version), loss=float(loss), compute=float(compute),
+                          **extra)
 
 
 def parse_gradient(blob: bytes, n_params: int, step: int) -> Gradient:
@@ -125,7 +130,7 @@ def parse_gradient(blob: bytes, n_params: int, step: int) -> Gradient:
     if not isinstance(base, int) or base < 0:
         raise CodecError("bad base_version")
     return Gradient(step, base, _one_vector(tensors, n_params), float(meta.get("loss", 0.0)),
-                    float(meta.get("compute", 0.0)))
+                    float(meta.get("compute", 0.0)), meta.get("push"))
 
 
 def _one_vector(tensors, n: int | None) -> np.ndarray:

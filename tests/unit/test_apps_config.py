@@ -186,6 +186,15 @@ async def test_pacer_limits_the_rate_and_yields():
     assert len(drained) == 7                    # after 4, and after the last 2: all left
     # 20 x 8000 bytes at 1 MB/s, less the initial burst allowance of 4 x 8800: ~0.125 s
     assert sum(s for s in sleeps if s) == pytest.approx(0.16 - 4 * 0.0088, rel=0.01)
+    assert pacer.limited                        # (the fake clock stood still: no tokens back)
+    pacer.set_rate(0.0)                         # unlimited: never waits
+    await pacer.send_all([b"x" * 8000] * 20, sent.append)
+    assert not pacer.limited and len(sent) == 46
+    pacer.set_rate(1000.0)
+    await pacer.send_all([b"x" * 8000] * 3, sent.append)
+    assert pacer.limited
+    with pytest.raises(ValueError):
+        pacer.set_rate(-1.0)
 
 
 def test_held_interests_bounded_and_expiring():

@@ -102,7 +102,7 @@ async def test_cancelling_an_express_is_a_cancellation():
 def test_counting_face_counts_and_delegates():
     app = App("unix:///nonexistent.sock")
     assert app.traffic() == {"bytes_sent": 0, "bytes_received": 0, "packets_sent": 0,
-                             "packets_received": 0}
+                             "packets_received": 0, "marks_received": 0}
     assert app.face.isLocalFace() and not app.face.running
 
 
@@ -248,7 +248,8 @@ async def test_received_push_reaches_on_distribute_with_python_ndns_values():
     push = signed(names.distribute("ps", "t1", 4, 2), b"params")
     await s.app._receive(6, push)
     assert len(seen) == 1
-    name, meta, content, sig = seen[0]
+    name, meta, content, sig, mark = seen[0]
+    assert mark == 0
     theirs = their_parse(push)
     assert [bytes(c) for c in name] == [bytes(c) for c in theirs[0]]
     assert meta == theirs[1] and bytes(content) == b"params"
@@ -259,6 +260,8 @@ async def test_received_push_reaches_on_distribute_with_python_ndns_values():
 
 @pytest.mark.asyncio
 async def test_lp_wrapped_and_malformed_data_take_python_ndns_path():
+    """An LpPacket with only a PIT token and/or a CongestionMark is ours (test_congestion_mark);
+    one with any other field, python-ndn's."""
     from ndn.encoding.ndnlp_v2 import LpPacket, LpPacketValue
     seen = []
     s = Sent()
@@ -267,7 +270,9 @@ async def test_lp_wrapped_and_malformed_data_take_python_ndns_path():
     pkt = LpPacket()
     pkt.lp_packet = LpPacketValue()
     pkt.lp_packet.pit_token = b"\x01\x02"
+    pkt.lp_packet.incoming_face_id = 3
     pkt.lp_packet.fragment = push
+    assert not s.app._receive_now(0x64, bytes(pkt.encode()))
     await s.app._receive(0x64, bytes(pkt.encode()))
     from ndnps.client import wire
     from ndnps.ndn.tlv import tl
@@ -329,8 +334,10 @@ async def test_two_interests_for_one_name_are_both_satisfied_and_other_validator
     await s.app._receive(6, signed(name))
     for t in (t1, t2, t3, t5):
         _, content, ctx = await asyncio.wait_for(t, 1)
-        assert bytes(content) == b"payload" and set(ctx) == {"meta_info", "sig_ptrs",
-                                                             "raw_packet", "deadline"}
+        # python-ndn's own path (t2, t5) knows no CongestionMark
+        assert bytes(content) == b"payload" and set(ctx) - {"congestion_mark"} == {
+            "meta_info", "sig_ptrs", "raw_packet", "deadline"}
+        assert ctx.get("congestion_mark", 0) == 0
     assert len(calls) == 2
     for t in (t4, t6):
         with pytest.raises(InterestTimeout):    # not CanBePrefix: a longer name is no match

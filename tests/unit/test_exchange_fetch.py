@@ -12,6 +12,9 @@ from ndnps.ndn.rto import RtoEstimator
 
 def path(**kw) -> FetchPath:
     kw.setdefault("rto", RtoEstimator(initial=0.2, min_rto=0.01, max_rto=4.0))
+    # these test the loss recovery rules, from a full window: the congestion window's own
+    # start, growth and decrease are tested in test_exchanges_window
+    kw.setdefault("initial_window", kw.get("window", 16))
     return FetchPath(**kw)
 
 
@@ -174,3 +177,19 @@ def test_nacks_due_together_after_one_ends_the_transfer_are_dropped_quietly():
     assert due is not None
     t.on_timer(due)                                       # segment 0's retry fails it all
     assert isinstance(t.error, FetchError) and t.next_timer() is None
+
+
+def test_the_rto_makes_room_for_a_queue_seen_lately():
+    """A round trip far above the smoothed one (a queue that filled at once) floors the RTO
+    for PEAK_WINDOW seconds, then is forgotten."""
+    from ndnps.exchanges.fetch import PEAK_MARGIN, PEAK_WINDOW, FetchPath
+    f = FetchPath()
+    for i in range(50):
+        f.observe(0.004, now=i * 0.01)
+    short = f.base_rto()
+    f.observe(0.08, now=1.0)
+    for i in range(50):
+        f.observe(0.004, now=1.0 + i * 0.01)
+    assert short < 0.05 and f.base_rto() == pytest.approx(PEAK_MARGIN * 0.08)
+    f.observe(0.004, now=1.0 + PEAK_WINDOW + 0.1)
+    assert f.base_rto() == pytest.approx(short, abs=0.002)

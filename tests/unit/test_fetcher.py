@@ -36,7 +36,8 @@ def name_of(s):
 
 class FakeProducer:
     """`express` of a producer holding `blob`'s segments; `plan[(seg, attempt)]` decides
-    what an attempt gets: 'timeout', 'nack', 'forged', or the Data (default)."""
+    what an attempt gets: 'timeout', 'nack', 'forged', 'marked' (the Data with a
+    CongestionMark), or the Data (default)."""
 
     def __init__(self, blob: bytes, size: int = 100, delay: float = 0.001) -> None:
         self.wires = sign_segments(blob, name_of, SEC.signer, size=size)
@@ -80,7 +81,7 @@ class FakeProducer:
             name, meta, content, sig = parse_data(wire)
             if await validator(name, sig, {}) != ValidResult.PASS:
                 raise ValidationFailure(name, meta, content, sig, ValidResult.FAIL)
-            return name, content, {"meta_info": meta}
+            return name, content, {"meta_info": meta, "congestion_mark": int(what == "marked")}
         finally:
             self.in_flight -= 1
 
@@ -104,6 +105,19 @@ async def test_fetches_everything_with_a_window_in_flight():
     assert prod.max_in_flight == 8               # not one at a time, never more than the window
     assert f.stats.segments == 26 and f.stats.retransmissions == 0
     assert f.stats.bytes == len(BLOB)
+
+
+@pytest.mark.asyncio
+async def test_a_marked_data_halves_the_producers_window_once():
+    prod = FakeProducer(BLOB)
+    prod.plan = {(s, 0): "marked" for s in (4, 5)}          # one round trip's queue
+    f = fetcher_for(prod, window=8)
+    assert b"".join(await f.fetch(name_of)) == BLOB
+    assert f.stats.marks == 2 and f.stats.window_cuts == 1 and f.stats.retransmissions == 0
+    assert len(f.windows) == 1                              # one producer: /ps
+    w = f.windows(f.flow_of(name_of(0)))
+    # segment 0 alone (its FinalBlockId tells the rest), 1-3: slow start to 6; 4 cut it
+    assert w.ssthresh == 3 and w.in_flight == 0
 
 
 @pytest.mark.asyncio

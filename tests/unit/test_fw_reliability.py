@@ -10,7 +10,7 @@ import random
 import pytest
 
 from ndnps.ndn.reliability import (LpReliability, ReliabilityOptions, ReliableLink,
-                                         _read_own, _split_lp, older_than)
+                                         _read_own, older_than, split_lp)
 from ndnps.ndn.packet import Data, Interest, Nack, decode, lp_wrap
 from ndnps.ndn.tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
                            MAX_PACKET_SIZE, encode_tlv, read_tl)
@@ -265,7 +265,7 @@ def test_split_lp_returns_headers_and_the_network_packet():
     token = encode_tlv(0x62, b"\x09\x09")
     frag = encode_tlv(LP_FRAGMENT, INTEREST)
     wire = encode_tlv(LP_PACKET, token + frag)
-    assert _split_lp(wire) == (token, INTEREST)
+    assert split_lp(wire) == (token, INTEREST) and split_lp(INTEREST) == (b"", INTEREST)
 
 
 @pytest.mark.parametrize("loss", [0.05, 0.2])

@@ -44,6 +44,9 @@ class Transport:
     def is_closing(self) -> bool:
         return self.closed
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
     def close(self) -> None:
         self.closed = True
 

@@ -1,0 +1,184 @@
+"""Training over a real bottleneck (issue 23): the `bottleneck` scenario — the PS and its
+forwarder in one network namespace, the workers and theirs in another, one veth between them
+limited by the kernel's tbf qdisc both ways — at N workers and R Mbit/s, alternating ndnps
+with the persistent push, ndnps with unicast copies, and the plain TCP PS over the same wire.
+
+    python -m bench.bottleneck [--workers 4,8,16] [--rates 100,1000] [--versions 15]
+                               [--systems persistent,unicast,tcp] [--rounds 1] [--quick]
+                               [--keep DIR] [--no-save]
+
+Needs root (network namespaces). Each run trains the 1M-parameter MLP (M = 3.95 MB) for
+`--versions` versions; the iteration is the median seconds between versions at the PS after
+the warm-up. Figures per (rate, N), side by side from one run of this script:
+- `over_wire`: each system's iteration ÷ its own wire limit — ndnps persistent (N+1)·M/R (one
+  multicast push, N gradients), unicast and TCP 2N·M/R (N copies, N gradients);
+- `persistent_over_tcp`: ndnps persistent ÷ TCP PS (the wire allows (N+1)/2N: 0.53 at N = 16);
+- `qdisc_drops`: the kernel queue's drops ÷ packets it sent, both directions;
+- `repair`: segments the PS sent again for probes and recoveries ÷ segments it pushed (every
+  repaired segment crossed the bottleneck a second time; the workers' forwarder answers the
+  rest from its cache);
+- accuracy: every run's final accuracy against the TCP PS's at the same versions (the same
+  sync SGD, same shards and batches: equal up to float32 summation order), and workers dropped;
+- `cpu_ms`: CPU milliseconds per iteration by role (where the time goes at 1 Gbit/s).
+Targets at 100 Mbit/s: persistent over_wire <= 1.15, qdisc drops <= 1 %, repair <= 2 %,
+persistent_over_tcp <= 0.6 at N = 16; every run completes with no worker dropped.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from .common import (CpuSampler, RunError, ScenarioRun, bench_parser, cpu_per_iteration, emit,
+                     fmt, log, median, rnd, run_scenario, save, stamp)
+
+SCENARIO = "bottleneck"
+SYSTEMS = {
+    "persistent": [],
+    "unicast": ['training.push_mode="unicast"'],
+    "tcp": ['run.system="tcp"'],
+}
+TARGETS = {"over_wire": 1.15, "qdisc_drops": 0.01, "repair": 0.02, "persistent_over_tcp": 0.6,
+           "accuracy_gap": 0.02}
+
+
+def run_one(system: str, n: int, rate: float, versions: int, out: Path) -> dict:
+    sets = [f"topology.workers={n}", f"bottleneck.rate_mbps={rate}",
+            f"training.max_versions={versions}", f"training.eval_every={versions}",
+            *SYSTEMS[system]]
+    with CpuSampler(str(out)) as sampler:
+        run = run_scenario(SCENARIO, sets, out, timeout=1800)
+    return figures(run, system, sampler)
+
+
+def figures(run: ScenarioRun, system: str, sampler: CpuSampler) -> dict:
+    s = run.summary
+    b = s.get("bottleneck") or {}
+    iteration = run.iteration_median()
+    limits = b.get("wire_limit_seconds") or {}
+    limit = limits.get("ndnps" if system == "persistent" else "tcp")
+    ps_end = s.get("ps_end") or {}
+    pushed = int(ps_end.get("segments_pushed", 0) or 0)
+    repaired = int(ps_end.get("probes_answered", 0) or 0)
+    return {
+        "iteration_s": rnd(iteration), "wire_limit_s": rnd(limit),
+        "over_wire": rnd(iteration / limit) if iteration and limit else None,
+        "accuracy": s.get("final_accuracy"), "versions": s.get("versions"),
+        "workers_dropped": ps_end.get("workers_dropped"),
+        "qdisc_drops": rnd(b.get("qdisc_drops_over_sent"), 5),
+        "qdisc_drop_packets": b.get("qdisc_drops"), "qdisc_sent_packets": b.get("qdisc_sent_packets"),
+        "repair": rnd(repaired / pushed, 5) if pushed else None,
+        "segments_pushed": pushed, "segments_repaired": repaired,
+        "push_rate_mbps": rnd(run.ps_median("push_rate_mbps"), 1),
+        "cpu_ms": cpu_per_iteration(run, sampler),
+        "wall_s": rnd(run.wall, 1), "notes": run.notes,
+    }
+
+
+def compare(points: dict[str, list[dict]]) -> dict:
+    """One (rate, N): each system's medians over its rounds, and the ratios."""
+    out: dict = {}
+    for system, runs in points.items():
+        out[system] = {k: median(r.get(k) for r in runs) if k in (
+            "iteration_s", "over_wire", "qdisc_drops", "repair", "accuracy", "push_rate_mbps")
+            else runs[-1].get(k) for k in runs[-1]}
+        out[system]["rounds"] = len(runs)
+    p, t = out.get("persistent", {}), out.get("tcp", {})
+    if p.get("iteration_s") and t.get("iteration_s"):
+        out["persistent_over_tcp"] = rnd(p["iteration_s"] / t["iteration_s"])
+    if t.get("accuracy") is not None:
+        out["accuracy_gap"] = rnd(max(abs((r.get("accuracy") or 0) - t["accuracy"])
+                                      for r in out.values() if isinstance(r, dict)
+                                      and "accuracy" in r))
+    return out
+
+
+def verdicts(rate: float, n: int, c: dict) -> list[str]:
+    """The targets this (rate, N) misses (only 100 Mbit/s has targets, N = 16 for the ratio)."""
+    misses = []
+    for system, f in c.items():
+        if not isinstance(f, dict):
+            continue
+        if f.get("workers_dropped"):
+            misses.append(f"{system}: {f['workers_dropped']} workers dropped")
+    if rate != 100:
+        return misses
+    p = c.get("persistent", {})
+    for key in ("over_wire", "qdisc_drops", "repair"):
+        if p.get(key) is not None and p[key] > TARGETS[key]:
+            misses.append(f"persistent {key} {p[key]} > {TARGETS[key]}")
+    if n == 16 and (c.get("persistent_over_tcp") or 0) > TARGETS["persistent_over_tcp"]:
+        misses.append(f"persistent/tcp {c['persistent_over_tcp']} > 0.6")
+    if (c.get("accuracy_gap") or 0) > TARGETS["accuracy_gap"]:
+        misses.append(f"accuracy gap {c['accuracy_gap']}")
+    return misses
+
+
+def rows(sec: dict) -> list[tuple[str, str, str, str]]:
+    """bench --table: one row per (rate, N) measured."""
+    out = []
+    for key, c in sorted((sec.get("points") or {}).items()):
+        p = c.get("persistent", {})
+        out.append((f"{key} persistent/wire, /tcp",
+                    f"{fmt(p.get('over_wire'), '.2f')}, {fmt(c.get('persistent_over_tcp'), '.2f')}",
+                    "<= 1.15, <= 0.6 (N=16)" if key.startswith("100M") else "report",
+                    "; ".join(c.get("misses", [])) or "met"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = bench_parser("bench.bottleneck", __doc__, "N = 4, 8 at 100 Mbit/s, 8 versions", rounds=1)
+    p.add_argument("--workers", default="4,8,16")
+    p.add_argument("--rates", default="100,1000")
+    p.add_argument("--versions", type=int, default=15)
+    p.add_argument("--systems", default="persistent,unicast,tcp")
+    args = p.parse_args(argv)
+    workers = [int(x) for x in args.workers.split(",")]
+    rates = [float(x) for x in args.rates.split(",")]
+    systems = args.systems.split(",")
+    if args.quick:
+        workers, rates, args.versions = [4, 8], [100.0], 8
+    bad = [s for s in systems if s not in SYSTEMS]
+    if bad:
+        p.error(f"--systems: unknown {', '.join(bad)} (known: {', '.join(SYSTEMS)})")
+    keep = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-bottleneck-"))
+    results: dict = {"stamp": stamp(), "versions": args.versions, "points": {}}
+    try:
+        for rate in rates:
+            for n in workers:
+                key = f"{rate:g}M-N{n}"
+                points: dict[str, list[dict]] = {s: [] for s in systems}
+                for rnd_i in range(args.rounds):
+                    for system in systems:            # alternated within each round
+                        out = keep / f"{key}-{system}-{rnd_i}"
+                        log(f"bottleneck {key} {system} round {rnd_i + 1}")
+                        try:
+                            f = run_one(system, n, rate, args.versions, out)
+                        except RunError as e:
+                            log(str(e))
+                            f = {"failed": str(e).splitlines()[0]}
+                        points[system].append(f)
+                        log(f"  {system}: iteration {f.get('iteration_s')} s, over wire "
+                            f"{f.get('over_wire')}, drops {f.get('qdisc_drops')}, repair "
+                            f"{f.get('repair')}, accuracy {f.get('accuracy')}")
+                c = compare(points)
+                c["misses"] = verdicts(rate, n, c)
+                results["points"][key] = c
+                emit({"bench": "bottleneck", "point": key,
+                      **{k: v for k, v in c.items() if not isinstance(v, dict)}})
+    finally:
+        if not args.keep:
+            shutil.rmtree(keep, ignore_errors=True)
+    if not args.no_save:
+        save("bottleneck", None, results)
+    emit({"bench": "bottleneck", "points": {k: {"persistent_over_wire": c.get("persistent", {})
+                                                .get("over_wire"),
+                                                "persistent_over_tcp": c.get("persistent_over_tcp"),
+                                                "misses": c["misses"]}
+                                            for k, c in results["points"].items()}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

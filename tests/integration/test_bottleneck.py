@@ -1,0 +1,129 @@
+"""The bottleneck scenario with real processes in network namespaces (issue 23): the PS host
+and the workers host joined by one veth limited by tbf at 100 Mbit/s both ways. ndnps with
+N = 8 completes with the target accuracy and no worker dropped; the TCP PS baseline trains the
+same over the same wire. A smaller model than the scenario's 1M (100k parameters: 40 versions
+in seconds, not minutes); N, the link and everything else as the file says. Skipped, with the
+reason, where namespaces or the kernel's tbf cannot be made. Each runner is stopped and its
+namespaces are removed whatever happens (checked)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from ndnps.lab import spec
+from ndnps.lab.netns import PREFIX, NetnsUnavailable, check_available
+from ndnps.lab.process import ManagedProcess, ProcessFailed, owner_tag
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+# the 100k model of bench.iteration, on the synthetic dataset: 40 versions of 8 x 64 samples
+SMALL = ["training.n_features=256", "training.hidden=[256, 128]", "training.n_samples=8000",
+         "training.batch=64", "training.eval_every=10", "run.timeout=100"]
+TARGET = 0.3             # the reference reaches 0.39 at N = 8, 40 versions (chance: 0.1)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bottleneck_host() -> None:
+    try:
+        check_available('topology.kind = "bottleneck"', tbf=True)
+    except NetnsUnavailable as e:
+        pytest.skip(f"bottleneck scenario unavailable here: {e}")
+
+
+def _namespaces(owner: str) -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines()
+            if line.startswith(f"{PREFIX}{owner}-")]
+
+
+@pytest.fixture
+def run_bottleneck(tmp_path) -> Iterator:
+    """Runs `python -m ndnps.scenario bottleneck --set ...` to its end; returns summary.json.
+    Afterwards (pass, fail or timeout) the runner is stopped — it stops its children and
+    deletes its namespaces — and whatever it left is removed, then found absent."""
+    started: list[tuple[ManagedProcess, str]] = []
+
+    def run(*sets: str, timeout: float = 110) -> dict:
+        out = tmp_path / f"run{len(started)}"
+        argv = [sys.executable, "-m", "ndnps.scenario", "bottleneck", "--plain", "--out",
+                str(out)] + [a for s in sets for a in ("--set", s)]
+        runner = ManagedProcess("runner", argv, tmp_path / f"runner{len(started)}.log",
+                                env={"PYTHONPATH": str(ROOT)}, cwd=str(ROOT))
+        started.append((runner, owner_tag(runner.pid)))
+        try:
+            code = runner.wait(timeout)
+        except ProcessFailed as e:
+            pytest.fail(str(e))
+        assert code == 0, runner.tail(60)
+        return json.loads((out / "summary.json").read_text())
+
+    yield run
+    left = []
+    for runner, owner in started:
+        runner.stop()
+        left += _namespaces(owner)
+        for ns in left:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    assert not left, f"namespaces left behind: {left}"
+
+
+def reference_accuracy(sets: list[str]) -> float:
+    """The single-process sync SGD of the same training (what a sync run ends with)."""
+    from threadpoolctl import threadpool_limits
+    from ndnps.ml.data import load_dataset
+    from ndnps.ml.models import SGD, build_model
+    from ndnps.ml.train import WorkerBatches, average_grads
+    t = spec.load("bottleneck", sets).training
+    ds = load_dataset(t.dataset, t.seed, **t.dataset_kwargs())
+    model = build_model({"n_in": ds.n_features, "n_classes": ds.n_classes,
+                         **t.model_spec()}, t.seed)
+    opt = SGD(t.lr, t.momentum, t.weight_decay)
+    feeds = [WorkerBatches(ds, len(t.workers), i, t.batch, t.seed) for i in range(len(t.workers))]
+    with threadpool_limits(1):
+        for v in range(t.max_versions):
+            grads = [model.loss_and_grad(*f.for_step(v))[1] for f in feeds]
+            opt.step(model.params, average_grads(grads))
+        return float(model.accuracy(ds.X_test, ds.y_test))
+
+
+def check_link(summary: dict, system: str, workers: int) -> None:
+    """The run went over the tbf-limited veth, both ways, and says so in summary.json."""
+    b = summary["bottleneck"]
+    assert (b["rate_mbps"], b["queue_bytes"]) == (100.0, 1 << 20)
+    assert set(b["qdisc"]) == {"ps-host->workers-host", "workers-host->ps-host"}
+    for direction, c in b["qdisc"].items():
+        assert c["kind"] == "tbf" and c["sent_packets"] > 0 and c["drops"] >= 0, direction
+    # nothing beats the wire: tbf limits every iteration (its burst allows a little)
+    limit = b["wire_limit_seconds"]
+    assert limit["tcp"] / limit["ndnps"] == pytest.approx(2 * workers / (workers + 1))
+    assert b["iteration_over_wire_limit"][system] > 0.85
+    assert summary["system"] == system and summary["workers"] == workers
+
+
+@pytest.mark.timeout(180)
+def test_ndnps_with_8_workers_completes_on_the_bottleneck(run_bottleneck):
+    sets = [*SMALL, "training.max_versions=40"]
+    summary = run_bottleneck(*sets)
+    assert summary["ok"] is True and summary["versions"] == 40
+    assert summary["workers_lost"] == 0 and not summary["unplanned_exits"]
+    assert summary["final_accuracy"] >= TARGET
+    assert summary["final_accuracy"] == pytest.approx(reference_accuracy(sets), abs=0.01)
+    check_link(summary, "ndnps", 8)
+    assert summary["link_bytes"]["ps-host->workers-host"] > 0     # the forwarders' UDP faces
+
+
+@pytest.mark.timeout(120)
+def test_the_tcp_baseline_trains_the_same_over_the_same_link(run_bottleneck):
+    sets = [*SMALL, "topology.workers=2", "training.max_versions=20", 'run.system="tcp"']
+    summary = run_bottleneck(*sets)
+    assert summary["ok"] is True and summary["versions"] == 20
+    assert set(summary["exit_codes"].values()) == {0}
+    assert summary["final_accuracy"] == pytest.approx(reference_accuracy(sets), abs=0.01)
+    check_link(summary, "tcp", 2)
+    # N copies of the model per version, every one through the link
+    assert summary["ps_bytes_out_per_version_over_model"] == pytest.approx(2.0, abs=0.01)
