@@ -27,7 +27,7 @@ from ndnps.ndn.tlv import (CAN_BE_PREFIX, CONTENT, CONTENT_TYPE, DATA, FINAL_BLO
                            LP_CONGESTION_MARK, LP_FRAGMENT, LP_PACKET, LP_PIT_TOKEN, META_INFO,
                            MUST_BE_FRESH, NAME, NONCE, SIGNATURE_INFO, SIGNATURE_TYPE,
                            SIGNATURE_VALUE, decode_nonneg, encode_varnum, read_components,
-                           read_tl)
+                           read_tl, short_length)
 
 _MARK_TYPE = encode_varnum(LP_CONGESTION_MARK)     # 3 octets; a 1-octet TLV-LENGTH follows
 
@@ -194,15 +194,10 @@ def parse_lp(wire) -> tuple[memoryview, int, bool] | None:
         wire = bytes(wire)
     try:
         total = len(wire)
-        length = wire[1]
-        if length < 253:
-            off = 2
-        elif length == 253:
-            off, length = 4, (wire[2] << 8) | wire[3]
-        else:
+        outer = short_length(wire, 1)
+        if wire[0] != LP_PACKET or outer is None or outer[0] + outer[1] != total:
             return None
-        if wire[0] != LP_PACKET or off + length != total:
-            return None
+        off = outer[0]
         token = wire[off] == LP_PIT_TOKEN
         if token:
             size = wire[off + 1]
@@ -216,15 +211,9 @@ def parse_lp(wire) -> tuple[memoryview, int, bool] | None:
             mark = decode_nonneg(wire, start, off)
         if wire[off] != LP_FRAGMENT:
             return None
-        length = wire[off + 1]
-        if length < 253:
-            off += 2
-        elif length == 253:
-            off, length = off + 4, (wire[off + 2] << 8) | wire[off + 3]
-        else:
-            return None
+        fragment = short_length(wire, off + 1)
     except (IndexError, ValueError):
         return None
-    if not length or off + length != total:
+    if fragment is None or not fragment[1] or fragment[0] + fragment[1] != total:
         return None
-    return memoryview(wire)[off:], mark, token
+    return memoryview(wire)[fragment[0]:], mark, token

@@ -29,7 +29,7 @@ from typing import Final, cast
 from .reliability import split_lp
 from .tlv import (LP_ACK, LP_FRAG_COUNT, LP_FRAG_INDEX, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE,
                   LP_TX_SEQUENCE, MAX_PACKET_SIZE, DecodeError, decode_nonneg, nonneg_element,
-                  read_tl, tl)
+                  read_tl, short_length, tl)
 
 # NFD's nMaxFragments: FragCount above it is refused (and, sending, a packet needing more
 # fragments is dropped).  Below 65536, so FragIndex and FragCount take at most 2 octets.
@@ -114,30 +114,17 @@ def _fragment_head(seq: int, index: int, count: int) -> bytes:
             + nonneg_element(LP_FRAG_COUNT, count))
 
 
-def _short_tl(wire: bytes, off: int) -> tuple[int, int] | None:
-    """The TLV-LENGTH at `off` in one or three octets: (value offset, length); None if longer
-    or truncated."""
-    if off >= len(wire):
-        return None
-    length = wire[off]
-    if length < 253:
-        return off + 1, length
-    if length == 253 and off + 3 <= len(wire):
-        return off + 3, (wire[off + 1] << 8) | wire[off + 2]
-    return None
-
-
 def _read_plain(wire: bytes) -> tuple[int, int, int, bytes] | None:
     """(Sequence, FragIndex, FragCount, payload) of a fragment shaped [Sequence (8 octets),
     FragIndex, FragCount (1 octet each), Fragment], read at fixed offsets; None for any
     other shape (the general reader takes it)."""
-    outer = _short_tl(wire, 1)
+    outer = short_length(wire, 1)
     if outer is None or sum(outer) != len(wire) or len(wire) < outer[0] + _PLAIN.size:
         return None
     t1, l1, seq, t2, l2, index, t3, l3, count, t4 = _PLAIN.unpack_from(wire, outer[0])
     if (t1, l1, t2, l2, t3, l3, t4) != _PLAIN_TYPES:
         return None
-    inner = _short_tl(wire, outer[0] + _PLAIN.size)
+    inner = short_length(wire, outer[0] + _PLAIN.size)
     if inner is None or sum(inner) != len(wire):
         return None
     return seq, index, count, wire[inner[0]:]

@@ -34,7 +34,7 @@ from typing import Any, Callable, Final, Protocol, Sequence, Union
 from .rto import HALF_TICK, RtoEstimator
 from .tlv import (LP_ACK, LP_FRAG_COUNT, LP_FRAG_INDEX, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE,
                   LP_TX_SEQUENCE, MAX_PACKET_SIZE, decode_nonneg, encode_tlv, encode_varnum,
-                  read_tl)
+                  read_tl, short_length)
 
 # fixed-width 8-octet values, as ndn-cxx encodes Sequence, TxSequence and Ack
 _SEQ_HEAD: Final = encode_varnum(LP_SEQUENCE) + b"\x08"
@@ -437,15 +437,10 @@ def _read_own(wire: bytes) -> tuple[int, list[int], int, int] | None:
     other shape (the general reader takes it)."""
     try:
         end = len(wire)
-        length = wire[1]                    # the LpPacket's TLV-LENGTH: 1 or 3 octets
-        if length < 253:
-            off = 2
-        elif length == 253:
-            off, length = 4, (wire[2] << 8) | wire[3]
-        else:
+        outer = short_length(wire, 1)       # the LpPacket's TLV-LENGTH
+        if outer is None or outer[0] + outer[1] != end:
             return None
-        if off + length != end:
-            return None
+        off = outer[0]
         acked = []
         if wire[off] != LP_SEQUENCE:
             while wire.startswith(_ACK_HEAD, off):      # Acks alone
@@ -465,23 +460,12 @@ def _read_own(wire: bytes) -> tuple[int, list[int], int, int] | None:
         _, txseq, fragment = _TX_FIELD.unpack_from(wire, off)
         if fragment != LP_FRAGMENT:
             return None
-        voff, length = _short_length(wire, off + 13)
+        inner = short_length(wire, off + 13)
     except (IndexError, struct.error):                  # truncated
         return None
-    if voff + length != end or length == 0:
+    if inner is None or inner[0] + inner[1] != end or inner[1] == 0:
         return None
-    return frame, acked, txseq, voff
-
-
-def _short_length(wire: bytes, off: int) -> tuple[int, int]:
-    """A TLV-LENGTH of one or three octets at `off`: (value offset, length); a longer one
-    (over 65535: never ours) reads as a length no packet has."""
-    first = wire[off]
-    if first < 253:
-        return off + 1, first
-    if first == 253:
-        return off + 3, (wire[off + 1] << 8) | wire[off + 2]
-    return off + 1, -1
+    return frame, acked, txseq, inner[0]
 
 
 LATE = 0.002           # s: a timer this late means the event loop was busy meanwhile

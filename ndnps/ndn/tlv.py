@@ -158,6 +158,20 @@ def decode_nonneg(buf: bytes | memoryview, start: int, end: int) -> int:
     return int.from_bytes(buf[start:end], "big")
 
 
+def short_length(buf: bytes | bytearray | memoryview, off: int) -> tuple[int, int] | None:
+    """The TLV-LENGTH at `off` in one or three octets, as every packet of ours has (at most
+    8800 octets): (value offset, length); None when it is longer or truncated.  The fixed-shape
+    readers of NDNLPv2 headers (link reliability, fragmentation, the apps' LpPacket) use it."""
+    if off >= len(buf):
+        return None
+    first = buf[off]
+    if first < 253:
+        return off + 1, first
+    if first == 253 and off + 3 <= len(buf):
+        return off + 3, (buf[off + 1] << 8) | buf[off + 2]
+    return None
+
+
 def outer_length(buf: bytes | bytearray, off: int) -> tuple[int, int] | None:
     """For stream framing: (header size, value length) of the TLV at `off`, or None if the
     header itself is not complete yet."""
