@@ -385,7 +385,7 @@ class Job:
                    wait_collect=(sent - g.ready_at[step]) if sent and step in g.ready_at else None,
                    distribute_latency=self.received_after,
                    probe_rto=self.timer.estimator.rto if self.timer else None,
-                   segment_rto=self.fetcher.rto.rto)
+                   segment_rto=self.fetcher.base_rto())
         counters = {**self.app.traffic(), **asdict(self.counters), **asdict(self.fetch_stats),
                     **asdict(self.rx.counters)}
         self.worker.metrics.write({**rec, **self.delta.take(counters)})

@@ -237,7 +237,7 @@ class ParameterServer:
     def record(self, **fields) -> None:
         counters = {**self.app.traffic(), **self.counts(), **asdict(self.fetch_stats)}
         self.metrics.write({"version": self.version, "workers": len(self.live), **fields,
-                            "segment_rto": self.fetcher.rto.rto,
+                            "segment_rto": self.fetcher.base_rto(),
                             "push_rate_mbps": self.serving.pacer.rate * 8e-6,
                             **self.delta.take(counters)})
 
