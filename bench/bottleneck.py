@@ -5,7 +5,7 @@ with the persistent push, ndnps with unicast copies, and the plain TCP PS over t
 
     python -m bench.bottleneck [--workers 4,8,16] [--rates 100,1000] [--versions 15]
                                [--systems persistent,unicast,tcp] [--rounds 1] [--quick]
-                               [--keep DIR] [--no-save]
+                               [--jobs K] [--keep DIR] [--no-save]
 
 Needs root (network namespaces). Each run trains the 1M-parameter MLP (M = 3.95 MB) for
 `--versions` versions; the iteration is the median seconds between versions at the PS after
@@ -22,6 +22,13 @@ the warm-up. Figures per (rate, N), side by side from one run of this script:
 - `cpu_ms`: CPU milliseconds per iteration by role (where the time goes at 1 Gbit/s).
 Targets at 100 Mbit/s: persistent over_wire <= 1.15, qdisc drops <= 1 %, repair <= 2 %,
 persistent_over_tcp <= 0.6 at N = 16; every run completes with no worker dropped.
+
+`--jobs K` (K >= 2) measures sharing instead: K jobs at once (each its own PS and N workers,
+`[[jobs]]`), every PS on the PS host and every worker on the workers host, so all of them
+cross the one link. Per system: each job's rate over the time all K were in their steady
+versions — in the bytes its versions must move (ndnps (N+1)·M, TCP 2N·M per version) — over
+an equal share (target: within 20 %, 0.8-1.2), Jain's index over those rates, the link's
+use (their sum ÷ R), qdisc drops, accuracies. (summary.json's `sharing`, ndnps.lab.report.)
 """
 from __future__ import annotations
 
@@ -40,7 +47,7 @@ SYSTEMS = {
     "tcp": ['run.system="tcp"'],
 }
 TARGETS = {"over_wire": 1.15, "qdisc_drops": 0.01, "repair": 0.02, "persistent_over_tcp": 0.6,
-           "accuracy_gap": 0.02}
+           "accuracy_gap": 0.02, "off_equal_share": 0.2}
 
 
 def run_one(system: str, n: int, rate: float, versions: int, out: Path) -> dict:
@@ -74,6 +81,62 @@ def figures(run: ScenarioRun, system: str, sampler: CpuSampler) -> dict:
         "cpu_ms": cpu_per_iteration(run, sampler),
         "wall_s": rnd(run.wall, 1), "notes": run.notes,
     }
+
+
+def run_shared(system: str, jobs: int, n: int, rate: float, versions: int, out: Path) -> dict:
+    """K jobs of N workers each over the one link at once."""
+    sets = [f"jobs=[{', '.join([f'{{workers={n}}}'] * jobs)}]", f"bottleneck.rate_mbps={rate}",
+            f"training.max_versions={versions}", f"training.eval_every={versions}",
+            *SYSTEMS[system]]
+    s = run_scenario(SCENARIO, sets, out, timeout=1800).summary
+    sharing, b = s.get("sharing") or {}, s.get("bottleneck") or {}
+    per_job = sharing.get("jobs") or {}
+    total = sum(j["wire_mbps"] for j in per_job.values())
+    share_range = sharing.get("share_range")
+    fair = share_range is not None and all(abs(x - 1) <= TARGETS["off_equal_share"]
+                                           for x in share_range)
+    return {
+        "jain_index": rnd(sharing.get("jain_index"), 4),
+        "over_equal_share": {ps: rnd(j["over_equal_share"]) for ps, j in per_job.items()},
+        "share_range": [rnd(x) for x in share_range] if share_range else None,
+        "wire_mbps": {ps: rnd(j["wire_mbps"], 1) for ps, j in per_job.items()},
+        "link_use": rnd(total / rate) if per_job else None,
+        "overlap_s": sharing.get("overlap_seconds"),
+        "iteration_s": {j["ps"]: rnd(j["iteration_seconds"]) for j in s.get("jobs", [])},
+        "accuracy": {j["ps"]: j["final_accuracy"] for j in s.get("jobs", [])},
+        "workers_dropped": sum(j.get("workers_lost", 0) for j in s.get("jobs", [])),
+        "qdisc_drops": rnd(b.get("qdisc_drops_over_sent"), 5),
+        "misses": [] if fair else [f"{system}: shares {share_range} of an equal share"],
+    }
+
+
+def main_shared(args, systems: list[str], keep: Path) -> dict:
+    """--jobs K: the sharing point(s), systems alternated within each round."""
+    results: dict = {"stamp": stamp(), "versions": args.versions, "jobs": args.jobs,
+                     "shared": {}}
+    for rate in [float(x) for x in args.rates.split(",")]:
+        for n in [int(x) for x in args.workers.split(",")]:
+            key = f"{rate:g}M-{args.jobs}x{n}"
+            point: dict[str, list[dict]] = {s: [] for s in systems}
+            for rnd_i in range(args.rounds):
+                for system in systems:
+                    log(f"bottleneck shared {key} {system} round {rnd_i + 1}")
+                    try:
+                        f = run_shared(system, args.jobs, n, rate, args.versions,
+                                       keep / f"shared-{key}-{system}-{rnd_i}")
+                    except RunError as e:
+                        log(str(e))
+                        f = {"failed": str(e).splitlines()[0], "misses": [f"{system}: failed"]}
+                    point[system].append(f)
+                    log(f"  {system}: Jain {f.get('jain_index')}, shares "
+                        f"{f.get('over_equal_share')}, link use {f.get('link_use')}, drops "
+                        f"{f.get('qdisc_drops')}")
+            results["shared"][key] = point
+            emit({"bench": "bottleneck", "shared": key,
+                  **{s: {k: r[-1].get(k) for k in ("jain_index", "share_range",
+                                                    "link_use", "misses")}
+                     for s, r in point.items()}})
+    return results
 
 
 def compare(points: dict[str, list[dict]]) -> dict:
@@ -133,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rates", default="100,1000")
     p.add_argument("--versions", type=int, default=15)
     p.add_argument("--systems", default="persistent,unicast,tcp")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="K >= 2: K jobs at once over the link (sharing), instead")
     args = p.parse_args(argv)
     workers = [int(x) for x in args.workers.split(",")]
     rates = [float(x) for x in args.rates.split(",")]
@@ -143,6 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         p.error(f"--systems: unknown {', '.join(bad)} (known: {', '.join(SYSTEMS)})")
     keep = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-bottleneck-"))
+    if args.jobs > 1:
+        try:
+            shared = main_shared(args, systems, keep)
+        finally:
+            if not args.keep:
+                shutil.rmtree(keep, ignore_errors=True)
+        if not args.no_save:
+            save("bottleneck_shared", None, shared)
+        return 0
     results: dict = {"stamp": stamp(), "versions": args.versions, "points": {}}
     try:
         for rate in rates:

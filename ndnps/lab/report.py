@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .metrics import read_metrics
 
 # The first version records of each PS process carry its start-up: task offers and the
@@ -129,19 +131,11 @@ def run_warnings(run: PsRun) -> list[str]:
 
 def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """summary.json: the scenario, then the training's figures — the first job's at the top
+    level (a one-job run's whole), and with several [[jobs]] each job's under `jobs` and how
+    they shared the network under `sharing`."""
     sc = scenario
-    ps = sc.training.ps
-    run = _ps(run_dir, ps)
-    versions, end, start = run.versions, run.end, run.start
-    workers_end: dict[str, dict] = {}
-    for w in sc.worker_names:
-        recs = read_metrics(run_dir / "metrics" / f"{w}.jsonl")
-        workers_end[w] = next((r for r in reversed(recs) if r.get("event") == "end"), {})
-    n_params = start.get("n_params", 0)
-    steady_out = [r["bytes_sent"] for r in run.steady if "bytes_sent" in r]
-    out_per_version = statistics.mean(steady_out) if steady_out else None
-    iters = [dt for _, dt in _iterations(versions)]
-    seconds = training_seconds(run)
+    runs = {job.ps: _ps(run_dir, job.ps) for job in sc.all_jobs}
     summary = {
         "scenario": sc.name,
         "system": sc.system,
@@ -149,7 +143,44 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
         "push_mode": sc.training.push_mode if sc.system == "ndnps" else None,
         "topology": sc.topology,
         "netns": sc.netns,
-        "workers": len(sc.worker_names),
+        **job_summary(run_dir, sc.training, runs[sc.training.ps]),
+        "wall_seconds": round(wall_seconds, 3),
+        "links": {"loss": sc.links.loss, "delay_ms": sc.links.delay_ms,
+                  "jitter_ms": sc.links.jitter_ms, "rate_mbps": sc.links.rate_mbps,
+                  "reliability": sc.links.reliability},
+    }
+    if sc.jobs:
+        summary["jobs"] = [{"ps": job.ps, **job_summary(run_dir, job, runs[job.ps])}
+                           for job in sc.jobs]
+        summary["sharing"] = sharing_summary(
+            {job.ps: runs[job.ps] for job in sc.jobs},
+            {job.ps: wire_bytes_per_version(sc.system, job_bytes(runs[job.ps]), len(job.workers))
+             for job in sc.jobs})
+    if extra:
+        summary.update(extra)
+    return summary
+
+
+def job_bytes(run: PsRun) -> int:
+    """The model's bytes (float32 parameters), from the PS's start record."""
+    return int(run.start.get("n_params", 0)) * 4
+
+
+def job_summary(run_dir: Path, job: Any, run: PsRun) -> dict[str, Any]:
+    """One job's figures from its PS's and workers' metrics."""
+    versions, end, start = run.versions, run.end, run.start
+    workers_end: dict[str, dict] = {}
+    for w in job.workers:
+        path = run_dir / "metrics" / f"{w}.jsonl"
+        recs = read_metrics(path) if path.exists() else []      # (a worker that never ran)
+        workers_end[w] = next((r for r in reversed(recs) if r.get("event") == "end"), {})
+    n_params = start.get("n_params", 0)
+    steady_out = [r["bytes_sent"] for r in run.steady if "bytes_sent" in r]
+    out_per_version = statistics.mean(steady_out) if steady_out else None
+    iters = [dt for _, dt in _iterations(versions)]
+    seconds = training_seconds(run)
+    return {
+        "workers": len(job.workers),
         "final_accuracy": end.get("accuracy", versions[-1].get("accuracy") if versions else None),
         "versions": end.get("version", len(versions)),
         "model_params": n_params,
@@ -161,15 +192,11 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
                                                 else None),
         "ps_steady_versions": len(steady_out),
         "ps_startup_bytes_out": sum(r.get("bytes_sent", 0) for r in run.warmup),
-        "wall_seconds": round(wall_seconds, 3),
         "training_seconds": round(seconds, 3) if seconds is not None else None,
         "iteration_seconds": statistics.median(iters) if iters else None,
         "probes": sum(e.get("probes", 0) for e in workers_end.values()),
         "retransmissions": sum(e.get("retransmissions", 0)
                                for e in [end, *workers_end.values()]),
-        "links": {"loss": sc.links.loss, "delay_ms": sc.links.delay_ms,
-                  "jitter_ms": sc.links.jitter_ms, "rate_mbps": sc.links.rate_mbps,
-                  "reliability": sc.links.reliability},
         # faults (issue 6): what the PS saw; summary["faults"] says what was injected
         **fault_counts(run.records),
         "workers_lost_at_end": end.get("lost", []),
@@ -177,14 +204,60 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
         "ps_restarts": end.get("restarts", 0),
         "ps_resumed_from": end.get("resumed_from"),
         "reconnects": {name: e.get("reconnects", 0)
-                       for name, e in [(ps, end), *workers_end.items()] if e.get("reconnects")},
+                       for name, e in [(job.ps, end), *workers_end.items()]
+                       if e.get("reconnects")},
         "warnings": run_warnings(run),
         "ps_end": end,
         "workers_end": workers_end,
     }
-    if extra:
-        summary.update(extra)
-    return summary
+
+
+# ---- several jobs on one network ---------------------------------------------------------------
+
+def wire_bytes_per_version(system: str, model_bytes: int, workers: int) -> int:
+    """The bytes one sync version moves at least over a link every worker sits behind:
+    ndnps pushes the model once and collects N gradients, the TCP PS sends N copies."""
+    return (workers + 1) * model_bytes if system == "ndnps" else 2 * workers * model_bytes
+
+
+def jain_index(xs: list[float]) -> float | None:
+    """Jain's fairness index (Σx)² / (n·Σx²): 1 when every x is equal, 1/n when one takes
+    all."""
+    squares = sum(x * x for x in xs)
+    return sum(xs) ** 2 / (len(xs) * squares) if xs and squares else None
+
+
+def _versions_at(versions: list[dict], t: float) -> float:
+    """Versions made by time `t`, interpolated between version records (a job's progress as
+    a continuous curve: counting whole versions over a short overlap is coarse)."""
+    return float(np.interp(t, [r["t"] for r in versions], [r["version"] for r in versions]))
+
+
+def sharing_summary(runs: dict[str, PsRun], bytes_per_version: dict[str, int]) -> dict[str, Any]:
+    """How jobs running at once shared the network: over the time all of them were in their
+    steady versions (from the last job's first steady version to the first job's last
+    version), each job's rate in versions/s and in the bytes its versions must move
+    (`bytes_per_version`), that rate over an equal share (the mean: 1.0 is fair), and Jain's
+    index over the byte rates. None of it when the jobs did not overlap."""
+    steady = {ps: run.steady for ps, run in runs.items()}
+    if any(len(v) < 2 for v in steady.values()):
+        return {"overlap_seconds": None, "note": "a job made fewer than 2 steady versions"}
+    t0 = max(v[0]["t"] for v in steady.values())
+    t1 = min(v[-1]["t"] for v in steady.values())
+    if t1 <= t0:
+        return {"overlap_seconds": 0.0, "note": "the jobs' steady versions did not overlap"}
+    jobs = {}
+    for ps, versions in steady.items():
+        rate = (_versions_at(versions, t1) - _versions_at(versions, t0)) / (t1 - t0)
+        jobs[ps] = {"versions_per_s": rate, "wire_mbps": rate * bytes_per_version[ps] * 8 / 1e6}
+    mean = statistics.mean(j["wire_mbps"] for j in jobs.values())
+    for j in jobs.values():
+        j["over_equal_share"] = j["wire_mbps"] / mean if mean else None
+    shares = [j["over_equal_share"] for j in jobs.values() if j["over_equal_share"] is not None]
+    return {"overlap": [round(t0, 3), round(t1, 3)], "overlap_seconds": round(t1 - t0, 3),
+            "jobs": jobs, "jain_index": jain_index([j["wire_mbps"] for j in jobs.values()]),
+            # the least and the most served jobs (fair within 20 %: 0.8 and 1.2 at worst)
+            "share_range": [min(shares), max(shares)] if shares else None}
 
 
 # ---- the bottleneck --------------------------------------------------------------------------
@@ -219,7 +292,8 @@ def bottleneck_summary(sc: Any, qdisc: dict[str, dict[str, Any]] | None, model_b
         out.update(qdisc_sent_packets=sent, qdisc_drops=drops,
                    qdisc_drops_over_sent=_drop_ratio(drops, sent))
     if model_bytes:
-        limits = wire_limits(model_bytes, len(sc.worker_names), b.rate_bytes_per_s)
+        # the first job's (one job: the run's); several jobs are compared in `sharing`
+        limits = wire_limits(model_bytes, len(sc.training.workers), b.rate_bytes_per_s)
         out["wire_limit_seconds"] = limits
         out["iteration_over_wire_limit"] = {
             k: (iteration / v if iteration is not None else None) for k, v in limits.items()}
@@ -348,21 +422,28 @@ def plot_all(run_dir: Path, scenario: Any) -> list[Path]:
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
     made = []
-    run = _ps(run_dir, scenario.training.ps)
-    versions = run.versions
-    marks = fault_marks(read_summary(run_dir), run.records)
+    runs = {job.ps: _ps(run_dir, job.ps) for job in scenario.all_jobs}
+    several = len(runs) > 1
+    marks = fault_marks(read_summary(run_dir), runs[scenario.training.ps].records)
     time_axis = "time since the run started (s)"
 
     fig, ax1 = plt.subplots(figsize=(8, 4.5))
-    t = [r["t"] for r in versions]
-    loss = [r.get("loss", float("nan")) for r in versions]     # (NaN: not plotted)
-    lines = ax1.plot(t, loss, color="tab:red", label="training loss")
+    ax2 = ax1.twinx()
+    lines = []
+    for i, (ps, run) in enumerate(runs.items()):
+        # one job: loss red, accuracy blue; several: a colour per job, accuracy dashed
+        colours = (SERIES_COLOURS[i % len(SERIES_COLOURS)],) * 2 if several else \
+            ("tab:red", "tab:blue")
+        job = f" ({ps})" if several else ""
+        versions = run.versions
+        loss = [r.get("loss", float("nan")) for r in versions]     # (NaN: not plotted)
+        lines += ax1.plot([r["t"] for r in versions], loss, color=colours[0],
+                          label=f"training loss{job}")
+        acc = [(r["t"], r["accuracy"]) for r in versions if r.get("accuracy") is not None]
+        lines += ax2.plot([a for a, _ in acc], [b for _, b in acc], color=colours[1],
+                          ls="--" if several else "-", label=f"test accuracy{job}")
     ax1.set_xlabel(time_axis)
     ax1.set_ylabel("loss")
-    ax2 = ax1.twinx()
-    acc = [(r["t"], r["accuracy"]) for r in versions if r.get("accuracy") is not None]
-    lines += ax2.plot([a for a, _ in acc], [b for _, b in acc], color="tab:blue",
-                      label="test accuracy")
     ax2.set_ylabel("test accuracy")
     _legend(ax1, lines + _mark(ax1, marks))
     ax1.set_title(f"{scenario.name}: loss and accuracy")
@@ -370,13 +451,17 @@ def plot_all(run_dir: Path, scenario: Any) -> list[Path]:
     made.append(_save(fig, plots / "loss_accuracy.png"))
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    iters = _iterations(versions)
-    # each version's time over the span it took: a PS restart's pause is one long step
-    ax.step([t for t, _ in iters], [dt * 1000 for _, dt in iters], where="pre", lw=0.8,
-            label="iteration: a version's time since the one before")
-    if iters and max(dt for _, dt in iters) > 20 * statistics.median(dt for _, dt in iters):
-        ax.set_yscale("symlog", linthresh=max(1e-3, statistics.median(
-            dt for _, dt in iters)) * 1000)    # a restart's pause beside ms-long versions
+    all_iters = []
+    for ps, run in runs.items():
+        iters = _iterations(run.versions)
+        all_iters += [dt for _, dt in iters]
+        # each version's time over the span it took: a PS restart's pause is one long step
+        ax.step([t for t, _ in iters], [dt * 1000 for _, dt in iters], where="pre", lw=0.8,
+                label=f"{ps}: a version's time since the one before" if several else
+                "iteration: a version's time since the one before")
+    if all_iters and max(all_iters) > 20 * statistics.median(all_iters):
+        ax.set_yscale("symlog", linthresh=max(1e-3, statistics.median(all_iters)) * 1000)
+        # (a restart's pause beside ms-long versions)
     ax.set_xlabel(time_axis)
     ax.set_ylabel("iteration time (ms)")
     _legend(ax, [*ax.get_lines(), *_mark(ax, marks)])
@@ -473,8 +558,6 @@ def timeline(run_dir: Path, scenario: Any) -> Path:
     table sizes), and the faults as instant events (kills, restarts, unplanned exits: global;
     the PS's and workers' events: in their lane)."""
     events: list[dict] = []
-    ps = scenario.training.ps
-    run = _ps(run_dir, ps)
 
     def lane(pid: int, name: str) -> None:
         events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
@@ -489,24 +572,25 @@ def timeline(run_dir: Path, scenario: Any) -> Path:
         events.append({"name": name, "ph": "i", "s": scope, "pid": pid, "tid": 1,
                        "ts": t * 1e6, "args": args or {}})
 
-    lane(1, f"PS {ps}")
-    for r in run.records:          # superseded versions too: a killed PS's work happened
-        if "version" not in r or "event" in r or "t" not in r:
-            continue
-        end = r["t"]
-        for key in reversed(PS_SPANS):               # back from the record, made after push
-            d = r.get(key)
-            if isinstance(d, (int, float)):
-                span(1, key.replace("_", " "), end - d, end,
-                     {"version": r["version"], "gradients": r.get("gradients")})
-                end -= d
-    for m in fault_marks(read_summary(run_dir), run.records):
-        if m.kind in PS_EVENTS:
-            instant(1, m.label, m.t, "p")
-        else:
-            instant(1, m.label, m.t, "g")
+    pid = 0
+    for job in scenario.all_jobs:                   # a lane per job's PS
+        pid += 1
+        lane(pid, f"PS {job.ps}")
+        run = _ps(run_dir, job.ps)
+        for r in run.records:      # superseded versions too: a killed PS's work happened
+            if "version" not in r or "event" in r or "t" not in r:
+                continue
+            end = r["t"]
+            for key in reversed(PS_SPANS):           # back from the record, made after push
+                d = r.get(key)
+                if isinstance(d, (int, float)):
+                    span(pid, key.replace("_", " "), end - d, end,
+                         {"version": r["version"], "gradients": r.get("gradients")})
+                    end -= d
+        if job is scenario.training:                # faults: a one-job run's only
+            for m in fault_marks(read_summary(run_dir), run.records):
+                instant(pid, m.label, m.t, "p" if m.kind in PS_EVENTS else "g")
 
-    pid = 1
     for w in scenario.worker_names:
         pid += 1
         lane(pid, f"worker {w}")

@@ -35,7 +35,7 @@ from .netns import Netns, NetnsUnavailable, check_available, remove_stale
 from .metrics import RUN_T0_ENV, read_metrics
 from .process import (ManagedProcess, ProcessFailed, owner_alive, owner_tag, unix_socket_accepts,
                       wait_until)
-from .spec import Kill, Scenario, ScenarioError
+from .spec import Scenario, ScenarioError
 
 if TYPE_CHECKING:
     from rich.live import Live
@@ -68,10 +68,18 @@ def _to_toml(doc: dict) -> str:
             return "{ " + ", ".join(f"{json.dumps(k)} = {value(x)}" for k, x in v.items()) + " }"
         raise TypeError(f"cannot write {v!r} as TOML")
 
-    out = "".join(f"{k} = {value(v)}\n" for k, v in doc.items() if not isinstance(v, dict))
+    def tables(v) -> bool:
+        return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
+
+    out = "".join(f"{k} = {value(v)}\n" for k, v in doc.items()
+                  if not isinstance(v, dict) and not tables(v))
     for k, v in doc.items():
         if isinstance(v, dict):
             out += f"\n[{k}]\n" + "".join(f"{kk} = {value(vv)}\n" for kk, vv in v.items())
+        elif tables(v):                  # [[k]]: an array of tables ([[jobs]], [[link]])
+            for entry in v:
+                out += f"\n[[{k}]]\n" + "".join(f"{kk} = {value(vv)}\n"
+                                                 for kk, vv in entry.items())
     return out
 
 
@@ -106,7 +114,8 @@ class Runner:
         self.face_labels: dict[tuple[str, int], str] = {}
         self.apps_seen: set[str] = set()         # apps seen on a forwarder's unix socket
         self.worker_launch: dict[str, tuple[list[str], dict[str, str]]] = {}
-        self.ps_launch: tuple[list[str], dict[str, str]] | None = None
+        self.ps_launch: dict[str, tuple[list[str], dict[str, str]]] = {}   # by PS name
+        self.job_configs: dict[str, Path] = {}   # PS name -> its job's [training] file
         self.forwarder_procs: dict[str, ManagedProcess] = {}
         self.forwarder_argv: dict[str, list[str]] = {}
         self.faults: list[dict] = []             # what [faults] did, for summary.json
@@ -118,6 +127,8 @@ class Runner:
     # ---- set-up ----------------------------------------------------------------------------------
 
     def prepare(self) -> Path:
+        """The run directory, the scenario as run (its path returned), and each job's
+        [training] file (`job_configs`: the scenario's own file when it has one job)."""
         for sub in ("logs", "metrics", "traces", "plots", "config", "sockets"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         if any(k.role == "ps" for k in self.sc.kills) and not self.sc.training.checkpoint:
@@ -125,6 +136,9 @@ class Runner:
             self.sc.training.checkpoint = str(self.run_dir.resolve() / "ps-checkpoint.npz")
         doc = dict(self.sc.raw)
         doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
+        if self.sc.jobs:
+            doc.pop("training")
+            doc["jobs"] = [job.as_dict() for job in self.sc.jobs]
         doc["links"] = {**doc.get("links", {}), "reliability": self.sc.links.reliability}
         doc.setdefault("topology", {})["workers"] = self.sc.workers
         if self.sc.topology == "bottleneck":
@@ -132,6 +146,14 @@ class Runner:
             doc["run"] = {**doc.get("run", {}), "system": self.sc.system}
         path = self.run_dir / "scenario.toml"
         path.write_text(f"# scenario {self.sc.name!r} as run\n" + _to_toml(doc))
+        for job in self.sc.all_jobs:
+            if self.sc.jobs:
+                self.job_configs[job.ps] = self.run_dir / "config" / f"{job.ps}.training.toml"
+                self.job_configs[job.ps].write_text(
+                    f"# job {job.ps!r} of scenario {self.sc.name!r}\n"
+                    + _to_toml({"training": job.as_dict()}))
+            else:
+                self.job_configs[job.ps] = path
         return path
 
     def plan(self) -> topology.Plan:
@@ -262,15 +284,17 @@ class Runner:
         return ["--lp-reliability"] if links.app_faces and self.netns is None \
             else ["--link-repair"]
 
-    def start_apps(self, plan: topology.Plan, config: Path) -> tuple[ManagedProcess, dict]:
+    def start_apps(self, plan: topology.Plan) -> tuple[dict[str, ManagedProcess], dict]:
+        """Every job's workers, then (once they are ready) its PS: (PSs, workers) by name."""
         workers = {}
-        ps_node = None
+        ps_nodes = []
         for app in plan.apps:
             node = plan.forwarders[app.forwarder]
             env = {"NDN_CLIENT_TRANSPORT": f"unix://{self.sockets[app.forwarder]}"}
             metrics = self.run_dir / "metrics" / f"{app.name}.jsonl"
+            config = self.job_configs[self.sc.job_of(app.name).ps]
             if app.role == "ps":
-                ps_node = (app, node, env, metrics)
+                ps_nodes.append((app, node, env, metrics, config))
                 continue
             argv = self._wrap(node) + [sys.executable, "-m", "apps.worker", "--name", app.name,
                                        "--config", str(config), "--metrics", str(metrics)]
@@ -282,58 +306,64 @@ class Runner:
         for name, proc in workers.items():
             wait_until(lambda p=proc, n=name: f"worker {n} ready" in p.tail(5), READY_TIMEOUT,
                        proc, "ready")
-        assert ps_node is not None                  # every plan has the PS
-        app, node, env, metrics = ps_node
-        argv = self._wrap(node) + [sys.executable, "-m", "apps.ps", "--config", str(config),
-                                   "--metrics", str(metrics),
-                                   "--save", str(self.run_dir / "model.npz"),
-                                   *self._link_flags()]
-        self.ps_launch = (argv, env)
-        return self._spawn(app.name, argv, env), workers
+        pss = {}
+        for app, node, env, metrics, config in ps_nodes:
+            model = "model.npz" if not self.sc.jobs else f"model-{app.name}.npz"
+            argv = self._wrap(node) + [sys.executable, "-m", "apps.ps", "--config", str(config),
+                                       "--metrics", str(metrics),
+                                       "--save", str(self.run_dir / model), *self._link_flags()]
+            self.ps_launch[app.name] = (argv, env)
+            pss[app.name] = self._spawn(app.name, argv, env)
+        return pss, workers
 
-    def start_tcp(self, plan: topology.Plan) -> tuple[ManagedProcess, dict]:
-        """run.system = "tcp": bench/tcp_ps.py's PS on the PS's host, listening on its end of
-        the bottleneck, then its workers on theirs, connecting over it; no forwarders. Their
-        metrics and logs go where the apps' go, under the same names."""
-        t = self.sc.training
-        ready = self.run_dir / "config" / "tcp-ps.port"
+    def start_tcp(self, plan: topology.Plan) -> tuple[dict[str, ManagedProcess], dict]:
+        """run.system = "tcp": each job's bench/tcp_ps.py PS on the PS's host, listening on
+        its end of the bottleneck, then its workers on theirs, connecting over it; no
+        forwarders. Their metrics and logs go where the apps' go, under the same names."""
         env = baseline.env()
-        by_role: dict[str, list[topology.AppNode]] = {"ps": [], "worker": []}
+        pss, workers = {}, {}
+        address = ""
         for app in plan.apps:
-            by_role[app.role].append(app)
-        (ps_app,) = by_role["ps"]
-        ps_node = plan.forwarders[ps_app.forwarder]
-        address = self._address_of(str(ps_node.host))
-        ps = self._spawn(ps_app.name, self._wrap(ps_node) + baseline.ps_argv(
-            t, address, ready, self.run_dir / "metrics" / f"{ps_app.name}.jsonl"), env)
-        wait_until(lambda: ready.exists() and ready.read_text().strip().isdigit(),
-                   READY_TIMEOUT, ps, "listening")
-        port = int(ready.read_text())
-        workers = {}
-        for app in by_role["worker"]:
-            argv = self._wrap(plan.forwarders[app.forwarder]) + baseline.worker_argv(
-                t, t.workers.index(app.name), address, port,
-                self.run_dir / "metrics" / f"{app.name}.jsonl")
-            workers[app.name] = self._spawn(app.name, argv, env)
-        return ps, workers
+            if app.role == "ps":
+                node = plan.forwarders[app.forwarder]
+                address = self._address_of(str(node.host))
+                ready = self.run_dir / "config" / f"tcp-{app.name}.port"
+                pss[app.name] = self._spawn(app.name, self._wrap(node) + baseline.ps_argv(
+                    self.sc.job_of(app.name), address, ready,
+                    self.run_dir / "metrics" / f"{app.name}.jsonl"), env)
+        ports = {}
+        for name, ps in pss.items():
+            ready = self.run_dir / "config" / f"tcp-{name}.port"
+            wait_until(lambda r=ready: r.exists() and r.read_text().strip().isdigit(),
+                       READY_TIMEOUT, ps, "listening")
+            ports[name] = int(ready.read_text())
+        for app in plan.apps:
+            if app.role == "worker":
+                t = self.sc.job_of(app.name)
+                argv = self._wrap(plan.forwarders[app.forwarder]) + baseline.worker_argv(
+                    t, t.workers.index(app.name), address, ports[t.ps],
+                    self.run_dir / "metrics" / f"{app.name}.jsonl")
+                workers[app.name] = self._spawn(app.name, argv, env)
+        return pss, workers
 
-    def start(self, plan: topology.Plan, config: Path) -> tuple[ManagedProcess, dict]:
-        """Whatever trains: ndnps (forwarders, then the apps) or the TCP PS baseline."""
+    def start(self, plan: topology.Plan) -> tuple[dict[str, ManagedProcess], dict]:
+        """Whatever trains: ndnps (forwarders, then the apps) or the TCP PS baseline; every
+        job's PS and workers, by name."""
         if self.sc.system == "tcp":
             return self.start_tcp(plan)
         self.start_forwarders(plan)
-        return self.start_apps(plan, config)
+        return self.start_apps(plan)
 
     # ---- the run -----------------------------------------------------------------------------------
 
     def run(self) -> int:
-        config = self.prepare()
+        self.prepare()
         display = Progress(self.sc, self.run_dir, self.live)
         try:
             plan = self.plan()
-            ps, workers = self.start(plan, config)
+            pss, workers = self.start(plan)
             display.start()
-            self.supervise(ps, workers, display)
+            self.supervise(pss, workers, display)
             self.collect_status(plan)
             self.read_link_stats()
         except (ProcessFailed, RunFailed, NetnsUnavailable) as e:
@@ -355,25 +385,28 @@ class Runner:
         display.final(summary)
         return 0
 
-    def supervise(self, ps: ManagedProcess, workers: dict[str, ManagedProcess],
+    def supervise(self, pss: dict[str, ManagedProcess], workers: dict[str, ManagedProcess],
                   display: "Progress") -> None:
         deadline = self.t0 + self.sc.timeout
         next_look = 0.0
-        faults = Faults(self, workers, display, self.t0, ps)
+        faults = Faults(self, workers, display, self.t0, pss)
         while True:
             display.update()
             faults.step()
             if time.monotonic() > next_look:            # learn which face is which app
                 self.learn_face_labels()
                 # often until every app is known: a short run may be over within 2 s
-                apps = {self.sc.training.ps, *workers}
+                apps = {*pss, *workers}
                 next_look = time.monotonic() + (2.0 if apps <= self.apps_seen else 0.25)
             if self.check_exits(faults):
                 break
             if time.monotonic() > deadline:
-                tail = faults.ps.tail() if faults.ps is not None else "(PS killed)"
-                raise RunFailed(f"not finished within run.timeout = {self.sc.timeout:.0f} s; "
-                                f"PS log tail:\n{tail}")
+                tails = "".join(f"\n{name} log tail:\n" + (ps.tail() if ps is not None
+                                                            else "(PS killed)")
+                                for name, ps in faults.pss.items()
+                                if ps is None or ps.poll() is None)
+                raise RunFailed(f"not finished within run.timeout = {self.sc.timeout:.0f} s;"
+                                f"{tails}")
             # a fault waiting for its version is looked at often: a fast training runs tens of
             # versions in 0.25 s, and kills meant for different versions landed together
             time.sleep(FAULT_POLL if faults.pending or faults.restarts else 0.25)
@@ -400,7 +433,7 @@ class Runner:
 
     def check_exits(self, faults: "Faults") -> bool:
         """Children that exited unasked, each handled by the job's policy (see the module's
-        docstring); True once the PS has finished."""
+        docstring); True once every job's PS has finished."""
         for name, proc in list(self.forwarder_procs.items()):
             if proc.poll() is not None:
                 faults.forget("forwarder", name)
@@ -412,22 +445,23 @@ class Runner:
                 self.unplanned(proc, "worker", name,
                                f"none: on_worker_loss = {self.sc.training.on_worker_loss!r} "
                                "decides")
-        ps = faults.ps                                  # None: killed, restarting
-        code = ps.poll() if ps is not None else None
-        if ps is None or code is None:
-            return False
-        if code == 0:
-            return True
-        if code in (EXIT_USAGE, EXIT_JOB_FAILED):       # the training says it cannot go on
-            raise ps.fail(f"exited with {describe(code)}")
-        if not self.sc.training.checkpoint:
-            self.unplanned(ps, "ps", self.sc.training.ps, "run failed: no checkpoint to resume "
-                           "from (training.checkpoint)")
-            raise ps.fail(f"exited with {describe(code)}")
-        faults.forget("ps", self.sc.training.ps)
-        rec = self.unplanned(ps, "ps", self.sc.training.ps)
-        faults.restart_unplanned("ps", self.sc.training.ps, rec)
-        return False
+        done = True
+        for name, ps in list(faults.pss.items()):      # None: killed, restarting
+            code = ps.poll() if ps is not None else None
+            if ps is None or code is None:
+                done = False
+            elif code in (EXIT_USAGE, EXIT_JOB_FAILED):  # the training says it cannot go on
+                raise ps.fail(f"exited with {describe(code)}")
+            elif code != 0 and not self.sc.job_of(name).checkpoint:
+                self.unplanned(ps, "ps", name, "run failed: no checkpoint to resume from "
+                               "(training.checkpoint)")
+                raise ps.fail(f"exited with {describe(code)}")
+            elif code != 0:
+                faults.forget("ps", name)
+                rec = self.unplanned(ps, "ps", name)
+                faults.restart_unplanned("ps", name, rec)
+                done = False
+        return done
 
     def unplanned(self, proc: ManagedProcess, role: str, node: str,
                   action: str | None = None) -> dict:
@@ -520,6 +554,10 @@ class Runner:
             summary["bottleneck"] = report.bottleneck_summary(
                 self.sc, self.link_stats, summary.get("model_bytes"),
                 summary.get("iteration_seconds"))
+            shares = (summary.get("sharing") or {}).get("jobs")
+            if shares:        # the jobs' wire rates together, over the link's
+                summary["sharing"]["link_use"] = sum(
+                    j["wire_mbps"] for j in shares.values()) / self.sc.bottleneck.rate_mbps
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         return summary
 
@@ -531,10 +569,10 @@ class Faults:
     or the unplanned exit's record)."""
 
     def __init__(self, runner: Runner, workers: dict[str, ManagedProcess],
-                 display: "Progress", started: float, ps: ManagedProcess) -> None:
+                 display: "Progress", started: float, pss: dict[str, ManagedProcess]) -> None:
         self.runner, self.workers, self.display = runner, workers, display
         self.started = started
-        self.ps: ManagedProcess | None = ps            # None while killed
+        self.pss: dict[str, ManagedProcess | None] = dict(pss)    # by name; None while killed
         self.pending = list(runner.sc.kills)
         self.restarts: list[tuple[float, str, str, dict]] = []   # (when, role, node, record)
         self.restarted: set[ManagedProcess] = set()
@@ -547,7 +585,7 @@ class Faults:
         return recs[-1]["version"] if recs else -1
 
     def process(self, role: str, node: str) -> ManagedProcess | None:
-        return {"worker": lambda: self.workers.get(node), "ps": lambda: self.ps,
+        return {"worker": lambda: self.workers.get(node), "ps": lambda: self.pss.get(node),
                 "forwarder": lambda: self.runner.forwarder_procs.get(node)}[role]()
 
     def forget(self, role: str, node: str) -> None:
@@ -555,7 +593,7 @@ class Faults:
         if role == "worker":
             self.workers.pop(node, None)
         elif role == "ps":
-            self.ps = None
+            self.pss[node] = None
         else:
             self.runner.forwarder_procs.pop(node, None)
 
@@ -606,9 +644,8 @@ class Faults:
             proc = self.workers[name] = runner._spawn(f"{name}-r{n}", argv, env)
             self.restarted.add(proc)
         elif role == "ps":
-            assert runner.ps_launch is not None    # the PS was started
-            argv, env = runner.ps_launch
-            proc = self.ps = runner._spawn(f"{name}-r{n}", argv, env)
+            argv, env = runner.ps_launch[name]
+            proc = self.pss[name] = runner._spawn(f"{name}-r{n}", argv, env)
         else:
             sock = runner.sockets[name]
             # the new process truncates its trace files: keep the killed one's as
@@ -645,15 +682,42 @@ class Faults:
                                        "skipped": "the run ended before that version"})
 
 
+class JobFollower:
+    """One PS's metrics file, read as it grows, as one version series."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.series = report.VersionSeries()
+        self.printed: dict | None = None        # the version record last shown (--plain)
+        self._pos = 0
+
+    def read(self) -> None:
+        try:
+            with open(self.path) as f:
+                f.seek(self._pos)
+                chunk = f.read()
+                complete = chunk[:chunk.rfind("\n") + 1]
+                self._pos += len(complete)
+        except FileNotFoundError:
+            return
+        for line in complete.splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            self.series.add(rec)
+
+
 class Progress:
-    """Live progress from the PS's metrics file (rich), or one line per few versions."""
+    """Live progress from each PS's metrics file (rich), or one line per few versions; a
+    row per job."""
 
     def __init__(self, sc: Scenario, run_dir: Path, live: bool) -> None:
         self.sc = sc
-        self.path = run_dir / "metrics" / f"{sc.training.ps}.jsonl"
+        self.jobs = {job.ps: JobFollower(run_dir / "metrics" / f"{job.ps}.jsonl")
+                     for job in sc.all_jobs}
+        self.path = self.jobs[sc.training.ps].path        # the first job's (faults)
         self.live = live and sys.stdout.isatty()
-        self.series = report.VersionSeries()
-        self._pos = 0
         self._live: Live | None = None
         self._last_print = 0.0
 
@@ -670,33 +734,24 @@ class Progress:
 
     @property
     def records(self) -> list[dict]:
-        """The PS's version records so far, one per version (a resumed PS's redone versions
-        replace the killed PS's)."""
-        return self.series.versions
+        """The (first) PS's version records so far, one per version (a resumed PS's redone
+        versions replace the killed PS's)."""
+        return self.jobs[self.sc.training.ps].series.versions
 
     def update(self) -> None:
-        try:
-            with open(self.path) as f:
-                f.seek(self._pos)
-                chunk = f.read()
-                complete = chunk[:chunk.rfind("\n") + 1]
-                self._pos += len(complete)
-        except FileNotFoundError:
-            return
-        for line in complete.splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            self.series.add(rec)
+        for job in self.jobs.values():
+            job.read()
         if self._live is not None:
             self._live.update(self._table())
-        elif self.records and time.monotonic() - self._last_print > 2.0:
-            self._last_print = time.monotonic()
-            print(self._line(), flush=True)
+        elif time.monotonic() - self._last_print > 2.0:
+            for ps, job in self.jobs.items():           # each job that made a version since
+                if job.series.versions and job.series.versions[-1] is not job.printed:
+                    self._last_print = time.monotonic()
+                    job.printed = job.series.versions[-1]
+                    print(self._line(ps), flush=True)
 
-    def _stats(self) -> dict:
-        recs = self.records
+    def _stats(self, ps: str) -> dict:
+        recs = self.jobs[ps].series.versions
         last = recs[-1]
         acc = next((r["accuracy"] for r in reversed(recs) if r.get("accuracy") is not None), None)
         recent = recs[-11:]
@@ -707,30 +762,36 @@ class Progress:
                 recent = recent[i:]
                 break
         it = ((recent[-1]["t"] - recent[0]["t"]) / (len(recent) - 1)) if len(recent) > 1 else None
+        job = self.sc.job_of(ps)
         return {"version": last["version"], "loss": last.get("loss"), "accuracy": acc,
                 "iteration": it,
-                "samples_per_s": (self.sc.training.batch * len(self.sc.worker_names) / it)
-                if it else None}
+                "samples_per_s": (job.batch * len(job.workers) / it) if it else None}
 
-    def _cells(self) -> list[str]:
-        s = self._stats()
-        return [str(s["version"]), _fmt(s["loss"], ".4f"), _fmt(s["accuracy"], ".4f"),
-                _fmt(s["iteration"] and s["iteration"] * 1000, ".1f"),
-                _fmt(s["samples_per_s"], ".0f")]
+    def _cells(self, ps: str) -> list[str]:
+        s = self._stats(ps)
+        cells = [str(s["version"]), _fmt(s["loss"], ".4f"), _fmt(s["accuracy"], ".4f"),
+                 _fmt(s["iteration"] and s["iteration"] * 1000, ".1f"),
+                 _fmt(s["samples_per_s"], ".0f")]
+        return [ps, *cells] if self.sc.jobs else cells
 
-    def _line(self) -> str:
+    def _columns(self) -> list[str]:
+        cols = ["version", "loss", "accuracy", "iteration ms", "samples/s"]
+        return ["job", *cols] if self.sc.jobs else cols
+
+    def _line(self, ps: str) -> str:
         return "  ".join(f"{label} {cell}" for label, cell in
-                         zip(("version", "loss", "accuracy", "iteration ms", "samples/s"),
-                             self._cells()))
+                         zip(self._columns(), self._cells(ps)))
 
     def _table(self):
         from rich.table import Table
-        table = Table(title=f"ndnps {self.sc.name} — {self.sc.training.mode}, "
+        jobs = f"{len(self.jobs)} jobs, " if self.sc.jobs else ""
+        table = Table(title=f"ndnps {self.sc.name} — {jobs}{self.sc.training.mode}, "
                             f"{len(self.sc.worker_names)} workers, {self.sc.topology}")
-        for col in ("version", "loss", "test accuracy", "iteration (ms)", "samples/s"):
+        for col in self._columns():
             table.add_column(col, justify="right")
-        if self.records:
-            table.add_row(*self._cells())
+        for ps, job in self.jobs.items():
+            if job.series.versions:
+                table.add_row(*self._cells(ps))
         return table
 
     def final(self, summary: dict) -> None:
@@ -754,7 +815,11 @@ class Progress:
                      ("PS restarts (resumed from version)",
                       f"{summary['ps_restarts']} ({summary['ps_resumed_from']})"),
                      ("forwarder reconnects", sum(summary["reconnects"].values()))]
-        rows += _bottleneck_rows(summary.get("bottleneck"))
+        if summary.get("jobs"):
+            rows = [("scenario", summary["scenario"]), *_job_rows(summary),
+                    ("wall seconds", summary["wall_seconds"])]
+        else:
+            rows += _bottleneck_rows(summary.get("bottleneck"))
         try:
             from rich.console import Console
             from rich.table import Table
@@ -785,13 +850,34 @@ def _bottleneck_rows(b: dict | None) -> list[tuple[str, object]]:
     if not b:
         return []
     over = b.get("iteration_over_wire_limit") or {}
-    rows: list[tuple[str, object]] = [
-        (f"iteration / wire limit {k} ({_fmt(b['wire_limit_seconds'][k], '.3f')} s)",
-         _fmt(v, ".3f")) for k, v in over.items()]
-    if b.get("qdisc") is not None:
-        rows.append(("qdisc drops / packets sent", f"{b['qdisc_drops']} / "
-                     f"{b['qdisc_sent_packets']} ({_fmt(b['qdisc_drops_over_sent'], '.2%')})"))
-    return rows
+    return [(f"iteration / wire limit {k} ({_fmt(b['wire_limit_seconds'][k], '.3f')} s)",
+             _fmt(v, ".3f")) for k, v in over.items()] + _drop_rows(b)
+
+
+def _job_rows(summary: dict) -> list[tuple[str, object]]:
+    """The final table of a run with several jobs: each job's outcome, then how they shared
+    the network (`sharing`) and the bottleneck's drops."""
+    rows: list[tuple[str, object]] = []
+    shares = (summary.get("sharing") or {}).get("jobs") or {}
+    for job in summary["jobs"]:
+        share = shares.get(job["ps"], {})
+        rows.append((f"job {job['ps']}: accuracy, versions, iteration (s), share",
+                     f"{_fmt(job['final_accuracy'], '.4f')}, {job['versions']}, "
+                     f"{_fmt(job['iteration_seconds'], '.3f')}, "
+                     f"{_fmt(share.get('wire_mbps'), '.1f')} Mbit/s = "
+                     f"{_fmt(share.get('over_equal_share'), '.2f')} of equal"))
+    sharing = summary.get("sharing") or {}
+    rows.append(("Jain's index (overlap, s)", f"{_fmt(sharing.get('jain_index'), '.4f')} "
+                 f"({_fmt(sharing.get('overlap_seconds'), '.1f')})"))
+    return rows + _drop_rows(summary.get("bottleneck"))
+
+
+def _drop_rows(b: dict | None) -> list[tuple[str, object]]:
+    """The bottleneck's qdisc drops over the packets it sent, both directions."""
+    if not b or b.get("qdisc") is None:
+        return []
+    return [("qdisc drops / packets sent", f"{b['qdisc_drops']} / {b['qdisc_sent_packets']} "
+             f"({_fmt(b['qdisc_drops_over_sent'], '.2%')})")]
 
 
 def _fmt(value, fmt: str) -> str:

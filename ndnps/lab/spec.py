@@ -31,6 +31,13 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  forwarder = "fwd", ... } a forwarder (restarted on the same socket); random = { kills = 3, seed = 1, from_version = 20,
                  to_version = 200, restart_after = 2.0 } adds kills drawn from the seed
     [training]   everything `python -m apps.ps --help` lists (ndnps/protocol/config.py)
+    [[jobs]]     several trainings at once, sharing the topology (e.g. two PSs and their
+                 workers over one bottleneck): each entry holds [training] keys that replace
+                 [training]'s for that job; `ps` names it (default "ps<k>"), `workers` is a
+                 list of names or a count (default topology.workers; names "<ps>-w<i>").
+                 Every PS and worker name is the scenario's only one; PSs run where the
+                 topology puts its PS, workers where it puts workers. No [faults] with several
+                 jobs (faults are triggered by one PS's versions).
 
 Every error names the offending key; nothing starts until the whole scenario is valid.
 """
@@ -138,12 +145,24 @@ class Scenario:
     bottleneck: Bottleneck = field(default_factory=Bottleneck)
     system: str = "ndnps"          # [run] system: what trains over the topology
     training: TrainingConfig = field(default_factory=TrainingConfig)
+    # every training of the run: [training] alone, or one per [[jobs]] entry (training is
+    # then the first)
+    jobs: list[TrainingConfig] = field(default_factory=list)
     kills: list["Kill"] = field(default_factory=list)    # [faults], by version
     raw: dict[str, Any] = field(default_factory=dict)    # the document as run
 
     @property
     def worker_names(self) -> list[str]:
-        return list(self.training.workers)
+        """Every job's workers, job by job."""
+        return [w for job in self.all_jobs for w in job.workers]
+
+    @property
+    def all_jobs(self) -> list[TrainingConfig]:
+        return self.jobs or [self.training]
+
+    def job_of(self, app: str) -> TrainingConfig:
+        """The job whose PS or worker `app` is."""
+        return next(j for j in self.all_jobs if app == j.ps or app in j.workers)
 
 
 @dataclass(frozen=True)
@@ -158,7 +177,7 @@ class Kill:
 
 
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
-        "training", "faults", "bottleneck"}
+        "training", "faults", "bottleneck", "jobs"}
 _TABLE_KEYS = {
     "topology": {"kind", "workers", "leaves"},
     "links": {f.name for f in fields(Links)},
@@ -265,15 +284,21 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
     if len(sc.training.workers) != sc.workers and "workers" in doc.get("training", {}):
         raise ScenarioError(f"training.workers: {len(sc.training.workers)} names for "
                             f"topology.workers = {sc.workers}")
+    if "jobs" in doc:
+        sc.jobs = _jobs(doc["jobs"], doc.get("training", {}), sc.workers)
+        sc.training = sc.jobs[0]
 
     slow = doc.get("workers", {}).get("slowdown", {})
     if not isinstance(slow, dict):
         raise ScenarioError("workers.slowdown: expected a table such as { w4 = 3.0 }")
     for worker, factor in slow.items():
-        if worker not in sc.training.workers:
+        if worker not in sc.worker_names:
             raise ScenarioError(f"workers.slowdown.{worker}: no such worker "
-                                f"(workers: {', '.join(sc.training.workers)})")
+                                f"(workers: {', '.join(sc.worker_names)})")
         sc.slowdown[worker] = _number(factor, f"workers.slowdown.{worker}", 1.0)
+    if doc.get("faults") and len(sc.all_jobs) > 1:
+        raise ScenarioError("faults: not with several [[jobs]] (a fault waits for one PS's "
+                            "version)")
     sc.kills = _faults(doc.get("faults", {}), sc)
     sc.system = run.get("system", sc.system)
     if sc.system not in SYSTEMS:
@@ -282,6 +307,32 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
     if sc.system == "tcp":
         _check_tcp_baseline(sc, doc)
     return sc
+
+
+def _jobs(entries: Any, base: dict[str, Any], default_workers: int) -> list[TrainingConfig]:
+    """[[jobs]]: one training per entry, [training] with the entry's keys replacing its own."""
+    if not isinstance(entries, list) or not entries or \
+            not all(isinstance(e, dict) for e in entries):
+        raise ScenarioError("jobs: expected an array of tables ([[jobs]] entries)")
+    jobs: list[TrainingConfig] = []
+    seen: dict[str, str] = {}                  # app name -> the key that named it first
+    for i, entry in enumerate(entries):
+        where = f"jobs[{i}]"
+        table = {"min_workers": 1, **base, **entry, "ps": entry.get("ps", f"ps{i + 1}")}
+        workers = entry.get("workers", default_workers)
+        if isinstance(workers, int) and not isinstance(workers, bool):
+            _number(workers, f"{where}.workers", 1, 64, True)
+            table["workers"] = [f"{table['ps']}-w{k + 1}" for k in range(workers)]
+        try:
+            job = training_config.from_table(table)
+        except training_config.ConfigError as e:
+            raise ScenarioError(f"{where}.{str(e).removeprefix('training.')}") from None
+        for key, name in [("ps", job.ps)] + [("workers", w) for w in job.workers]:
+            if name in seen:
+                raise ScenarioError(f"{where}.{key}: {name!r} is already {seen[name]}")
+            seen[name] = f"{where}'s" if key == "ps" else f"a worker of {where}"
+        jobs.append(job)
+    return jobs
 
 
 def _bottleneck(table: dict, sc: Scenario, ns: dict) -> Bottleneck:
@@ -311,14 +362,15 @@ def _check_tcp_baseline(sc: Scenario, doc: dict[str, Any]) -> None:
     """run.system = "tcp": bench/tcp_ps.py trains instead of ndnps, on the bottleneck's two
     hosts: sync SGD of an MLP on the synthetic dataset, no forwarders (so no [links]
     conditions), no faults."""
-    t = sc.training
     if sc.topology != "bottleneck":
         raise ScenarioError("run.system: \"tcp\" (the plain TCP PS baseline) runs over the "
                             "bottleneck topology only (topology.kind = \"bottleneck\")")
-    for key, wanted in (("mode", "sync"), ("dataset", "synthetic"), ("model", "mlp")):
-        if getattr(t, key) != wanted:
-            raise ScenarioError(f"training.{key}: the TCP PS baseline (run.system = \"tcp\") "
-                                f"trains {key} = {wanted!r} only, got {getattr(t, key)!r}")
+    for t in sc.all_jobs:
+        for key, wanted in (("mode", "sync"), ("dataset", "synthetic"), ("model", "mlp")):
+            if getattr(t, key) != wanted:
+                raise ScenarioError(f"training.{key}: the TCP PS baseline (run.system = "
+                                    f"\"tcp\") trains {key} = {wanted!r} only, got "
+                                    f"{getattr(t, key)!r}")
     for key in doc.get("links", {}):
         if key in sc.links.as_table():
             raise ScenarioError(f"links.{key}: the TCP PS baseline (run.system = \"tcp\") has "

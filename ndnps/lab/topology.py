@@ -106,13 +106,13 @@ def _join(a: ForwarderNode, b: ForwarderNode, uri_of_b: str, uri_of_a: str,
 
 
 def plan_local(sc: Scenario) -> Plan:
-    ps = sc.training.ps
+    """Every job's PS on the star's forwarder or the tree's root; workers on the star's
+    forwarder or spread over the leaves (the i-th worker of the run on leaf i mod leaves)."""
     link = sc.links.as_table()
     app_link = link if sc.links.app_faces else {}
     if sc.topology == "star":
         fwd = ForwarderNode("fwd", udp=0, app_link=dict(app_link))
-        apps = [AppNode(ps, "ps", "fwd")] + [AppNode(w, "worker", "fwd") for w in sc.worker_names]
-        return Plan({"fwd": fwd}, apps)
+        return Plan({"fwd": fwd}, _apps(sc, lambda i: "fwd", "fwd"))
     root = ForwarderNode("root", udp=free_port(), app_link=dict(app_link))
     nodes = {"root": root}
     leaves = []
@@ -122,13 +122,22 @@ def plan_local(sc: Scenario) -> Plan:
         leaves.append(leaf)
         _join(root, leaf, f"udp4://127.0.0.1:{leaf.udp}", f"udp4://127.0.0.1:{root.udp}", link,
               sc.links.reliability)
-        leaf.routes.append((f"/{ps}", "root"))
-    apps = [AppNode(ps, "ps", "root")]
-    for i, worker in enumerate(sc.worker_names):
-        leaf = leaves[i % len(leaves)]
-        root.routes.append((f"/{worker}", leaf.name))
-        apps.append(AppNode(worker, "worker", leaf.name))
+        leaf.routes += [(f"/{job.ps}", "root") for job in sc.all_jobs]
+    apps = _apps(sc, lambda i: leaves[i % len(leaves)].name, "root")
+    root.routes += [(f"/{app.name}", app.forwarder) for app in apps if app.role == "worker"]
     return Plan(nodes, apps)
+
+
+def _apps(sc: Scenario, worker_at, ps_at: str) -> list[AppNode]:
+    """Each job's PS (on `ps_at`), then its workers (the i-th worker of the run on
+    `worker_at(i)`)."""
+    apps, i = [], 0
+    for job in sc.all_jobs:
+        apps.append(AppNode(job.ps, "ps", ps_at))
+        for w in job.workers:
+            apps.append(AppNode(w, "worker", worker_at(i)))
+            i += 1
+    return apps
 
 
 def apply_link_overrides(plan: Plan, sc: Scenario) -> None:
@@ -142,32 +151,29 @@ def apply_link_overrides(plan: Plan, sc: Scenario) -> None:
 def plan_netns(sc: Scenario) -> Plan:
     """Routers as in local mode plus one forwarder per app host; every link is a veth pair.
     Addresses are filled in by the runner once the veths exist (`assign_addresses`)."""
-    ps = sc.training.ps
     routers = ["fwd"] if sc.topology == "star" else ["root"] + [f"leaf{i + 1}"
                                                                  for i in range(sc.leaves)]
     nodes = {r: ForwarderNode(r, host=r) for r in routers}
     links: list[tuple[str, str]] = []
     routes: dict[str, list[tuple[str, str]]] = {r: [] for r in routers}
-    ps_router = routers[0]
     if sc.topology == "tree":
         for leaf in routers[1:]:
             links.append(("root", leaf))
-            routes[leaf].append((f"/{ps}", "root"))
+            routes[leaf] += [(f"/{job.ps}", "root") for job in sc.all_jobs]
+    app_hosts = _apps(sc, lambda i: "fwd" if sc.topology == "star" else routers[1 + i % sc.leaves],
+                      routers[0])
     apps = []
-    app_hosts = [(ps, "ps", ps_router)]
-    for i, worker in enumerate(sc.worker_names):
-        router = "fwd" if sc.topology == "star" else routers[1 + i % sc.leaves]
-        app_hosts.append((worker, "worker", router))
-        if sc.topology == "tree":
-            routes["root"].append((f"/{worker}", router))
-    for host, role, router in app_hosts:
-        hf = f"h-{host}"
+    for app in app_hosts:
+        router, hf = app.forwarder, f"h-{app.name}"
+        if sc.topology == "tree" and app.role == "worker":
+            routes["root"].append((f"/{app.name}", router))
         nodes[hf] = ForwarderNode(hf, host=hf)
         links.append((hf, router))
-        routes[router].append((f"/{host}", hf))
-        routes[hf] = [(f"/{ps}", router)] if role == "worker" else \
-            [(f"/{w}", router) for w in sc.worker_names]
-        apps.append(AppNode(host, role, hf))
+        routes[router].append((f"/{app.name}", hf))
+        job = sc.job_of(app.name)
+        routes[hf] = [(f"/{job.ps}", router)] if app.role == "worker" else \
+            [(f"/{w}", router) for w in job.workers]
+        apps.append(AppNode(app.name, app.role, hf))
     for name, rs in routes.items():
         nodes[name].routes = rs
     return Plan(nodes, apps, links)
@@ -176,12 +182,12 @@ def plan_netns(sc: Scenario) -> Plan:
 def plan_bottleneck(sc: Scenario) -> Plan:
     """The PS host and the workers host, one link between them; routes as a tree's root and
     leaf have them (the PS host's forwarder reaches each /<worker> over the link, the
-    workers host's reaches /<ps>). Addresses: `assign_addresses`, once the veth exists."""
-    ps, a, b = sc.training.ps, BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST
+    workers host's each /<ps>: every job's PS runs on the PS host). Addresses:
+    `assign_addresses`, once the veth exists."""
+    a, b = BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST
     nodes = {a: ForwarderNode(a, host=a, routes=[(f"/{w}", b) for w in sc.worker_names]),
-             b: ForwarderNode(b, host=b, routes=[(f"/{ps}", a)])}
-    apps = [AppNode(ps, "ps", a)] + [AppNode(w, "worker", b) for w in sc.worker_names]
-    return Plan(nodes, apps, [(a, b)])
+             b: ForwarderNode(b, host=b, routes=[(f"/{job.ps}", a) for job in sc.all_jobs])}
+    return Plan(nodes, _apps(sc, lambda i: b, a), [(a, b)])
 
 
 def plan_hosts(sc: Scenario) -> Plan:

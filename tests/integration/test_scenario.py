@@ -333,3 +333,29 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.timeout(200)
+def test_two_jobs_on_one_forwarder_each_train_and_report(tmp_path):
+    """[[jobs]] on the local star: each job's PS and workers, its own training file, metrics,
+    model and summary entry; the plots and the timeline carry both."""
+    out = tmp_path / "run"
+    proc = run_scenario(out, "sync-sgd", "--set", "jobs=[{workers=2}, {ps=\"other\", "
+                        "workers=[\"x\", \"y\"], lr=0.2}]", *SHORT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert [(j["ps"], j["workers"]) for j in summary["jobs"]] == [("ps1", 2), ("other", 2)]
+    for job in summary["jobs"]:
+        assert job["final_accuracy"] > 0.5 and job["workers_lost"] == 0
+    assert set(summary["exit_codes"]) >= {"ps1", "ps1-w1", "ps1-w2", "other", "x", "y"}
+    assert set(summary["exit_codes"].values()) == {0}
+    assert "sharing" in summary
+    trainings = {p.name: tomllib.loads(p.read_text())["training"]
+                 for p in (out / "config").glob("*.training.toml")}
+    assert trainings["other.training.toml"]["lr"] == 0.2
+    assert trainings["ps1.training.toml"]["workers"] == ["ps1-w1", "ps1-w2"]
+    for ps in ("ps1", "other"):
+        assert (out / f"model-{ps}.npz").exists()
+    lanes = {e["args"]["name"] for e in json.loads((out / "timeline.json").read_text())
+             ["traceEvents"] if e.get("name") == "process_name"}
+    assert {"PS ps1", "PS other", "worker x"} <= lanes

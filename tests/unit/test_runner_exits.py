@@ -43,7 +43,8 @@ def setup(tmp_path):
         workers = workers if workers is not None else {}
         runner.forwarder_procs.update(forwarders or {})
         made.extend([ps, *workers.values(), *(forwarders or {}).values()])
-        faults = Faults(runner, workers, Progress(sc, tmp_path / "run", False), runner.t0, ps)
+        faults = Faults(runner, workers, Progress(sc, tmp_path / "run", False), runner.t0,
+                        {"ps": ps})
         return runner, faults
     yield make
     for proc in made:
@@ -104,9 +105,18 @@ def test_a_dead_ps_without_a_checkpoint_fails_the_run(tmp_path, setup):
 def test_a_dead_ps_with_a_checkpoint_is_restarted(tmp_path, setup):
     runner, faults = setup("training.checkpoint=\"/tmp/x.npz\"", ps=exited(tmp_path, "ps", -9))
     assert runner.check_exits(faults) is False
-    assert faults.ps is None and faults.restarts[0][1:3] == ("ps", "ps")
+    assert faults.pss["ps"] is None and faults.restarts[0][1:3] == ("ps", "ps")
 
 
 def test_a_ps_that_finished_ends_the_run(tmp_path, setup):
     runner, faults = setup(ps=exited(tmp_path, "ps", 0))
     assert runner.check_exits(faults) is True and runner.unplanned_exits == []
+
+
+def test_with_several_jobs_the_run_ends_when_every_ps_has_finished(tmp_path, setup):
+    runner, faults = setup(ps=exited(tmp_path, "ps", 0))
+    faults.pss["ps2"] = running(tmp_path, "ps2")
+    assert runner.check_exits(faults) is False        # one job is still training
+    faults.pss["ps2"].stop(grace=1)
+    faults.pss["ps2"] = exited(tmp_path, "ps2b", 0)
+    assert runner.check_exits(faults) is True
