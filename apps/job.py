@@ -186,6 +186,11 @@ class Job:
         self.batches = WorkerBatches(ds, int(info["workers"]), int(info["index"]),
                                      int(info["batch"]), int(info["seed"]))
         self.fetcher.window = int(k["window"])
+        if "initial_window" in k:           # (a PS of an older ndnps: the default)
+            self.fetcher.windows.initial = float(k["initial_window"])
+        # from now on the job's patience is the PS's ps_timeout (before the content came,
+        # the worker's own: --content-patience)
+        self.fetcher.patience = float(k["ps_timeout"])
         self.fetcher.max_tries = int(k["max_tries"])
         if "retx_suppression_ms" in k:      # (a PS of an older ndnps: NFD's, the default)
             self.fetcher.suppression = k["retx_suppression_ms"] / 1000

@@ -94,7 +94,8 @@ class ParameterServer:
             cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app),
             suppression=cfg.retx_suppression_ms / 1000,
             suppression_max=cfg.retx_suppression_max_ms / 1000,
-            patience=cfg.worker_timeout)    # a collect's segments: as long as its worker lives
+            patience=cfg.worker_timeout,    # a collect's segments: as long as its worker lives
+            initial_window=cfg.initial_window)
         # the parts: each owns its exchange's I/O (see their modules)
         self.content = Content(self, self.membership, self.sec.signer,
                                on_fetched=lambda w: self.roster.fetched(w))

@@ -13,19 +13,23 @@ consumers saw of each push:
   queue), how many of the version's segments it had to fetch instead (lost), and the time
   from the first pushed segment to the last.  bytes / span is the rate the path *delivered*
   the push at: the bottleneck's rate when the push was faster than it, the push's own when not.
-* **Decrease.**  A report of marks, or of losses while the path delivered the push slower than
-  it was sent (``LAGGING``: a queue overflowed; losses at the pace sent are a lossy link's,
-  which a slower push would not cure), for a version pushed at the current rate sets the
-  rate to ``backoff`` x the slower of that rate and the delivered rate: one report lands the
-  pacer just under the bottleneck (a delivered rate measures it; halving would not, and one
-  sample per version is all there is).  Reports about pushes sent before the last decrease
-  are ignored (they were too fast already: conservative adaptation, once per round as TCP).
-* **Increase.**  A push whose reports were all clean, which the pacer limited (it waited for
-  tokens) and the path kept up with (delivered at ``LAGGING`` x its rate at least: else a
-  queue absorbed it, and a faster push would only lengthen that queue), raises the rate by
-  ``increase`` (x1.05: probing gently; one clean version at a
-  time, a rate 30 % under the bottleneck is regained in ~6 versions, while a rate past it costs
-  one version of marks, and CoDel marks a standing queue long before it overflows).
+* **Decrease.**  A report of marks for a version pushed at the current rate sets the rate to
+  ``backoff`` x the slower of that rate and the delivered rate: one report lands the pacer
+  just under the bottleneck (a delivered rate measures it; halving would not, and one sample
+  per version is all there is).  A report of losses — more than ``LOSS_TOLERANCE`` of the
+  version's segments — while the push arrived slower than it was sent (``LAGGING``: a queue overflowed somewhere unmarked — or the consumer itself fell
+  behind, a process short of CPU reading its socket late, which its delivered rate cannot tell
+  apart; losses at the pace sent are a lossy link's, which a slower push would not cure) cuts
+  the same way but at most by half.  Reports about pushes sent before the last decrease are
+  ignored (they were too fast already: conservative adaptation, once per round as TCP).
+* **Increase.**  A push whose reports were clean — no marks, no losses — which the pacer
+  limited (it waited for tokens) and the path kept up with (delivered at ``LAGGING`` x its rate
+  at least, for most of the consumers: else a queue absorbed it, and a faster push would only
+  lengthen that queue; one consumer short of CPU is not the path) raises the rate by
+  ``increase`` (x1.05: probing gently; a rate past the bottleneck costs one version of marks,
+  and CoDel marks a standing queue long before it overflows) — or by ``recover`` (x1.25) while
+  it is below the last rate pushed with no marks since (a loss cut it, not the path: back
+  there in a few versions, as CUBIC returns to its last maximum).
 * **Start.**  Before any report, the rate is ``initial`` when set; else the rate the producer
   served its consumers' Interests at while they fetched their content (Interest-paced, so
   at most what the path carries), ``backoff`` x its median over 100 ms bins; with neither
@@ -46,6 +50,10 @@ from .buffers import Recent
 BIN = 0.1              # s: the content-serving rate is measured over bins this long
 MIN_BINS = 3           # ... and trusted from this many full bins on
 LAGGING = 0.9          # delivered below this x the push's rate: the path could not keep up
+# losses up to this share of a version's segments are no congestion signal: a consumer that
+# fell behind for a moment (short of CPU) loses a few, repaired by its probes for far less
+# than a slower push would cost every version (BBR likewise tolerates ~2 % loss)
+LOSS_TOLERANCE = 0.02
 KEEP_VERSIONS = 64     # versions whose push rate is remembered (reports about older are late)
 
 
@@ -100,20 +108,23 @@ class PushRate:
     `on_served(now, nbytes)` for each content Data served (the starting estimate)."""
 
     def __init__(self, initial_mbps: float = 0.0, floor_mbps: float = 1.0,
-                 ceiling_mbps: float = 0.0, backoff: float = 0.9, increase: float = 1.05) -> None:
-        if not 0 < backoff < 1 or increase < 1:
-            raise ValueError("need 0 < backoff < 1 and increase >= 1")
+                 ceiling_mbps: float = 0.0, backoff: float = 0.9, increase: float = 1.05,
+                 recover: float = 1.25) -> None:
+        if not 0 < backoff < 1 or increase < 1 or recover < increase:
+            raise ValueError("need 0 < backoff < 1 and 1 <= increase <= recover")
         if initial_mbps < 0 or floor_mbps <= 0 or ceiling_mbps < 0:
             raise ValueError("need initial_mbps >= 0, floor_mbps > 0, ceiling_mbps >= 0")
         self.floor = floor_mbps * 1e6 / 8
         self.ceiling = ceiling_mbps * 1e6 / 8          # 0: none
-        self.backoff, self.increase = backoff, increase
+        self.backoff, self.increase, self.recover = backoff, increase, recover
         self.rate = self._clamp(initial_mbps * 1e6 / 8) if initial_mbps else 0.0
         self.fixed_start = bool(initial_mbps)
         self.counters = PushRateCounters()
         self._pushed: Recent[int, float] = Recent(KEEP_VERSIONS)     # version -> its rate
         self._clean: dict[int, int] = {}              # version -> clean reports
+        self._lagging: dict[int, int] = {}            # version -> of them, lagging ones
         self._congested: set[int] = set()             # versions with a congested report
+        self._good = 0.0                               # the last clean rate, no marks since
         self._cut_after = -1                           # versions up to this: before the cut
         self._bins: dict[int, int] = {}                # content served: bin -> bytes
         self._reported = False
@@ -153,13 +164,20 @@ class PushRate:
             if est is not None:
                 self.rate = self._clamp(self.backoff * est)
         prev = max(self._pushed.keys(), default=None)
+        clean = self._clean.get(prev, 0) if prev is not None else 0
         if (prev is not None and limited and self.rate and prev > self._cut_after
-                and self._clean.get(prev, 0) and prev not in self._congested):
-            self.rate = self._clamp(self.rate * self.increase)
+                and clean and prev not in self._congested
+                and 2 * self._lagging.get(prev, 0) < clean):
+            self._good = max(self._good, self._pushed.get(prev) or 0.0)
+            if self.rate < self._good:
+                self.rate = self._clamp(min(self._good, self.rate * self.recover))
+            else:
+                self.rate = self._clamp(self.rate * self.increase)
             self.counters.increases += 1
         self._pushed.put(version, self.rate)
         for v in [v for v in self._clean if self._pushed.get(v) is None]:
             del self._clean[v]
+            self._lagging.pop(v, None)
         self._congested &= set(self._pushed.keys())
         return self.rate
 
@@ -173,11 +191,11 @@ class PushRate:
         sent = pushed_at or float("inf")
         delivered = report.delivered()
         lagging = delivered is not None and delivered < LAGGING * sent
-        if not (report.marked or (report.missing and lagging)):
-            if lagging:
-                self._congested.add(report.version)    # no cut, but no increase after it
-            else:
-                self._clean[report.version] = self._clean.get(report.version, 0) + 1
+        lost = report.missing > LOSS_TOLERANCE * (report.segments + report.missing)
+        if not (report.marked or (lost and lagging)):
+            self._clean[report.version] = self._clean.get(report.version, 0) + 1
+            if lagging:                                # no cut; most lagging: no increase
+                self._lagging[report.version] = self._lagging.get(report.version, 0) + 1
             return
         self.counters.congested_reports += 1
         self._congested.add(report.version)
@@ -187,7 +205,12 @@ class PushRate:
         base = min(sent, delivered) if delivered is not None else sent
         if base == float("inf"):
             return                                    # unlimited and unmeasured: nothing to go on
-        self.rate = self._clamp(self.backoff * base)
+        if report.marked:
+            self.rate = self._clamp(self.backoff * base)
+            self._good = 0.0                           # the path itself said: too fast
+        else:                                          # a loss: the path's, or the consumer's
+            half = 0.5 * sent if sent != float("inf") else 0.0
+            self.rate = self._clamp(max(self.backoff * base, half))
         self.counters.decreases += 1
         # every push sent so far went at the old rate: their reports say nothing new
         self._cut_after = max(self._pushed.keys())

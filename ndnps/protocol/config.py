@@ -90,9 +90,11 @@ class TrainingConfig:
                                 strict_low=True)
     max_tries: int = _f(8, "tries per segment before a fetch fails", low=1)
     window: int = _f(16, "most segment Interests in flight towards one producer: the cap of "
-                     "the fetches' congestion window (from 2, growing per Data, halved at most "
-                     "once per round trip on a CongestionMark or a loss; "
+                     "the fetches' congestion window (from initial_window, growing per Data, "
+                     "halved at most once per round trip on a CongestionMark or a loss; "
                      "ndnps.exchanges.window)", low=1)
+    initial_window: int = _f(2, "a new congestion window's size (segment Interests towards a "
+                             "producer not heard from yet); at most `window`", low=1)
     retx_suppression_ms: int = _f(
         1, "the forwarders' retransmission suppression interval for this training (NFD's "
         "best-route parameter retx-suppression-initial, ms; doubling per retransmission): the "

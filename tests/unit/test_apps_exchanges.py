@@ -183,6 +183,17 @@ async def test_both_ends_fetch_with_the_trainings_retransmission_suppression():
 
 
 @pytest.mark.asyncio
+async def test_both_ends_start_their_congestion_windows_at_the_trainings_initial_window():
+    job = ready_job(initial_window=6, window=5)
+    assert job.fetcher.windows("ps").cwnd == 5          # at most the cap
+    job = ready_job(initial_window=3, ps_timeout=42.0)
+    assert job.fetcher.windows("ps").cwnd == 3
+    assert job.fetcher.patience == 42.0                 # the PS's ps_timeout, once set up
+    ps = ParameterServer(config(initial_window=4), MemNet().app())
+    assert ps.fetcher.windows("w1").cwnd == 4
+
+
+@pytest.mark.asyncio
 async def test_collect_is_held_then_answered_with_every_reexpression():
     job = ready_job()
     first, again, expired = [], [], []

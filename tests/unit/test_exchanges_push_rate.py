@@ -91,6 +91,58 @@ def test_random_loss_at_the_pace_sent_is_no_congestion():
     assert c.rate == pytest.approx(0.9 * 60 * MB)
 
 
+def test_one_consumer_falling_behind_does_not_hold_the_push_back():
+    """16 consumers on 2 cores: one reads its pushed segments late (its delivered rate looks
+    like 35 Mbit/s) and loses a few — its own CPU, not the path: up to 2 % are no signal; more
+    cut the push at most by half, and it comes back to the last clean rate in a few versions;
+    a lagging minority does not block that."""
+    c = PushRate(initial_mbps=80.0)
+    for v in (1, 2):
+        c.pushing(v, limited=True)
+        for _ in range(16):
+            c.on_report(report(v, 80.0 if v == 1 else 79.0))
+    assert c.rate == pytest.approx(80 * 1.05 * MB)           # v1 clean: one gentle increase
+    c.on_report(report(2, 35.0, missing=2))                 # 2 of 102: tolerated
+    assert c.rate == pytest.approx(84 * MB) and c.counters.decreases == 0
+    c.on_report(report(2, 35.0, missing=6))                 # 6 of 106: a cut, at most half
+    assert c.rate == pytest.approx(0.5 * 84 * MB)
+    rates = []
+    for v in range(3, 9):
+        rates.append(c.pushing(v, limited=True) / MB)
+        for i in range(16):                                  # 3 of 16 late every version
+            c.on_report(report(v, 30.0 if i < 3 else rates[-1]))
+    assert rates[:2] == pytest.approx([42, 42 * 1.25])       # recovering towards 84 ...
+    assert rates[-2:] == pytest.approx([84, 84 * 1.05])      # ... then probing gently on
+    assert c.counters.decreases == 1
+
+
+def test_when_most_consumers_lag_the_rate_holds():
+    c = PushRate(initial_mbps=80.0)
+    c.pushing(1, limited=True)
+    for i in range(4):
+        c.on_report(report(1, 50.0 if i else 80.0))          # 3 of 4: a queue took it
+    assert c.pushing(2, limited=True) == pytest.approx(80 * MB)
+
+
+def test_after_marks_the_rate_probes_gently_again():
+    c = PushRate(initial_mbps=100.0)
+    c.pushing(1, limited=True)
+    c.on_report(report(1, 100.0))
+    c.pushing(2, limited=True)                               # 105: clean before
+    c.on_report(report(2, 90.0, marked=3))                   # the path marks: 81
+    assert c.rate == pytest.approx(81 * MB)
+    c.pushing(3, limited=True)
+    c.on_report(report(3, 81.0))
+    assert c.pushing(4, limited=True) == pytest.approx(81 * 1.05 * MB)   # not x1.25
+
+
+def test_a_loss_on_an_unlimited_push_lands_under_the_delivered_rate():
+    c = PushRate()
+    c.pushing(1, limited=False)
+    c.on_report(report(1, 60.0, missing=3))
+    assert c.rate == pytest.approx(0.9 * 60 * MB)
+
+
 def test_the_slowest_branch_sets_the_pace_within_the_floor():
     c = PushRate(initial_mbps=100.0, floor_mbps=10.0)
     c.pushing(1, limited=True)
@@ -149,7 +201,8 @@ def test_converges_under_a_bottleneck_and_stays_near_it(capacity: float):
 
 
 def test_bad_parameters_are_refused():
-    for kw in ({"backoff": 1.0}, {"increase": 0.9}, {"floor_mbps": 0.0}, {"initial_mbps": -1.0}):
+    for kw in ({"backoff": 1.0}, {"increase": 0.9}, {"floor_mbps": 0.0}, {"initial_mbps": -1.0},
+               {"recover": 1.01}):
         with pytest.raises(ValueError):
             PushRate(**kw)
 
