@@ -277,8 +277,8 @@ class CountingFace(Face):
             if reliable is not None and all(p[0] == LP_PACKET for p in packets):
                 self._handle_frames(reliable, packets)
             else:
-                for packet in packets:
-                    self._deliver(packet)
+                for wire_packet in packets:     # (not `packet`: the module's name)
+                    self._deliver(wire_packet)
             self.flush()                    # the read's answers and Acks, without a turn's wait
             if oversize:
                 log.warning("oversize packet from the forwarder: closing the face")

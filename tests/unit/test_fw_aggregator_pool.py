@@ -1,0 +1,86 @@
+"""The aggregator slots (forwarder/tables/aggregator_pool.py), with a fake clock: hashing,
+collisions, the contributor bitmap, freeing by answer, by push and by deadline, bounds."""
+from __future__ import annotations
+
+import pytest
+
+from forwarder.tables.aggregator_pool import MAX_CONTRIBUTORS, AggregatorPool, SlotKey
+
+T = b"/ps/t1"
+W = ("w1", "w2", "w3")
+
+
+def add(a, b):
+    return a + b
+
+
+def test_consecutive_segments_spread_over_the_slots():
+    pool = AggregatorPool(slots=64)
+    used = {pool.index(T, s) for s in range(64)}
+    assert len(used) > 40                            # no pile-up on a few slots
+    assert pool.index(T, 5) == pool.index(T, 5)
+    assert all(0 <= pool.index(b"/other/t", s) < 64 for s in range(100))
+
+
+def test_a_segment_is_summed_once_per_contributor():
+    pool = AggregatorPool(slots=8)
+    key = SlotKey(T, 3, 7)
+    slot = pool.claim(key, W, now=0.0)
+    assert slot is not None and not slot.complete and slot.missing() == list(W)
+    pool.add(key, "w1", 1, add)
+    pool.add(key, "w1", 1, add)                      # a repeat: once
+    pool.add(key, "w3", 10, add)
+    assert slot.acc == 11 and slot.missing() == ["w2"]
+    assert pool.add(key, "w9", 100, add) is None     # not a contributor of this segment
+    assert pool.add(key, "w2", 100, add).complete
+    assert slot.acc == 111
+    c = pool.counters
+    assert (c.added, c.duplicates, c.rejected, c.completed) == (3, 1, 1, 1)
+    assert pool.claim(key, W, now=0.1) is slot       # re-expressed: the same slot
+    assert pool.release(key) is slot and len(pool) == 0
+
+
+def test_a_slot_held_by_another_segment_is_unavailable_not_waited_for():
+    pool = AggregatorPool(slots=1, timeout=1.0)
+    a, b = SlotKey(T, 1, 0), SlotKey(T, 1, 1)
+    assert pool.claim(a, W, now=0.0) is not None
+    assert pool.claim(b, W, now=0.5) is None         # fall back
+    assert pool.counters.collisions == 1
+    assert pool.add(b, "w1", 1, add) is None         # nothing held for it
+    assert pool.claim(b, W, now=1.0) is not None     # a's deadline passed: taken over
+    assert pool.counters.expired == 1 and pool.get(a) is None
+
+
+def test_the_next_versions_push_frees_the_trainings_earlier_slots_only():
+    pool = AggregatorPool(slots=64)
+    for seg in range(4):
+        pool.claim(SlotKey(T, 5, seg), W, now=0.0)
+    pool.claim(SlotKey(b"/ps2/t1", 5, 9), W, now=0.0)
+    pool.claim(SlotKey(T, 6, 20), W, now=0.0)
+    assert len(pool) == 6
+    assert pool.release_before(T, 6) == 4
+    assert len(pool) == 2 and pool.get(SlotKey(T, 6, 20)) is not None
+    assert pool.counters.released_by_push == 4
+
+
+def test_a_contributor_that_never_answers_frees_the_slot_at_its_deadline():
+    pool = AggregatorPool(slots=8, timeout=2.0)
+    key = SlotKey(T, 1, 0)
+    pool.claim(key, W, now=10.0)
+    pool.add(key, "w1", 1, add)
+    assert pool.next_timer() == 12.0
+    assert pool.expire(11.9) == []
+    (gone,) = pool.expire(12.0)
+    assert gone.key == key and gone.missing() == ["w2", "w3"]
+    assert len(pool) == 0 and pool.next_timer() is None and pool.counters.expired == 1
+
+
+def test_bounds_are_checked():
+    with pytest.raises(ValueError):
+        AggregatorPool(slots=0)
+    with pytest.raises(ValueError):
+        AggregatorPool(timeout=0)
+    pool = AggregatorPool()
+    for bad in ((), ("w1", "w1"), tuple(f"w{i}" for i in range(MAX_CONTRIBUTORS + 1))):
+        with pytest.raises(ValueError):
+            pool.claim(SlotKey(T, 1, 0), bad, now=0.0)
