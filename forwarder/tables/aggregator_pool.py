@@ -9,7 +9,8 @@ so a contribution that comes twice — a re-expressed Interest answered again, a
 is added once. It is freed when its sum is answered, when the next version's `*distribute*`
 push of its training goes by (the method's ACK), or at its deadline (a contributor that never
 answers: the partial sum is dropped and the caller falls back). What is summed, and how, is the
-caller's (`combine`): the pool holds the accumulator and never looks inside it.
+caller's (`combine(acc, value) -> acc`, acc None at first; ndnps.ndn.summable.FixedPointSum is
+meant for it): the pool holds the accumulator and never looks inside it.
 
 Not used yet: the `*aggregate*` stage of the pipelines that will drive it is issue 24's data
 plane, still to build (docs/placement.md).
@@ -114,7 +115,7 @@ class AggregatorPool:
         if slot.received & bit:
             self.counters.duplicates += 1
             return slot
-        slot.acc = value if slot.acc is None else combine(slot.acc, value)
+        slot.acc = combine(slot.acc, value)        # (None at first) raises: nothing recorded
         slot.received |= bit
         self.counters.added += 1
         if slot.complete:

@@ -11,7 +11,7 @@ W = ("w1", "w2", "w3")
 
 
 def add(a, b):
-    return a + b
+    return b if a is None else a + b
 
 
 def test_consecutive_segments_spread_over_the_slots():
@@ -84,3 +84,27 @@ def test_bounds_are_checked():
     for bad in ((), ("w1", "w1"), tuple(f"w{i}" for i in range(MAX_CONTRIBUTORS + 1))):
         with pytest.raises(ValueError):
             pool.claim(SlotKey(T, 1, 0), bad, now=0.0)
+
+
+def test_summable_segments_sum_in_a_slot_and_a_refused_one_is_not_recorded():
+    import numpy as np
+    from ndnps.ndn.summable import FixedPointSum, SummableError, decode, encode
+
+    def combine(acc, content):
+        acc = acc if acc is not None else FixedPointSum(2)
+        acc.add(content)
+        return acc
+
+    pool = AggregatorPool(slots=4)
+    key = SlotKey(T, 1, 0)
+    pool.claim(key, W, now=0.0)
+    pool.add(key, "w1", encode(np.array([1.0, 2.0])), combine)
+    with pytest.raises(SummableError):
+        pool.add(key, "w2", encode(np.array([1.0])), combine)      # wrong length: refused
+    slot = pool.get(key)
+    assert slot.missing() == ["w2", "w3"]                           # may come again, right
+    pool.add(key, "w2", encode(np.array([0.5, 0.5])), combine)
+    slot = pool.add(key, "w3", encode(np.array([0.25, 0.0])), combine)
+    assert slot.complete
+    values, n = decode(slot.acc.result())
+    assert n == 3 and np.array_equal(values, [1.75, 2.5])
