@@ -36,6 +36,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from .common import (CpuSampler, RunError, ScenarioRun, bench_parser, cpu_per_iteration, emit,
                      fmt, log, median, rnd, run_scenario, save, stamp)
@@ -110,27 +111,41 @@ def run_shared(system: str, jobs: int, n: int, rate: float, versions: int, out: 
     }
 
 
-def main_shared(args, systems: list[str], keep: Path) -> dict:
-    """--jobs K: the sharing point(s), systems alternated within each round."""
-    results: dict = {"stamp": stamp(), "versions": args.versions, "jobs": args.jobs,
-                     "shared": {}}
-    for rate in [float(x) for x in args.rates.split(",")]:
-        for n in [int(x) for x in args.workers.split(",")]:
-            key = f"{rate:g}M-{args.jobs}x{n}"
-            point: dict[str, list[dict]] = {s: [] for s in systems}
-            for rnd_i in range(args.rounds):
-                for system in systems:
-                    log(f"bottleneck shared {key} {system} round {rnd_i + 1}")
-                    try:
-                        f = run_shared(system, args.jobs, n, rate, args.versions,
-                                       keep / f"shared-{key}-{system}-{rnd_i}")
-                    except RunError as e:
-                        log(str(e))
-                        f = {"failed": str(e).splitlines()[0], "misses": [f"{system}: failed"]}
-                    point[system].append(f)
-                    log(f"  {system}: Jain {f.get('jain_index')}, shares "
-                        f"{f.get('over_equal_share')}, link use {f.get('link_use')}, drops "
-                        f"{f.get('qdisc_drops')}")
+def alternate(systems: list[str], rounds: int, label: str,
+              run: Callable[[str, int], dict], summary: Callable[[dict], str]) -> dict[str, list[dict]]:
+    """One point's runs: every system once per round, alternated (the host's noise falls on
+    all alike); a failed run is kept as {"failed": first line of the error}."""
+    points: dict[str, list[dict]] = {s: [] for s in systems}
+    for rnd_i in range(rounds):
+        for system in systems:
+            log(f"bottleneck {label} {system} round {rnd_i + 1}")
+            try:
+                f = run(system, rnd_i)
+            except RunError as e:
+                log(str(e))
+                f = {"failed": str(e).splitlines()[0]}
+            points[system].append(f)
+            log(f"  {system}: {summary(f)}")
+    return points
+
+
+def main_shared(jobs: int, rates: list[float], workers: list[int], systems: list[str],
+                rounds: int, versions: int, keep: Path) -> dict:
+    """--jobs K: the sharing point(s)."""
+    results: dict = {"stamp": stamp(), "versions": versions, "jobs": jobs, "shared": {}}
+    for rate in rates:
+        for n in workers:
+            key = f"{rate:g}M-{jobs}x{n}"
+            point = alternate(
+                systems, rounds, f"shared {key}",
+                lambda system, i: run_shared(system, jobs, n, rate, versions,
+                                             keep / f"shared-{key}-{system}-{i}"),
+                lambda f: f"Jain {f.get('jain_index')}, shares {f.get('over_equal_share')}, "
+                          f"link use {f.get('link_use')}, drops {f.get('qdisc_drops')}")
+            for system, runs in point.items():
+                for f in runs:
+                    if "failed" in f:
+                        f["misses"] = [f"{system}: failed"]
             results["shared"][key] = point
             emit({"bench": "bottleneck", "shared": key,
                   **{s: {k: r[-1].get(k) for k in ("jain_index", "share_range",
@@ -210,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     keep = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-bottleneck-"))
     if args.jobs > 1:
         try:
-            shared = main_shared(args, systems, keep)
+            shared = main_shared(args.jobs, rates, workers, systems, args.rounds,
+                                 args.versions, keep)
         finally:
             if not args.keep:
                 shutil.rmtree(keep, ignore_errors=True)
@@ -222,20 +238,13 @@ def main(argv: list[str] | None = None) -> int:
         for rate in rates:
             for n in workers:
                 key = f"{rate:g}M-N{n}"
-                points: dict[str, list[dict]] = {s: [] for s in systems}
-                for rnd_i in range(args.rounds):
-                    for system in systems:            # alternated within each round
-                        out = keep / f"{key}-{system}-{rnd_i}"
-                        log(f"bottleneck {key} {system} round {rnd_i + 1}")
-                        try:
-                            f = run_one(system, n, rate, args.versions, out)
-                        except RunError as e:
-                            log(str(e))
-                            f = {"failed": str(e).splitlines()[0]}
-                        points[system].append(f)
-                        log(f"  {system}: iteration {f.get('iteration_s')} s, over wire "
-                            f"{f.get('over_wire')}, drops {f.get('qdisc_drops')}, repair "
-                            f"{f.get('repair')}, accuracy {f.get('accuracy')}")
+                points = alternate(
+                    systems, args.rounds, key,
+                    lambda system, i: run_one(system, n, rate, args.versions,
+                                              keep / f"{key}-{system}-{i}"),
+                    lambda f: f"iteration {f.get('iteration_s')} s, over wire "
+                              f"{f.get('over_wire')}, drops {f.get('qdisc_drops')}, repair "
+                              f"{f.get('repair')}, accuracy {f.get('accuracy')}")
                 c = compare(points)
                 c["misses"] = verdicts(rate, n, c)
                 results["points"][key] = c
