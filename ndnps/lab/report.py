@@ -152,10 +152,14 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
     if sc.jobs:
         summary["jobs"] = [{"ps": job.ps, **job_summary(run_dir, job, runs[job.ps])}
                            for job in sc.jobs]
-        summary["sharing"] = sharing_summary(
+        sharing = summary["sharing"] = sharing_summary(
             {job.ps: runs[job.ps] for job in sc.jobs},
             {job.ps: wire_bytes_per_version(sc.system, job_bytes(runs[job.ps]), len(job.workers))
              for job in sc.jobs})
+        if sc.topology == "bottleneck" and sharing.get("jobs"):
+            # the jobs' wire rates together over one direction's rate (a duplex link: up to 2)
+            sharing["link_use"] = sum(j["wire_mbps"] for j in sharing["jobs"].values()) \
+                / sc.bottleneck.rate_mbps
     if extra:
         summary.update(extra)
     return summary

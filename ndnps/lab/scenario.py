@@ -322,26 +322,27 @@ class Runner:
         forwarders. Their metrics and logs go where the apps' go, under the same names."""
         env = baseline.env()
         pss, workers = {}, {}
-        address = ""
+        listening: dict[str, tuple[str, Path]] = {}    # PS -> (its address, its port file)
         for app in plan.apps:
             if app.role == "ps":
                 node = plan.forwarders[app.forwarder]
                 address = self._address_of(str(node.host))
-                ready = self.run_dir / "config" / f"tcp-{app.name}.port"
+                ready = listening[app.name] = (address, self.run_dir / "config" /
+                                               f"tcp-{app.name}.port")
                 pss[app.name] = self._spawn(app.name, self._wrap(node) + baseline.ps_argv(
-                    self.sc.job_of(app.name), address, ready,
+                    self.sc.job_of(app.name), address, ready[1],
                     self.run_dir / "metrics" / f"{app.name}.jsonl"), env)
         ports = {}
         for name, ps in pss.items():
-            ready = self.run_dir / "config" / f"tcp-{name}.port"
-            wait_until(lambda r=ready: r.exists() and r.read_text().strip().isdigit(),
+            port_file = listening[name][1]
+            wait_until(lambda f=port_file: f.exists() and f.read_text().strip().isdigit(),
                        READY_TIMEOUT, ps, "listening")
-            ports[name] = int(ready.read_text())
+            ports[name] = int(port_file.read_text())
         for app in plan.apps:
             if app.role == "worker":
                 t = self.sc.job_of(app.name)
                 argv = self._wrap(plan.forwarders[app.forwarder]) + baseline.worker_argv(
-                    t, t.workers.index(app.name), address, ports[t.ps],
+                    t, t.workers.index(app.name), listening[t.ps][0], ports[t.ps],
                     self.run_dir / "metrics" / f"{app.name}.jsonl")
                 workers[app.name] = self._spawn(app.name, argv, env)
         return pss, workers
@@ -554,10 +555,6 @@ class Runner:
             summary["bottleneck"] = report.bottleneck_summary(
                 self.sc, self.link_stats, summary.get("model_bytes"),
                 summary.get("iteration_seconds"))
-            shares = (summary.get("sharing") or {}).get("jobs")
-            if shares:        # the jobs' wire rates together, over the link's
-                summary["sharing"]["link_use"] = sum(
-                    j["wire_mbps"] for j in shares.values()) / self.sc.bottleneck.rate_mbps
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         return summary
 

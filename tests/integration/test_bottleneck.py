@@ -131,11 +131,13 @@ def test_the_tcp_baseline_trains_the_same_over_the_same_link(run_bottleneck):
 
 
 @pytest.mark.timeout(240)
-def test_two_jobs_share_the_bottleneck_and_both_complete(run_bottleneck):
+@pytest.mark.parametrize("system", ["ndnps", "tcp"])
+def test_two_jobs_share_the_bottleneck_and_both_complete(run_bottleneck, system):
     """scenarios/shared-bottleneck.toml: two PSs on the PS host, 4 workers each behind the
-    link. Both jobs train as each would alone, and neither starves the other (the benchmark
-    holds them to 20 % of an equal share; here only a gross imbalance fails)."""
-    sets = [*SMALL, "training.max_versions=30"]
+    link (ndnps, or two TCP PSs). Both jobs train as each would alone, and neither starves the
+    other (the benchmark holds them to 20 % of an equal share; here only a gross imbalance
+    fails)."""
+    sets = [*SMALL, "training.max_versions=30", f'run.system="{system}"']
     summary = run_bottleneck(*sets, timeout=200, scenario="shared-bottleneck")
     assert summary["ok"] is True and not summary["unplanned_exits"]
     reference = reference_accuracy(sets, "shared-bottleneck")
