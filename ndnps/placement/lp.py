@@ -99,7 +99,8 @@ def solve(problem: Problem, aggregators: list[str]) -> Solution:
     started = time.perf_counter()
     net, ps, edge, workers = problem.network, problem.ps, problem.edge, problem.workers
     aggs = [s for s in aggregators if s != edge]
-    bad = [s for s in aggs if s not in problem.candidates()]
+    allowed = set(problem.candidates())
+    bad = [s for s in aggs if s not in allowed]
     if bad:
         raise TopologyError(f"{bad[0]!r}: not a candidate aggregator (the PS, its edge "
                             "forwarder and the workers are not)")
