@@ -276,7 +276,7 @@ class ForwarderDaemon:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(TICK_SECONDS)
-            self.fw.tick()
+            self.dispatch(self.fw.tick())
             if self._udp is not None:
                 self._udp.tick(time.monotonic())
 

@@ -25,8 +25,9 @@ from ndnps.ndn.packet import Interest
 from .pipelines import Forwarder
 from .strategy import UnknownStrategy, strategy_by_name
 from .tables.rib import CHILD_INHERIT, Route
+from ndnps.ndn.aggregation import AggregatorConfig
 from ndnps.ndn.conventions import segment
-from ndnps.ndn.tlv import DecodeError, component_offsets, encode_tlv, name_to_str
+from ndnps.ndn.tlv import DecodeError, component_offsets, encode_tlv, name_to_str, read_tl
 
 MGMT_PREFIX = b"\x08\x09localhost\x08\x03nfd"
 DATASET_FRESHNESS_MS = 1000
@@ -102,6 +103,8 @@ class Management:
         module, verb = Component.get_value(comps[2]).tobytes(), Component.get_value(comps[3]).tobytes()
         if (module, verb) in self._lists:
             return self._dataset(interest, comps, (module, verb))
+        if module == b"aggregators":
+            return self._aggregators(comps, verb)
         handler = self._commands.get((module, verb))
         if handler is None:
             return self._reply(comps, 501, "Unsupported command", None)
@@ -115,6 +118,32 @@ class Management:
         return self._reply(comps, code, text, out)
 
     # ---- commands ------------------------------------------------------------------------
+
+    def _aggregators(self, comps: list[bytes], verb: bytes) -> bytes:
+        """`aggregators/add` (the fifth component: ndnps.ndn.aggregation.AggregatorConfig)
+        makes this forwarder aggregate for the training; `aggregators/remove` (the fifth
+        component: the training's Name) stops it. Local faces only, as every /localhost
+        name. Not NFD's: ndnps's own module, answered with a ControlResponse all the same."""
+        if verb not in (b"add", b"remove") or len(comps) < 5:
+            return self._reply(comps, 501 if verb not in (b"add", b"remove") else 400,
+                               "Unsupported command" if verb not in (b"add", b"remove")
+                               else "Missing parameters", None)
+        value = bytes(Component.get_value(comps[4]))
+        if verb == b"remove":
+            agg = self.fw.aggregation
+            try:
+                typ, voff, vend = read_tl(value, 0, len(value))
+            except DecodeError:
+                return self._reply(comps, 400, "Malformed Name", None)
+            found = agg is not None and agg.remove(value[voff:vend])
+            return self._reply(comps, 200 if found else 404,
+                               "OK" if found else "No such training", None)
+        try:
+            config = AggregatorConfig.decode(value)
+        except DecodeError as e:
+            return self._reply(comps, 400, f"Malformed aggregator configuration: {e}", None)
+        self.fw.configure_aggregator(config)
+        return self._reply(comps, 200, "OK", None)
 
     @staticmethod
     def _parse_params(component: bytes) -> m.ControlParametersValue:
@@ -428,6 +457,7 @@ def status_snapshot(fw: Forwarder) -> dict:
         "ppit": [{"prefix": name_to_str(e.prefix),
                   "faces": {str(f): round(exp - now, 3) for f, exp in e.faces.items()}}
                  for e in fw.ppit.entries()],
+        "aggregation": None if fw.aggregation is None else fw.aggregation.status(),
     }
 
 

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Final
+from typing import TYPE_CHECKING, Callable, Final
 
-from ndnps.ndn.markers import (DISTRIBUTE_COMPONENT, INSERT_COMPONENT, MARKER_BYTE,
-                               REMOVE_COMPONENT)
+from ndnps.ndn.markers import (AGGREGATE_COMPONENT, DISTRIBUTE_COMPONENT, INSERT_COMPONENT,
+                               MARKER_BYTE, REMOVE_COMPONENT)
 from ndnps.ndn.packet import (
-    NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode, decode_data,
+    NACK_CONGESTION, NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode, decode_data,
     decode_interest, nack_for, with_nonce, without_forwarding_hint,
 )
 from ndnps.ndn.tlv import (DATA, GENERIC_COMPONENT, INTEREST, DecodeError, component_offsets,
@@ -45,6 +45,10 @@ from .tables.pit import InRecord, OutRecord, Pit, PitEntry, PitFull
 from .tables.rib import Rib
 from .tables.strategy_choice import StrategyChoice
 from .tracer import RateTracer
+
+if TYPE_CHECKING:
+    from ndnps.ndn.aggregation import AggregatorConfig
+    from .aggregator import Aggregation, Op
 
 LOCALHOST: Final = encode_tlv(GENERIC_COMPONENT, b"localhost")
 
@@ -106,6 +110,12 @@ class Forwarder(Actions):
         # forwarder is in; an Interest whose ForwardingHint names one of them loses the hint
         self.network_region: list[bytes] = []
         self._out: list[Action] = []
+        # in-network aggregation (aggregator.py): off until management configures a training;
+        # what reaches the aggregator's own face waits in _agg_in until the packet is done
+        self.aggregation: Aggregation | None = None
+        self._agg_face = -1
+        self._agg_in: list[Data | Interest] = []     # Data, and Nacked Interests
+        self._agg_todo: list[Op] = []
 
     # ---- faces ---------------------------------------------------------------------------
 
@@ -137,6 +147,53 @@ class Forwarder(Actions):
                 return False            # it would leave with HopLimit 0
         return True
 
+    # ---- in-network aggregation ----------------------------------------------------------
+
+    def configure_aggregator(self, config: AggregatorConfig) -> None:
+        """Aggregate for a training (management's aggregators/add); the first one gives the
+        aggregator its own face, from which it expresses and answers."""
+        if self.aggregation is None:
+            from .aggregator import Aggregation
+            self.aggregation = Aggregation()
+            self._agg_face = self.faces.add(True, "internal://aggregator", "", 2).id
+        self.aggregation.configure(config)
+
+    def _run_aggregation(self) -> None:
+        """Carry out what the aggregator asked for, until it asks nothing more: its member
+        Interests, its sums (through onIncomingData, as Data from its face) and its Nacks."""
+        agg = self.aggregation
+        assert agg is not None
+        face = self._face_by_id.get(self._agg_face)
+        now = self.clock()
+        ops, self._agg_todo = self._agg_todo, []
+        for _ in range(1 << 16):                # bounded: each round consumes what it got
+            arrived, self._agg_in = self._agg_in, []
+            for pkt in arrived:
+                if isinstance(pkt, Data):
+                    ops += agg.on_data(pkt, now)
+                else:
+                    ops += agg.on_nack(pkt, now)
+            ops += self._agg_todo
+            self._agg_todo = []
+            if not ops or face is None:
+                return
+            todo, ops = ops, []
+            for op in todo:
+                kind, item = op[0], op[1]
+                if kind == "interest":
+                    assert isinstance(item, bytes)
+                    self.on_incoming_interest(face, decode_interest(item, 0, len(item)))
+                elif kind == "data":
+                    assert isinstance(item, bytes)
+                    mark = op[2] if len(op) > 2 else 0
+                    assert isinstance(mark, int)
+                    self.on_incoming_data(face, decode_data(item, 0, len(item), None, mark))
+                else:
+                    assert isinstance(item, Interest)
+                    entry = self.pit.find(item)
+                    if entry is not None and not entry.erased:
+                        self.reject_pending_interest(entry, NACK_CONGESTION)
+
     # ---- entry point ---------------------------------------------------------------------
 
     def on_receive(self, face_id: int, wire: bytes) -> list[Action]:
@@ -146,6 +203,8 @@ class Forwarder(Actions):
         face = self._face_by_id.get(face_id)
         if face is not None:
             self._receive(face, wire)
+        if self._agg_in or self._agg_todo:
+            self._run_aggregation()
         return out
 
     def on_receive_batch(self, face_id: int, wires: list[bytes]) -> dict[int, list[object]]:
@@ -159,6 +218,8 @@ class Forwarder(Actions):
             if face is None:
                 break
             self._receive(face, wire)
+        if self._agg_in or self._agg_todo:
+            self._run_aggregation()
         by_face: dict[int, list[object]] = {}
         for out_face, item in out:
             items = by_face.get(out_face)
@@ -278,6 +339,12 @@ class Forwarder(Actions):
         entry.in_records[face_id] = InRecord(face_id, interest, expires)
         if expires > entry.expires:
             self.pit.set_expiry(entry, expires)
+        if self.aggregation is not None and face_id != self._agg_face and \
+                route_name[2:3] == MARKER_BYTE and route_name.startswith(AGGREGATE_COMPONENT):
+            ops = self.aggregation.on_interest(interest, now)
+            if ops is not None:                 # this node sums it (aggregator.py)
+                self._agg_todo += ops
+                return
         if interest.forwarding_hint:
             fib_entry = self.lookup_fib_by_hint(interest.forwarding_hint)
         else:
@@ -420,6 +487,8 @@ class Forwarder(Actions):
         self.counters.pushes_in += 1
         face.counters.in_distribute += 1
         rest, rest_offsets = _strip_first(data.name, offsets)
+        if self.aggregation is not None:
+            self.aggregation.on_push(rest)      # frees the training's older slots
         if self.cs.holds(data.name, data.wire):
             pushed = []
         else:
@@ -509,6 +578,10 @@ class Forwarder(Actions):
         face = self._face_by_id.get(face_id)
         if face is None:
             return
+        if face_id == self._agg_face:           # a member's answer, for the aggregator
+            face.counters.out_data += 1
+            self._agg_in.append(data)
+            return
         wire = data_for(data, token)
         face.counters.out_data += 1
         face.counters.out_bytes += len(wire)
@@ -523,6 +596,10 @@ class Forwarder(Actions):
                    token: bytes | None, congestion_mark: int = 0) -> None:
         face = self._face_by_id.get(face_id)
         if face is None or face_id == INTERNAL_FACE:
+            return
+        if face_id == self._agg_face:           # a member Interest Nacked
+            face.counters.out_nacks += 1
+            self._agg_in.append(interest)
             return
         wire = nack_for(interest, reason, token, congestion_mark)
         face.counters.out_nacks += 1
@@ -556,9 +633,16 @@ class Forwarder(Actions):
 
     # ---- timers --------------------------------------------------------------------------
 
-    def tick(self) -> None:
-        """Expire soft state; the I/O layer calls this a few times a second."""
+    def tick(self) -> list[Action]:
+        """Expire soft state (and the aggregator's slots past their deadline, whose Interests
+        are Nacked); the I/O layer calls this a few times a second and sends what it returns."""
+        out: list[Action] = []
+        self._out = out
         now = self.clock()
+        if self.aggregation is not None:
+            self._agg_todo += self.aggregation.on_timer(now)
+            if self._agg_todo:
+                self._run_aggregation()
         for entry in self.pit.expire(now):
             if entry.satisfied:                 # held by its strategy after a Data
                 if entry.must_be_fresh:
@@ -570,6 +654,7 @@ class Forwarder(Actions):
         self.dnl.expire(now)
         self.ppit.expire(now)
         self.rib.expire(now)
+        return out
 
 
 def _strip_first(name: bytes, offsets: list[int]) -> tuple[bytes, list[int]]:

@@ -77,6 +77,31 @@ def fetch_dataset(transport: str, path: str, timeout: float = 3.0) -> bytes:
         sock.close()
 
 
+def command(transport: str, name: str | list, timeout: float = 3.0, tries: int = 3) -> tuple[int, str]:
+    """One management command (an unsigned command Interest: our forwarder takes them from
+    local faces), asked again when unanswered: (status code, status text)."""
+    from ndn.app_support.nfd_mgmt import parse_response
+    for attempt in range(tries):
+        sock = _connect(transport, timeout)
+        try:
+            sock.sendall(make_interest(Name.normalize(name),
+                                       InterestParam(must_be_fresh=True,
+                                                     lifetime=int(timeout * 1000))))
+            pkt = _read_packet(sock, bytearray())
+        except TimeoutError:
+            if attempt + 1 == tries:
+                raise
+            continue
+        finally:
+            sock.close()
+        if pkt[0] != 0x06:
+            raise ConnectionError(f"no answer to the command (got packet type 0x{pkt[0]:x})")
+        _, _, content, _ = parse_data(pkt)
+        resp = parse_response(bytes(content or b""))
+        return int(resp["status_code"]), str(resp["status_text"])
+    raise ValueError("tries must be at least 1")
+
+
 def fetch_status(transport: str, timeout: float = 3.0, tries: int = 1) -> dict:
     """The forwarder's ndnps/status; asked again up to `tries` times when an Interest or a
     segment goes unanswered for `timeout` (a face with emulated loss loses them too)."""

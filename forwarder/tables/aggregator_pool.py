@@ -12,8 +12,7 @@ answers: the partial sum is dropped and the caller falls back). What is summed, 
 caller's (`combine(acc, value) -> acc`, acc None at first; ndnps.ndn.summable.FixedPointSum is
 meant for it): the pool holds the accumulator and never looks inside it.
 
-Not used yet: the `*aggregate*` stage of the pipelines that will drive it is issue 24's data
-plane, still to build (docs/placement.md).
+Driven by the `*aggregate*` stage, forwarder/aggregator.py.
 """
 from __future__ import annotations
 
@@ -102,21 +101,25 @@ class AggregatorPool:
         self.counters.claimed += 1
         return slot
 
-    def add(self, key: SlotKey, contributor: str, value: Any,
+    def add(self, key: SlotKey, contributors: tuple[str, ...], value: Any,
             combine: Callable[[Any, Any], Any]) -> Slot | None:
-        """Add `contributor`'s `value` to `key`'s sum (once: a repeat is counted and ignored).
-        Returns the slot (check `complete`), or None when there is no such slot or the
-        contributor is not one it expects (rejected)."""
+        """Add `value`, the sum of `contributors`' (one worker's, or a sub-group's partial
+        sum), to `key`'s sum, once: a value covering any contributor already added is a
+        repeat, counted and ignored. Returns the slot (check `complete`), or None when there
+        is no such slot or a contributor is not one it expects (rejected)."""
         slot = self.get(key)
-        if slot is None or contributor not in slot.contributors:
+        if slot is None or not contributors or \
+                any(c not in slot.contributors for c in contributors):
             self.counters.rejected += 1
             return None
-        bit = 1 << slot.contributors.index(contributor)
-        if slot.received & bit:
+        bits = 0
+        for c in contributors:
+            bits |= 1 << slot.contributors.index(c)
+        if slot.received & bits:
             self.counters.duplicates += 1
             return slot
         slot.acc = combine(slot.acc, value)        # (None at first) raises: nothing recorded
-        slot.received |= bit
+        slot.received |= bits
         self.counters.added += 1
         if slot.complete:
             self.counters.completed += 1

@@ -27,12 +27,12 @@ def test_a_segment_is_summed_once_per_contributor():
     key = SlotKey(T, 3, 7)
     slot = pool.claim(key, W, now=0.0)
     assert slot is not None and not slot.complete and slot.missing() == list(W)
-    pool.add(key, "w1", 1, add)
-    pool.add(key, "w1", 1, add)                      # a repeat: once
-    pool.add(key, "w3", 10, add)
+    pool.add(key, ("w1",), 1, add)
+    pool.add(key, ("w1",), 1, add)                      # a repeat: once
+    pool.add(key, ("w3",), 10, add)
     assert slot.acc == 11 and slot.missing() == ["w2"]
-    assert pool.add(key, "w9", 100, add) is None     # not a contributor of this segment
-    assert pool.add(key, "w2", 100, add).complete
+    assert pool.add(key, ("w9",), 100, add) is None     # not a contributor of this segment
+    assert pool.add(key, ("w2",), 100, add).complete
     assert slot.acc == 111
     c = pool.counters
     assert (c.added, c.duplicates, c.rejected, c.completed) == (3, 1, 1, 1)
@@ -46,7 +46,7 @@ def test_a_slot_held_by_another_segment_is_unavailable_not_waited_for():
     assert pool.claim(a, W, now=0.0) is not None
     assert pool.claim(b, W, now=0.5) is None         # fall back
     assert pool.counters.collisions == 1
-    assert pool.add(b, "w1", 1, add) is None         # nothing held for it
+    assert pool.add(b, ("w1",), 1, add) is None         # nothing held for it
     assert pool.claim(b, W, now=1.0) is not None     # a's deadline passed: taken over
     assert pool.counters.expired == 1 and pool.get(a) is None
 
@@ -67,7 +67,7 @@ def test_a_contributor_that_never_answers_frees_the_slot_at_its_deadline():
     pool = AggregatorPool(slots=8, timeout=2.0)
     key = SlotKey(T, 1, 0)
     pool.claim(key, W, now=10.0)
-    pool.add(key, "w1", 1, add)
+    pool.add(key, ("w1",), 1, add)
     assert pool.next_timer() == 12.0
     assert pool.expire(11.9) == []
     (gone,) = pool.expire(12.0)
@@ -98,13 +98,13 @@ def test_summable_segments_sum_in_a_slot_and_a_refused_one_is_not_recorded():
     pool = AggregatorPool(slots=4)
     key = SlotKey(T, 1, 0)
     pool.claim(key, W, now=0.0)
-    pool.add(key, "w1", encode(np.array([1.0, 2.0])), combine)
+    pool.add(key, ("w1",), encode(np.array([1.0, 2.0])), combine)
     with pytest.raises(SummableError):
-        pool.add(key, "w2", encode(np.array([1.0])), combine)      # wrong length: refused
+        pool.add(key, ("w2",), encode(np.array([1.0])), combine)      # wrong length: refused
     slot = pool.get(key)
     assert slot.missing() == ["w2", "w3"]                           # may come again, right
-    pool.add(key, "w2", encode(np.array([0.5, 0.5])), combine)
-    slot = pool.add(key, "w3", encode(np.array([0.25, 0.0])), combine)
+    pool.add(key, ("w2",), encode(np.array([0.5, 0.5])), combine)
+    slot = pool.add(key, ("w3",), encode(np.array([0.25, 0.0])), combine)
     assert slot.complete
     values, n = decode(slot.acc.result())
     assert n == 3 and np.array_equal(values, [1.75, 2.5])

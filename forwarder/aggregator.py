@@ -1,0 +1,327 @@
+"""The `*aggregate*` stage (issue 24, the `000_…` method's aggregators), sans-I/O.
+
+A forwarder configured as an aggregator for a training (management: `aggregators/add`, local
+faces only) answers an Interest `/*aggregate*/<ps>/<train>/<version>/<seg>/<params-digest>`
+whose ForwardingHint names this node and whose plan (ndnps.ndn.aggregation, in the Interest's
+ApplicationParameters) is a group `at` this node:
+
+1. it takes the segment's slot in its pool (tables/aggregator_pool: hashed by segment; a slot
+   held by another segment is unavailable: the Interest is Nacked (Congestion) at once, the
+   requester falls back to the members' plain collects, and the collision is counted);
+2. it expresses, from its own face, each member's Interest: a worker's collect
+   `/<gpu>/<ps>/<train>/<version>/<seg>`, a sub-group's `*aggregate*` (hint: its node);
+3. each Data that comes back is checked (HMAC under the training's key, a summable segment of
+   as many contributors as the member stands for) and added to the slot's fixed-point sum
+   (order-free: ndnps.ndn.summable); a forgery or a bad segment is rejected and counted and
+   the member stays missing;
+4. once every worker of the plan is in, it answers the Interest with one Data, the sum, signed
+   under the training's key (its CongestionMark set if any contribution had one), and frees the
+   slot; the Content Store keeps it for retransmissions.
+
+A sub-group's Nack makes this node collect that group's workers itself (counted: fallbacks); a
+worker's Nack, a refused value, or the slot's deadline (a member that never answers) drops the
+partial sum and Nacks the Interest: the requester falls back. A re-expressed Interest (the
+requester's retransmission) re-expresses the members still missing. The next version's
+`*distribute*` push frees the training's older slots (the method's ACK).
+
+The pipelines call the triggers (`on_interest`, `on_data`, `on_nack`, `on_push`, `on_timer`)
+and carry out the operations they return from the aggregator's own face: ("interest", wire),
+("data", wire, mark) — a sum, handed to onIncomingData — and ("nack", Interest).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Union
+
+from ndnps.ndn import summable
+from ndnps.ndn import aggregation
+from ndnps.ndn.aggregation import (AggregatorConfig, Group, application_parameters,
+                                   decode_plan, encode_plan, signed_data, verified_content)
+from ndnps.ndn.markers import AGGREGATE_COMPONENT
+from ndnps.ndn.packet import Data, Interest, encode_interest, new_nonce
+from ndnps.ndn.tlv import (GENERIC_COMPONENT, PARAMS_DIGEST, DecodeError, component_offsets,
+                           decode_nonneg, encode_tlv, read_tl)
+
+from .tables.aggregator_pool import AggregatorPool, SlotKey
+
+Op = Union[tuple[str, bytes], tuple[str, bytes, int], tuple[str, Interest]]
+MAX_WAITING = 1 << 16        # member Interests awaited at once, over every training
+
+
+@dataclass
+class AggregationCounters:
+    interests: int = 0            # aggregate Interests for this node (re-expressions too)
+    answered: int = 0             # sums sent: segments aggregated here
+    collisions: int = 0           # slot held by another segment: Nacked, requester falls back
+    rejected: int = 0             # contributions refused (signature, format, values)
+    fallbacks: int = 0            # sub-groups Nacked: their workers collected here instead
+    abandoned: int = 0            # sums dropped (a member's Nack, a refused value, deadline)
+    member_interests: int = 0     # Interests expressed to members (retransmissions too)
+    late: int = 0                 # member Data after their sum was done or dropped
+
+
+@dataclass
+class _Pending:
+    interest: Interest            # the aggregate Interest: its name is the answer's
+    plan: Group
+    tail: bytes                   # version and segment components
+    marked: bool = False
+    expressed: dict[bytes, tuple[str, ...]] = field(default_factory=dict)  # name -> workers
+
+
+@dataclass
+class _Training:
+    config: AggregatorConfig
+    pool: AggregatorPool
+    pending: dict[SlotKey, _Pending] = field(default_factory=dict)
+    pushed: int = -1              # the newest version whose push freed older slots
+
+
+class Aggregation:
+    def __init__(self) -> None:
+        self.trainings: dict[bytes, _Training] = {}
+        self.counters = AggregationCounters()
+        self._waiting: dict[bytes, tuple[bytes, SlotKey, tuple[str, ...]]] = {}
+
+    # ---- configuration -------------------------------------------------------------------
+
+    def configure(self, config: AggregatorConfig) -> None:
+        """Aggregate for `config.training` (again: the slots start empty)."""
+        self.remove(config.training)
+        self.trainings[config.training] = _Training(
+            config, AggregatorPool(config.slots, config.timeout))
+
+    def remove(self, training: bytes) -> bool:
+        t = self.trainings.pop(training, None)
+        if t is None:
+            return False
+        for key in list(t.pending):
+            self._drop(t, key)
+        return True
+
+    # ---- triggers --------------------------------------------------------------------------
+
+    def on_interest(self, interest: Interest, now: float) -> list[Op] | None:
+        """An `*aggregate*` Interest reached its PIT entry here. None: not for this node
+        (forwarded as any Interest, by its ForwardingHint)."""
+        found = self._training_of(interest.name)
+        if found is None:
+            return None
+        t, tail = found
+        node = encode_tlv(GENERIC_COMPONENT, t.config.node.encode())
+        if node not in interest.forwarding_hint:
+            return None
+        try:
+            plan = decode_plan(application_parameters(interest.wire) or b"")
+            key = _slot_key(t.config.training, tail)
+        except DecodeError:
+            return None                     # not ours to read: forwarded by its hint
+        if plan.at != t.config.node:
+            return None
+        self.counters.interests += 1
+        p = t.pending.get(key)
+        if p is not None:
+            if p.interest.name != interest.name:
+                self.counters.collisions += 1   # another plan for the same segment
+                return [("nack", interest)]
+            return self._express(t, key, p, list(p.expressed))     # a retransmission
+        workers = plan.workers()
+        if t.pool.claim(key, workers, now) is None:
+            self.counters.collisions += 1
+            return [("nack", interest)]
+        if len(self._waiting) + len(workers) > MAX_WAITING:
+            t.pool.release(key)
+            self.counters.collisions += 1
+            return [("nack", interest)]
+        p = t.pending[key] = _Pending(interest, plan, tail)
+        names = [self._member(t, key, p, m) for m in plan.members]
+        return self._express(t, key, p, names)
+
+    def on_data(self, data: Data, now: float) -> list[Op]:
+        """A Data for one of our member Interests."""
+        got = self._waiting.get(data.name)
+        if got is None:
+            self.counters.late += 1
+            return []
+        training, key, workers = got
+        t = self.trainings[training]
+        p = t.pending[key]
+        content = verified_content(data.wire, t.config.key)
+        try:
+            if content is None:
+                raise summable.SummableError("bad signature")
+            _, contributors = summable.decode(content)
+            if contributors != len(workers):
+                raise summable.SummableError("contributors differ from the plan")
+        except summable.SummableError:
+            self.counters.rejected += 1     # a forgery or a bad segment: the member stays missing
+            return []
+        try:
+            slot = t.pool.add(key, workers, content, _combine)
+        except summable.SummableError:
+            self.counters.rejected += 1     # values the sum cannot hold: the requester sums
+            return self._abandon(t, key)
+        del self._waiting[data.name]
+        p.expressed.pop(data.name, None)
+        if data.congestion_mark:
+            p.marked = True
+        if slot is None or not slot.complete:
+            return []
+        answer = signed_data(p.interest.name, slot.acc.result(), t.config.key,
+                             t.config.key_name)
+        self.counters.answered += 1
+        t.pool.release(key)
+        self._drop(t, key)
+        return [("data", answer, 1 if p.marked else 0)]
+
+    def on_nack(self, interest: Interest, now: float) -> list[Op]:
+        """A member's Interest was Nacked: a sub-group's workers are collected here instead; a
+        worker's Nack ends the sum (the requester falls back)."""
+        got = self._waiting.get(interest.name)
+        if got is None:
+            return []
+        training, key, workers = got
+        t = self.trainings[training]
+        p = t.pending[key]
+        if not interest.name.startswith(AGGREGATE_COMPONENT):
+            return self._abandon(t, key)
+        self.counters.fallbacks += 1
+        del self._waiting[interest.name]
+        p.expressed.pop(interest.name, None)
+        return self._express(t, key, p, [self._member(t, key, p, w) for w in workers])
+
+    def on_push(self, rest: bytes) -> None:
+        """A `*distribute*` Data went by (`rest`: its name without the marker): a push of a
+        training's version frees that training's slots of older versions."""
+        for training, t in self.trainings.items():
+            if rest.startswith(training):
+                try:
+                    typ, voff, vend = read_tl(rest, len(training), len(rest))
+                    version = decode_nonneg(rest, voff, vend)
+                except DecodeError:
+                    return
+                if version > t.pushed:
+                    t.pushed = version
+                    t.pool.release_before(training, version)
+                    for key in [k for k in t.pending if k.version < version]:
+                        self._drop(t, key)
+                return
+
+    def on_timer(self, now: float) -> list[Op]:
+        """Slots past their deadline: the partial sums go, the Interests are Nacked."""
+        ops: list[Op] = []
+        for t in self.trainings.values():
+            for slot in t.pool.expire(now):
+                p = t.pending.get(slot.key)
+                if p is not None:
+                    self.counters.abandoned += 1
+                    self._drop(t, slot.key)
+                    ops.append(("nack", p.interest))
+        return ops
+
+    def next_timer(self) -> float | None:
+        return min((d for t in self.trainings.values()
+                    if (d := t.pool.next_timer()) is not None), default=None)
+
+    def status(self) -> dict:
+        return {"counters": asdict(self.counters),
+                "trainings": [{"training": t.config.training.hex(), "node": t.config.node,
+                               "slots": t.pool.slots, "held": len(t.pool),
+                               "pool": asdict(t.pool.counters)}
+                              for t in self.trainings.values()]}
+
+    # ---- inside ---------------------------------------------------------------------------
+
+    def _training_of(self, name: bytes) -> tuple[_Training, bytes] | None:
+        """The configured training an `*aggregate*` name is for, and the name's version and
+        segment components (without the digest)."""
+        rest = name[len(AGGREGATE_COMPONENT):]
+        for training, t in self.trainings.items():
+            if rest.startswith(training):
+                tail = rest[len(training):]
+                try:
+                    offsets = component_offsets(tail)
+                except DecodeError:
+                    return None
+                if len(offsets) == 3 and tail[offsets[1]] == PARAMS_DIGEST:
+                    return t, tail[:offsets[1]]
+                return None
+        return None
+
+    def _member(self, t: _Training, key: SlotKey, p: _Pending, member: str | Group) -> bytes:
+        """Record a member's Interest name (expressed by _express)."""
+        if isinstance(member, Group):
+            _, name = aggregation.encode_interest(AGGREGATE_COMPONENT + t.config.training + p.tail,
+                                      encode_plan(member), member.at, 1)
+            workers = member.workers()
+        else:
+            name = encode_tlv(GENERIC_COMPONENT, member.encode()) + t.config.training + p.tail
+            workers = (member,)
+        p.expressed[name] = workers
+        self._waiting[name] = (t.config.training, key, workers)
+        return name
+
+    def _express(self, t: _Training, key: SlotKey, p: _Pending, names: list[bytes]) -> list[Op]:
+        lifetime = max(1, int(t.config.timeout * 1000))
+        ops: list[Op] = []
+        for name in names:
+            workers = p.expressed.get(name)
+            if workers is None:
+                continue
+            if name.startswith(AGGREGATE_COMPONENT):
+                sub = _group_of(p.plan, workers)
+                wire, _ = aggregation.encode_interest(AGGREGATE_COMPONENT + t.config.training + p.tail,
+                                          encode_plan(sub), sub.at, lifetime, new_nonce())
+            else:
+                wire = _interest(name, lifetime)
+            self.counters.member_interests += 1
+            ops.append(("interest", wire))
+        return ops
+
+    def _abandon(self, t: _Training, key: SlotKey) -> list[Op]:
+        p = t.pending.get(key)
+        t.pool.release(key)
+        if p is None:
+            return []
+        self.counters.abandoned += 1
+        self._drop(t, key)
+        return [("nack", p.interest)]
+
+    def _drop(self, t: _Training, key: SlotKey) -> None:
+        p = t.pending.pop(key, None)
+        if p is not None:
+            for name in p.expressed:
+                self._waiting.pop(name, None)
+
+
+def _combine(acc: summable.FixedPointSum | None, content: bytes) -> summable.FixedPointSum:
+    values, _ = summable.decode(content)
+    if acc is None:
+        acc = summable.FixedPointSum(values.size)
+    acc.add(content)
+    return acc
+
+
+def _slot_key(training: bytes, tail: bytes) -> SlotKey:
+    """The slot of `/<ps>/<train>` + tail (a version and a segment component)."""
+    typ, voff, vend = read_tl(tail, 0, len(tail))
+    version = decode_nonneg(tail, voff, vend)
+    typ, soff, send = read_tl(tail, vend, len(tail))
+    if send != len(tail):
+        raise DecodeError("an aggregate name ends with version, segment, digest")
+    return SlotKey(training, version, decode_nonneg(tail, soff, send))
+
+
+def _group_of(plan: Group, workers: tuple[str, ...]) -> Group:
+    """The sub-group of `plan` whose workers are `workers`."""
+    for m in plan.members:
+        if isinstance(m, Group) and m.workers() == workers:
+            return m
+    raise KeyError(workers)
+
+
+def _interest(name: bytes, lifetime_ms: int) -> bytes:
+    """A collect for `name` (TLV-VALUE), MustBeFresh as the PS's own: a worker's segment
+    carries no FreshnessPeriod, so the worker answers, never a cached (maybe refused) copy."""
+    return encode_interest([name], int.from_bytes(new_nonce(), "big"), lifetime_ms,
+                           must_be_fresh=True)

@@ -1,0 +1,250 @@
+"""In-network aggregation's wire pieces (issue 24), in the base: the forwarder and the apps
+both read them.
+
+* The **plan** an `*aggregate*` Interest carries in its ApplicationParameters: a tree of
+  groups. A group names the node that sums (`at`: an aggregating forwarder's node name, which
+  the Interest's ForwardingHint routes it to) and its members: workers (whose collect
+  Interests `/<gpu>/<ps>/<train>/<version>/<seg>` the node expresses) and sub-groups (to which
+  it expresses `*aggregate*` Interests of its own)::
+
+      Group  = 0x80 len  At (0x81 len utf-8)  (Worker (0x82 len utf-8) | Group)*
+
+* The **configuration** `/localhost/nfd/aggregators/add` installs (its ApplicationParameters):
+  the training's prefix, this forwarder's node name, the training's HMAC key and key name,
+  the slot count and the slots' timeout.
+* The **Interest** an aggregating node (or the PS) expresses: name + ParametersSha256Digest,
+  MustBeFresh, ForwardingHint, Nonce, InterestLifetime, ApplicationParameters (the plan).
+* The **HMAC check** of a contribution and the **signature** of a sum, under the training's key
+  (SignatureHmacWithSha256, as ndnps.client.security signs the training's Data).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from dataclasses import dataclass
+from typing import Final, Union
+
+from .packet import encode_data, encode_meta_info, encode_signature_info
+from .tlv import (APP_PARAMETERS, CONTENT, DATA, FORWARDING_HINT, GENERIC_COMPONENT, INTEREST,
+                  INTEREST_LIFETIME, MUST_BE_FRESH, NAME, NONCE, PARAMS_DIGEST, SIGNATURE_INFO, SIGNATURE_TYPE,
+                  SIGNATURE_VALUE, DecodeError, component_offsets, decode_nonneg, encode_tlv, nonneg_element,
+                  read_tl, tl)
+
+GROUP: Final = 0x80
+AT: Final = 0x81
+WORKER: Final = 0x82
+KEY: Final = 0x83
+KEY_NAME: Final = 0x84
+SLOTS: Final = 0x85
+TIMEOUT_MS: Final = 0x86
+NODE: Final = 0x87
+
+HMAC_WITH_SHA256: Final = 4
+MAX_MEMBERS: Final = 256          # workers under one plan (the slots' contributor bitmap)
+MAX_DEPTH: Final = 4
+MAX_NAME: Final = 64              # octets of a node or worker name
+
+
+@dataclass(frozen=True)
+class Group:
+    at: str
+    members: tuple["Member", ...]
+
+    def workers(self) -> tuple[str, ...]:
+        """Every worker under this group, depth first, in plan order."""
+        out: list[str] = []
+        for m in self.members:
+            out.extend(m.workers() if isinstance(m, Group) else (m,))
+        return tuple(out)
+
+
+Member = Union[str, Group]
+
+
+def _text(value: str) -> bytes:
+    raw = value.encode()
+    if not 0 < len(raw) <= MAX_NAME:
+        raise ValueError(f"a plan name must be 1 to {MAX_NAME} octets: {value!r}")
+    return raw
+
+
+def encode_plan(group: Group) -> bytes:
+    workers = group.workers()
+    if not 1 <= len(workers) <= MAX_MEMBERS or len(set(workers)) != len(workers):
+        raise ValueError(f"a plan needs 1 to {MAX_MEMBERS} distinct workers")
+    return _encode_group(group, 1)
+
+
+def _encode_group(group: Group, depth: int) -> bytes:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"a plan may nest {MAX_DEPTH} groups deep")
+    if not group.members:
+        raise ValueError(f"group at {group.at!r} has no members")
+    parts = [encode_tlv(AT, _text(group.at))]
+    for m in group.members:
+        parts.append(_encode_group(m, depth + 1) if isinstance(m, Group)
+                     else encode_tlv(WORKER, _text(m)))
+    return encode_tlv(GROUP, b"".join(parts))
+
+
+def decode_plan(buf: bytes | memoryview) -> Group:
+    """The plan; DecodeError on anything malformed or out of bounds."""
+    typ, voff, vend = read_tl(buf, 0, len(buf))
+    if typ != GROUP or vend != len(buf):
+        raise DecodeError("not a plan")
+    group = _decode_group(buf, voff, vend, 1)
+    workers = group.workers()
+    if not 1 <= len(workers) <= MAX_MEMBERS or len(set(workers)) != len(workers):
+        raise DecodeError("a plan needs distinct workers, at most 256")
+    return group
+
+
+def _decode_group(buf: bytes | memoryview, off: int, end: int, depth: int) -> Group:
+    if depth > MAX_DEPTH:
+        raise DecodeError("plan nested too deep")
+    at = None
+    members: list[Member] = []
+    while off < end:
+        typ, voff, vend = read_tl(buf, off, end)
+        if typ == AT and at is None:
+            at = _decode_text(buf[voff:vend])
+        elif typ == WORKER and at is not None:
+            members.append(_decode_text(buf[voff:vend]))
+        elif typ == GROUP and at is not None:
+            members.append(_decode_group(buf, voff, vend, depth + 1))
+        else:
+            raise DecodeError(f"unexpected element 0x{typ:x} in a plan")
+        off = vend
+    if at is None or not members:
+        raise DecodeError("a group needs a node and members")
+    return Group(at, tuple(members))
+
+
+def _decode_text(raw: bytes | memoryview) -> str:
+    if not 0 < len(raw) <= MAX_NAME:
+        raise DecodeError("bad name length in a plan")
+    try:
+        return bytes(raw).decode()
+    except UnicodeDecodeError:
+        raise DecodeError("a plan name is not UTF-8") from None
+
+
+# ---- the configuration (management) ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AggregatorConfig:
+    training: bytes           # the training's name TLV-VALUE, /<ps>/<train>
+    node: str                 # this forwarder's node name: plans address it by that
+    key: bytes                # the training's HMAC key
+    key_name: bytes           # its name TLV-VALUE (the KeyLocator of the sums it signs)
+    slots: int = 1024
+    timeout: float = 2.0      # s a slot waits for its contributors
+
+    def encode(self) -> bytes:
+        if not self.key:
+            raise ValueError("aggregation needs the training's HMAC key")
+        return b"".join((encode_tlv(NAME, self.training), encode_tlv(NODE, _text(self.node)),
+                         encode_tlv(KEY, self.key), encode_tlv(KEY_NAME, self.key_name),
+                         nonneg_element(SLOTS, self.slots),
+                         nonneg_element(TIMEOUT_MS, int(round(self.timeout * 1000)))))
+
+    @classmethod
+    def decode(cls, buf: bytes | memoryview) -> "AggregatorConfig":
+        got: dict[int, bytes] = {}
+        off = 0
+        while off < len(buf):
+            typ, voff, vend = read_tl(buf, off, len(buf))
+            got[typ] = bytes(buf[voff:vend])
+            off = vend
+        missing = [n for t, n in ((NAME, "training"), (NODE, "node"), (KEY, "key"),
+                                  (KEY_NAME, "key name")) if t not in got]
+        if missing:
+            raise DecodeError(f"aggregator configuration lacks {', '.join(missing)}")
+        slots = decode_nonneg(got[SLOTS], 0, len(got[SLOTS])) if SLOTS in got else 1024
+        timeout = (decode_nonneg(got[TIMEOUT_MS], 0, len(got[TIMEOUT_MS])) / 1000
+                   if TIMEOUT_MS in got else 2.0)
+        if not got[NAME] or not got[KEY] or not 1 <= slots <= 1 << 20 or not 0 < timeout <= 60:
+            raise DecodeError("aggregator configuration out of bounds")
+        component_offsets(got[NAME])            # names that parse, or DecodeError
+        component_offsets(got[KEY_NAME])
+        return cls(got[NAME], _decode_text(got[NODE]), got[KEY], got[KEY_NAME], slots, timeout)
+
+
+# ---- the Interest -------------------------------------------------------------------------------
+
+_MUST_BE_FRESH: Final = bytes((MUST_BE_FRESH, 0))
+
+
+def encode_interest(name: bytes, plan: bytes, hint: str, lifetime_ms: int,
+                    nonce: bytes | None = None) -> tuple[bytes, bytes]:
+    """An `*aggregate*` Interest for `name` (TLV-VALUE, without digest) carrying `plan`,
+    routed toward node `hint`; MustBeFresh, as every Interest for a contribution (a cached
+    copy that was refused must not answer the retry). Returns (wire, the full name's TLV-VALUE with its
+    ParametersSha256DigestComponent: the name its Data carries)."""
+    params = encode_tlv(APP_PARAMETERS, plan)
+    full = name + encode_tlv(PARAMS_DIGEST, hashlib.sha256(params).digest())
+    hint_name = encode_tlv(NAME, encode_tlv(GENERIC_COMPONENT, _text(hint)))
+    body = b"".join((encode_tlv(NAME, full), _MUST_BE_FRESH, encode_tlv(FORWARDING_HINT, hint_name),
+                     encode_tlv(NONCE, nonce or os.urandom(4)),
+                     nonneg_element(INTEREST_LIFETIME, lifetime_ms), params))
+    return tl(INTEREST, len(body)) + body, full
+
+
+def application_parameters(wire: bytes) -> bytes | None:
+    """An Interest's ApplicationParameters value, or None (DecodeError when malformed)."""
+    typ, off, end = read_tl(wire, 0, len(wire))
+    if typ != INTEREST:
+        raise DecodeError("not an Interest")
+    while off < end:
+        typ, voff, vend = read_tl(wire, off, end)
+        if typ == APP_PARAMETERS:
+            return wire[voff:vend]
+        off = vend
+    return None
+
+
+# ---- contributions and sums ---------------------------------------------------------------------
+
+def verified_content(wire: bytes, key: bytes) -> bytes | None:
+    """The Content of a Data signed with HMAC-SHA256 under `key`, or None when its signature
+    is of another type or wrong (a forgery), or it is malformed."""
+    try:
+        typ, off, end = read_tl(wire, 0, len(wire))
+        if typ != DATA:
+            return None
+        content = b""
+        sig_type = -1
+        signed_from = off
+        while off < end:
+            typ, voff, vend = read_tl(wire, off, end)
+            if typ == CONTENT:
+                content = wire[voff:vend]
+            elif typ == SIGNATURE_INFO:
+                st, sv, se = read_tl(wire, voff, vend)
+                if st == SIGNATURE_TYPE:
+                    sig_type = decode_nonneg(wire, sv, se)
+            elif typ == SIGNATURE_VALUE:
+                if sig_type != HMAC_WITH_SHA256 or vend - voff != 32:
+                    return None
+                mac = hmac.new(key, wire[signed_from:off], hashlib.sha256).digest()
+                return content if hmac.compare_digest(mac, wire[voff:vend]) else None
+            off = vend
+    except DecodeError:
+        return None
+    return None
+
+
+def signed_data(name: bytes, content: bytes, key: bytes, key_name: bytes,
+                freshness_ms: int = 1000) -> bytes:
+    """A Data named `name` (TLV-VALUE) carrying `content`, HMAC-signed under `key`."""
+    base = hmac.new(key, digestmod=hashlib.sha256)
+
+    def sign(blocks) -> bytes:
+        h = base.copy()
+        for b in blocks:
+            h.update(b)
+        return h.digest()
+
+    info = encode_signature_info(HMAC_WITH_SHA256, [key_name])
+    return encode_data([name], encode_meta_info(freshness_ms), content, info, sign)

@@ -1,0 +1,211 @@
+"""The forwarder's `*aggregate*` stage (forwarder/aggregator.py) through the pipelines, on a
+fake clock: members' collects expressed, contributions checked and summed, one signed sum
+answered; collisions, forgeries, sub-group fallback, deadlines, retransmissions, pushes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ndn.encoding import Component, MetaInfo, Name, make_data, parse_data
+
+from forwarder.mgmt import Management
+from ndnps.client.security import HmacSigner
+from ndnps.ndn import summable
+from ndnps.ndn.aggregation import (AggregatorConfig, Group, encode_interest, encode_plan,
+                                   verified_content)
+from ndnps.ndn.packet import NACK_CONGESTION, NACK_NO_ROUTE
+from ndnps.ndn.tlv import encode_tlv
+
+from tests.support.fwkit import Bench, data, nack, nv, parse_out
+
+KEY = b"k" * 32
+KEY_NAME = Name.from_str("/ps/t/KEY")
+TRAINING = nv("/ps/t")
+KN = nv("/ps/t/KEY")
+
+
+def agg_name(version: int, seg: int) -> bytes:
+    return nv("/*aggregate*/ps/t") + bytes(Component.from_version(version)) + \
+        bytes(Component.from_segment(seg))
+
+
+def ask(b: Bench, face: int, plan: Group, version: int = 3, seg: int = 1) -> tuple[list, str]:
+    wire, full = encode_interest(agg_name(version, seg), encode_plan(plan), plan.at, 4000)
+    return ([(f, parse_out(w)) for f, w in b.fw.on_receive(face, wire)],
+            Name.to_str(Name.from_bytes(encode_tlv(7, full))))
+
+
+def contribution(worker: str, values, version: int = 3, seg: int = 1, key: bytes = KEY,
+                 contributors: int = 1) -> bytes:
+    name = Name.from_str(f"/{worker}/ps/t") + [Component.from_version(version),
+                                               Component.from_segment(seg)]
+    return bytes(make_data(name, MetaInfo(), summable.encode(np.array(values), contributors),
+                           signer=HmacSigner(key, KEY_NAME)))
+
+
+@pytest.fixture
+def b() -> Bench:
+    b = Bench()
+    b.fw.configure_aggregator(AggregatorConfig(TRAINING, "agg", KEY, KN, slots=4, timeout=1.0))
+    return b
+
+
+def setup(b: Bench, workers=("w1", "w2")) -> tuple[int, dict[str, int]]:
+    ps = b.face()
+    faces = {}
+    for w in workers:
+        faces[w] = b.face()
+        b.route(f"/{w}", faces[w])
+    return ps, faces
+
+
+def test_members_are_collected_and_one_signed_sum_answers(b):
+    ps, f = setup(b)
+    out, full = ask(b, ps, Group("agg", ("w1", "w2")))
+    assert sorted((face, p.kind, p.name) for face, p in out) == [
+        (f["w1"], "I", "/w1/ps/t/v=3/seg=1"), (f["w2"], "I", "/w2/ps/t/v=3/seg=1")]
+    assert b.rx(f["w1"], contribution("w1", [1.0, 2.0])) == []
+    (face, sent), = b.rx(f["w2"], contribution("w2", [0.5, -4.0]))
+    assert (face, sent.kind, sent.name) == (ps, "D", full)
+    content = verified_content(sent.net, KEY)
+    assert content is not None and verified_content(sent.net, b"x" * 32) is None
+    values, contributors = summable.decode(content)
+    assert contributors == 2 and values.tolist() == [1.5, -2.0]
+    c = b.fw.aggregation.counters
+    assert (c.interests, c.answered, c.member_interests, c.rejected) == (1, 1, 2, 0)
+    assert len(b.fw.aggregation.trainings[TRAINING].pool) == 0       # the slot is free
+    # a retransmission of the finished aggregate: the Content Store answers it
+    wire, _ = encode_interest(agg_name(3, 1), encode_plan(Group("agg", ("w1", "w2"))), "agg",
+                              4000)
+    assert [(f2, p.kind) for f2, p in b.rx(ps, wire)] == [(ps, "D")]
+
+
+def test_a_forgery_is_rejected_and_the_deadline_nacks(b):
+    ps, f = setup(b)
+    ask(b, ps, Group("agg", ("w1", "w2")))
+    b.rx(f["w1"], contribution("w1", [1.0], key=b"z" * 32))          # wrong key
+    b.rx(f["w2"], contribution("w2", [1.0]))
+    assert b.fw.aggregation.counters.rejected == 1
+    b.later(1.5)
+    (face, sent), = [(x, parse_out(w)) for x, w in b.fw.tick()]
+    assert (face, sent.kind, sent.reason) == (ps, "N", NACK_CONGESTION)
+    assert b.fw.aggregation.counters.abandoned == 1
+    # the worker's real answer, too late: ignored
+    b.rx(f["w1"], contribution("w1", [1.0]))
+
+
+def test_a_busy_slot_nacks_at_once(b):
+    b.fw.configure_aggregator(AggregatorConfig(TRAINING, "agg", KEY, KN, slots=1))
+    ps, f = setup(b)
+    ask(b, ps, Group("agg", ("w1", "w2")), seg=1)
+    out, _ = ask(b, ps, Group("agg", ("w1", "w2")), seg=2)
+    assert [(x, p.kind, p.reason) for x, p in out] == [(ps, "N", NACK_CONGESTION)]
+    pool = b.fw.aggregation.trainings[TRAINING].pool
+    assert b.fw.aggregation.counters.collisions == 1 and pool.counters.collisions == 1
+
+
+def test_a_retransmission_reexpresses_only_the_missing(b):
+    ps, f = setup(b)
+    ask(b, ps, Group("agg", ("w1", "w2")))
+    b.rx(f["w1"], contribution("w1", [1.0]))
+    b.later(0.3)
+    out, _ = ask(b, ps, Group("agg", ("w1", "w2")))
+    assert [(x, p.name) for x, p in out] == [(f["w2"], "/w2/ps/t/v=3/seg=1")]
+
+
+def test_a_sub_group_nacked_falls_back_to_its_workers():
+    b = Bench()
+    b.fw.configure_aggregator(AggregatorConfig(TRAINING, "edge", KEY, KN))
+    ps, f = setup(b, ("w1", "w2", "w3"))
+    down = b.face()
+    b.route("/agg2", down)
+    plan = Group("edge", ("w1", Group("agg2", ("w2", "w3"))))
+    out, full = ask(b, ps, plan)
+    sub = [(x, p) for x, p in out if x == down]
+    assert len(sub) == 1 and sub[0][1].name.startswith("/%2Aaggregate%2A/ps/t/v=3/seg=1/")
+    assert [x for x, p in out if x != down] == [f["w1"]]
+    # the sub-aggregator is busy: its Nack makes this node collect w2 and w3 itself
+    out = b.rx(down, nack(sub[0][1].net, NACK_CONGESTION))
+    assert sorted(p.name for _, p in out) == ["/w2/ps/t/v=3/seg=1", "/w3/ps/t/v=3/seg=1"]
+    assert b.fw.aggregation.counters.fallbacks == 1
+    for w, v in (("w1", 1.0), ("w2", 2.0)):
+        assert b.rx(f[w], contribution(w, [v])) == []
+    (face, sent), = b.rx(f["w3"], contribution("w3", [4.0]))
+    assert sent.name == full and summable.decode(verified_content(sent.net, KEY)) [0].tolist() \
+        == [7.0]
+
+
+def test_a_sub_groups_sum_counts_for_its_workers():
+    b = Bench()
+    b.fw.configure_aggregator(AggregatorConfig(TRAINING, "edge", KEY, KN))
+    ps, f = setup(b, ("w1",))
+    down = b.face()
+    b.route("/agg2", down)
+    out, full = ask(b, ps, Group("edge", ("w1", Group("agg2", ("w2", "w3")))))
+    sub = next(p for x, p in out if x == down)
+    subname = Name.from_str(sub.name)
+    partial = bytes(make_data(subname, MetaInfo(), summable.encode(np.array([3.0]), 2),
+                              signer=HmacSigner(KEY, KEY_NAME)))
+    wrong = bytes(make_data(subname, MetaInfo(), summable.encode(np.array([3.0]), 1),
+                            signer=HmacSigner(KEY, KEY_NAME)))
+    assert b.rx(down, wrong) == []                       # says 1 contributor, stands for 2
+    assert b.fw.aggregation.counters.rejected == 1
+    # it took the PIT entry: the member stays missing until the requester asks again
+    b.later(0.2)
+    out, _ = ask(b, ps, Group("edge", ("w1", Group("agg2", ("w2", "w3")))))
+    assert sorted(x for x, _ in out) == sorted([down, f["w1"]])
+    assert b.rx(down, partial) == []
+    (_, sent), = b.rx(f["w1"], contribution("w1", [1.0]))
+    values, contributors = summable.decode(verified_content(sent.net, KEY))
+    assert (values.tolist(), contributors, sent.name) == ([4.0], 3, full)
+
+
+def test_a_workers_nack_ends_the_sum(b):
+    ps, f = setup(b)
+    out, _ = ask(b, ps, Group("agg", ("w1", "w2")))
+    w1 = next(p for x, p in out if x == f["w1"])
+    out = b.rx(f["w1"], nack(w1.net, NACK_NO_ROUTE))
+    assert [(x, p.kind) for x, p in out] == [(ps, "N")]
+    assert len(b.fw.aggregation.trainings[TRAINING].pool) == 0
+
+
+def test_a_push_frees_older_slots_and_plans_for_others_pass_through(b):
+    ps, f = setup(b)
+    ask(b, ps, Group("agg", ("w1", "w2")), version=3)
+    up = b.face()
+    b.fw.ppit.insert(nv("/ps/t"), 2, ps, b.now)
+    b.rx(up, data(Name.to_str(Name.from_str("/*distribute*/ps/t") +
+                              [Component.from_version(4), Component.from_segment(0)])))
+    assert len(b.fw.aggregation.trainings[TRAINING].pool) == 0
+    # a plan at another node is forwarded by its hint, not summed here
+    b.route("/other", up)
+    out, _ = ask(b, ps, Group("other", ("w1",)))
+    assert [(x, p.kind) for x, p in out] == [(up, "I")]
+
+
+def test_management_configures_local_faces_only():
+    b = Bench()
+    mgmt = Management(b.fw)
+    config = AggregatorConfig(TRAINING, "agg", KEY, KN, slots=8)
+    from ndnps.ndn.packet import decode_interest
+    from ndn.encoding import InterestParam, make_interest
+    import asyncio
+
+    def command(verb: str, value: bytes):
+        name = Name.from_str(f"/localhost/nfd/aggregators/{verb}") + [
+            Component.from_bytes(value)]
+        wire = bytes(make_interest(name, InterestParam()))
+        reply = asyncio.run(mgmt.handle(decode_interest(wire, 0, len(wire)), 300))
+        from ndn.app_support.nfd_mgmt import parse_response
+        return parse_response(bytes(parse_data(reply)[2]))["status_code"]
+
+    assert command("add", b"\x01\x02") == 400
+    assert command("add", config.encode()) == 200
+    assert b.fw.aggregation.trainings[TRAINING].pool.slots == 8
+    assert command("remove", encode_tlv(7, TRAINING)) == 200
+    assert command("remove", encode_tlv(7, TRAINING)) == 404
+    # /localhost never arrives from a non-local face: the pipelines drop it first
+    far = b.face(local=False)
+    name = Name.from_str("/localhost/nfd/aggregators/add") + [Component.from_bytes(config.encode())]
+    from ndn.encoding import InterestParam, make_interest
+    assert b.raw(far, bytes(make_interest(name, InterestParam()))) == []
+    assert b.drops(far) == {"localhost_scope": 1}
