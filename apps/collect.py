@@ -37,6 +37,22 @@ class Collect:
         """Worker w's gradient of `step`, asked for when its history says it will be ready
         (relative to `ref`: exchanges.collector's rules).  None: the worker was dropped
         (silent for worker_timeout)."""
+        n = self.n_params
+        got = await self._collect(w, step, ref, True,
+                                  lambda parts: messages.parse_gradient(b"".join(parts), n, step))
+        return got if isinstance(got, messages.Gradient) else None
+
+    async def meta(self, w: Member, step: int, ref: float) -> messages.GradientMeta | None:
+        """With in-network aggregation: worker w's gradient header of `step` (segment 0 alone,
+        asked for as the whole gradient is without it); its values are summed on the way
+        (apps/aggregate.py)."""
+        n = self.n_params
+        got = await self._collect(w, step, ref, False,
+                                  lambda parts: messages.parse_gradient_meta(parts[0], n, step))
+        return got if isinstance(got, messages.GradientMeta) else None
+
+    async def _collect(self, w: Member, step: int, ref: float, whole: bool,
+                       parse: Callable[[list[bytes]], object]) -> object | None:
         cfg = self.cfg
         loop = asyncio.get_running_loop()
         delay = collector.send_at(w.estimator, ref) - loop.time()
@@ -56,8 +72,8 @@ class Collect:
             try:
                 # once the first Data is in, the fetcher's loss recovery takes over
                 parts, arrived, waited = await self.fetcher.fetch_held(
-                    name_of, w.last_segment, lifetime, cfg.collect_lifetime,
-                    sent + cfg.worker_timeout)
+                    name_of, w.last_segment if whole else 0, lifetime, cfg.collect_lifetime,
+                    sent + cfg.worker_timeout, whole=whole)
             except FetchError as e:
                 why = f"silent for {cfg.worker_timeout:.0f} s ({e})"
                 if self.app.reconnects == reconnects and self.app.connected:
@@ -71,9 +87,10 @@ class Collect:
                 # and a sample from them alone would never come
                 w.estimator.observe(arrived - ref, sent - ref,
                                     held=collector.was_held(waited, rtt))
-            w.last_segment = len(parts) - 1
+            if whole:
+                w.last_segment = len(parts) - 1
             try:
-                grad = messages.parse_gradient(b"".join(parts), self.n_params, step)
+                grad = parse(parts)
             except CodecError as e:
                 if isinstance(e, MixedSegments):
                     self.counters.mixed_objects += 1
@@ -82,8 +99,9 @@ class Collect:
                 log.warning("malformed gradient from %s, step %d: %s; refetching", w.gpu, step, e)
                 continue
             self.counters.gradients += 1
-            if grad.push is not None:
-                self.on_push_report(grad.push)
+            push = getattr(grad, "push", None)
+            if push is not None:
+                self.on_push_report(push)
             return grad
         self.drop(w, why)
         return None

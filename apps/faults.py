@@ -13,11 +13,10 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
+from ndn.encoding import Signer
 
 from ndnps.client.security import HmacSigner
-from ndnps.client.segments import sign_segments
-from ndnps.protocol import messages, names
+from ndnps.protocol import names
 
 FORGING_KEY = b"not-the-training-key"
 
@@ -39,13 +38,12 @@ class FaultInjector:
         p = self.faults.drop_pushes_prob
         return bool(p) and self.rng.random() < p
 
-    def gradient(self, step: int, vec: np.ndarray, base: int, loss: float, compute: float,
-                 name_of: Callable[[int], list], ps: str, train: str) -> None:
-        """The gradient of `step` was made: at the chosen step, make its forged twin."""
+    def gradient(self, step: int, forge: Callable[[Signer], list[bytes]], ps: str,
+                 train: str) -> None:
+        """The gradient of `step` was made: at the chosen step, make its forged twin
+        (`forge(signer)`: the gradient's segments, poisoned, signed by `signer`)."""
         if step == self.faults.forge_gradient_at:
-            poisoned = messages.gradient_blob(vec * 1e3, step, base, loss, compute)
-            self.forged = dict(enumerate(sign_segments(
-                poisoned, name_of, HmacSigner(FORGING_KEY, names.key(ps, train)))))
+            self.forged = dict(enumerate(forge(HmacSigner(FORGING_KEY, names.key(ps, train)))))
 
     def forged_wire(self, step: int, seg: int) -> bytes | None:
         """The forged segment to answer instead of the real one, once."""

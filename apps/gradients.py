@@ -11,10 +11,11 @@ import asyncio
 from typing import Any, Protocol
 
 import numpy as np
+from ndn.encoding import Signer
 
 from ndnps.client.pending import HeldInterests
 from ndnps.client.security import Security
-from ndnps.client.segments import sign_segments
+from ndnps.client.segments import sign_parts, sign_segments
 from ndnps.exchanges.buffers import Recent
 from ndnps.exchanges.push_rate import PushMeter
 from ndnps.exchanges.subscriber import Subscriber
@@ -45,6 +46,7 @@ class Owner(Protocol):
     batches: Any
     pspec: list
     push_meter: PushMeter
+    knobs: dict
 
     @property
     def params(self) -> np.ndarray | None: ...
@@ -108,14 +110,22 @@ class Gradients:
         self.step_record = {"step": step, "base_version": base, "loss": loss, "compute": compute,
                             "compute_at": started}
         report = job.push_meter.report(base)
-        blob = messages.gradient_blob(vec, step, base, loss, compute,
-                                      report.to_wire() if report is not None else None)
+        push = report.to_wire() if report is not None else None
+        aggregated = bool(job.knobs.get("aggregate_at"))
 
         def name_of(s: int):
             return names.collect(job.gpu, job.ps, job.train, step, s)
 
-        wires = sign_segments(blob, name_of, job.sec.signer)
-        self.faults.gradient(step, vec, base, loss, compute, name_of, job.ps, job.train)
+        def sign(v: np.ndarray, signer: Signer) -> list[bytes]:
+            # aggregation on: a header segment, then summable value segments (messages)
+            if aggregated:
+                return sign_parts(messages.gradient_parts(v, step, base, loss, compute, push),
+                                  name_of, signer)
+            return sign_segments(messages.gradient_blob(v, step, base, loss, compute, push),
+                                 name_of, signer)
+
+        wires = sign(vec, job.sec.signer)
+        self.faults.gradient(step, lambda signer: sign(vec * 1e3, signer), job.ps, job.train)
         self.store.put(step, wires)
         self.ready_at[step] = job.now()
         for key in [k for k in self.held.keys() if k[0] == step]:

@@ -25,6 +25,7 @@ from ndnps.exchanges.update import Contribution, UpdateRule
 from ndnps.protocol import messages
 from ndnps.protocol.config import TrainingConfig
 
+from .aggregate import Aggregate
 from .collect import Collect
 from .ps_common import JobFailed, PsCounters
 from .roster import Roster
@@ -46,6 +47,7 @@ class Server(Protocol):
     counters: PsCounters
     roster: Roster
     collect: Collect
+    aggregate: Aggregate | None
     serving: Serving
 
     @property
@@ -73,7 +75,9 @@ async def run_sync(ps: Server) -> None:
         v = ps.version
         t0 = ps.loop_time()
         live = ps.live
-        grads = await asyncio.gather(*(ps.collect(w, v, ref) for w in live))
+        # with in-network aggregation, each worker's gradient header; the values' sums after
+        collect: Any = ps.collect if ps.aggregate is None else ps.collect.meta
+        grads = await asyncio.gather(*(collect(w, v, ref) for w in live))
         got = [(w, g) for w, g in zip(live, grads) if g is not None]
         lost = [w for w, g in zip(live, grads) if g is None]
         while cfg.on_worker_loss == "wait" and lost:
@@ -82,7 +86,7 @@ async def run_sync(ps: Server) -> None:
             await ps.roster.wait_rejoin(lost)
             ps.counters.collects_redone += len(lost)
             ref = ps.loop_time()
-            grads = await asyncio.gather(*(ps.collect(w, v, ref) for w in lost))
+            grads = await asyncio.gather(*(collect(w, v, ref) for w in lost))
             got += [(w, g) for w, g in zip(lost, grads) if g is not None]
             lost = [w for w, g in zip(lost, grads) if g is None]
         got.sort(key=lambda wg: wg[0].index)
@@ -90,15 +94,23 @@ async def run_sync(ps: Server) -> None:
             raise JobFailed("no gradient arrived")
         if len(got) < len(ps.workers):
             ps.counters.short_versions += 1
+        ta = ps.loop_time()
+        if ps.aggregate is not None:
+            # the network's sums; the average as the reference's, one SGD step
+            summed, counts = await ps.aggregate(v, [w for w, _ in got], got[0][1].segments)
+            mean = messages.Gradient(v, got[0][1].base_version, summed / counts, 0.0, 0.0)
+            contributions = [Contribution(0, mean)]
+        else:
+            contributions = [Contribution(w.index, g) for w, g in got]
         t1 = ps.loop_time()
-        ps.rule.apply(ps.model.params, ps.opt, v, [Contribution(w.index, g) for w, g in got])
+        ps.rule.apply(ps.model.params, ps.opt, v, contributions)
         ps.version = v + 1
         accuracy = ps.evaluate(force=ps.version >= total)
         ps.done = ps.version >= total or ps.is_done(accuracy)
         t2 = ps.loop_time()
         ref = t2
         push_time = await ps.serving.push(ps.version, ps.done)
-        ps.record(collect_wait=t1 - t0, apply=t2 - t1, push=push_time,
+        ps.record(collect_wait=t1 - t0, aggregate=t1 - ta, apply=t2 - t1, push=push_time,
                   loss=float(np.mean([g.loss for _, g in got])),
                   compute=float(np.mean([g.compute for _, g in got])),
                   gradients=len(got), accuracy=accuracy)

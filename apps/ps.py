@@ -48,6 +48,7 @@ from ndnps.protocol.codec import flatten, param_spec
 from ndnps.protocol.config import ConfigError, TrainingConfig, add_arguments, load
 
 from . import checkpoint
+from .aggregate import Aggregate
 from .collect import Collect
 from .content import Content
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
@@ -103,6 +104,9 @@ class ParameterServer:
                              self.metrics, self.counters)
         self.collect = Collect(cfg, app, self.fetcher, self.n_params, self.counters,
                                self.roster.drop, on_push_report=self.on_push_report)
+        # in-network aggregation: the gradients' sums asked of the network (apps/aggregate.py)
+        self.aggregate = Aggregate(cfg, app, self.fetcher, self.sec, self.n_params,
+                                   self.counters, self.roster.drop) if cfg.aggregate_at else None
         self.serving = Serving(cfg, app, self, self.membership, self.content, self.sec.signer,
                                self.counters)
         self.delta = Delta()
@@ -232,11 +236,18 @@ class ParameterServer:
                    if self.serving.push_rate is not None else {}),
                 "params_served": self.serving.unicast.served}
 
+    def aggregate_stats(self) -> dict[str, int]:
+        """The sums' fetch statistics (metrics names: aggregate_<field>), with aggregation."""
+        if self.aggregate is None:
+            return {}
+        return {f"aggregate_{k}": v for k, v in asdict(self.aggregate.stats).items()}
+
     def on_push_report(self, report: object) -> None:
         self.serving.on_push_report(report)
 
     def record(self, **fields) -> None:
-        counters = {**self.app.traffic(), **self.counts(), **asdict(self.fetch_stats)}
+        counters = {**self.app.traffic(), **self.counts(), **asdict(self.fetch_stats),
+                    **self.aggregate_stats()}
         self.metrics.write({"version": self.version, "workers": len(self.live), **fields,
                             "segment_rto": self.fetcher.base_rto(),
                             "push_rate_mbps": self.serving.pacer.rate * 8e-6,
@@ -261,6 +272,7 @@ class ParameterServer:
                             "lost": [w.gpu for w in self.workers if w.state is not State.LIVE],
                             "resumed_from": self.resumed_from, "restarts": self.restarts,
                             **self.counts(), **asdict(self.fetch_stats), **self.app.traffic(),
+                            **self.aggregate_stats(),
                             **self.app.link_events()})
 
     # ---- checkpoint (PS restart): apps/checkpoint.py ------------------------------------------

@@ -27,3 +27,5 @@ class PsCounters:
     collects_redone: int = 0        # on_worker_loss = wait: gradients collected again
     checkpoints: int = 0            # checkpoint files written
     final_repushes: int = 0         # the final version pushed again while workers stayed
+    segments_aggregated: int = 0    # gradient segments whose sum the network made (issue 24)
+    segments_fallback: int = 0      # ... that the PS summed itself instead

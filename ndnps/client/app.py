@@ -391,6 +391,18 @@ class App(NDNApp):
                 return self._pending(list(name), plain[1], plain[0], validator)
         return asyncio.ensure_future(self.express(name, validator, **kwargs))
 
+    def express_wire(self, name: list, raw: bytes, lifetime_ms: int, validator,
+                     must_be_fresh: bool = False) -> asyncio.Future:
+        """An Interest packet made elsewhere (`raw`, named `name` exactly: its components as
+        bytes, a ParametersSha256Digest included), as ``express_future``: the PIT entry's own
+        future.  For Interests the app's encoders do not write (ApplicationParameters with a
+        ForwardingHint: ndnps.ndn.aggregation)."""
+        if not self.face.running:
+            self.sent_while_down += 1
+            return asyncio.ensure_future(self._lost(lifetime_ms / 1000))
+        param = InterestParam(must_be_fresh=must_be_fresh, lifetime=lifetime_ms)
+        return self._pending(list(name), param, raw, validator)
+
     def _pending(self, name, param: InterestParam, raw: bytes, validator) -> asyncio.Future:
         """``express_raw_interest`` without the coroutine: the entry, the packet sent, the
         lifetime as one timer on the future."""

@@ -277,8 +277,8 @@ class SegmentFetcher(FetchPath):
         return [parts[s] for s in range(last + 1)]
 
     async def fetch_held(self, name_of: NameOf, last_hint: int | None, lifetime: float,
-                         max_lifetime: float, deadline: float,
-                         fresh: bool = True) -> tuple[list[bytes], float, float]:
+                         max_lifetime: float, deadline: float, fresh: bool = True,
+                         whole: bool = True) -> tuple[list[bytes], float, float]:
         """An object whose producer holds Interests until it exists (a gradient being
         computed).  Segment 0 and, when ``last_hint`` says how many there were last time, up
         to ``window`` - 1 more are wanted at once, as many as the congestion window allows
@@ -286,11 +286,15 @@ class SegmentFetcher(FetchPath):
         windowed.  ``deadline``: loop time.  Returns the
         segments, when the first Data arrived (loop time) and how long the Interest it
         answered had waited: much more than a round trip, the producer held it (it became
-        ready about then, whichever try that was); about one, it was ready before."""
-        t = Transfer(self, name_of, fresh=fresh, to_final=True, life=lifetime,
+        ready about then, whichever try that was); about one, it was ready before.
+        ``whole`` False: segment 0 alone (a header whose rest comes another way)."""
+        t = Transfer(self, name_of, fresh=fresh, to_final=whole, life=lifetime,
                      max_life=max_lifetime, held=True, deadline=deadline)
         t.want(range(min(last_hint or 0, self.window - 1) + 1))
         got = await t.run()
+        if not whole:
+            assert t.ready_at is not None
+            return [got[0].content], t.ready_at, t.ready_wait
         assert t.final is not None      # a whole object's transfer ends once its final is known
         assert t.ready_at is not None   # (and so is its first Data)
         return [got[s].content for s in range(t.final + 1)], t.ready_at, t.ready_wait

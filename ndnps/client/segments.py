@@ -3,7 +3,7 @@
 ndnps.exchanges.buffers."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from ndn.encoding import FormalName, MetaInfo, Name, Signer, make_data
 
@@ -23,23 +23,32 @@ def sign_segments(blob: bytes, name_of: Callable[[int], FormalName], signer: Sig
     With our own signers the packets are written by the fixed-shape encoder (MetaInfo and
     SignatureInfo encoded once per object, ~4x cheaper than python-ndn's make_data, the same
     bytes); any other signer goes through make_data."""
-    if type(signer) not in _FIXED_SHAPE_SIGNERS:
-        parts = segment(blob, size)
-        meta = MetaInfo(freshness_period=freshness_ms,
-                        final_block_id=segment_component(len(parts) - 1))
-        return [bytes(make_data(name_of(i), meta, part, signer=signer)) for i, part in enumerate(parts)]
     if size <= 0:
         raise ValueError("max_size must be positive")
+    if type(signer) not in _FIXED_SHAPE_SIGNERS:
+        return sign_parts(segment(blob, size), name_of, signer, freshness_ms)
     # conventions.segment's cut, as views: the content is copied once, into the packet
     mv = memoryview(blob).cast("B")
     views: list[bytes | memoryview] = [mv[i:i + size] for i in range(0, len(mv), size)] or [b""]
-    meta_wire = packet.encode_meta_info(freshness_ms, segment_component(len(views) - 1))
+    return sign_parts(views, name_of, signer, freshness_ms)
+
+
+def sign_parts(parts: Sequence[bytes | memoryview], name_of: Callable[[int], FormalName],
+               signer: Signer, freshness_ms: int | None = None) -> list[bytes]:
+    """The wire Data packets of an object already cut: part i is segment i's content (each
+    at most SEGMENT_SIZE), named `name_of(i)`, FinalBlockId on every one."""
+    if type(signer) not in _FIXED_SHAPE_SIGNERS:
+        meta = MetaInfo(freshness_period=freshness_ms,
+                        final_block_id=segment_component(len(parts) - 1))
+        return [bytes(make_data(name_of(i), meta, bytes(part), signer=signer))
+                for i, part in enumerate(parts)]
+    meta_wire = packet.encode_meta_info(freshness_ms, segment_component(len(parts) - 1))
     info, sign = signer.signature_info, signer.sign
     out = []
-    for i, view in enumerate(views):
+    for i, part in enumerate(parts):
         name = name_of(i)
         try:
-            out.append(packet.encode_data(name, meta_wire, view, info, sign))
+            out.append(packet.encode_data(name, meta_wire, part, info, sign))
         except TypeError:                     # a NonStrictName (str components, ...)
-            out.append(packet.encode_data(Name.normalize(name), meta_wire, view, info, sign))
+            out.append(packet.encode_data(Name.normalize(name), meta_wire, part, info, sign))
     return out

@@ -162,7 +162,34 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
                 / sc.bottleneck.rate_mbps
     if extra:
         summary.update(extra)
+    if sc.ina is not None and isinstance(summary.get("ina"), dict):
+        summary["ina"].update(ina_counts(run_dir, runs[sc.training.ps].end,
+                                         summary["ina"].get("aggregators_configured", [])))
     return summary
+
+
+def ina_counts(run_dir: Path, end: dict, forwarders: list[str]) -> dict[str, Any]:
+    """In-network aggregation's counters: the PS's (segments the network summed, segments
+    it summed itself) and the aggregating forwarders' (from their final status)."""
+    slots = rejected = answered = fallbacks = 0
+    by_forwarder = {}
+    for name in forwarders:
+        path = run_dir / "traces" / f"{name}-status.json"
+        try:
+            agg = json.loads(path.read_text()).get("aggregation") or {}
+        except (OSError, ValueError):
+            continue
+        c = agg.get("counters", {})
+        by_forwarder[name] = c
+        slots += c.get("collisions", 0)
+        rejected += c.get("rejected", 0)
+        answered += c.get("answered", 0)
+        fallbacks += c.get("fallbacks", 0)
+    return {"segments_aggregated": end.get("segments_aggregated"),
+            "segments_fallback": end.get("segments_fallback"),
+            "slot_collisions": slots, "contributions_rejected": rejected,
+            "sums_answered": answered, "subgroup_fallbacks": fallbacks,
+            "forwarders": by_forwarder}
 
 
 def job_bytes(run: PsRun) -> int:
@@ -181,6 +208,8 @@ def job_summary(run_dir: Path, job: Any, run: PsRun) -> dict[str, Any]:
     n_params = start.get("n_params", 0)
     steady_out = [r["bytes_sent"] for r in run.steady if "bytes_sent" in r]
     out_per_version = statistics.mean(steady_out) if steady_out else None
+    steady_in = [r["bytes_received"] for r in run.steady if "bytes_received" in r]
+    in_per_version = statistics.mean(steady_in) if steady_in else None
     iters = [dt for _, dt in _iterations(versions)]
     seconds = training_seconds(run)
     return {
@@ -194,6 +223,11 @@ def job_summary(run_dir: Path, job: Any, run: PsRun) -> dict[str, Any]:
         "ps_bytes_out_per_version_over_model": (out_per_version / (n_params * 4)
                                                 if out_per_version is not None and n_params
                                                 else None),
+        # what reaches the PS a version: N gradients, or about one with in-network aggregation
+        "ps_bytes_in_per_version": in_per_version,
+        "ps_bytes_in_per_version_over_model": (in_per_version / (n_params * 4)
+                                               if in_per_version is not None and n_params
+                                               else None),
         "ps_steady_versions": len(steady_out),
         "ps_startup_bytes_out": sum(r.get("bytes_sent", 0) for r in run.warmup),
         "training_seconds": round(seconds, 3) if seconds is not None else None,

@@ -27,9 +27,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from forwarder.status import command as fetch_command
 from forwarder.status import fetch_status
+from ndn.encoding import Component, Name
 
-from . import baseline, report, spec, topology
+from ndnps.ndn.aggregation import AggregatorConfig
+from ndnps.ndn.tlv import name_from_str
+from ndnps.protocol import names
+
+from . import baseline, ina, report, spec, topology
 from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
 from .netns import Netns, NetnsUnavailable, check_available, remove_stale
 from .metrics import RUN_T0_ENV, read_metrics
@@ -123,6 +129,7 @@ class Runner:
         self.link_stats: dict[str, dict] | None = None
         self.unplanned_exits: list[dict] = []    # children that died unasked
         self.t0 = time.monotonic()               # the run's time base (summary, faults)
+        self.ina_plan: ina.InaPlan | None = None
 
     # ---- set-up ----------------------------------------------------------------------------------
 
@@ -134,6 +141,12 @@ class Runner:
         if any(k.role == "ps" for k in self.sc.kills) and not self.sc.training.checkpoint:
             # [faults] kills the PS: it resumes from a checkpoint in the run directory
             self.sc.training.checkpoint = str(self.run_dir.resolve() / "ps-checkpoint.npz")
+        if self.sc.ina is not None:
+            # where the aggregators go, and the plan the PS sends them (ndnps.lab.ina)
+            self.ina_plan = ina.place(self.sc, self.sc.ina)
+            self.sc.training.aggregate_at = self.ina_plan.edge
+            self.sc.training.aggregate_via = self.ina_plan.aggregate_via()
+            self.sc.training.validate()
         doc = dict(self.sc.raw)
         doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
         if self.sc.jobs:
@@ -161,6 +174,7 @@ class Runner:
             spec.check_local(self.sc)
             plan = topology.plan_local(self.sc)
             topology.apply_link_overrides(plan, self.sc)
+            self._route_aggregators(plan)
             return plan
         check_netns(self.sc)
         plan = topology.plan_hosts(self.sc)
@@ -188,7 +202,34 @@ class Runner:
         addrs = [(veth.addr_a, veth.addr_b) for veth in self.netns.links]
         topology.assign_addresses(plan, addrs, {} if kernel else link, self.sc.links.reliability)
         topology.apply_link_overrides(plan, self.sc)
+        self._route_aggregators(plan)
         return plan
+
+    def _route_aggregators(self, plan: topology.Plan) -> None:
+        if self.ina_plan is not None:
+            topology.route_aggregators(plan, self.sc, list(self.ina_plan.aggregators))
+
+    def aggregators(self) -> list[str]:
+        """The forwarders that aggregate: the PS's edge and the placement's."""
+        p = self.ina_plan
+        return [] if p is None else [p.edge, *p.aggregators]
+
+    def configure_aggregator(self, name: str) -> None:
+        """`aggregators/add` at forwarder `name` for the training (its key, the slots)."""
+        sc, job = self.sc, self.sc.training
+        assert sc.ina is not None
+        config = AggregatorConfig(
+            name_from_str(f"/{job.ps}/{job.train}"), name, job.key.encode(),
+            b"".join(bytes(c) for c in names.key(job.ps, job.train)), sc.ina.slots,
+            sc.ina.timeout)
+        cmd = Name.from_str("/localhost/nfd/aggregators/add") + [
+            Component.from_bytes(config.encode())]
+        try:
+            code, text = fetch_command(f"unix://{self.sockets[name]}", cmd)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise RunFailed(f"cannot configure the aggregator at {name}: {e}") from None
+        if code != 200:
+            raise RunFailed(f"aggregator at {name} refused its configuration: {code} {text}")
 
     def _netem(self) -> bool:
         """[links] loss and delay by the kernel's netem on both ends of every veth; whether
@@ -353,6 +394,8 @@ class Runner:
         if self.sc.system == "tcp":
             return self.start_tcp(plan)
         self.start_forwarders(plan)
+        for name in self.aggregators():
+            self.configure_aggregator(name)
         return self.start_apps(plan)
 
     # ---- the run -----------------------------------------------------------------------------------
@@ -541,6 +584,9 @@ class Runner:
         extra = {"ok": ok, "notes": self.notes, "faults": self.faults,
                  "unplanned_exits": self.unplanned_exits,
                  "exit_codes": {p.name: p.poll() for p in self.procs}}
+        if self.ina_plan is not None:
+            extra["ina"] = {**self.ina_plan.as_dict(),
+                            "aggregators_configured": self.aggregators()}
         if error:
             extra["error"] = error
         try:
@@ -654,6 +700,8 @@ class Faults:
             proc = runner._spawn(f"fwd-{name}-r{n}", runner.forwarder_argv[name])
             wait_until(lambda: unix_socket_accepts(sock), READY_TIMEOUT, proc, "listening")
             runner.forwarder_procs[name] = proc
+            if name in runner.aggregators():        # its configuration went with it
+                runner.configure_aggregator(name)
         return proc
 
     def rejoined(self, name: str) -> bool:

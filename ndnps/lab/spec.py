@@ -149,6 +149,7 @@ class Scenario:
     # then the first)
     jobs: list[TrainingConfig] = field(default_factory=list)
     kills: list["Kill"] = field(default_factory=list)    # [faults], by version
+    ina: Any = None                # [ina]: in-network aggregation (ndnps.lab.ina.Ina), or None
     raw: dict[str, Any] = field(default_factory=dict)    # the document as run
 
     @property
@@ -177,7 +178,7 @@ class Kill:
 
 
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
-        "training", "faults", "bottleneck", "jobs"}
+        "training", "faults", "bottleneck", "jobs", "ina"}
 _TABLE_KEYS = {
     "topology": {"kind", "workers", "leaves"},
     "links": {f.name for f in fields(Links)},
@@ -306,6 +307,9 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
                             f"{sc.system!r}")
     if sc.system == "tcp":
         _check_tcp_baseline(sc, doc)
+    if "ina" in doc:
+        from . import ina
+        sc.ina = ina.parse(doc["ina"], sc)
     return sc
 
 

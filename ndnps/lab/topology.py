@@ -190,6 +190,21 @@ def plan_bottleneck(sc: Scenario) -> Plan:
     return Plan(nodes, _apps(sc, lambda i: b, a), [(a, b)])
 
 
+def route_aggregators(plan: Plan, sc: Scenario, nodes: list[str]) -> None:
+    """Routes to aggregator forwarders by their node names (an `*aggregate*` Interest's
+    ForwardingHint): the edge reaches each through the routers between them."""
+    for node in nodes:
+        prefix = f"/{node}"
+        if sc.topology == "bottleneck":
+            plan.forwarders[BOTTLENECK_PS_HOST].routes.append((prefix, node))
+        elif sc.topology == "tree":
+            plan.forwarders["root"].routes.append((prefix, node))
+            if sc.netns:
+                plan.forwarders[f"h-{sc.training.ps}"].routes.append((prefix, "root"))
+        elif sc.netns:                                  # a star in namespaces: fwd
+            plan.forwarders[f"h-{sc.training.ps}"].routes.append((prefix, node))
+
+
 def plan_hosts(sc: Scenario) -> Plan:
     """The netns plan of the scenario's topology."""
     return plan_bottleneck(sc) if sc.topology == "bottleneck" else plan_netns(sc)

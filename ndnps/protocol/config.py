@@ -134,6 +134,15 @@ class TrainingConfig:
     checkpoint_every: int = _f(10, "write the checkpoint every this many versions", low=1)
     ps_timeout: float = _f(60.0, "a worker that hears nothing from its PS this long gives up",
                            low=0, strict_low=True)
+    # in-network aggregation (issue 24; docs/aggregation.md)
+    aggregate_at: str = _f("", "in-network aggregation: the node name of the PS's edge "
+                           "forwarder, configured to aggregate this training (management "
+                           "aggregators/add); the PS asks it for the sum of each gradient "
+                           "segment instead of every worker's (sync mode; needs key). Empty: off")
+    aggregate_via: list[str] = _f([], "with aggregate_at: aggregators below the edge and the "
+                                  "workers whose gradients each sums first, as "
+                                  "\"<node>:<worker>+<worker>...\" (python -m ndnps.placement's "
+                                  "plan); workers not listed are summed at the edge")
 
     # ---- derived -----------------------------------------------------------------------------
 
@@ -158,11 +167,44 @@ class TrainingConfig:
             raise ConfigError("training.probe_min: must be <= probe_max")
         if self.retx_suppression_ms > self.retx_suppression_max_ms:
             raise ConfigError("training.retx_suppression_ms: must be <= retx_suppression_max_ms")
+        if self.aggregate_at:
+            self.aggregation_plan()             # raises ConfigError naming the key
+        elif self.aggregate_via:
+            raise ConfigError("training.aggregate_via: needs aggregate_at")
         if self.dataset != "synthetic":
             for key in ("n_samples", "n_features", "n_classes"):
                 if getattr(self, key):
                     raise ConfigError(f"training.{key}: applies to dataset = \"synthetic\" only")
         return self
+
+    def aggregation_plan(self) -> dict[str, list[str]]:
+        """aggregate_via as {aggregator: its workers}, checked against the training."""
+        _check_id("aggregate_at", self.aggregate_at)
+        if self.mode != "sync":
+            raise ConfigError("training.aggregate_at: in-network aggregation needs mode = "
+                              "\"sync\" (async applies each gradient on its own)")
+        if not self.key:
+            raise ConfigError("training.aggregate_at: in-network aggregation needs key (the "
+                              "aggregators check each contribution's HMAC)")
+        plan: dict[str, list[str]] = {}
+        seen: set[str] = set()
+        for i, entry in enumerate(self.aggregate_via):
+            node, sep, members = entry.partition(":")
+            key = f"aggregate_via[{i}]"
+            if not sep or not members:
+                raise ConfigError(f"training.{key}: expected \"<node>:<worker>+...\", "
+                                  f"got {entry!r}")
+            _check_id(key, node)
+            if node in plan or node == self.aggregate_at:
+                raise ConfigError(f"training.{key}: node {node!r} given twice")
+            plan[node] = members.split("+")
+            for w in plan[node]:
+                if w not in self.workers:
+                    raise ConfigError(f"training.{key}: {w!r} is not one of the workers")
+                if w in seen:
+                    raise ConfigError(f"training.{key}: worker {w!r} in two groups")
+                seen.add(w)
+        return plan
 
     @property
     def key_bytes(self) -> bytes | None:

@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from ndnps.ndn import summable
+from ndnps.ndn.conventions import SEGMENT_SIZE
+
 from .codec import CodecError, decode_tensors, encode_tensors, pack, unpack
 
 # ---- task assignment (step 2) -----------------------------------------------------------------
@@ -131,6 +134,59 @@ def parse_gradient(blob: bytes, n_params: int, step: int) -> Gradient:
         raise CodecError("bad base_version")
     return Gradient(step, base, _one_vector(tensors, n_params), float(meta.get("loss", 0.0)),
                     float(meta.get("compute", 0.0)), meta.get("push"))
+
+
+# ---- gradients for in-network aggregation (issue 24) ------------------------------------------
+#
+# With aggregation on, a gradient of step s is segment 0, a small header (GradientMeta: what
+# the PS wants of each worker — base version, loss, compute time, push report — and how many
+# value segments follow), then segments 1..S, the flat float32 vector cut into summable
+# segments (ndnps.ndn.summable) of SUMMABLE_VALUES values each: a forwarder adds segment i of
+# every worker without reading anything else, and the PS asks for the sums.
+
+SUMMABLE_VALUES = (SEGMENT_SIZE - summable.HEADER_SIZE) // 4       # 1997: a segment each
+
+
+@dataclass
+class GradientMeta:
+    step: int
+    base_version: int
+    loss: float
+    compute: float
+    segments: int              # value segments after this one (1..segments)
+    push: object = None        # as Gradient.push
+
+
+def gradient_parts(vector: np.ndarray, step: int, base_version: int, loss: float,
+                   compute: float, push: dict | None = None) -> list[bytes]:
+    """The segments' contents of an aggregatable gradient: the header, then the values."""
+    v = np.asarray(vector, np.float32).reshape(-1)
+    values = [summable.encode(v[i:i + SUMMABLE_VALUES])
+              for i in range(0, v.size, SUMMABLE_VALUES)] or [summable.encode(v)]
+    extra = {} if push is None else {"push": push}
+    head = encode_tensors([], kind="gradient-meta", step=int(step),
+                          base_version=int(base_version), loss=float(loss),
+                          compute=float(compute), segments=len(values), **extra)
+    return [head, *values]
+
+
+def value_segments(n_params: int) -> int:
+    """How many value segments an aggregatable gradient of `n_params` values has."""
+    return max(1, -(-n_params // SUMMABLE_VALUES))
+
+
+def parse_gradient_meta(blob: bytes, n_params: int, step: int) -> GradientMeta:
+    tensors, meta = decode_tensors(blob)
+    if meta.get("kind") != "gradient-meta" or meta.get("step") != step or tensors:
+        raise CodecError(f"not the gradient header of step {step}")
+    base, segments = meta.get("base_version"), meta.get("segments")
+    if not isinstance(base, int) or base < 0:
+        raise CodecError("bad base_version")
+    if segments != value_segments(n_params):
+        raise CodecError(f"{segments} value segments, the model needs "
+                         f"{value_segments(n_params)}")
+    return GradientMeta(step, base, float(meta.get("loss", 0.0)),
+                        float(meta.get("compute", 0.0)), segments, meta.get("push"))
 
 
 def _one_vector(tensors, n: int | None) -> np.ndarray:

@@ -12,6 +12,10 @@ SegmentNameComponent (NDN naming conventions)::
     distribute  /*distribute*/<ps>/<train>/<v>/<s>      PS push of parameters version v; a probe
                                                         is an ordinary Interest for the same name
     remove      /*remove*/<ps>/<train>                  worker -> PS: leave
+    aggregate   /*aggregate*/<ps>/<train>/<v>/<s>/<d>   PS or aggregator -> aggregator: the sum of
+                                                        the plan's collects of step v segment s
+                                                        (<d>: ParametersSha256Digest of the plan,
+                                                        ndnps.ndn.aggregation)
     params      /<ps>/<train>/<gpu>/params/<v>/<s>      unicast baseline (no persistent PIT):
                                                         each worker fetches each version itself
     key         /<ps>/<train>/KEY                       KeyLocator of the training's HMAC key
@@ -26,7 +30,8 @@ from functools import lru_cache
 from typing import NamedTuple, Sequence
 
 from ndnps.ndn.conventions import segment_component, version_component
-from ndnps.ndn.markers import DISTRIBUTE, DISTRIBUTE_COMPONENT, INSERT, MARKERS, REMOVE
+from ndnps.ndn.markers import (AGGREGATE, AGGREGATE_COMPONENT, DISTRIBUTE,
+                               DISTRIBUTE_COMPONENT, INSERT, MARKERS, REMOVE)
 from ndnps.ndn.tlv import (GENERIC_COMPONENT, SEGMENT_COMPONENT, VERSION_COMPONENT, DecodeError,
                            component_offsets, encode_tlv, name_to_str, read_component)
 
@@ -120,6 +125,7 @@ REMOVE_NAME = (REMOVE, ID, ID)                       # ps train
 COLLECT = (ID, ID, ID, VER, SEG)                     # gpu ps train step seg
 DISTRIBUTE_NAME = (DISTRIBUTE, ID, ID, VER, SEG)     # ps train version seg
 UNICAST = (ID, ID, ID, PARAMS, VER, SEG)             # ps train gpu version seg
+AGGREGATE_NAME = (AGGREGATE, ID, ID, VER, SEG)       # ps train step seg (+ the plan's digest)
 
 
 class Task(NamedTuple):
@@ -194,6 +200,12 @@ def distribute(ps: str, train: str, version: int, seg: int) -> FormalName:
     return _build(DISTRIBUTE_NAME, ps, train, version, seg)
 
 
+def aggregate(ps: str, train: str, step: int, seg: int) -> FormalName:
+    """The sum of a step's gradient segment over a plan, without the plan's digest (the
+    Interest's encoder, ndnps.ndn.aggregation.encode_interest, appends it)."""
+    return _build(AGGREGATE_NAME, ps, train, step, seg)
+
+
 def params(ps: str, train: str, gpu: str, version: int, seg: int) -> FormalName:
     """Unicast baseline: worker `gpu`'s own copy of parameters `version`."""
     return _build(UNICAST, ps, train, gpu, version, seg)
@@ -264,7 +276,7 @@ _CLASSES = ((TASK, "task"), (CONTENT, "content"), (INSERT_NAME, "insert"), (CONF
 def classify(name: bytes, is_data: bool) -> str:
     """The exchange a packet belongs to, from its raw Name TLV-VALUE: task, content, insert,
     remove, collect, distribute (a push; an Interest for a pushed name is a probe), params
-    (unicast baseline), mgmt, or other."""
+    (unicast baseline), aggregate, mgmt, or other."""
     try:
         offsets = component_offsets(name)
     except DecodeError:
@@ -272,6 +284,8 @@ def classify(name: bytes, is_data: bool) -> str:
     comps = [name[a:b] for a, b in zip([0] + offsets[:-1], offsets)]
     if comps and comps[0] == _LOCALHOST_TLV:
         return "mgmt"
+    if comps and comps[0] == AGGREGATE_COMPONENT:
+        return "aggregate"
     for shape, cls in _CLASSES:
         if _match(comps, shape) is not None:
             return "probe" if cls == "distribute" and not is_data else cls

@@ -1,0 +1,177 @@
+"""In-network aggregation in a scenario (issue 24): the `[ina]` table, the scenario's topology
+as a placement network, and where the aggregators go.
+
+    [ina]
+    k = 2                  # aggregators besides the PS's edge forwarder (which always sums)
+    capacity = 400         # Mbit/s of gradients each may sum (the LP's c)
+    slots = 1024           # each aggregator's slot pool
+    timeout = 2.0          # s a slot waits for its contributors
+    placement = "greedy"   # "greedy" | "random" | "edge-only" | ["leaf1", ...]
+    link_mbps = 1000       # links' capacity for the LP where [links] gives no rate
+
+The PS's edge is the forwarder the PS's app uses (a star's `fwd`, a tree's `root`, the PS's own
+host forwarder in namespaces, the bottleneck's PS host); the candidates are the topology's other
+routers (a tree's leaves, the bottleneck's workers host). The placement is solved once, before
+the run (ndnps.placement: the LP per candidate set, greedy over k); the runner configures the
+edge and the chosen forwarders (management `aggregators/add`, with the training's key) and hands
+the plan to the PS through the training's `aggregate_at` / `aggregate_via`.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .spec import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, ScenarioError, _number
+
+if TYPE_CHECKING:
+    from ndnps.placement.network import Network
+
+    from .spec import Scenario
+
+PLACEMENTS = ("greedy", "random", "edge-only")
+KEYS = {"k", "capacity", "slots", "timeout", "placement", "link_mbps"}
+
+
+@dataclass
+class Ina:
+    k: int = 2
+    capacity: float = 400.0
+    slots: int = 1024
+    timeout: float = 2.0
+    placement: str | list[str] = "greedy"
+    link_mbps: float = 1000.0
+
+
+@dataclass
+class InaPlan:
+    """What the placement decided: the edge, each chosen aggregator's workers, γ."""
+    edge: str
+    aggregators: dict[str, list[str]] = field(default_factory=dict)
+    gamma: float = 0.0
+    gamma_by_k: dict[int, float] = field(default_factory=dict)
+    placement: list[str] = field(default_factory=list)
+
+    def aggregate_via(self) -> list[str]:
+        """The training's aggregate_via entries."""
+        return [f"{node}:{'+'.join(ws)}" for node, ws in self.aggregators.items()]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"edge": self.edge, "placement": self.placement, "gamma": round(self.gamma, 3),
+                "gamma_by_k": {str(k): round(g, 3) for k, g in self.gamma_by_k.items()},
+                "aggregators": self.aggregators}
+
+
+def parse(table: Any, sc: "Scenario") -> Ina:
+    """[ina], checked against the scenario (errors name the key)."""
+    if not isinstance(table, dict):
+        raise ScenarioError("ina: expected a table")
+    for key in table:
+        if key not in KEYS:
+            raise ScenarioError(f"ina.{key}: unknown key (known: {', '.join(sorted(KEYS))})")
+    ina = Ina()
+    ina.k = _number(table.get("k", ina.k), "ina.k", 0, 64, True)
+    ina.capacity = _number(table.get("capacity", ina.capacity), "ina.capacity", 1e-3)
+    ina.slots = _number(table.get("slots", ina.slots), "ina.slots", 1, 1 << 20, True)
+    ina.timeout = _number(table.get("timeout", ina.timeout), "ina.timeout", 0.01, 60.0)
+    ina.link_mbps = _number(table.get("link_mbps", ina.link_mbps), "ina.link_mbps", 1e-3)
+    placement = table.get("placement", ina.placement)
+    routers = candidates(sc)
+    if isinstance(placement, list):
+        for name in placement:
+            if name not in routers:
+                raise ScenarioError(f"ina.placement: {name!r} is not a forwarder that may "
+                                    f"aggregate (candidates: {', '.join(routers) or 'none'})")
+    elif placement not in PLACEMENTS:
+        raise ScenarioError(f"ina.placement: must be one of {', '.join(PLACEMENTS)} or a list "
+                            f"of forwarders, got {placement!r}")
+    ina.placement = placement
+    if sc.system != "ndnps":
+        raise ScenarioError("ina: in-network aggregation is ndnps's (run.system = \"ndnps\")")
+    if len(sc.all_jobs) > 1:
+        raise ScenarioError("ina: one job only (several jobs sharing aggregators are issue 26's)")
+    job = sc.training
+    if job.mode != "sync":
+        raise ScenarioError("ina: needs training.mode = \"sync\"")
+    if not job.key:
+        raise ScenarioError("ina: needs training.key (aggregators check each contribution's "
+                            "HMAC)")
+    if job.aggregate_at or job.aggregate_via:
+        raise ScenarioError("training.aggregate_at: set by [ina] (leave it out)")
+    return ina
+
+
+def edge(sc: "Scenario") -> str:
+    """The forwarder the PS's app uses (topology.plan_local / plan_hosts)."""
+    if sc.topology == "bottleneck":
+        return BOTTLENECK_PS_HOST
+    if sc.netns:
+        return f"h-{sc.training.ps}"
+    return "fwd" if sc.topology == "star" else "root"
+
+
+def candidates(sc: "Scenario") -> list[str]:
+    """The forwarders that may aggregate besides the edge."""
+    if sc.topology == "bottleneck":
+        return [BOTTLENECK_WORKERS_HOST]
+    if sc.topology == "tree":
+        return [f"leaf{i + 1}" for i in range(sc.leaves)]
+    return ["fwd"] if sc.netns else []
+
+
+def network(sc: "Scenario", ina: Ina) -> "Network":
+    """The scenario's topology as ndnps.placement sees it: its routers as switches, its apps
+    as hosts beside the router they use (in namespaces, past their own host forwarder: the
+    app's host is the app), links at [links]' rate (the bottleneck's at its rate)."""
+    from ndnps.placement.network import Link, Network
+    bw = sc.links.rate_mbps or ina.link_mbps
+    job = sc.training
+    links: list[Link] = []
+    if sc.topology == "bottleneck":
+        a, b = BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST
+        switches = [a, b]
+        links.append(Link(a, b, sc.bottleneck.rate_mbps))
+        links.append(Link(job.ps, a, ina.link_mbps))
+        links += [Link(w, b, ina.link_mbps) for w in job.workers]
+    elif sc.topology == "star":
+        switches = ["fwd"]
+        links += [Link(h, "fwd", bw) for h in [job.ps, *job.workers]]
+    else:
+        leaves = [f"leaf{i + 1}" for i in range(sc.leaves)]
+        switches = ["root", *leaves]
+        links += [Link("root", leaf, bw) for leaf in leaves]
+        links.append(Link(job.ps, "root", bw))
+        links += [Link(w, leaves[i % len(leaves)], bw) for i, w in enumerate(job.workers)]
+    return Network([job.ps, *job.workers], switches, links, sc.name)
+
+
+def place(sc: "Scenario", ina: Ina) -> InaPlan:
+    """The aggregators and their workers, by [ina]'s placement."""
+    from ndnps.placement.greedy import greedy
+    from ndnps.placement.lp import Problem, solve
+    job = sc.training
+    cands = candidates(sc)
+    by_k: dict[int, float] = {}
+    if not cands or ina.k == 0 or ina.placement == "edge-only":
+        chosen: list[str] = []
+    elif ina.placement == "random":
+        chosen = sorted(random.Random(job.seed).sample(cands, min(ina.k, len(cands))))
+    elif isinstance(ina.placement, list):
+        chosen = list(ina.placement)
+    else:
+        chosen = []                                 # greedy, below
+    # the edge in namespaces is the PS's host forwarder; the LP's is the router it joins
+    problem = Problem(network(sc, ina), job.ps, list(job.workers), ina.capacity)
+    if ina.placement == "greedy" and cands and ina.k:
+        found = greedy(problem, ina.k)
+        sol = found.best
+        by_k = found.gamma_by_k
+    else:
+        sol = solve(problem, chosen)
+    groups: dict[str, list[str]] = {}
+    for w in job.workers:
+        node = sol.plan.get(w, "edge")
+        if node != "edge" and node != problem.edge:
+            groups.setdefault(node, []).append(w)
+    return InaPlan(edge(sc), groups, sol.gamma, by_k or {len(sol.aggregators): sol.gamma},
+                   list(sol.aggregators))
