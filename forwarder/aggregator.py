@@ -30,6 +30,8 @@ and carry out the operations they return from the aggregator's own face: ("inter
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import asdict, dataclass, field
 from typing import Union
 
@@ -75,6 +77,10 @@ class _Training:
     pool: AggregatorPool
     pending: dict[SlotKey, _Pending] = field(default_factory=dict)
     pushed: int = -1              # the newest version whose push freed older slots
+    mac: hmac.HMAC | None = None  # keyed once, copied per contribution
+
+    def __post_init__(self) -> None:
+        self.mac = hmac.new(self.config.key, digestmod=hashlib.sha256)
 
 
 class Aggregation:
@@ -146,7 +152,7 @@ class Aggregation:
         training, key, workers = got
         t = self.trainings[training]
         p = t.pending[key]
-        content = verified_content(data.wire, t.config.key)
+        content = verified_content(data.wire, t.mac or t.config.key)
         try:
             if content is None:
                 raise summable.SummableError("bad signature")

@@ -11,7 +11,9 @@ as a placement network, and where the aggregators go.
 
 The PS's edge is the forwarder the PS's app uses (a star's `fwd`, a tree's `root`, the PS's own
 host forwarder in namespaces, the bottleneck's PS host); the candidates are the topology's other
-routers (a tree's leaves, the bottleneck's workers host). The placement is solved once, before
+routers (a tree's leaves, the bottleneck's workers host). In namespaces the router the LP takes
+for the PS's edge (`fwd`, `root`) sums the workers the plan sends "to the edge", and the PS's
+host forwarder sums its partial sums with the chosen aggregators'. The placement is solved once, before
 the run (ndnps.placement: the LP per candidate set, greedy over k); the runner configures the
 edge and the chosen forwarders (management `aggregators/add`, with the training's key) and hands
 the plan to the PS through the training's `aggregate_at` / `aggregate_via`.
@@ -26,6 +28,7 @@ from .spec import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, ScenarioError, _n
 
 if TYPE_CHECKING:
     from ndnps.placement.network import Network
+    from ndnps.protocol.config import TrainingConfig
 
     from .spec import Scenario
 
@@ -78,6 +81,8 @@ def parse(table: Any, sc: "Scenario") -> Ina:
     placement = table.get("placement", ina.placement)
     routers = candidates(sc)
     if isinstance(placement, list):
+        if len(set(placement)) != len(placement):
+            raise ScenarioError(f"ina.placement: a forwarder named twice in {placement}")
         for name in placement:
             if name not in routers:
                 raise ScenarioError(f"ina.placement: {name!r} is not a forwarder that may "
@@ -101,6 +106,25 @@ def parse(table: Any, sc: "Scenario") -> Ina:
     return ina
 
 
+def configure(transport: str, job: "TrainingConfig", node: str, slots: int = 1024,
+              timeout: float = 2.0) -> None:
+    """Make the forwarder at `transport` (unix://...) aggregate `job` as node `node`: the
+    management command aggregators/add with the training's key. ValueError when refused."""
+    from forwarder.status import command
+    from ndn.encoding import Component, Name
+
+    from ndnps.ndn.aggregation import AggregatorConfig
+    from ndnps.ndn.tlv import name_from_str
+    from ndnps.protocol import names
+    config = AggregatorConfig(name_from_str(f"/{job.ps}/{job.train}"), node, job.key.encode(),
+                              b"".join(bytes(c) for c in names.key(job.ps, job.train)), slots,
+                              timeout)
+    code, text = command(transport, Name.from_str("/localhost/nfd/aggregators/add")
+                         + [Component.from_bytes(config.encode())])
+    if code != 200:
+        raise ValueError(f"aggregators/add refused at {node}: {code} {text}")
+
+
 def edge(sc: "Scenario") -> str:
     """The forwarder the PS's app uses (topology.plan_local / plan_hosts)."""
     if sc.topology == "bottleneck":
@@ -116,7 +140,7 @@ def candidates(sc: "Scenario") -> list[str]:
         return [BOTTLENECK_WORKERS_HOST]
     if sc.topology == "tree":
         return [f"leaf{i + 1}" for i in range(sc.leaves)]
-    return ["fwd"] if sc.netns else []
+    return []
 
 
 def network(sc: "Scenario", ina: Ina) -> "Network":
@@ -169,9 +193,15 @@ def place(sc: "Scenario", ina: Ina) -> InaPlan:
     else:
         sol = solve(problem, chosen)
     groups: dict[str, list[str]] = {}
+    # in namespaces the PS's own host forwarder is the edge it asks; the router the LP takes
+    # for its edge (a star's fwd, a tree's root) sums what the LP sends "to the edge"
+    router_edge = sc.netns and sc.topology != "bottleneck"
     for w in job.workers:
         node = sol.plan.get(w, "edge")
-        if node != "edge" and node != problem.edge:
-            groups.setdefault(node, []).append(w)
+        if node == "edge" or node == problem.edge:
+            if not router_edge:
+                continue
+            node = problem.edge
+        groups.setdefault(node, []).append(w)
     return InaPlan(edge(sc), groups, sol.gamma, by_k or {len(sol.aggregators): sol.gamma},
                    list(sol.aggregators))

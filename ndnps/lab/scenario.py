@@ -27,13 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forwarder.status import command as fetch_command
 from forwarder.status import fetch_status
-from ndn.encoding import Component, Name
-
-from ndnps.ndn.aggregation import AggregatorConfig
-from ndnps.ndn.tlv import name_from_str
-from ndnps.protocol import names
 
 from . import baseline, ina, report, spec, topology
 from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
@@ -216,20 +210,12 @@ class Runner:
 
     def configure_aggregator(self, name: str) -> None:
         """`aggregators/add` at forwarder `name` for the training (its key, the slots)."""
-        sc, job = self.sc, self.sc.training
-        assert sc.ina is not None
-        config = AggregatorConfig(
-            name_from_str(f"/{job.ps}/{job.train}"), name, job.key.encode(),
-            b"".join(bytes(c) for c in names.key(job.ps, job.train)), sc.ina.slots,
-            sc.ina.timeout)
-        cmd = Name.from_str("/localhost/nfd/aggregators/add") + [
-            Component.from_bytes(config.encode())]
+        assert self.sc.ina is not None
         try:
-            code, text = fetch_command(f"unix://{self.sockets[name]}", cmd)
+            ina.configure(f"unix://{self.sockets[name]}", self.sc.training, name,
+                          self.sc.ina.slots, self.sc.ina.timeout)
         except (OSError, TimeoutError, ValueError) as e:
             raise RunFailed(f"cannot configure the aggregator at {name}: {e}") from None
-        if code != 200:
-            raise RunFailed(f"aggregator at {name} refused its configuration: {code} {text}")
 
     def _netem(self) -> bool:
         """[links] loss and delay by the kernel's netem on both ends of every veth; whether

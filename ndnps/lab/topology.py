@@ -197,12 +197,13 @@ def route_aggregators(plan: Plan, sc: Scenario, nodes: list[str]) -> None:
         prefix = f"/{node}"
         if sc.topology == "bottleneck":
             plan.forwarders[BOTTLENECK_PS_HOST].routes.append((prefix, node))
-        elif sc.topology == "tree":
+        elif not sc.netns:                              # a local tree: a leaf, from the root
             plan.forwarders["root"].routes.append((prefix, node))
-            if sc.netns:
-                plan.forwarders[f"h-{sc.training.ps}"].routes.append((prefix, "root"))
-        elif sc.netns:                                  # a star in namespaces: fwd
-            plan.forwarders[f"h-{sc.training.ps}"].routes.append((prefix, node))
+        else:                                           # from the PS's host, by its router
+            first = "fwd" if sc.topology == "star" else "root"
+            plan.forwarders[f"h-{sc.training.ps}"].routes.append((prefix, first))
+            if node != first:
+                plan.forwarders[first].routes.append((prefix, node))
 
 
 def plan_hosts(sc: Scenario) -> Plan:

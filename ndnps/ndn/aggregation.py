@@ -206,9 +206,11 @@ def application_parameters(wire: bytes) -> bytes | None:
 
 # ---- contributions and sums ---------------------------------------------------------------------
 
-def verified_content(wire: bytes, key: bytes) -> bytes | None:
-    """The Content of a Data signed with HMAC-SHA256 under `key`, or None when its signature
-    is of another type or wrong (a forgery), or it is malformed."""
+def verified_content(wire: bytes, key: "bytes | hmac.HMAC") -> bytes | None:
+    """The Content of a Data signed with HMAC-SHA256 under `key` (the key, or an HMAC object
+    keyed with it, copied per check: no re-keying per packet), or None when its signature is
+    of another type or wrong (a forgery), or it is malformed."""
+    base = key if isinstance(key, hmac.HMAC) else hmac.new(key, digestmod=hashlib.sha256)
     try:
         typ, off, end = read_tl(wire, 0, len(wire))
         if typ != DATA:
@@ -227,8 +229,9 @@ def verified_content(wire: bytes, key: bytes) -> bytes | None:
             elif typ == SIGNATURE_VALUE:
                 if sig_type != HMAC_WITH_SHA256 or vend - voff != 32:
                     return None
-                mac = hmac.new(key, wire[signed_from:off], hashlib.sha256).digest()
-                return content if hmac.compare_digest(mac, wire[voff:vend]) else None
+                h = base.copy()
+                h.update(wire[signed_from:off])
+                return content if hmac.compare_digest(h.digest(), wire[voff:vend]) else None
             off = vend
     except DecodeError:
         return None

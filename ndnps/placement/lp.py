@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
+from scipy.sparse import coo_matrix, vstack
 
 from .network import Network, TopologyError
 
@@ -163,7 +163,18 @@ def solve(problem: Problem, aggregators: list[str]) -> Solution:
                   bounds=(0, None), method="highs")
     if res.status != 0:
         raise RuntimeError(f"the LP did not solve: {res.message}")
-    x = res.x
+    # γ has many optimal plans (a chosen aggregator that cannot raise γ is free to idle): of
+    # those, the one that loads the links least — aggregating wherever it saves a hop
+    best = float(res.x[var.gamma])
+    hops = np.zeros(var.n)
+    for terms in load.values():
+        for col, _ in terms:
+            hops[col] += 1.0
+    floor = coo_matrix(([-1.0], ([0], [var.gamma])), shape=(1, var.n))
+    tidy = linprog(hops, A_ub=vstack([a_ub, floor]).tocsr(),
+                   b_ub=np.append(ub, -best * (1 - 1e-7)), A_eq=a_eq,
+                   b_eq=np.zeros(len(workers)), bounds=(0, None), method="highs")
+    x = tidy.x if tidy.status == 0 else res.x
     rates: dict[str, dict[str, float]] = {}
     plan: dict[str, str] = {}
     for w in workers:

@@ -195,6 +195,8 @@ class TrainingConfig:
                 raise ConfigError(f"training.{key}: expected \"<node>:<worker>+...\", "
                                   f"got {entry!r}")
             _check_id(key, node)
+            if len(node.encode()) > 64:
+                raise ConfigError(f"training.{key}: node names have at most 64 octets")
             if node in plan or node == self.aggregate_at:
                 raise ConfigError(f"training.{key}: node {node!r} given twice")
             plan[node] = members.split("+")

@@ -1,0 +1,389 @@
+"""In-network aggregation's wire pieces (ndnps/ndn/aggregation.py): the plan an `*aggregate*`
+Interest carries, the aggregator configuration, the Interest itself (checked with python-ndn),
+and the HMAC check of contributions and signature of sums."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ndn.encoding import Component, InterestParam, MetaInfo, Name, make_data, make_interest
+from ndn.encoding import parse_data, parse_interest
+from ndn.security import DigestSha256Signer
+
+from ndnps.client.security import HmacSigner, Security
+from ndnps.ndn.aggregation import (AT, GROUP, HMAC_WITH_SHA256, KEY, KEY_NAME, MAX_DEPTH,
+                                   MAX_MEMBERS, MAX_NAME, NODE, SLOTS, TIMEOUT_MS, WORKER,
+                                   AggregatorConfig, Group, application_parameters,
+                                   decode_plan, encode_interest, encode_plan, signed_data,
+                                   verified_content)
+from ndnps.ndn.tlv import NAME, DecodeError, encode_tlv, name_from_str, nonneg_element
+from ndnps.protocol import names
+
+TRAINING = name_from_str("/ps/t1")
+KEY_BYTES = b"training-key"
+KEY_FORMAL = names.key("ps", "t1")
+KEY_VALUE = b"".join(bytes(c) for c in KEY_FORMAL)        # the key name's TLV-VALUE
+DATA_NAME = name_from_str("/w1/ps/t1/3/0")
+
+
+def nested(depth: int) -> Group:
+    """A chain of `depth` groups, each with one worker and the next group."""
+    group = Group(f"n{depth}", (f"w{depth}",))
+    for d in range(depth - 1, 0, -1):
+        group = Group(f"n{d}", (f"w{d}", group))
+    return group
+
+
+# ---- the plan -----------------------------------------------------------------------------------
+
+def test_a_flat_plan_round_trips_and_has_the_documented_layout():
+    plan = Group("root", ("w1", "w2", "w3"))
+    wire = encode_plan(plan)
+    assert wire == encode_tlv(GROUP, encode_tlv(AT, b"root") + encode_tlv(WORKER, b"w1")
+                              + encode_tlv(WORKER, b"w2") + encode_tlv(WORKER, b"w3"))
+    assert decode_plan(wire) == plan
+    assert decode_plan(memoryview(wire)) == plan
+
+
+def test_a_nested_plan_round_trips_and_lists_workers_depth_first_in_plan_order():
+    plan = Group("root", ("w1", Group("leaf1", ("w3", Group("rack", ("w5", "w7")), "w9")),
+                          "w2", Group("leaf2", ("w4",))))
+    assert plan.workers() == ("w1", "w3", "w5", "w7", "w9", "w2", "w4")
+    assert decode_plan(encode_plan(plan)) == plan
+    # non-ASCII names are UTF-8, counted in octets
+    utf = Group("nœud", ("ouvrier-é", "w" * MAX_NAME))
+    assert decode_plan(encode_plan(utf)) == utf
+
+
+def test_the_deepest_plan_allowed_round_trips():
+    plan = nested(MAX_DEPTH)
+    assert len(plan.workers()) == MAX_DEPTH
+    assert decode_plan(encode_plan(plan)) == plan
+
+
+def test_the_largest_plan_allowed_round_trips():
+    plan = Group("root", tuple(f"w{i}" for i in range(MAX_MEMBERS // 2))
+                 + (Group("leaf", tuple(f"v{i}" for i in range(MAX_MEMBERS // 2))),))
+    assert len(plan.workers()) == MAX_MEMBERS
+    assert decode_plan(encode_plan(plan)) == plan
+
+
+@pytest.mark.parametrize("plan, message", [
+    (Group("root", ()), "distinct workers"),
+    (Group("root", ("w1", Group("leaf", ()))), "no members"),
+    (Group("root", ("w1", "w1")), "distinct workers"),
+    (Group("root", ("w1", Group("leaf", ("w2", "w1")))), "distinct workers"),
+    (Group("root", tuple(f"w{i}" for i in range(MAX_MEMBERS + 1))), "distinct workers"),
+    (nested(MAX_DEPTH + 1), "nest"),
+    (Group("root", ("w" * (MAX_NAME + 1),)), "octets"),
+    (Group("root", ("é" * (MAX_NAME // 2 + 1),)), "octets"),    # 66 octets, 33 characters
+    (Group("r" * (MAX_NAME + 1), ("w1",)), "octets"),
+    (Group("", ("w1",)), "octets"),
+    (Group("root", ("",)), "octets"),
+])
+def test_bad_plans_are_refused_on_encode(plan, message):
+    with pytest.raises(ValueError, match=message):
+        encode_plan(plan)
+
+
+def group(*elements: bytes) -> bytes:
+    return encode_tlv(GROUP, b"".join(elements))
+
+
+def at(name: bytes) -> bytes:
+    return encode_tlv(AT, name)
+
+
+def worker(name: bytes) -> bytes:
+    return encode_tlv(WORKER, name)
+
+
+GOOD = encode_plan(Group("root", ("w1", Group("leaf", ("w2",)))))
+
+
+@pytest.mark.parametrize("wire", [
+    b"",
+    GOOD[:1],
+    GOOD[:-1],                                   # truncated: the length exceeds the buffer
+    GOOD[:len(GOOD) // 2],
+    GOOD + b"\x00",                              # trailing garbage
+    GOOD + worker(b"w3"),                        # an element after the plan
+    encode_tlv(0x81, GOOD[2:]),                  # wrong outer type
+    encode_tlv(NAME, GOOD[2:]),
+    group(worker(b"w1"), at(b"root")),           # WORKER before AT
+    group(group(at(b"leaf"), worker(b"w2")), at(b"root")),   # GROUP before AT
+    group(at(b"root"), at(b"again"), worker(b"w1")),         # two ATs
+    group(at(b"root")),                          # no members
+    group(worker(b"w1")),                        # no AT
+    group(),
+    group(at(b"root"), worker(b"w1"), group(at(b"leaf"))),   # a sub-group without members
+    group(at(b"root"), encode_tlv(0x83, b"x"), worker(b"w1")),   # unknown element
+    group(at(b"root"), worker(b"\xff\xfe")),     # invalid UTF-8
+    group(at(b"\xc3"), worker(b"w1")),           # truncated UTF-8 sequence
+    group(at(b""), worker(b"w1")),               # empty name
+    group(at(b"root"), worker(b"")),
+    group(at(b"root"), worker(b"w" * (MAX_NAME + 1))),
+    group(at(b"root"), worker(b"w1"), worker(b"w1")),        # duplicate worker
+    group(at(b"root"), worker(b"w1"), group(at(b"leaf"), worker(b"w1"))),
+    group(at(b"root"), *(worker(f"w{i}".encode()) for i in range(MAX_MEMBERS + 1))),
+    encode_plan(nested(MAX_DEPTH))[:-1],
+])
+def test_malformed_plans_are_refused_on_decode(wire):
+    with pytest.raises(DecodeError):
+        decode_plan(wire)
+
+
+def test_a_plan_nested_too_deep_is_refused_on_decode():
+    inner = group(at(b"n5"), worker(b"w5"))
+    for d in range(MAX_DEPTH, 0, -1):
+        inner = group(at(f"n{d}".encode()), worker(f"w{d}".encode()), inner)
+    with pytest.raises(DecodeError, match="deep"):
+        decode_plan(inner)
+    # one level less decodes
+    assert len(decode_plan(encode_plan(nested(MAX_DEPTH))).workers()) == MAX_DEPTH
+
+
+names_st = st.text(st.characters(codec="utf-8"), min_size=1, max_size=8)
+
+
+@st.composite
+def plans(draw, depth: int = 1) -> Group:
+    members: list = []
+    for _ in range(draw(st.integers(1, 4))):
+        if depth < MAX_DEPTH and draw(st.booleans()):
+            members.append(draw(plans(depth + 1)))
+        else:
+            members.append(draw(names_st))
+    return Group(draw(names_st), tuple(members))
+
+
+@settings(max_examples=150, deadline=None)
+@given(plans())
+def test_every_valid_plan_round_trips(plan):
+    workers = plan.workers()
+    if len(set(workers)) != len(workers):
+        with pytest.raises(ValueError):
+            encode_plan(plan)
+        return
+    assert decode_plan(encode_plan(plan)) == plan
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.binary(max_size=64),
+                 st.binary(max_size=40).map(lambda b: bytes((GROUP,)) + b),
+                 st.tuples(st.sampled_from([GOOD, encode_plan(nested(MAX_DEPTH))]),
+                           st.integers(0, 200), st.integers(0, 255)).map(
+                     lambda t: t[0][:t[1] % len(t[0])] + bytes((t[2],))
+                     + t[0][t[1] % len(t[0]) + 1:])))
+def test_decoding_any_bytes_gives_a_plan_or_a_decode_error(wire):
+    try:
+        plan = decode_plan(wire)
+    except DecodeError:
+        return
+    assert isinstance(plan, Group)
+    assert decode_plan(encode_plan(plan)) == plan     # what decodes, encodes
+
+
+# ---- the configuration --------------------------------------------------------------------------
+
+CONFIG = AggregatorConfig(TRAINING, "leaf1", KEY_BYTES, KEY_VALUE, slots=512, timeout=1.5)
+
+
+def test_the_configuration_round_trips():
+    assert AggregatorConfig.decode(CONFIG.encode()) == CONFIG
+    assert AggregatorConfig.decode(memoryview(CONFIG.encode())) == CONFIG
+    default = AggregatorConfig(TRAINING, "root", KEY_BYTES, KEY_VALUE)
+    assert AggregatorConfig.decode(default.encode()) == default
+    assert (default.slots, default.timeout) == (1024, 2.0)
+
+
+def test_slots_and_timeout_default_when_absent():
+    wire = b"".join((encode_tlv(NAME, TRAINING), encode_tlv(NODE, b"root"),
+                     encode_tlv(KEY, KEY_BYTES), encode_tlv(KEY_NAME, KEY_VALUE)))
+    got = AggregatorConfig.decode(wire)
+    assert (got.training, got.node, got.key, got.key_name) == (TRAINING, "root", KEY_BYTES,
+                                                               KEY_VALUE)
+    assert (got.slots, got.timeout) == (1024, 2.0)
+
+
+def config_wire(**replace: bytes | None) -> bytes:
+    """CONFIG's elements, some replaced (None: left out)."""
+    parts: dict[str, bytes | None] = {
+        "name": encode_tlv(NAME, TRAINING), "node": encode_tlv(NODE, b"leaf1"),
+        "key": encode_tlv(KEY, KEY_BYTES), "key_name": encode_tlv(KEY_NAME, KEY_VALUE),
+        "slots": nonneg_element(SLOTS, 512), "timeout": nonneg_element(TIMEOUT_MS, 1500)}
+    parts.update(replace)
+    return b"".join(v for v in parts.values() if v is not None)
+
+
+def test_the_helper_builds_the_encoded_configuration():
+    assert config_wire() == CONFIG.encode()
+
+
+@pytest.mark.parametrize("replace", [
+    {"name": None},
+    {"node": None},
+    {"key": None},
+    {"key_name": None},
+    {"name": encode_tlv(NAME, b"")},
+    {"key": encode_tlv(KEY, b"")},
+    {"node": encode_tlv(NODE, b"")},
+    {"node": encode_tlv(NODE, b"\xff")},
+    {"node": encode_tlv(NODE, b"n" * (MAX_NAME + 1))},
+    {"slots": nonneg_element(SLOTS, 0)},
+    {"slots": nonneg_element(SLOTS, (1 << 20) + 1)},
+    {"slots": encode_tlv(SLOTS, b"\x00\x00\x01")},          # a NonNegativeInteger of 3 octets
+    {"timeout": nonneg_element(TIMEOUT_MS, 0)},
+    {"timeout": nonneg_element(TIMEOUT_MS, 60_001)},
+    {"name": encode_tlv(NAME, b"\x08\x05ab")},              # a component past the name's end
+    {"name": encode_tlv(NAME, b"\x08")},
+    {"key_name": encode_tlv(KEY_NAME, b"\x08\x09key")},
+    {"timeout": nonneg_element(TIMEOUT_MS, 1500)[:-1]},     # truncated
+])
+def test_bad_configurations_are_refused(replace):
+    with pytest.raises(DecodeError):
+        AggregatorConfig.decode(config_wire(**replace))
+
+
+def test_the_bounds_themselves_are_accepted():
+    got = AggregatorConfig.decode(config_wire(slots=nonneg_element(SLOTS, 1 << 20),
+                                              timeout=nonneg_element(TIMEOUT_MS, 60_000)))
+    assert (got.slots, got.timeout) == (1 << 20, 60.0)
+    assert AggregatorConfig.decode(config_wire(slots=nonneg_element(SLOTS, 1))).slots == 1
+
+
+def test_encoding_refuses_an_empty_key_or_a_bad_node():
+    with pytest.raises(ValueError, match="key"):
+        AggregatorConfig(TRAINING, "root", b"", KEY_VALUE).encode()
+    with pytest.raises(ValueError):
+        AggregatorConfig(TRAINING, "", KEY_BYTES, KEY_VALUE).encode()
+
+
+# ---- the Interest -------------------------------------------------------------------------------
+
+PLAN = encode_plan(Group("root", ("w1", Group("leaf1", ("w2", "w3")))))
+AGG_NAME = name_from_str("/*aggregate*/ps/t1/3/0")
+
+
+def test_the_interest_parses_with_python_ndn_and_carries_its_digest():
+    wire, full = encode_interest(AGG_NAME, PLAN, "leaf1", 1234, b"\x01\x02\x03\x04")
+    name, param, app_param, sig = parse_interest(wire, with_tl=True)
+    assert bytes(app_param) == PLAN
+    last = name[-1]
+    assert Component.get_type(last) == Component.TYPE_PARAMETERS_SHA256
+    params_element = encode_tlv(0x24, PLAN)
+    assert bytes(Component.get_value(last)) == hashlib.sha256(params_element).digest()
+    # python-ndn's own notion of what the digest covers agrees
+    assert bytes(sig.digest_value_buf) == hashlib.sha256(
+        b"".join(bytes(p) for p in sig.digest_covered_part)).digest()
+    assert b"".join(bytes(c) for c in name[:-1]) == AGG_NAME
+    assert Name.to_bytes(name) == encode_tlv(NAME, full)
+    assert full.startswith(AGG_NAME)
+    assert param.must_be_fresh and not param.can_be_prefix
+    assert param.lifetime == 1234
+    assert param.nonce == 0x01020304
+    assert param.hop_limit is None
+    assert len(param.forwarding_hint) == 1
+    (hint,) = param.forwarding_hint
+    assert len(hint) == 1
+    assert Component.get_type(hint[0]) == Component.TYPE_GENERIC
+    assert bytes(Component.get_value(hint[0])) == b"leaf1"
+
+
+def test_the_full_name_depends_on_the_plan_and_a_nonce_is_drawn_when_not_given():
+    wire1, full1 = encode_interest(AGG_NAME, PLAN, "root", 4000)
+    wire2, full2 = encode_interest(AGG_NAME, PLAN, "root", 4000)
+    _, other = encode_interest(AGG_NAME, encode_plan(Group("root", ("w1",))), "root", 4000)
+    assert full1 == full2 and full1 != other
+    assert parse_interest(wire1)[1].nonce != parse_interest(wire2)[1].nonce   # 2^-32 chance
+
+
+def test_a_bad_hint_is_refused():
+    with pytest.raises(ValueError):
+        encode_interest(AGG_NAME, PLAN, "", 4000)
+    with pytest.raises(ValueError):
+        encode_interest(AGG_NAME, PLAN, "h" * (MAX_NAME + 1), 4000)
+
+
+def test_application_parameters():
+    wire, _ = encode_interest(AGG_NAME, PLAN, "root", 4000, b"abcd")
+    assert bytes(application_parameters(wire)) == PLAN
+    assert decode_plan(application_parameters(wire)) == decode_plan(PLAN)
+    plain = bytes(make_interest("/ps/t1/3/0", InterestParam(lifetime=4000)))
+    assert application_parameters(plain) is None
+    with_params = bytes(make_interest("/ps/t1/3/0", InterestParam(), app_param=b"xyz"))
+    assert bytes(application_parameters(with_params)) == b"xyz"
+
+
+@pytest.mark.parametrize("wire", [
+    bytes(make_data("/ps/t1/3/0", MetaInfo(), b"x", signer=DigestSha256Signer())),
+    b"",
+    b"\x05",
+    encode_interest(AGG_NAME, PLAN, "root", 4000)[0][:-3],    # truncated
+])
+def test_application_parameters_refuses_what_is_not_an_interest(wire):
+    with pytest.raises(DecodeError):
+        application_parameters(wire)
+
+
+# ---- contributions and sums ---------------------------------------------------------------------
+
+def hmac_data(content: bytes = b"gradient", key: bytes = KEY_BYTES) -> bytes:
+    return bytes(make_data(Name.from_bytes(encode_tlv(NAME, DATA_NAME)),
+                           MetaInfo(freshness_period=1000), content,
+                           signer=HmacSigner(key, KEY_FORMAL)))
+
+
+def test_a_contribution_under_the_key_verifies():
+    assert bytes(verified_content(hmac_data(b"gradient"), KEY_BYTES)) == b"gradient"
+    assert bytes(verified_content(hmac_data(b""), KEY_BYTES)) == b""
+
+
+def test_a_contribution_under_another_key_or_another_signature_does_not():
+    assert verified_content(hmac_data(), b"another key") is None
+    assert verified_content(hmac_data(key=b"another key"), KEY_BYTES) is None
+    digest = bytes(make_data(Name.from_bytes(encode_tlv(NAME, DATA_NAME)), MetaInfo(),
+                             b"gradient", signer=DigestSha256Signer()))
+    assert verified_content(digest, KEY_BYTES) is None
+
+
+def test_a_tampered_contribution_does_not_verify():
+    wire = hmac_data(b"gradient")
+    pos = wire.index(b"gradient")
+    for at_ in (pos, pos + 7, len(wire) - 1):          # the content, the signature value
+        bad = bytearray(wire)
+        bad[at_] ^= 0x01
+        assert verified_content(bytes(bad), KEY_BYTES) is None
+
+
+@pytest.mark.parametrize("wire", [
+    b"", b"\x06", b"\x06\x05ab", b"\xff" * 20, hmac_data()[:-1], hmac_data()[:-33],
+    hmac_data()[:10],
+    bytes(make_interest("/ps/t1/3/0", InterestParam())),
+])
+def test_garbage_does_not_verify(wire):
+    assert verified_content(wire, KEY_BYTES) is None
+
+
+def test_a_signed_sum_parses_with_python_ndn_and_verifies():
+    wire = signed_data(DATA_NAME, b"the sum", KEY_BYTES, KEY_VALUE, freshness_ms=250)
+    name, meta, content, sig = parse_data(wire, with_tl=True)
+    assert Name.to_bytes(name) == encode_tlv(NAME, DATA_NAME)
+    assert bytes(content) == b"the sum"
+    assert meta.freshness_period == 250
+    assert sig.signature_info.signature_type == HMAC_WITH_SHA256 == 4
+    assert Name.to_bytes(sig.signature_info.key_locator.name) == encode_tlv(NAME, KEY_VALUE)
+    assert Security(KEY_BYTES, KEY_FORMAL).verify(sig)
+    assert not Security(b"another key", KEY_FORMAL).verify(sig)
+    assert bytes(verified_content(wire, KEY_BYTES)) == b"the sum"
+    assert verified_content(wire, b"another key") is None
+
+
+def test_a_signed_sum_is_what_python_ndn_makes_with_our_signer():
+    ours = signed_data(DATA_NAME, b"the sum", KEY_BYTES, KEY_VALUE)
+    theirs = bytes(make_data(Name.from_bytes(encode_tlv(NAME, DATA_NAME)),
+                             MetaInfo(freshness_period=1000), b"the sum",
+                             signer=HmacSigner(KEY_BYTES, KEY_FORMAL)))
+    assert ours == theirs
