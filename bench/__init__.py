@@ -15,5 +15,5 @@ BENCHMARKS: dict[str, str] = {
     "scaling": "bench.scaling",         # 6. PS egress and iteration time as N grows to 32
     "faults": "bench.faults",           # issue 6: faults injected -> outcome, fuzzing, bad input
     "bottleneck": "bench.bottleneck",   # issue 23: a tbf-limited link, ndnps vs the TCP PS
-    "ina": "bench.ina",                 # issue 24: in-network aggregation (so far: placement)
+    "ina": "bench.ina",                 # issue 24: in-network aggregation, placement, bandwidth
 }

@@ -46,6 +46,8 @@ SYSTEMS = {
     "persistent": [],
     "unicast": ['training.push_mode="unicast"'],
     "tcp": ['run.system="tcp"'],
+    # persistent push, and the gradients summed on the workers' side of the link (issue 24)
+    "ina": ["ina.k=1"],
 }
 TARGETS = {"over_wire": 1.15, "qdisc_drops": 0.01, "repair": 0.02, "persistent_over_tcp": 0.6,
            "accuracy_gap": 0.02, "off_equal_share": 0.2}
@@ -66,6 +68,10 @@ def figures(run: ScenarioRun, system: str, sampler: CpuSampler) -> dict:
     iteration = run.iteration_median()
     limits = b.get("wire_limit_seconds") or {}
     limit = limits.get("ndnps" if system == "persistent" else "tcp")
+    if system == "ina" and s.get("model_bytes") and b.get("rate_mbps"):
+        # one push and one sum cross the link: 2·M/R
+        limit = 2 * s["model_bytes"] * 8 / (b["rate_mbps"] * 1e6)
+    ina = s.get("ina") or {}
     ps_end = s.get("ps_end") or {}
     pushed = int(ps_end.get("segments_pushed", 0) or 0)
     repaired = int(ps_end.get("probes_answered", 0) or 0)
@@ -80,6 +86,9 @@ def figures(run: ScenarioRun, system: str, sampler: CpuSampler) -> dict:
         "segments_pushed": pushed, "segments_repaired": repaired,
         "push_rate_mbps": rnd(run.ps_median("push_rate_mbps"), 1),
         "cpu_ms": cpu_per_iteration(run, sampler),
+        "segments_aggregated": ina.get("segments_aggregated"),
+        "segments_fallback": ina.get("segments_fallback"),
+        "ps_in_over_model": rnd(s.get("ps_bytes_in_per_version_over_model")),
         "wall_s": rnd(run.wall, 1), "notes": run.notes,
     }
 

@@ -38,13 +38,13 @@ def greedy(problem: Problem, k: int) -> Placement:
     while len(chosen) < k and left:
         best: Solution | None = None
         for cand in left:
-            sol = solve(problem, chosen + [cand])
+            sol = solve(problem, chosen + [cand], tidy=False)
             if best is None or sol.gamma > best.gamma + 1e-9:
                 best = sol
         assert best is not None
         chosen = best.aggregators
         left = [c for c in left if c not in chosen]
-        by_k[len(chosen)] = best
+        by_k[len(chosen)] = solve(problem, chosen)          # its plan, tidied
     return Placement(by_k[len(chosen)], by_k)
 
 
@@ -57,24 +57,24 @@ def exhaustive(problem: Problem, k: int) -> Solution | None:
         return None
     best: Solution | None = None
     for subset in itertools.combinations(cands, k):
-        sol = solve(problem, list(subset))
+        sol = solve(problem, list(subset), tidy=False)
         if best is None or sol.gamma > best.gamma + 1e-9:
             best = sol
-    return best
+    return solve(problem, best.aggregators) if best is not None else None
 
 
 def random_mean(problem: Problem, k: int, draws: int = RANDOM_DRAWS, seed: int = 0) -> float:
     """Mean γ of `draws` sets of k candidates drawn at random (seeded: reproducible)."""
     cands = sorted(problem.candidates())
     rng = random.Random(seed)
-    return statistics.mean(solve(problem, rng.sample(cands, min(k, len(cands)))).gamma
-                           for _ in range(draws))
+    return statistics.mean(solve(problem, rng.sample(cands, min(k, len(cands))),
+                                 tidy=False).gamma for _ in range(draws))
 
 
 def baselines(problem: Problem, k: int) -> dict[str, float | None]:
     """γ of each baseline at k (exhaustive: None where too many sets)."""
     ex = exhaustive(problem, k)
     return {"random": random_mean(problem, k),
-            "edge_only": solve(problem, []).gamma,
-            "all": solve(problem, problem.candidates()).gamma,
+            "edge_only": solve(problem, [], tidy=False).gamma,
+            "all": solve(problem, problem.candidates(), tidy=False).gamma,
             "exhaustive": ex.gamma if ex is not None else None}

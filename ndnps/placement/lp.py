@@ -94,8 +94,10 @@ class _Vars:
         return self.n - 1
 
 
-def solve(problem: Problem, aggregators: list[str]) -> Solution:
-    """γ and the plan with `aggregators` (a subset of the candidates) aggregating."""
+def solve(problem: Problem, aggregators: list[str], tidy: bool = True) -> Solution:
+    """γ and the plan with `aggregators` (a subset of the candidates) aggregating. `tidy`:
+    of the plans with the best γ, the one that loads the links least (a second LP; searches
+    that compare γ alone skip it and tidy their answer)."""
     started = time.perf_counter()
     net, ps, edge, workers = problem.network, problem.ps, problem.edge, problem.workers
     aggs = [s for s in aggregators if s != edge]
@@ -166,15 +168,23 @@ def solve(problem: Problem, aggregators: list[str]) -> Solution:
     # γ has many optimal plans (a chosen aggregator that cannot raise γ is free to idle): of
     # those, the one that loads the links least — aggregating wherever it saves a hop
     best = float(res.x[var.gamma])
+    if not tidy:
+        return _solution(problem.workers, var, aggs, res.x, best, started)
     hops = np.zeros(var.n)
     for terms in load.values():
         for col, _ in terms:
             hops[col] += 1.0
     floor = coo_matrix(([-1.0], ([0], [var.gamma])), shape=(1, var.n))
-    tidy = linprog(hops, A_ub=vstack([a_ub, floor]).tocsr(),
+    second = linprog(hops, A_ub=vstack([a_ub, floor]).tocsr(),
                    b_ub=np.append(ub, -best * (1 - 1e-7)), A_eq=a_eq,
                    b_eq=np.zeros(len(workers)), bounds=(0, None), method="highs")
-    x = tidy.x if tidy.status == 0 else res.x
+    return _solution(problem.workers, var, aggs, second.x if second.status == 0 else res.x,
+                     best, started)
+
+
+def _solution(workers: list[str], var: "_Vars", aggs: list[str], x: np.ndarray, gamma: float,
+              started: float) -> Solution:
+    """γ and each worker's rates and destination from the LP's values `x`."""
     rates: dict[str, dict[str, float]] = {}
     plan: dict[str, str] = {}
     for w in workers:
@@ -186,5 +196,4 @@ def solve(problem: Problem, aggregators: list[str]) -> Solution:
         # to an aggregator, so a chosen forwarder is used
         toward = {**{s: r[s] for s in aggs}, "edge": r["edge"] + r["ps"]}
         plan[w] = max(toward, key=lambda k: (round(toward[k], 9), k != "edge"))
-    return Solution(float(x[var.gamma]), list(aggs), plan, rates,
-                    time.perf_counter() - started)
+    return Solution(gamma, list(aggs), plan, rates, time.perf_counter() - started)

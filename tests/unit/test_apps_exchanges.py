@@ -468,7 +468,7 @@ async def test_a_malformed_gradient_is_counted_and_refetched():
     answers = [[good[:-8]], [messages.gradient_blob(np.ones(3, np.float32), 0, 0, 1.0, 0.0)],
                [good[:100], good[100:]]]
 
-    async def fetch_held(name_of, hint, *args):
+    async def fetch_held(name_of, hint, *args, **kw):
         import time
         return answers.pop(0), time.monotonic(), 0.001
     ps.fetcher.fetch_held = fetch_held
@@ -487,7 +487,7 @@ async def test_a_gradient_of_two_workers_incarnations_is_counted_apart_and_refet
     again = messages.gradient_blob(np.full(ps.n_params, 3, np.float32), 0, 0, 1.0, 0.0)
     answers = [[first[:100], again[100:]], [again[:100], again[100:]]]
 
-    async def fetch_held(name_of, hint, *args):
+    async def fetch_held(name_of, hint, *args, **kw):
         import time
         return answers.pop(0), time.monotonic(), 0.001
     ps.fetcher.fetch_held = fetch_held
