@@ -171,8 +171,10 @@ class Aggregate:
             if f.cancelled():
                 outer.cancel()
             elif isinstance(f.exception(), InterestNack):
+                # no sum this way: the PS makes it (and the fetch takes it as congestion, not
+                # as a round trip: a Nack comes back faster than any sum)
                 self.stats.nacks += 1
-                outer.set_result((name, FALLBACK, {}))
+                outer.set_result((name, FALLBACK, {"declined": True}))
             elif f.exception() is not None:
                 outer.set_exception(f.exception())      # type: ignore[arg-type]
             else:

@@ -173,11 +173,12 @@ class Transfer:
             exc = task.exception()
         if exc is None:
             _, content, ctx = task.result()
-            meta, mark = (ctx.get("meta_info"), ctx.get("congestion_mark", 0)) \
-                if isinstance(ctx, dict) else (None, 0)
+            meta, mark, declined = (ctx.get("meta_info"), ctx.get("congestion_mark", 0),
+                                    ctx.get("declined", False)) \
+                if isinstance(ctx, dict) else (None, 0, False)
             final = segment_number(meta.final_block_id) if meta is not None else None
             self._apply(core.on_data(flight, bytes(content or b""), final, now,
-                                     marked=bool(mark)))
+                                     marked=bool(mark), declined=bool(declined)))
             arrived, core.arrived = core.arrived, []
             for segment in arrived:
                 if self.on_segment is not None:

@@ -616,10 +616,13 @@ class SegmentTransfer:
         return f"{name}: no valid Data after {tries} tries (the last: {last})"
 
     def on_data(self, flight: Flight, content: bytes, final: int | None,
-                now: float, marked: bool = False) -> list[Action]:
+                now: float, marked: bool = False, declined: bool = False) -> list[Action]:
         """The flight's Data came (its signature checked; `marked`: it carried a
         CongestionMark); a wanted segment lands in `arrived` for the owner, who then calls
-        `settle`."""
+        `settle`. `declined`: no Data came but a refusal the owner handles itself (an
+        aggregator with no free slot Nacked, and the owner sums that segment another way):
+        the segment lands with `content` as the owner says, as a congestion signal, and its
+        round trip is no sample (a refusal comes back faster than any answer)."""
         if self.finished:
             return []
         seg = flight.seg
@@ -628,13 +631,21 @@ class SegmentTransfer:
             self._out.append(Cancel(current))
         if marked:
             self.f.stats.marks += 1
+        if declined:
+            self._congested(flight)
         # a duplicate grows nothing, but its mark still tells of the queue it went through
-        if (marked or seg not in self.got) and self.win.on_data(flight.epoch, marked):
+        elif (marked or seg not in self.got) and self.win.on_data(flight.epoch, marked):
             self.f.stats.window_cuts += 1
         if seg in self.got:
             return self._take()
         self._settle = True
         segment = Segment(seg, content, final)
+        if declined:
+            self.got[seg] = segment
+            self.missing.discard(seg)
+            if seg in self.wanted:
+                self.arrived.append(segment)
+            return self._take()
         rtt = now - flight.sent
         if flight.sample:
             self.f.min_rtt = rtt if self.f.min_rtt is None else min(self.f.min_rtt, rtt)

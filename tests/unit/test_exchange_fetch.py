@@ -193,3 +193,22 @@ def test_the_rto_makes_room_for_a_queue_seen_lately():
     assert short < 0.05 and f.base_rto() == pytest.approx(PEAK_MARGIN * 0.08)
     f.observe(0.004, now=1.0 + PEAK_WINDOW + 0.1)
     assert f.base_rto() == pytest.approx(short, abs=0.002)
+
+
+def test_a_declined_segment_lands_as_congestion_without_a_round_trip():
+    # an aggregator with no free slot Nacks at once and the owner sums that segment itself:
+    # the segment is done, the window is cut, and the refusal's quick return is no RTT sample
+    p = path(window=8, initial_window=8)
+    t = transfer(p)
+    flights = sent(t.want(range(3), 0.0))
+    window = t.win.cwnd
+    out = t.on_data(flights[0], b"", None, 0.001, declined=True)
+    assert [s.number for s in t.arrived] == [0] and t.arrived[0].content == b""
+    t.arrived.clear()
+    out += t.settle(0.001)
+    assert t.win.cwnd < window and p.stats.window_cuts == 1
+    assert p.min_rtt is None and p.rto.stats.samples == 0
+    answer(t, flights[1], 0.050)
+    answer(t, flights[2], 0.051)
+    assert t.result is not None and sorted(t.result) == [0, 1, 2]
+    assert p.min_rtt == pytest.approx(0.050)
