@@ -78,9 +78,11 @@ class _Training:
     pending: dict[SlotKey, _Pending] = field(default_factory=dict)
     pushed: int = -1              # the newest version whose push freed older slots
     mac: hmac.HMAC | None = None  # keyed once, copied per contribution
+    hint: bytes = b""             # this node as a ForwardingHint name's value
 
     def __post_init__(self) -> None:
         self.mac = hmac.new(self.config.key, digestmod=hashlib.sha256)
+        self.hint = encode_tlv(GENERIC_COMPONENT, self.config.node.encode())
 
 
 class Aggregation:
@@ -107,15 +109,16 @@ class Aggregation:
 
     # ---- triggers --------------------------------------------------------------------------
 
-    def on_interest(self, interest: Interest, now: float) -> list[Op] | None:
-        """An `*aggregate*` Interest reached its PIT entry here. None: not for this node
-        (forwarded as any Interest, by its ForwardingHint)."""
+    def on_interest(self, interest: Interest, now: float,
+                    again: bool = True) -> list[Op] | None:
+        """An `*aggregate*` Interest reached its PIT entry here (`again`: from a downstream
+        already waiting on it, a retransmission). None: not for this node (forwarded as any
+        Interest, by its ForwardingHint)."""
         found = self._training_of(interest.name)
         if found is None:
             return None
         t, tail = found
-        node = encode_tlv(GENERIC_COMPONENT, t.config.node.encode())
-        if node not in interest.forwarding_hint:
+        if t.hint not in interest.forwarding_hint:
             return None
         try:
             plan = decode_plan(application_parameters(interest.wire) or b"")
@@ -130,18 +133,26 @@ class Aggregation:
             if p.interest.name != interest.name:
                 self.counters.collisions += 1   # another plan for the same segment
                 return [("nack", interest)]
+            if not again:
+                return []                       # another requester: the PIT merged it
             return self._express(t, key, p, list(p.expressed))     # a retransmission
         workers = plan.workers()
+        ops: list[Op] = []
+        stale = t.pool.stale(key, now)          # past its deadline, not yet swept: ended now
+        if stale is not None and (old := t.pending.get(stale.key)) is not None:
+            self.counters.abandoned += 1
+            self._drop(t, stale.key)
+            ops.append(("nack", old.interest))
         if t.pool.claim(key, workers, now) is None:
             self.counters.collisions += 1
-            return [("nack", interest)]
+            return ops + [("nack", interest)]
         if len(self._waiting) + len(workers) > MAX_WAITING:
             t.pool.release(key)
             self.counters.collisions += 1
-            return [("nack", interest)]
+            return ops + [("nack", interest)]
         p = t.pending[key] = _Pending(interest, plan, tail)
         names = [self._member(t, key, p, m) for m in plan.members]
-        return self._express(t, key, p, names)
+        return ops + self._express(t, key, p, names)
 
     def on_data(self, data: Data, now: float) -> list[Op]:
         """A Data for one of our member Interests."""

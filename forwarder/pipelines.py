@@ -336,12 +336,13 @@ class Forwarder(Actions):
                               route_name: bytes, route_offsets: list[int], now: float) -> None:
         face_id = face.id
         expires = now + interest.lifetime / 1000.0
+        again = face_id in entry.in_records     # its downstream asks again (a retransmission)
         entry.in_records[face_id] = InRecord(face_id, interest, expires)
         if expires > entry.expires:
             self.pit.set_expiry(entry, expires)
         if self.aggregation is not None and face_id != self._agg_face and \
                 route_name[2:3] == MARKER_BYTE and route_name.startswith(AGGREGATE_COMPONENT):
-            ops = self.aggregation.on_interest(interest, now)
+            ops = self.aggregation.on_interest(interest, now, again)
             if ops is not None:                 # this node sums it (aggregator.py)
                 self._agg_todo += ops
                 return

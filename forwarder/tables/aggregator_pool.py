@@ -82,6 +82,17 @@ class AggregatorPool:
         slot = self._slots[self.index(key.training, key.segment)]
         return slot if slot is not None and slot.key == key else None
 
+    def stale(self, key: SlotKey, now: float) -> Slot | None:
+        """The slot `key` would take, when another segment holds it past its deadline: freed
+        (expired, as `expire` would) and returned, for the caller to end what it held."""
+        i = self.index(key.training, key.segment)
+        slot = self._slots[i]
+        if slot is None or slot.key == key or slot.deadline > now:
+            return None
+        self._slots[i] = None
+        self.counters.expired += 1
+        return slot
+
     def claim(self, key: SlotKey, contributors: tuple[str, ...], now: float) -> Slot | None:
         """The slot for `key`: its own if it has one already (a re-expressed Interest), a free
         one taken for it, or None when another segment holds it (unavailable: fall back)."""

@@ -129,6 +129,9 @@ def edge(sc: "Scenario") -> str:
     """The forwarder the PS's app uses (topology.plan_local / plan_hosts)."""
     if sc.topology == "bottleneck":
         return BOTTLENECK_PS_HOST
+    if sc.topology == "fat-tree":
+        from . import fabric
+        return fabric.network(sc, 1000.0).edge_of(sc.training.ps)
     if sc.netns:
         return f"h-{sc.training.ps}"
     return "fwd" if sc.topology == "star" else "root"
@@ -140,6 +143,10 @@ def candidates(sc: "Scenario") -> list[str]:
         return [BOTTLENECK_WORKERS_HOST]
     if sc.topology == "tree":
         return [f"leaf{i + 1}" for i in range(sc.leaves)]
+    if sc.topology == "fat-tree":
+        from . import fabric
+        net = fabric.network(sc, 1000.0)
+        return [s for s in net.switches if s != net.edge_of(sc.training.ps)]
     return []
 
 
@@ -151,6 +158,9 @@ def network(sc: "Scenario", ina: Ina) -> "Network":
     bw = sc.links.rate_mbps or ina.link_mbps
     job = sc.training
     links: list[Link] = []
+    if sc.topology == "fat-tree":
+        from . import fabric
+        return fabric.network(sc, bw)
     if sc.topology == "bottleneck":
         a, b = BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST
         switches = [a, b]

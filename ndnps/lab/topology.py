@@ -108,6 +108,9 @@ def _join(a: ForwarderNode, b: ForwarderNode, uri_of_b: str, uri_of_a: str,
 def plan_local(sc: Scenario) -> Plan:
     """Every job's PS on the star's forwarder or the tree's root; workers on the star's
     forwarder or spread over the leaves (the i-th worker of the run on leaf i mod leaves)."""
+    if sc.topology == "fat-tree":
+        from . import fabric
+        return fabric.plan(sc)
     link = sc.links.as_table()
     app_link = link if sc.links.app_faces else {}
     if sc.topology == "star":
@@ -193,6 +196,12 @@ def plan_bottleneck(sc: Scenario) -> Plan:
 def route_aggregators(plan: Plan, sc: Scenario, nodes: list[str]) -> None:
     """Routes to aggregator forwarders by their node names (an `*aggregate*` Interest's
     ForwardingHint): the edge reaches each through the routers between them."""
+    if sc.topology == "fat-tree":
+        from . import fabric
+        net = fabric.network(sc, 1000.0)
+        for node in nodes:
+            fabric.route(plan.forwarders, net, node, node)
+        return
     for node in nodes:
         prefix = f"/{node}"
         if sc.topology == "bottleneck":

@@ -209,3 +209,37 @@ def test_management_configures_local_faces_only():
     from ndn.encoding import InterestParam, make_interest
     assert b.raw(far, bytes(make_interest(name, InterestParam()))) == []
     assert b.drops(far) == {"localhost_scope": 1}
+
+
+def test_a_slot_past_its_deadline_is_ended_when_another_segment_needs_it():
+    # the tick has not swept it yet: the new segment takes it, the old Interest is Nacked and
+    # nothing of the old sum is left behind
+    b = Bench()
+    b.fw.configure_aggregator(AggregatorConfig(TRAINING, "agg", KEY, KN, slots=1, timeout=1.0))
+    ps, f = setup(b)
+    ask(b, ps, Group("agg", ("w1", "w2")), seg=1)
+    b.later(1.5)
+    out, _ = ask(b, ps, Group("agg", ("w1", "w2")), seg=2)
+    kinds = sorted((x, p.kind, p.name.split("/")[-1] if p.kind == "I" else p.reason)
+                   for x, p in out)
+    assert (ps, "N", NACK_CONGESTION) in kinds
+    assert [p.name for x, p in out if p.kind == "I"] == ["/w1/ps/t/v=3/seg=2",
+                                                         "/w2/ps/t/v=3/seg=2"]
+    agg = b.fw.aggregation
+    assert agg.counters.abandoned == 1 and len(agg.trainings[TRAINING].pending) == 1
+    assert all(k.segment == 2 for k in agg.trainings[TRAINING].pending)
+    assert len(agg._waiting) == 2
+
+
+def test_identical_aggregates_from_two_requesters_merge_and_both_get_the_sum(b):
+    # as any Interest in the PIT: one sum made, answered to both (an all-reduce's shape)
+    ps, f = setup(b)
+    other = b.face()
+    out, full = ask(b, ps, Group("agg", ("w1", "w2")))
+    assert len(out) == 2
+    out, _ = ask(b, other, Group("agg", ("w1", "w2")))
+    assert out == [] and b.fw.aggregation.counters.member_interests == 2
+    b.rx(f["w1"], contribution("w1", [1.0]))
+    sent = b.rx(f["w2"], contribution("w2", [2.0]))
+    assert sorted((x, p.kind, p.name) for x, p in sent) == [(ps, "D", full), (other, "D", full)]
+    assert b.fw.aggregation.counters.answered == 1

@@ -1,0 +1,95 @@
+"""A fat-tree in a scenario (ndnps/lab/fabric.py): the spec's checks, the forwarders and their
+faces, apps on their hosts' edge switches, routes that reach every app and aggregator, and the
+placement on it."""
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from ndnps.lab import fabric, ina, topology
+from ndnps.lab.spec import ScenarioError, load, parse
+
+FAT = """
+[topology]
+kind = "fat-tree"
+k = 4
+workers = 8
+
+[training]
+key = "k"
+"""
+
+
+def scenario(text: str = FAT, **topo) -> object:
+    doc = tomllib.loads(text)
+    doc["topology"].update(topo)
+    return parse(doc, "fat")
+
+
+@pytest.mark.parametrize("topo, why", [
+    ({"k": 3}, "^topology.k: a fat-tree's k must be even"),
+    ({"k": 10}, "^topology.k: must be within"),
+    ({"workers": 16}, "^topology.workers: a fat-tree of k = 4 has 16 hosts, the run needs 17"),
+])
+def test_the_spec_checks_a_fat_tree(topo, why):
+    with pytest.raises(ScenarioError, match=why):
+        scenario(**topo)
+
+
+def test_a_fat_tree_runs_locally_only():
+    with pytest.raises(ScenarioError, match="^topology.kind: a fat-tree runs locally"):
+        parse({**tomllib.loads(FAT), "netns": {"enabled": True}}, "fat")
+
+
+def walk(plan, start: str, prefix: str, goal: str) -> list[str]:
+    """Follow the routes for `prefix` from forwarder `start` to `goal`."""
+    at, seen = start, [start]
+    while at != goal:
+        hops = [face for p, face in plan.forwarders[at].routes if p == prefix]
+        assert len(hops) == 1, f"{at} has {len(hops)} routes for {prefix}"
+        at = hops[0]
+        assert at not in seen, f"a loop: {seen + [at]}"
+        seen.append(at)
+    return seen
+
+
+def test_every_switch_a_forwarder_every_app_at_its_edge_every_route_arrives():
+    sc = scenario()
+    plan = topology.plan_local(sc)
+    assert len(plan.forwarders) == 20
+    links = sum(len(n.faces) for n in plan.forwarders.values())
+    assert links == 2 * 32                       # 16 core-aggregation + 16 aggregation-edge
+    at = {a.name: a.forwarder for a in plan.apps}
+    assert at == {"ps": "e1-1", "w1": "e1-1", "w2": "e1-2", "w3": "e1-2", "w4": "e2-1",
+                  "w5": "e2-1", "w6": "e2-2", "w7": "e2-2", "w8": "e3-1"}
+    for app, edge in at.items():
+        for f in plan.forwarders:
+            path = walk(plan, f, f"/{app}", edge)
+            assert len(path) <= 5                # at most 4 hops between switches
+    # faces name peers that exist and join both ways
+    for name, node in plan.forwarders.items():
+        for face in node.faces:
+            assert any(f.name == name for f in plan.forwarders[face.name].faces)
+
+
+def test_the_ina_fat_tree_scenario_places_and_routes_its_aggregators():
+    sc = load("ina-fat-tree")
+    assert sc.topology == "fat-tree" and sc.ina.k == 3
+    assert ina.edge(sc) == "e1-1" and len(ina.candidates(sc)) == 19
+    plan = ina.place(sc, sc.ina)
+    assert plan.gamma_by_k[0] < plan.gamma_by_k[1] < plan.gamma_by_k[2]
+    assert plan.aggregators and set(plan.aggregators) <= set(plan.placement)
+    grouped = [w for ws in plan.aggregators.values() for w in ws]
+    assert len(grouped) == len(set(grouped)) and set(grouped) <= set(sc.training.workers)
+    net_plan = topology.plan_local(sc)
+    topology.route_aggregators(net_plan, sc, list(plan.aggregators))
+    for node in plan.aggregators:
+        assert walk(net_plan, "e1-1", f"/{node}", node)[-1] == node
+
+
+def test_the_placement_network_names_hosts_after_the_apps():
+    sc = scenario(workers=3)
+    net = fabric.network(sc, 100.0)
+    assert net.hosts == ["ps", "w1", "w2", "w3"] and len(net.switches) == 20
+    assert net.edge_of("w2") == "e1-2" and net.capacity("ps", "e1-1") == 100.0
