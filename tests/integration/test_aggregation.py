@@ -111,3 +111,18 @@ def test_a_killed_aggregator_falls_back_and_the_job_goes_on(tmp_path):
     i = s["ina"]
     # leaf1 came back without its configuration's slots: the runner configured it again
     assert i["forwarders"]["leaf1"]["answered"] > 0 and i["segments_aggregated"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_the_fat_tree_scenario_sums_at_its_placed_aggregators(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "ndnps.scenario", "ina-fat-tree", "--plain",
+                           "--set", "training.epochs=2", "--out", str(tmp_path / "ft")],
+                          capture_output=True, text=True, timeout=280, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    s = json.loads((tmp_path / "ft" / "summary.json").read_text())
+    i = s["ina"]
+    assert i["edge"] == "e1-1" and len(i["aggregators"]) >= 2
+    assert i["segments_fallback"] == 0 and i["segments_aggregated"] > 0
+    for node in i["aggregators_configured"]:
+        assert i["forwarders"][node]["answered"] == i["segments_aggregated"]
+    assert s["ps_bytes_in_per_version_over_model"] < 1.2 and s["final_accuracy"] > 0.6
