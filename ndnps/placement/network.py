@@ -158,6 +158,24 @@ def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int, bw: float = DEFAUL
     return Network(hosts, spine + leaf, links, f"leaf-spine:{spines},{leaves},{hosts_per_leaf}")
 
 
+def bcube(n: int, k: int, bw: float = DEFAULT_BW) -> Network:
+    """BCube(n, k) (Guo et al.; the `003_…` method's network): n^k hosts p0… with k-digit
+    base-n addresses, k levels of n^(k−1) switches s<level>-<index> with n ports each; host p's
+    level-l switch joins the hosts that differ from it only in digit l (ndnps.exchanges.
+    collective.BCube numbers them alike). Every host is multi-homed: one link per level."""
+    if n < 2 or k < 1:
+        raise TopologyError(f"bcube:{n},{k}: need n >= 2 and k >= 1")
+    hosts = [f"p{i}" for i in range(n ** k)]
+    switches, links = [], []
+    for level in range(k):
+        for index in range(n ** (k - 1)):
+            switches.append(f"s{level}-{index}")
+        for i, host in enumerate(hosts):
+            low, high = i % n ** level, i // n ** (level + 1)
+            links.append(Link(host, f"s{level}-{high * n ** level + low}", bw))
+    return Network(hosts, switches, links, f"bcube:{n},{k}")
+
+
 _NUMBER = re.compile(r"^([0-9.]+)\s*([a-zA-Z]*)$")
 
 
@@ -233,9 +251,9 @@ def read_minindn(path: str | Path) -> Network:
 
 
 def parse_topology(spec: str) -> Network:
-    """`fat-tree:K`, `leaf-spine:S,L,H`, or a Mini-NDN file's path."""
+    """`fat-tree:K`, `leaf-spine:S,L,H`, `bcube:N,K`, or a Mini-NDN file's path."""
     kind, _, args = spec.partition(":")
-    if kind in ("fat-tree", "leaf-spine"):
+    if kind in ("fat-tree", "leaf-spine", "bcube"):
         try:
             counts = [int(x) for x in args.split(",")]
         except ValueError:
@@ -244,8 +262,10 @@ def parse_topology(spec: str) -> Network:
             return fat_tree(counts[0])
         if kind == "leaf-spine" and len(counts) == 3:
             return leaf_spine(*counts)
-        raise TopologyError(f"{spec}: expected fat-tree:K or leaf-spine:S,L,H")
+        if kind == "bcube" and len(counts) == 2:
+            return bcube(*counts)
+        raise TopologyError(f"{spec}: expected fat-tree:K, leaf-spine:S,L,H or bcube:N,K")
     if not Path(spec).is_file():
-        raise TopologyError(f"{spec}: neither fat-tree:K, leaf-spine:S,L,H nor a readable "
-                            "Mini-NDN topology file")
+        raise TopologyError(f"{spec}: neither fat-tree:K, leaf-spine:S,L,H, bcube:N,K nor a "
+                            "readable Mini-NDN topology file")
     return read_minindn(spec)
