@@ -69,6 +69,8 @@ class _Pending:
     tail: bytes                   # version and segment components
     marked: bool = False
     expressed: dict[bytes, tuple[str, ...]] = field(default_factory=dict)  # name -> workers
+    faces: set[int] = field(default_factory=set)        # the faces that asked for it
+    subplans: dict[bytes, Group] = field(default_factory=dict)   # sub-group's name -> it
 
 
 @dataclass
@@ -110,10 +112,9 @@ class Aggregation:
     # ---- triggers --------------------------------------------------------------------------
 
     def on_interest(self, interest: Interest, now: float,
-                    again: bool = True) -> list[Op] | None:
-        """An `*aggregate*` Interest reached its PIT entry here (`again`: from a downstream
-        already waiting on it, a retransmission). None: not for this node (forwarded as any
-        Interest, by its ForwardingHint)."""
+                    face: int = -1) -> list[Op] | None:
+        """An `*aggregate*` Interest from `face` reached its PIT entry here. None: not for
+        this node (forwarded as any Interest, by its ForwardingHint)."""
         found = self._training_of(interest.name)
         if found is None:
             return None
@@ -133,9 +134,11 @@ class Aggregation:
             if p.interest.name != interest.name:
                 self.counters.collisions += 1   # another plan for the same segment
                 return [("nack", interest)]
-            if not again:
+            if face not in p.faces:
+                p.faces.add(face)
                 return []                       # another requester: the PIT merged it
-            return self._express(t, key, p, list(p.expressed))     # a retransmission
+            # a requester asks again (its retransmission, whatever became of its PIT entry)
+            return self._express(t, key, p, list(p.expressed))
         workers = plan.workers()
         ops: list[Op] = []
         stale = t.pool.stale(key, now)          # past its deadline, not yet swept: ended now
@@ -150,7 +153,7 @@ class Aggregation:
             t.pool.release(key)
             self.counters.collisions += 1
             return ops + [("nack", interest)]
-        p = t.pending[key] = _Pending(interest, plan, tail)
+        p = t.pending[key] = _Pending(interest, plan, tail, faces={face})
         names = [self._member(t, key, p, m) for m in plan.members]
         return ops + self._express(t, key, p, names)
 
@@ -200,29 +203,38 @@ class Aggregation:
         training, key, workers = got
         t = self.trainings[training]
         p = t.pending[key]
-        if not interest.name.startswith(AGGREGATE_COMPONENT):
+        if not interest.name.startswith(AGGREGATE_COMPONENT) or \
+                len(self._waiting) + len(workers) > MAX_WAITING:
             return self._abandon(t, key)
         self.counters.fallbacks += 1
         del self._waiting[interest.name]
         p.expressed.pop(interest.name, None)
         return self._express(t, key, p, [self._member(t, key, p, w) for w in workers])
 
-    def on_push(self, rest: bytes) -> None:
+    def on_push(self, rest: bytes) -> list[Op]:
         """A `*distribute*` Data went by (`rest`: its name without the marker): a push of a
-        training's version frees that training's slots of older versions."""
+        training's version frees that training's slots of older versions, their sums left
+        unfinished Nacked. Any other version than the last one seen counts (a PS restarted
+        from its checkpoint pushes an older one; a forged far-ahead version costs the sums in
+        progress once, Nacked: their requesters fall back)."""
         for training, t in self.trainings.items():
             if rest.startswith(training):
                 try:
                     typ, voff, vend = read_tl(rest, len(training), len(rest))
                     version = decode_nonneg(rest, voff, vend)
                 except DecodeError:
-                    return
-                if version > t.pushed:
-                    t.pushed = version
-                    t.pool.release_before(training, version)
-                    for key in [k for k in t.pending if k.version < version]:
-                        self._drop(t, key)
-                return
+                    return []
+                if version == t.pushed:
+                    return []
+                t.pushed = version
+                t.pool.release_before(training, version)
+                ops: list[Op] = []
+                for key in [k for k in t.pending if k.version < version]:
+                    ops.append(("nack", t.pending[key].interest))
+                    self.counters.abandoned += 1
+                    self._drop(t, key)
+                return ops
+        return []
 
     def on_timer(self, now: float) -> list[Op]:
         """Slots past their deadline: the partial sums go, the Interests are Nacked."""
@@ -269,7 +281,9 @@ class Aggregation:
         """Record a member's Interest name (expressed by _express)."""
         if isinstance(member, Group):
             _, name = aggregation.encode_interest(AGGREGATE_COMPONENT + t.config.training + p.tail,
-                                      encode_plan(member), member.at, 1)
+                                                  encode_plan(member), member.at, 1,
+                                                  b"\0\0\0\0")
+            p.subplans[name] = member
             workers = member.workers()
         else:
             name = encode_tlv(GENERIC_COMPONENT, member.encode()) + t.config.training + p.tail
@@ -285,10 +299,11 @@ class Aggregation:
             workers = p.expressed.get(name)
             if workers is None:
                 continue
-            if name.startswith(AGGREGATE_COMPONENT):
-                sub = _group_of(p.plan, workers)
+            sub = p.subplans.get(name)
+            if sub is not None:
                 wire, _ = aggregation.encode_interest(AGGREGATE_COMPONENT + t.config.training + p.tail,
-                                          encode_plan(sub), sub.at, lifetime, new_nonce())
+                                                      encode_plan(sub), sub.at, lifetime,
+                                                      new_nonce())
             else:
                 wire = _interest(name, lifetime)
             self.counters.member_interests += 1
@@ -327,14 +342,6 @@ def _slot_key(training: bytes, tail: bytes) -> SlotKey:
     if send != len(tail):
         raise DecodeError("an aggregate name ends with version, segment, digest")
     return SlotKey(training, version, decode_nonneg(tail, soff, send))
-
-
-def _group_of(plan: Group, workers: tuple[str, ...]) -> Group:
-    """The sub-group of `plan` whose workers are `workers`."""
-    for m in plan.members:
-        if isinstance(m, Group) and m.workers() == workers:
-            return m
-    raise KeyError(workers)
 
 
 def _interest(name: bytes, lifetime_ms: int) -> bytes:

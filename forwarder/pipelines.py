@@ -187,7 +187,11 @@ class Forwarder(Actions):
                     assert isinstance(item, bytes)
                     mark = op[2] if len(op) > 2 else 0
                     assert isinstance(mark, int)
-                    self.on_incoming_data(face, decode_data(item, 0, len(item), None, mark))
+                    data = decode_data(item, 0, len(item), None, mark)
+                    # cached even when its requester's PIT entry is gone: the retransmission
+                    # finds it instead of summing the segment again
+                    self.cs.insert(data, now)
+                    self.on_incoming_data(face, data)
                 else:
                     assert isinstance(item, Interest)
                     entry = self.pit.find(item)
@@ -336,13 +340,12 @@ class Forwarder(Actions):
                               route_name: bytes, route_offsets: list[int], now: float) -> None:
         face_id = face.id
         expires = now + interest.lifetime / 1000.0
-        again = face_id in entry.in_records     # its downstream asks again (a retransmission)
         entry.in_records[face_id] = InRecord(face_id, interest, expires)
         if expires > entry.expires:
             self.pit.set_expiry(entry, expires)
         if self.aggregation is not None and face_id != self._agg_face and \
                 route_name[2:3] == MARKER_BYTE and route_name.startswith(AGGREGATE_COMPONENT):
-            ops = self.aggregation.on_interest(interest, now, again)
+            ops = self.aggregation.on_interest(interest, now, face_id)
             if ops is not None:                 # this node sums it (aggregator.py)
                 self._agg_todo += ops
                 return
@@ -488,8 +491,8 @@ class Forwarder(Actions):
         self.counters.pushes_in += 1
         face.counters.in_distribute += 1
         rest, rest_offsets = _strip_first(data.name, offsets)
-        if self.aggregation is not None:
-            self.aggregation.on_push(rest)      # frees the training's older slots
+        if self.aggregation is not None:        # frees the training's other versions' slots
+            self._agg_todo += self.aggregation.on_push(rest)
         if self.cs.holds(data.name, data.wire):
             pushed = []
         else:

@@ -72,6 +72,7 @@ class AggregatorPool:
         if not self.timeout > 0:
             raise ValueError(f"timeout must be > 0, got {self.timeout}")
         self._slots: list[Slot | None] = [None] * self.slots
+        self._held: dict[int, Slot] = {}        # the occupied ones: scans walk these only
 
     def index(self, training: bytes, segment: int) -> int:
         """The slot of a training's segment (the version does not move it: a segment's slot is
@@ -89,7 +90,7 @@ class AggregatorPool:
         slot = self._slots[i]
         if slot is None or slot.key == key or slot.deadline > now:
             return None
-        self._slots[i] = None
+        self._free(i)
         self.counters.expired += 1
         return slot
 
@@ -108,7 +109,8 @@ class AggregatorPool:
             return None
         if slot is not None:                       # expired but not yet collected: reuse
             self.counters.expired += 1
-        slot = self._slots[i] = Slot(key, tuple(contributors), now + self.timeout)
+        slot = self._slots[i] = self._held[i] = Slot(key, tuple(contributors),
+                                                     now + self.timeout)
         self.counters.claimed += 1
         return slot
 
@@ -140,34 +142,36 @@ class AggregatorPool:
         """Free `key`'s slot (its sum was answered)."""
         slot = self.get(key)
         if slot is not None:
-            self._slots[self.index(key.training, key.segment)] = None
+            self._free(self.index(key.training, key.segment))
             self.counters.released += 1
         return slot
 
+    def _free(self, i: int) -> None:
+        self._slots[i] = None
+        self._held.pop(i, None)
+
     def release_before(self, training: bytes, version: int) -> int:
         """A push of `training`'s `version` went by: free its slots of earlier versions."""
-        freed = 0
-        for i, slot in enumerate(self._slots):
-            if slot is not None and slot.key.training == training and slot.key.version < version:
-                self._slots[i] = None
-                freed += 1
-        self.counters.released_by_push += freed
-        return freed
+        gone = [i for i, s in self._held.items()
+                if s.key.training == training and s.key.version < version]
+        for i in gone:
+            self._free(i)
+        self.counters.released_by_push += len(gone)
+        return len(gone)
 
     def expire(self, now: float) -> list[Slot]:
         """Slots past their deadline, freed: their partial sums are dropped, their segments
         are the caller's to fall back."""
         out = []
-        for i, slot in enumerate(self._slots):
-            if slot is not None and slot.deadline <= now:
-                self._slots[i] = None
-                out.append(slot)
+        for i in [i for i, s in self._held.items() if s.deadline <= now]:
+            out.append(self._held[i])
+            self._free(i)
         self.counters.expired += len(out)
         return out
 
     def next_timer(self) -> float | None:
         """When `expire` has something to do next (None: no slot held)."""
-        return min((s.deadline for s in self._slots if s is not None), default=None)
+        return min((s.deadline for s in self._held.values()), default=None)
 
     def __len__(self) -> int:
-        return sum(1 for s in self._slots if s is not None)
+        return len(self._held)

@@ -173,9 +173,12 @@ def test_a_push_frees_older_slots_and_plans_for_others_pass_through(b):
     ask(b, ps, Group("agg", ("w1", "w2")), version=3)
     up = b.face()
     b.fw.ppit.insert(nv("/ps/t"), 2, ps, b.now)
-    b.rx(up, data(Name.to_str(Name.from_str("/*distribute*/ps/t") +
-                              [Component.from_version(4), Component.from_segment(0)])))
+    out = b.rx(up, data(Name.to_str(Name.from_str("/*distribute*/ps/t") +
+                                    [Component.from_version(4), Component.from_segment(0)])))
     assert len(b.fw.aggregation.trainings[TRAINING].pool) == 0
+    # the unfinished sum of version 3 is Nacked: its requester falls back at once
+    assert (ps, "N") in [(x, p.kind) for x, p in out]
+    assert b.fw.aggregation.trainings[TRAINING].pending == {}
     # a plan at another node is forwarded by its hint, not summed here
     b.route("/other", up)
     out, _ = ask(b, ps, Group("other", ("w1",)))
@@ -243,3 +246,35 @@ def test_identical_aggregates_from_two_requesters_merge_and_both_get_the_sum(b):
     sent = b.rx(f["w2"], contribution("w2", [2.0]))
     assert sorted((x, p.kind, p.name) for x, p in sent) == [(ps, "D", full), (other, "D", full)]
     assert b.fw.aggregation.counters.answered == 1
+
+
+def test_a_retransmission_after_the_pit_entry_expired_still_reexpresses(b):
+    # the requester's RTO outlived its Interest: the new Interest makes a new PIT entry, but
+    # it comes from the face that asked, so the missing member is asked again
+    ps, f = setup(b)
+    wire, _ = encode_interest(agg_name(3, 1), encode_plan(Group("agg", ("w1", "w2"))), "agg",
+                              100)
+    assert len(b.rx(ps, wire)) == 2                 # lives 100 ms
+    b.rx(f["w1"], contribution("w1", [1.0]))
+    b.later(0.2)
+    b.fw.tick()                                     # its PIT entry swept
+    assert len(b.fw.pit) == 1                       # (w2's collect: the aggregator's own)
+    out, full = ask(b, ps, Group("agg", ("w1", "w2")))
+    assert [(x, p.name) for x, p in out] == [(f["w2"], "/w2/ps/t/v=3/seg=1")]
+    (face, sent), = b.rx(f["w2"], contribution("w2", [2.0]))
+    assert (face, sent.name) == (ps, full)
+
+
+def test_a_sum_made_after_its_requester_left_is_cached_for_the_retransmission(b):
+    ps, f = setup(b)
+    wire, _ = encode_interest(agg_name(3, 1), encode_plan(Group("agg", ("w1", "w2"))), "agg",
+                              100)
+    b.rx(ps, wire)
+    b.rx(f["w1"], contribution("w1", [1.0]))
+    b.later(0.15)
+    b.fw.tick()                                     # the requester's entry is gone
+    assert b.rx(f["w2"], contribution("w2", [2.0])) == []
+    assert b.fw.aggregation.counters.answered == 1
+    out, full = ask(b, ps, Group("agg", ("w1", "w2")))
+    assert [(x, p.kind, p.name) for x, p in out] == [(ps, "D", full)]   # from the CS
+    assert b.fw.aggregation.counters.member_interests == 2
