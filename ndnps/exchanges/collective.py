@@ -48,6 +48,10 @@ class Transfer(NamedTuple):
     reduce: bool
     level: int = 0          # BCube: the switch level it crosses (ring: 0)
     set: int = 0            # BCube: the parameter set (ring: 0)
+    # which part of its set the range is: the ring's chunk; BCube's part at that level (the
+    # digit there of the peer who sums it: the receiver when reducing, the sender after).
+    # (set, level, part) and the phase name a range uniquely within a version
+    part: int = 0
 
 
 # ---- ring ----------------------------------------------------------------------------------
@@ -60,11 +64,12 @@ def ring(peers: int, size: int) -> list[Transfer]:
     out = []
     for s in range(peers - 1):
         for i in range(peers):
-            out.append(Transfer(s, i, (i + 1) % peers, chunks[(i - s) % peers], True))
+            c = (i - s) % peers
+            out.append(Transfer(s, i, (i + 1) % peers, chunks[c], True, part=c))
     for s in range(peers - 1):
         for i in range(peers):
-            out.append(Transfer(peers - 1 + s, i, (i + 1) % peers,
-                                chunks[(i + 1 - s) % peers], False))
+            c = (i + 1 - s) % peers
+            out.append(Transfer(peers - 1 + s, i, (i + 1) % peers, chunks[c], False, part=c))
     return out
 
 
@@ -129,9 +134,11 @@ class BCube:
                             continue
                         # reduce: the part the other sums at this depth, from my partial sum;
                         # distribute: the part I summed at this depth, complete
-                        r = self.held(other if reduce else peer, s, depth, size)
+                        summer = other if reduce else peer
+                        r = self.held(summer, s, depth, size)
                         if r[1] > r[0]:
-                            out.append(Transfer(step, peer, other, r, reduce, level, s))
+                            out.append(Transfer(step, peer, other, r, reduce, level, s,
+                                                self.digit(summer, level)))
         return out
 
     def bytes_per_face(self, size: int, itemsize: int = 4) -> dict[int, float]:

@@ -12,6 +12,11 @@ SegmentNameComponent (NDN naming conventions)::
     distribute  /*distribute*/<ps>/<train>/<v>/<s>      PS push of parameters version v; a probe
                                                         is an ordinary Interest for the same name
     remove      /*remove*/<ps>/<train>                  worker -> PS: leave
+    partial     /<peer>/<train>/<v>/<phase>/<set>/<level>/<part>/<s>
+                                                        PS-less all-reduce (issue 25): a peer's
+                                                        part of its set at that level, phase
+                                                        reduce (a partial sum) or gather (the
+                                                        final sum); numbers as decimal text
     aggregate   /*aggregate*/<ps>/<train>/<v>/<s>/<d>   PS or aggregator -> aggregator: the sum of
                                                         the plan's collects of step v segment s
                                                         (<d>: ParametersSha256Digest of the plan,
@@ -48,8 +53,9 @@ _VERSION = VERSION_COMPONENT
 _SEGMENT = SEGMENT_COMPONENT
 
 
-# Pattern elements: bytes = that literal generic component; these three = a variable part.
-ID, VER, SEG = "id", "ver", "seg"
+# Pattern elements: bytes = that literal generic component; these = a variable part (NUM: a
+# number as a generic component of decimal digits).
+ID, VER, SEG, NUM = "id", "ver", "seg", "num"
 
 
 class BadName(ValueError):
@@ -73,6 +79,10 @@ def _component(kind, value) -> bytes:
         return encode_tlv(_GENERIC, kind)
     if kind == ID:
         return encode_tlv(_GENERIC, check_id(value).encode())
+    if kind == NUM:
+        if int(value) < 0:
+            raise BadName(f"a number component must be >= 0, got {value}")
+        return encode_tlv(_GENERIC, str(int(value)).encode())
     if kind == VER:
         return version_component(int(value))
     return segment_component(int(value))
@@ -106,6 +116,10 @@ def _match(name: FormalName, pattern: Sequence) -> list | None:
                 if typ != _GENERIC or value in MARKERS or not value:
                     return None
                 out.append(value.decode())
+            elif kind == NUM:
+                if typ != _GENERIC or not value.isdigit() or (len(value) > 1 and value[:1] == b"0"):
+                    return None
+                out.append(int(value))
             else:
                 if typ != (_VERSION if kind == VER else _SEGMENT):
                     return None
@@ -126,6 +140,9 @@ COLLECT = (ID, ID, ID, VER, SEG)                     # gpu ps train step seg
 DISTRIBUTE_NAME = (DISTRIBUTE, ID, ID, VER, SEG)     # ps train version seg
 UNICAST = (ID, ID, ID, PARAMS, VER, SEG)             # ps train gpu version seg
 AGGREGATE_NAME = (AGGREGATE, ID, ID, VER, SEG)       # ps train step seg (+ the plan's digest)
+REDUCE, GATHER = b"reduce", b"gather"
+PARTIAL_REDUCE = (ID, ID, VER, REDUCE, NUM, NUM, NUM, SEG)   # peer train v set level part seg
+PARTIAL_GATHER = (ID, ID, VER, GATHER, NUM, NUM, NUM, SEG)
 
 
 class Task(NamedTuple):
@@ -144,6 +161,17 @@ class Content(NamedTuple):
 class Training(NamedTuple):
     ps: str
     train: str
+
+
+class Partial(NamedTuple):
+    peer: str
+    train: str
+    version: int
+    reduce: bool
+    set: int
+    level: int
+    part: int
+    segment: int
 
 
 class Collect(NamedTuple):
@@ -204,6 +232,25 @@ def aggregate(ps: str, train: str, step: int, seg: int) -> FormalName:
     """The sum of a step's gradient segment over a plan, without the plan's digest (the
     Interest's encoder, ndnps.ndn.aggregation.encode_interest, appends it)."""
     return _build(AGGREGATE_NAME, ps, train, step, seg)
+
+
+def partial(peer: str, train: str, version: int, reduce: bool, set_: int, level: int,
+            part: int, seg: int) -> FormalName:
+    """A peer's part of a PS-less all-reduce (ndnps.exchanges.collective.Transfer's phase,
+    set, level and part): a partial sum while reducing, the final sum after."""
+    return _build(PARTIAL_REDUCE if reduce else PARTIAL_GATHER, peer, train, version, set_,
+                  level, part, seg)
+
+
+def parse_partial(name: FormalName) -> Partial | None:
+    """A Partial, or None if the name has another shape."""
+    for shape, reduce in ((PARTIAL_REDUCE, True), (PARTIAL_GATHER, False)):
+        m = _match(name, shape)
+        if m:
+            peer, train, version, set_, level, part, seg = m
+            return Partial(str(peer), str(train), int(version), reduce, int(set_), int(level),
+                           int(part), int(seg))
+    return None
 
 
 def params(ps: str, train: str, gpu: str, version: int, seg: int) -> FormalName:
@@ -270,7 +317,7 @@ def to_str(name: FormalName) -> str:
 _LOCALHOST_TLV = encode_tlv(_GENERIC, b"localhost")
 _CLASSES = ((TASK, "task"), (CONTENT, "content"), (INSERT_NAME, "insert"), (CONFIRM, "insert"),
             (REMOVE_NAME, "remove"), (COLLECT, "collect"), (DISTRIBUTE_NAME, "distribute"),
-            (UNICAST, "params"))
+            (UNICAST, "params"), (PARTIAL_REDUCE, "partial"), (PARTIAL_GATHER, "partial"))
 
 
 def classify(name: bytes, is_data: bool) -> str:

@@ -88,6 +88,17 @@ def test_peers_under_a_switch_held_the_same_part_and_take_different_ones(n, k):
 
 
 @pytest.mark.parametrize("n, k", SHAPES)
+def test_phase_set_level_and_part_name_a_sender_s_range_once_a_version(n, k):
+    # what the names of partial sums carry (protocol.names.partial) must tell ranges apart
+    cube = BCube(n, k)
+    seen: dict[tuple, tuple] = {}
+    for t in cube.schedule(n ** k * k * 6) + [t._replace(src=t.src + 10 ** 6)
+                                             for t in ring(5, 100)]:
+        key = (t.src, t.reduce, t.set, t.level, t.part)
+        assert seen.setdefault(key, t.range) == t.range
+
+
+@pytest.mark.parametrize("n, k", SHAPES)
 def test_bytes_per_face_match_the_analytic_value(n, k):
     cube = BCube(n, k)
     size = (n ** k) * k * 60            # divisible: the analytic value is exact

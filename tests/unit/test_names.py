@@ -99,3 +99,30 @@ def test_long_components_and_wide_types_parse_as_python_ndn_reads_them():
     assert names.parse_collect([name[0], wide, *name[2:]]) is None
     # memoryviews into a received packet read as bytes do
     assert names.parse_collect([memoryview(bytes(c)) for c in name]) == ("w1", "ps", "t1", 1, 0)
+
+
+def test_partial_sums_of_an_all_reduce_round_trip_and_are_told_apart():
+    from ndnps.exchanges.collective import BCube
+    n = names.partial("p3", "t1", 5, True, 1, 0, 2, 0)
+    assert names.to_str(n) == "/p3/t1/v=5/reduce/1/0/2/seg=0"
+    assert names.parse_partial(n) == names.Partial("p3", "t1", 5, True, 1, 0, 2, 0)
+    g = names.partial("p3", "t1", 5, False, 0, 1, 10, 3)
+    assert names.to_str(g) == "/p3/t1/v=5/gather/0/1/10/seg=3"
+    assert names.parse_partial(g).reduce is False
+    assert names.classify(b"".join(n), True) == "partial"
+    assert names.parse_collect(n) is None and names.parse_partial(
+        names.collect("w1", "ps", "t1", 3, 0)) is None
+    # every transfer of a schedule gets its own name (per sender, within a version)
+    seen = {}
+    for t in BCube(3, 2).schedule(1000):
+        name = b"".join(names.partial(f"p{t.src}", "t1", 1, t.reduce, t.set, t.level, t.part, 0))
+        assert seen.setdefault(name, t.range) == t.range
+    with pytest.raises(names.BadName):
+        names.partial("p1", "t1", 1, True, -1, 0, 0, 0)
+
+
+@pytest.mark.parametrize("text", ["/p1/t1/v=1/reduce/01/0/0/seg=0", "/p1/t1/v=1/reduce/x/0/0/seg=0",
+                                  "/p1/t1/v=1/sum/0/0/0/seg=0", "/p1/t1/v=1/reduce/0/0/0"])
+def test_malformed_partial_names_are_not_partials(text):
+    from ndn.encoding import Name
+    assert names.parse_partial(Name.from_str(text)) is None
