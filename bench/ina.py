@@ -36,7 +36,7 @@ from ndnps.placement.lp import Problem
 from ndnps.placement.network import fat_tree
 
 from . import bottleneck
-from .common import RunError, bench_parser, emit, fmt, log, median, rnd, run_scenario, save, stamp
+from .common import RunError, bench_parser, emit, fmt, log, rnd, run_scenario, save, stamp
 
 TARGETS = {"greedy_over_exhaustive": 0.9, "ingress": 1.05, "predicted": 0.1,
            "with_over_tcp_16": 0.15}

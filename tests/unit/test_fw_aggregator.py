@@ -3,16 +3,20 @@ fake clock: members' collects expressed, contributions checked and summed, one s
 answered; collisions, forgeries, sub-group fallback, deadlines, retransmissions, pushes."""
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
-from ndn.encoding import Component, MetaInfo, Name, make_data, parse_data
+from ndn.app_support.nfd_mgmt import parse_response
+from ndn.encoding import (Component, InterestParam, MetaInfo, Name, make_data, make_interest,
+                          parse_data)
 
 from forwarder.mgmt import Management
 from ndnps.client.security import HmacSigner
 from ndnps.ndn import summable
 from ndnps.ndn.aggregation import (AggregatorConfig, Group, encode_interest, encode_plan,
                                    verified_content)
-from ndnps.ndn.packet import NACK_CONGESTION, NACK_NO_ROUTE
+from ndnps.ndn.packet import NACK_CONGESTION, NACK_NO_ROUTE, decode_interest
 from ndnps.ndn.tlv import encode_tlv
 
 from tests.support.fwkit import Bench, data, nack, nv, parse_out
@@ -189,16 +193,12 @@ def test_management_configures_local_faces_only():
     b = Bench()
     mgmt = Management(b.fw)
     config = AggregatorConfig(TRAINING, "agg", KEY, KN, slots=8)
-    from ndnps.ndn.packet import decode_interest
-    from ndn.encoding import InterestParam, make_interest
-    import asyncio
 
     def command(verb: str, value: bytes):
         name = Name.from_str(f"/localhost/nfd/aggregators/{verb}") + [
             Component.from_bytes(value)]
         wire = bytes(make_interest(name, InterestParam()))
         reply = asyncio.run(mgmt.handle(decode_interest(wire, 0, len(wire)), 300))
-        from ndn.app_support.nfd_mgmt import parse_response
         return parse_response(bytes(parse_data(reply)[2]))["status_code"]
 
     assert command("add", b"\x01\x02") == 400
@@ -209,7 +209,6 @@ def test_management_configures_local_faces_only():
     # /localhost never arrives from a non-local face: the pipelines drop it first
     far = b.face(local=False)
     name = Name.from_str("/localhost/nfd/aggregators/add") + [Component.from_bytes(config.encode())]
-    from ndn.encoding import InterestParam, make_interest
     assert b.raw(far, bytes(make_interest(name, InterestParam()))) == []
     assert b.drops(far) == {"localhost_scope": 1}
 
