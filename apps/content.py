@@ -21,7 +21,8 @@ from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten
 from ndnps.protocol.config import TrainingConfig
 
-CONTENT_KNOBS = ("window", "initial_window", "retx_suppression_ms", "retx_suppression_max_ms", "segment_timeout",
+CONTENT_KNOBS = ("window", "initial_window", "retx_suppression_ms", "retx_suppression_max_ms",
+                 "segment_timeout",
                  "max_tries", "probe_initial", "probe_k", "probe_min", "probe_max", "gap_delay",
                  "tail_delay", "register_interval", "register_timeout", "register_tries",
                  "collect_lifetime", "ps_timeout", "aggregate_at")

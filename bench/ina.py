@@ -212,7 +212,8 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
                     "; ".join(p.get("misses", [])) or "met"))
     for key, c in sorted((sec.get("bandwidth") or {}).items()):
         out.append((f"{key} with ÷ without, with ÷ TCP",
-                    f"{fmt(c.get('with_over_without'), '.2f')}, {fmt(c.get('with_over_tcp'), '.2f')}",
+                    f"{fmt(c.get('with_over_without'), '.2f')}, "
+                    f"{fmt(c.get('with_over_tcp'), '.2f')}",
                     "<= 0.3 (N=8), 0.2 (N=16); <= 0.15 (N=16)" if key.startswith("100M")
                     else "with <= TCP", "; ".join(c.get("misses", [])) or "met"))
     lo = sec.get("loss") or {}

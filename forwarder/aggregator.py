@@ -280,7 +280,7 @@ class Aggregation:
     def _member(self, t: _Training, key: SlotKey, p: _Pending, member: str | Group) -> bytes:
         """Record a member's Interest name (expressed by _express)."""
         if isinstance(member, Group):
-            _, name = aggregation.encode_interest(AGGREGATE_COMPONENT + t.config.training + p.tail,
+            _, name = aggregation.encode_interest(name_of(t, p),
                                                   encode_plan(member), member.at, 1,
                                                   b"\0\0\0\0")
             p.subplans[name] = member
@@ -301,7 +301,7 @@ class Aggregation:
                 continue
             sub = p.subplans.get(name)
             if sub is not None:
-                wire, _ = aggregation.encode_interest(AGGREGATE_COMPONENT + t.config.training + p.tail,
+                wire, _ = aggregation.encode_interest(name_of(t, p),
                                                       encode_plan(sub), sub.at, lifetime,
                                                       new_nonce())
             else:
@@ -342,6 +342,11 @@ def _slot_key(training: bytes, tail: bytes) -> SlotKey:
     if send != len(tail):
         raise DecodeError("an aggregate name ends with version, segment, digest")
     return SlotKey(training, version, decode_nonneg(tail, soff, send))
+
+
+def name_of(t: _Training, p: _Pending) -> bytes:
+    """The `*aggregate*` name of a pending sum's segment, without the plan's digest."""
+    return AGGREGATE_COMPONENT + t.config.training + p.tail
 
 
 def _interest(name: bytes, lifetime_ms: int) -> bytes:

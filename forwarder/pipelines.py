@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Callable, Final
 from ndnps.ndn.markers import (AGGREGATE_COMPONENT, DISTRIBUTE_COMPONENT, INSERT_COMPONENT,
                                MARKER_BYTE, REMOVE_COMPONENT)
 from ndnps.ndn.packet import (
-    NACK_CONGESTION, NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode, decode_data,
+    NACK_CONGESTION, NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode,
+    decode_data,
     decode_interest, nack_for, with_nonce, without_forwarding_hint,
 )
 from ndnps.ndn.tlv import (DATA, GENERIC_COMPONENT, INTEREST, DecodeError, component_offsets,

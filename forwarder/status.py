@@ -77,7 +77,8 @@ def fetch_dataset(transport: str, path: str, timeout: float = 3.0) -> bytes:
         sock.close()
 
 
-def command(transport: str, name: str | list, timeout: float = 3.0, tries: int = 3) -> tuple[int, str]:
+def command(transport: str, name: str | list, timeout: float = 3.0,
+            tries: int = 3) -> tuple[int, str]:
     """One management command (an unsigned command Interest: our forwarder takes them from
     local faces), asked again when unanswered: (status code, status text)."""
     from ndn.app_support.nfd_mgmt import parse_response
