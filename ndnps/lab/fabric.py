@@ -1,11 +1,15 @@
-"""A data-centre fabric in a scenario: `[topology] kind = "fat-tree"`, `k = 4` (local runs).
+"""Data-centre fabrics in a scenario (local runs): `[topology] kind = "fat-tree"` (`k`, 4 by
+default) and `kind = "bcube"` (`n`, `k`: BCube(n, k), the `003_…` method's network).
 
-Every switch of ndnps.placement's k-ary fat-tree is a forwarder (k = 4: 20), joined to its
-neighbours by UDP faces on 127.0.0.1; the apps take the hosts in order (every job's PS, then
-its workers: the first job's PS on h1, its workers on h2…), each connected to its host's edge
-switch. Every forwarder routes each app's prefix — and, with `[ina]`, each aggregator's node
-name — to its next hop on the network's shortest path, chosen among equal ones by the stable
-hash ndnps.placement's LP assumes, so the loads the placement planned are the run's.
+Every switch of ndnps.placement's network is a forwarder (a k = 4 fat-tree: 20; BCube(n, k):
+k·n^(k−1)), joined to its neighbours by UDP faces on 127.0.0.1; the apps take the hosts in
+order (every job's PS, then its workers: the first job's PS on the first host, its workers on
+the next ones). A fat-tree host is an app beside its edge switch. A BCube host is multi-homed
+(one link per level) and relays for others, as BCube's servers do, so each has a forwarder of
+its own (named after the host: p0, p1…) with k uplinks, and its app connects to it. Every
+forwarder routes each app's prefix — and, with `[ina]`, each aggregator's node name — to its
+next hop on the network's shortest path, chosen among equal ones by the stable hash
+ndnps.placement's LP assumes, so the loads the placement planned are the run's.
 """
 from __future__ import annotations
 
@@ -19,18 +23,32 @@ if TYPE_CHECKING:
 
     from .spec import Scenario
 
-KINDS = ("fat-tree",)
+KINDS = ("fat-tree", "bcube")
 
 
-def hosts(k: int) -> int:
-    """How many apps a k-ary fat-tree holds."""
-    return k ** 3 // 4
+def _generated(sc: "Scenario", bw: float) -> "Network":
+    from ndnps.placement.network import bcube, fat_tree
+    return bcube(sc.n, sc.k, bw) if sc.topology == "bcube" else fat_tree(sc.k, bw)
+
+
+def hosts(sc: "Scenario") -> int:
+    """How many apps the scenario's fabric holds."""
+    return sc.n ** sc.k if sc.topology == "bcube" else sc.k ** 3 // 4
+
+
+def forwarders(sc: "Scenario") -> list[str]:
+    """The fabric's forwarders: its switches, and in a BCube every host's own."""
+    net = _generated(sc, 1000.0)
+    return net.switches + (net.hosts if sc.topology == "bcube" else [])
 
 
 def network(sc: "Scenario", bw: float) -> "Network":
-    """The fat-tree with its hosts named after the apps on them (unused hosts left out)."""
-    from ndnps.placement.network import Link, Network, fat_tree
-    net = fat_tree(sc.fat_tree_k, bw)
+    """A fat-tree with its hosts named after the apps on them (unused hosts left out), or a
+    BCube as generated (its hosts are forwarders: the apps sit on them)."""
+    from ndnps.placement.network import Link, Network
+    net = _generated(sc, bw)
+    if sc.topology == "bcube":
+        return net
     apps = [a.name for a in _apps(sc, lambda i: "", "")]
     named = dict(zip(net.hosts, apps))
     switches = set(net.switches)
@@ -46,17 +64,21 @@ def plan(sc: "Scenario") -> Plan:
     net = network(sc, 1000.0)
     link = sc.links.as_table()
     app_link = link if sc.links.app_faces else {}
-    nodes = {s: ForwarderNode(s, udp=free_port(), app_link=dict(app_link)) for s in net.switches}
-    switches = set(net.switches)
-    for a in net.switches:
+    names = forwarders(sc)
+    nodes = {s: ForwarderNode(s, udp=free_port(), app_link=dict(app_link)) for s in names}
+    for a in names:
         for b in net.neighbours(a):
-            if b in switches and a < b:
+            if b in nodes and a < b:
                 _join(nodes[a], nodes[b], f"udp4://127.0.0.1:{nodes[b].udp}",
                       f"udp4://127.0.0.1:{nodes[a].udp}", link, sc.links.reliability)
-    apps = [AppNode(a.name, a.role, net.edge_of(a.name)) for a in _apps(sc, lambda i: "", "")]
-    for app in apps:
+    apps = _apps(sc, lambda i: "", "")
+    if sc.topology == "bcube":                  # the i-th app on the i-th host's forwarder
+        placed = [AppNode(a.name, a.role, net.hosts[i]) for i, a in enumerate(apps)]
+    else:
+        placed = [AppNode(a.name, a.role, net.edge_of(a.name)) for a in apps]
+    for app in placed:
         route(nodes, net, app.name, app.forwarder)
-    return Plan(nodes, apps)
+    return Plan(nodes, placed)
 
 
 def route(nodes: dict[str, ForwarderNode], net: "Network", name: str, at: str) -> None:

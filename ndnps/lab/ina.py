@@ -93,6 +93,9 @@ def parse(table: Any, sc: "Scenario") -> Ina:
     ina.placement = placement
     if sc.system != "ndnps":
         raise ScenarioError("ina: in-network aggregation is ndnps's (run.system = \"ndnps\")")
+    if sc.topology == "bcube":
+        raise ScenarioError("ina: not on a bcube topology (its hosts relay: the PS's edge is "
+                            "its own forwarder; not built)")
     if len(sc.all_jobs) > 1:
         raise ScenarioError("ina: one job only (several jobs sharing aggregators are issue 26's)")
     job = sc.training

@@ -100,7 +100,7 @@ class Links:
 
 _FLAGS = ("reliability", "app_faces")     # Links fields that are switches, not conditions
 
-TOPOLOGIES = ("star", "tree", "bottleneck", "fat-tree")
+TOPOLOGIES = ("star", "tree", "bottleneck", "fat-tree", "bcube")
 SYSTEMS = ("ndnps", "tcp")
 # the bottleneck topology's two hosts (network namespaces), each with its forwarder
 BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST = "ps-host", "workers-host"
@@ -128,7 +128,10 @@ class Scenario:
     topology: str = "star"
     workers: int = 4
     leaves: int = 2
-    fat_tree_k: int = 4            # [topology] k of a fat-tree (ndnps.lab.fabric)
+    # [topology] k: a fat-tree's arity (default 4), a BCube's levels (default 2); n: a BCube's
+    # switch ports (ndnps.lab.fabric)
+    k: int = 0
+    n: int = 2
     links: Links = field(default_factory=Links)
     link_overrides: dict[tuple[str, str], Links] = field(default_factory=dict)
     forwarder: dict[str, Any] = field(default_factory=dict)
@@ -181,7 +184,7 @@ class Kill:
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
         "training", "faults", "bottleneck", "jobs", "ina"}
 _TABLE_KEYS = {
-    "topology": {"kind", "workers", "leaves", "k"},
+    "topology": {"kind", "workers", "leaves", "k", "n"},
     "links": {f.name for f in fields(Links)},
     "workers": {"slowdown"},
     "run": {"timeout", "trace_interval", "on_child_exit", "restart_after", "max_restarts",
@@ -228,9 +231,11 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
                             f"{sc.topology!r}")
     sc.workers = _number(topo.get("workers", sc.workers), "topology.workers", 1, 64, True)
     sc.leaves = _number(topo.get("leaves", sc.leaves), "topology.leaves", 1, 16, True)
-    sc.fat_tree_k = _number(topo.get("k", sc.fat_tree_k), "topology.k", 2, 8, True)
-    if sc.fat_tree_k % 2:
-        raise ScenarioError(f"topology.k: a fat-tree's k must be even, got {sc.fat_tree_k}")
+    sc.k = _number(topo.get("k", 2 if sc.topology == "bcube" else 4), "topology.k",
+                   1 if sc.topology == "bcube" else 2, 8, True)
+    sc.n = _number(topo.get("n", sc.n), "topology.n", 2, 8, True)
+    if sc.topology == "fat-tree" and sc.k % 2:
+        raise ScenarioError(f"topology.k: a fat-tree's k must be even, got {sc.k}")
 
     sc.links = _links_from(doc.get("links", {}), "links")
 
@@ -311,23 +316,23 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
                             f"{sc.system!r}")
     if sc.system == "tcp":
         _check_tcp_baseline(sc, doc)
-    if sc.topology == "fat-tree":
-        _check_fat_tree(sc)
+    if sc.topology in ("fat-tree", "bcube"):
+        _check_fabric(sc)
     if "ina" in doc:
         from . import ina
         sc.ina = ina.parse(doc["ina"], sc)
     return sc
 
 
-def _check_fat_tree(sc: Scenario) -> None:
+def _check_fabric(sc: Scenario) -> None:
     from .fabric import hosts
     apps = len(sc.all_jobs) + len(sc.worker_names)
-    if apps > hosts(sc.fat_tree_k):
-        raise ScenarioError(f"topology.workers: a fat-tree of k = {sc.fat_tree_k} has "
-                            f"{hosts(sc.fat_tree_k)} hosts, the run needs {apps}")
+    if apps > hosts(sc):
+        raise ScenarioError(f"topology.workers: this {sc.topology} has {hosts(sc)} hosts, the "
+                            f"run needs {apps}")
     if sc.netns:
-        raise ScenarioError("topology.kind: a fat-tree runs locally (its 5k²/4 forwarders "
-                            "on 127.0.0.1), not with --netns")
+        raise ScenarioError(f"topology.kind: a {sc.topology} runs locally (its forwarders on "
+                            "127.0.0.1), not with --netns")
 
 
 def _jobs(entries: Any, base: dict[str, Any], default_workers: int) -> list[TrainingConfig]:
@@ -482,9 +487,9 @@ def router_names(sc: Scenario) -> list[str]:
         return ["fwd"]
     if sc.topology == "bottleneck":
         return [BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST]
-    if sc.topology == "fat-tree":
-        from ndnps.placement.network import fat_tree
-        return list(fat_tree(sc.fat_tree_k).switches)
+    if sc.topology in ("fat-tree", "bcube"):
+        from .fabric import forwarders
+        return forwarders(sc)
     return ["root"] + [f"leaf{i + 1}" for i in range(sc.leaves)]
 
 

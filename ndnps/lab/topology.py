@@ -108,7 +108,7 @@ def _join(a: ForwarderNode, b: ForwarderNode, uri_of_b: str, uri_of_a: str,
 def plan_local(sc: Scenario) -> Plan:
     """Every job's PS on the star's forwarder or the tree's root; workers on the star's
     forwarder or spread over the leaves (the i-th worker of the run on leaf i mod leaves)."""
-    if sc.topology == "fat-tree":
+    if sc.topology in ("fat-tree", "bcube"):
         from . import fabric
         return fabric.plan(sc)
     link = sc.links.as_table()

@@ -365,3 +365,18 @@ def test_two_jobs_on_one_forwarder_each_train_and_report(tmp_path):
     lanes = {e["args"]["name"] for e in json.loads((out / "timeline.json").read_text())
              ["traceEvents"] if e.get("name") == "process_name"}
     assert {"PS ps1", "PS other", "worker x"} <= lanes
+
+
+@pytest.mark.timeout(240)
+def test_a_bcube_fabric_carries_ps_training(tmp_path):
+    # every peer host has its own forwarder with an uplink per level; the PS on p0 pushes along
+    # persistent entries through switches and relaying peers (ndnps/lab/fabric.py)
+    path = tmp_path / "bcube.toml"
+    path.write_text('[topology]\nkind = "bcube"\nn = 2\nk = 3\nworkers = 7\n\n[training]\n'
+                    'mode = "sync"\nmodel = "mlp"\nhidden = [32]\nepochs = 2\nkey = "bcube"\n')
+    done = run_scenario(tmp_path / "out", str(path), "--plain")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["ok"] and s["workers"] == 7 and s["final_accuracy"] > 0.5
+    assert s["ps_bytes_out_per_version_over_model"] < 1.3       # one push, not seven
+    assert len(list((tmp_path / "out" / "traces").glob("*-status.json"))) == 12 + 8

@@ -21,7 +21,7 @@ key = "k"
 """
 
 
-def scenario(text: str = FAT, **topo) -> object:
+def scenario(text: str = FAT, **topo):
     doc = tomllib.loads(text)
     doc["topology"].update(topo)
     return parse(doc, "fat")
@@ -30,7 +30,7 @@ def scenario(text: str = FAT, **topo) -> object:
 @pytest.mark.parametrize("topo, why", [
     ({"k": 3}, "^topology.k: a fat-tree's k must be even"),
     ({"k": 10}, "^topology.k: must be within"),
-    ({"workers": 16}, "^topology.workers: a fat-tree of k = 4 has 16 hosts, the run needs 17"),
+    ({"workers": 16}, "^topology.workers: this fat-tree has 16 hosts, the run needs 17"),
 ])
 def test_the_spec_checks_a_fat_tree(topo, why):
     with pytest.raises(ScenarioError, match=why):
@@ -93,3 +93,43 @@ def test_the_placement_network_names_hosts_after_the_apps():
     net = fabric.network(sc, 100.0)
     assert net.hosts == ["ps", "w1", "w2", "w3"] and len(net.switches) == 20
     assert net.edge_of("w2") == "e1-2" and net.capacity("ps", "e1-1") == 100.0
+
+
+BCUBE = """
+[topology]
+kind = "bcube"
+n = 3
+k = 2
+workers = 8
+
+[training]
+key = "k"
+"""
+
+
+def test_a_bcube_gives_every_peer_its_own_forwarder_with_an_uplink_per_level():
+    sc = parse(tomllib.loads(BCUBE), "bc")
+    plan = topology.plan_local(sc)
+    switches = [f"s{lvl}-{i}" for lvl in range(2) for i in range(3)]
+    assert sorted(plan.forwarders) == sorted(switches + [f"p{i}" for i in range(9)])
+    for i in range(9):
+        assert len(plan.forwarders[f"p{i}"].faces) == 2
+    at = {a.name: a.forwarder for a in plan.apps}
+    assert at == {"ps": "p0", **{f"w{i}": f"p{i}" for i in range(1, 9)}}
+    # every forwarder reaches every app, through the peers' forwarders where a path needs it
+    for app, host in at.items():
+        for f in plan.forwarders:
+            assert walk(plan, f, f"/{app}", host)[-1] == host
+    # p0 and p4 differ in both digits: two switches, one relaying peer between them
+    assert len(walk(plan, "p0", "/w4", "p4")) == 5
+
+
+def test_a_bcube_checks_its_size_and_refuses_ina():
+    with pytest.raises(ScenarioError, match="^topology.workers: this bcube has 9 hosts"):
+        scenario(BCUBE, workers=9)
+    with pytest.raises(ScenarioError, match="^ina: not on a bcube"):
+        parse({**tomllib.loads(BCUBE), "ina": {}}, "bc")
+    small = BCUBE.replace("k = 2", "k = 3").replace("n = 3", "n = 2").replace("workers = 8",
+                                                                              "workers = 7")
+    sc = parse(tomllib.loads(small), "bc")
+    assert (sc.n, sc.k) == (2, 3) and len(topology.plan_local(sc).forwarders) == 12 + 8
