@@ -42,7 +42,7 @@ from ndnps.ndn.aggregation import (AggregatorConfig, Group, application_paramete
 from ndnps.ndn.markers import AGGREGATE_COMPONENT
 from ndnps.ndn.packet import Data, Interest, encode_interest, new_nonce
 from ndnps.ndn.tlv import (GENERIC_COMPONENT, PARAMS_DIGEST, DecodeError, component_offsets,
-                           decode_nonneg, encode_tlv, read_tl)
+                           decode_nonneg, encode_tlv, name_to_str, read_tl)
 
 from .tables.aggregator_pool import AggregatorPool, SlotKey
 
@@ -254,7 +254,7 @@ class Aggregation:
 
     def status(self) -> dict:
         return {"counters": asdict(self.counters),
-                "trainings": [{"training": t.config.training.hex(), "node": t.config.node,
+                "trainings": [{"training": name_to_str(t.config.training), "node": t.config.node,
                                "slots": t.pool.slots, "held": len(t.pool),
                                "pool": asdict(t.pool.counters)}
                               for t in self.trainings.values()]}

@@ -142,3 +142,13 @@ def print_status(status: dict) -> None:
     for e in status["ppit"]:
         faces = " ".join(f"face={f}({ttl:.1f}s)" for f, ttl in e["faces"].items())
         print(f"  {e['prefix']} {faces}")
+    agg = status.get("aggregation")
+    if agg:
+        a = agg["counters"]
+        print(f"aggregation: sums {a['answered']} of {a['interests']} asked, collisions "
+              f"{a['collisions']}, rejected {a['rejected']}, sub-group fallbacks "
+              f"{a['fallbacks']}, abandoned {a['abandoned']}, member Interests "
+              f"{a['member_interests']}, late {a['late']}")
+        for t in agg["trainings"]:
+            print(f"  training {t['training']} as {t['node']}: "
+                  f"{t['held']}/{t['slots']} slots held")

@@ -2,6 +2,7 @@
 forwarder answers, and quiet when the reader of its output goes away (`| head`)."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -68,3 +69,16 @@ def test_status_json_has_the_udp_face_counters(procs):
     proc = _status("--json", "--transport", f"unix://{sock}")
     assert proc.returncode == 0, proc.stderr
     assert '"udp_faces_evicted": 0' in proc.stdout and '"udp_faces_rejected": 0' in proc.stdout
+
+
+def test_status_shows_an_aggregators_counters(procs):
+    from ndnps.lab import ina
+    from ndnps.protocol.config import TrainingConfig
+    sock = procs.forwarder()
+    ina.configure(f"unix://{sock}", TrainingConfig(ps="ps", train="t1", key="k"), "edge", 64)
+    proc = _status("--transport", f"unix://{sock}")
+    assert proc.returncode == 0, proc.stderr
+    assert "aggregation: sums 0 of 0 asked" in proc.stdout
+    assert "training /ps/t1 as edge: 0/64 slots held" in proc.stdout
+    js = json.loads(_status("--json", "--transport", f"unix://{sock}").stdout)
+    assert js["aggregation"]["trainings"][0]["training"] == "/ps/t1"
