@@ -280,9 +280,7 @@ class Aggregation:
     def _member(self, t: _Training, key: SlotKey, p: _Pending, member: str | Group) -> bytes:
         """Record a member's Interest name (expressed by _express)."""
         if isinstance(member, Group):
-            _, name = aggregation.encode_interest(name_of(t, p),
-                                                  encode_plan(member), member.at, 1,
-                                                  b"\0\0\0\0")
+            name = aggregation.full_name(name_of(t, p), encode_plan(member))
             p.subplans[name] = member
             workers = member.workers()
         else:

@@ -183,12 +183,22 @@ def encode_interest(name: bytes, plan: bytes, hint: str, lifetime_ms: int,
     copy that was refused must not answer the retry). Returns (wire, the full name's TLV-VALUE with its
     ParametersSha256DigestComponent: the name its Data carries)."""
     params = encode_tlv(APP_PARAMETERS, plan)
-    full = name + encode_tlv(PARAMS_DIGEST, hashlib.sha256(params).digest())
+    full = _with_digest(name, params)
     hint_name = encode_tlv(NAME, encode_tlv(GENERIC_COMPONENT, _text(hint)))
     body = b"".join((encode_tlv(NAME, full), _MUST_BE_FRESH, encode_tlv(FORWARDING_HINT, hint_name),
                      encode_tlv(NONCE, nonce or os.urandom(4)),
                      nonneg_element(INTEREST_LIFETIME, lifetime_ms), params))
     return tl(INTEREST, len(body)) + body, full
+
+
+def full_name(name: bytes, plan: bytes) -> bytes:
+    """The name (TLV-VALUE) an `*aggregate*` Interest for `name` carrying `plan` has, and its
+    Data: `name` and the plan's ParametersSha256DigestComponent."""
+    return _with_digest(name, encode_tlv(APP_PARAMETERS, plan))
+
+
+def _with_digest(name: bytes, params: bytes) -> bytes:
+    return name + encode_tlv(PARAMS_DIGEST, hashlib.sha256(params).digest())
 
 
 def application_parameters(wire: bytes) -> bytes | None:
