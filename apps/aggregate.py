@@ -57,9 +57,13 @@ class Aggregate:
 
     def __init__(self, cfg: TrainingConfig, app: Any, fetcher: SegmentFetcher, sec: Security,
                  n_params: int, counters: PsCounters,
-                 drop: Callable[[Member, str], None]) -> None:
+                 drop: Callable[[Member, str], None],
+                 own: tuple[str, Callable[[int], list[bytes]]] | None = None) -> None:
         self.cfg, self.app, self.fetcher, self.n_params = cfg, app, fetcher, n_params
         self.counters, self.drop = counters, drop
+        # a member that is this app (a peer, apps/peer.py): its name, and its gradient's
+        # segment contents by step — a fallback takes them here, not over its own face
+        self.own = own
         self.groups = cfg.aggregation_plan()
         self.stats = FetchStats()
         self.sums = SegmentFetcher(
@@ -137,9 +141,13 @@ class Aggregate:
         """Segments `segs` collected from every worker and summed here."""
         cfg = self.cfg
 
-        async def fetch(w: Member) -> dict:
-            return await self.fetcher.fetch_many(
+        async def fetch(w: Member) -> dict[int, bytes]:
+            if self.own is not None and w.gpu == self.own[0]:
+                mine = self.own[1](step)
+                return {s: mine[s] for s in segs}
+            got = await self.fetcher.fetch_many(
                 lambda s: names.collect(w.gpu, cfg.ps, cfg.train, step, s), segs)
+            return {s: seg.content for s, seg in got.items()}
 
         results = await asyncio.gather(*(fetch(w) for w in workers), return_exceptions=True)
         adders = {s: _Adder(self._size(s)) for s in segs}
@@ -150,7 +158,7 @@ class Aggregate:
             if isinstance(r, BaseException):
                 raise r
             for s in segs:
-                if not adders[s].add(r[s].content):
+                if not adders[s].add(r[s]):
                     self.counters.malformed += 1
                     log.warning("malformed gradient segment %d from %s, step %d", s, w.gpu,
                                 step)

@@ -141,14 +141,19 @@ class BCube:
                                                 self.digit(summer, level)))
         return out
 
-    def bytes_per_face(self, size: int, itemsize: int = 4) -> dict[int, float]:
-        """The analytic bytes a peer sends on its face of each level per version (the
-        reduce and the distribute), for a vector of `size` values."""
+    def bytes_per_face(self, size: int, itemsize: int = 4,
+                       merged: bool = True) -> dict[int, float]:
+        """The analytic bytes a peer sends on its face of each level per version, for a
+        vector of `size` values: the reduce's (n−1)/n of the range held at each depth, and
+        the distribute's part, sent once when the switch merges the n−1 peers' Interests
+        for it (`merged`: NDN, one name for one part) or n−1 times (unicast, the method's
+        count: 2(n−1)/n per depth in all)."""
         per_level = {lvl: 0.0 for lvl in range(self.k)}
+        copies = 1 if merged else self.n - 1
         for s in range(self.k):
             for d, level in enumerate(self.order(s)):
-                per_level[level] += 2 * (self.n - 1) / self.n * (size / self.k) \
-                    / self.n ** d * itemsize
+                held = (size / self.k) / self.n ** d * itemsize
+                per_level[level] += (self.n - 1 + copies) / self.n * held
         return per_level
 
 

@@ -135,7 +135,7 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
     level (a one-job run's whole), and with several [[jobs]] each job's under `jobs` and how
     they shared the network under `sharing`."""
     sc = scenario
-    runs = {job.ps: _ps(run_dir, job.ps) for job in sc.all_jobs}
+    runs = {job.ps: _ps(run_dir, job.recorder) for job in sc.all_jobs}
     summary = {
         "scenario": sc.name,
         "system": sc.system,
@@ -160,6 +160,15 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
             # the jobs' wire rates together over one direction's rate (a duplex link: up to 2)
             sharing["link_use"] = sum(j["wire_mbps"] for j in sharing["jobs"].values()) \
                 / sc.bottleneck.rate_mbps
+    if sc.training.collective:             # PS-less: every peer's records (ndnps.lab.peers)
+        from .peers import collective_summary
+        peers = sc.training.workers
+        senders = [f"p{i}" for i in range(len(peers))] if sc.topology == "bcube" else \
+            [f"h-{p}" for p in peers] if sc.netns else list(peers)
+        summary.update(collective_summary(run_dir, sc.training, summary["versions"],
+                                          link_bytes(run_dir), senders,
+                                          sc.topology == "bcube"))
+        summary["collective"] = summary.pop("kind")
     if extra:
         summary.update(extra)
     if sc.ina is not None and isinstance(summary.get("ina"), dict):
@@ -460,7 +469,7 @@ def plot_all(run_dir: Path, scenario: Any) -> list[Path]:
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
     made = []
-    runs = {job.ps: _ps(run_dir, job.ps) for job in scenario.all_jobs}
+    runs = {job.ps: _ps(run_dir, job.recorder) for job in scenario.all_jobs}
     several = len(runs) > 1
     marks = fault_marks(read_summary(run_dir), runs[scenario.training.ps].records)
     time_axis = "time since the run started (s)"
@@ -614,7 +623,7 @@ def timeline(run_dir: Path, scenario: Any) -> Path:
     for job in scenario.all_jobs:                   # a lane per job's PS
         pid += 1
         lane(pid, f"PS {job.ps}")
-        run = _ps(run_dir, job.ps)
+        run = _ps(run_dir, job.recorder)
         for r in run.records:      # superseded versions too: a killed PS's work happened
             if "version" not in r or "event" in r or "t" not in r:
                 continue

@@ -205,15 +205,17 @@ class Runner:
 
     def aggregators(self) -> list[str]:
         """The forwarders that aggregate: the PS's edge and the placement's."""
-        p = self.ina_plan
+        p, t = self.ina_plan, self.sc.training
+        if t.collective == "ina":                   # PS-less: the peers' aggregator
+            return [t.aggregate_at]
         return [] if p is None else [p.edge, *p.aggregators]
 
     def configure_aggregator(self, name: str) -> None:
         """`aggregators/add` at forwarder `name` for the training (its key, the slots)."""
-        assert self.sc.ina is not None
+        table = self.sc.ina or ina.Ina()
         try:
             ina.configure(f"unix://{self.sockets[name]}", self.sc.training, name,
-                          self.sc.ina.slots, self.sc.ina.timeout)
+                          table.slots, table.timeout)
         except (OSError, TimeoutError, ValueError) as e:
             raise RunFailed(f"cannot configure the aggregator at {name}: {e}") from None
 
@@ -315,6 +317,7 @@ class Runner:
         """Every job's workers, then (once they are ready) its PS: (PSs, workers) by name."""
         workers = {}
         ps_nodes = []
+        peers = {}                      # PS-less jobs' peers: supervised as PSs are
         for app in plan.apps:
             node = plan.forwarders[app.forwarder]
             env = {"NDN_CLIENT_TRANSPORT": f"unix://{self.sockets[app.forwarder]}"}
@@ -322,6 +325,13 @@ class Runner:
             config = self.job_configs[self.sc.job_of(app.name).ps]
             if app.role == "ps":
                 ps_nodes.append((app, node, env, metrics, config))
+                continue
+            if app.role == "peer":
+                argv = self._wrap(node) + [sys.executable, "-m", "apps.peer", "--name",
+                                           app.name, "--config", str(config), "--metrics",
+                                           str(metrics), *self._link_flags()]
+                peers[app.name] = self._spawn(app.name, argv, env)
+                self.worker_launch[app.name] = (argv, env)
                 continue
             argv = self._wrap(node) + [sys.executable, "-m", "apps.worker", "--name", app.name,
                                        "--config", str(config), "--metrics", str(metrics)]
@@ -333,7 +343,7 @@ class Runner:
         for name, proc in workers.items():
             wait_until(lambda p=proc, n=name: f"worker {n} ready" in p.tail(5), READY_TIMEOUT,
                        proc, "ready")
-        pss = {}
+        pss = dict(peers)
         for app, node, env, metrics, config in ps_nodes:
             model = "model.npz" if not self.sc.jobs else f"model-{app.name}.npz"
             argv = self._wrap(node) + [sys.executable, "-m", "apps.ps", "--config", str(config),
@@ -410,6 +420,11 @@ class Runner:
             self.shutdown()
         display.stop()
         summary = self._write_summary(ok=True)
+        if summary.get("parameters_identical") is False:
+            print(f"\nrun failed: the peers' parameters differ at versions "
+                  f"{summary.get('digest_mismatches')}", file=sys.stderr)
+            summary = self._write_summary(ok=False, error="the peers' parameters differ")
+            return 1
         report.plot_all(self.run_dir, self.sc)
         report.timeline(self.run_dir, self.sc)
         display.final(summary)
@@ -614,13 +629,15 @@ class Faults:
         return recs[-1]["version"] if recs else -1
 
     def process(self, role: str, node: str) -> ManagedProcess | None:
-        return {"worker": lambda: self.workers.get(node), "ps": lambda: self.pss.get(node),
+        return {"worker": lambda: self.workers.get(node) or self.pss.get(node),
+                "ps": lambda: self.pss.get(node),
                 "forwarder": lambda: self.runner.forwarder_procs.get(node)}[role]()
 
     def forget(self, role: str, node: str) -> None:
         """`node` is gone (killed, or exited): not supervised until restarted."""
         if role == "worker":
             self.workers.pop(node, None)
+            self.pss.pop(node, None)            # a peer (PS-less): the others say what follows
         elif role == "ps":
             self.pss[node] = None
         else:
@@ -745,7 +762,7 @@ class Progress:
 
     def __init__(self, sc: Scenario, run_dir: Path, live: bool) -> None:
         self.sc = sc
-        self.jobs = {job.ps: JobFollower(run_dir / "metrics" / f"{job.ps}.jsonl")
+        self.jobs = {job.ps: JobFollower(run_dir / "metrics" / f"{job.recorder}.jsonl")
                      for job in sc.all_jobs}
         self.path = self.jobs[sc.training.ps].path        # the first job's (faults)
         self.live = live and sys.stdout.isatty()

@@ -287,6 +287,8 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
     # the PS's own default: a job goes on while a worker lives, its on_worker_loss deciding
     # how (every worker is still asked at the start); min_workers = N fails at the first loss
     training.setdefault("min_workers", 1)
+    if training.get("collective"):
+        _peer_defaults(training, sc)
     try:
         sc.training = training_config.from_table(training)
     except training_config.ConfigError as e:
@@ -318,6 +320,8 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
         _check_tcp_baseline(sc, doc)
     if sc.topology in ("fat-tree", "bcube"):
         _check_fabric(sc)
+    if any(job.collective for job in sc.all_jobs):
+        _check_peers(sc, doc)
     if "ina" in doc:
         from . import ina
         sc.ina = ina.parse(doc["ina"], sc)
@@ -326,13 +330,53 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
 
 def _check_fabric(sc: Scenario) -> None:
     from .fabric import hosts
-    apps = len(sc.all_jobs) + len(sc.worker_names)
+    apps = sum(1 for job in sc.all_jobs if not job.collective) + len(sc.worker_names)
     if apps > hosts(sc):
         raise ScenarioError(f"topology.workers: this {sc.topology} has {hosts(sc)} hosts, the "
                             f"run needs {apps}")
     if sc.netns:
         raise ScenarioError(f"topology.kind: a {sc.topology} runs locally (its forwarders on "
                             "127.0.0.1), not with --netns")
+
+
+def _peer_defaults(training: dict[str, Any], sc: Scenario) -> None:
+    """A PS-less job's defaults from the topology: a BCube fabric's n; on a star, the
+    forwarder every peer shares aggregates (collective = "ina")."""
+    if training.get("collective") == "bcube" and sc.topology == "bcube":
+        training.setdefault("bcube_n", sc.n)
+    if training.get("collective") == "ina" and sc.topology == "star":
+        training.setdefault("aggregate_at", "fwd")
+
+
+def _check_peers(sc: Scenario, doc: dict[str, Any]) -> None:
+    """What a PS-less training (training.collective) cannot do."""
+    if sc.jobs:
+        raise ScenarioError("jobs: PS-less training (training.collective) runs one job")
+    t = sc.training
+    if sc.system != "ndnps":
+        raise ScenarioError("run.system: the TCP baseline trains with a PS, not "
+                            "training.collective")
+    if sc.topology == "bottleneck":
+        raise ScenarioError("topology.kind: the bottleneck has one host for every worker; "
+                            "PS-less training needs a host per peer (star, tree, bcube)")
+    if t.collective == "bcube" and sc.topology == "bcube" and \
+            (t.bcube_n, t.bcube_levels()) != (sc.n, sc.k):
+        raise ScenarioError(f"training.bcube_n: the peers form BCube({t.bcube_n}, "
+                            f"{t.bcube_levels()}), the topology is BCube({sc.n}, {sc.k})")
+    if t.collective == "ina" and t.aggregate_at not in router_names(sc):
+        raise ScenarioError(f"training.aggregate_at: {t.aggregate_at!r} is not one of the "
+                            f"topology's forwarders ({', '.join(router_names(sc))})")
+    if "ina" in doc:
+        raise ScenarioError("ina: places aggregators for a PS; PS-less training with "
+                            "collective = \"ina\" aggregates at training.aggregate_at")
+    if sc.slowdown:
+        raise ScenarioError("workers.slowdown: not with PS-less training (peers run in step)")
+    for i, kill in enumerate(sc.kills):
+        if kill.role == "ps":
+            raise ScenarioError(f"faults.kill[{i}].ps: PS-less training has no PS")
+        if kill.role == "worker" and kill.restart_after is not None:
+            raise ScenarioError(f"faults.kill[{i}].restart_after: a killed peer does not "
+                                "rejoin a PS-less training (the others stop)")
 
 
 def _jobs(entries: Any, base: dict[str, Any], default_workers: int) -> list[TrainingConfig]:

@@ -87,7 +87,7 @@ def forwarder_strategy(sc: Scenario) -> str:
 @dataclass
 class AppNode:
     name: str
-    role: str                  # "ps" or "worker"
+    role: str                  # "ps", "worker" or "peer" (PS-less training: apps.peer)
     forwarder: str             # the forwarder it connects to
 
 
@@ -127,18 +127,24 @@ def plan_local(sc: Scenario) -> Plan:
               sc.links.reliability)
         leaf.routes += [(f"/{job.ps}", "root") for job in sc.all_jobs]
     apps = _apps(sc, lambda i: leaves[i % len(leaves)].name, "root")
-    root.routes += [(f"/{app.name}", app.forwarder) for app in apps if app.role == "worker"]
+    root.routes += [(f"/{app.name}", app.forwarder) for app in apps if app.role != "ps"]
+    for app in apps:                    # a peer reaches the other leaves' through the root
+        if app.role == "peer":
+            for leaf in leaves:
+                if leaf.name != app.forwarder:
+                    leaf.routes.append((f"/{app.name}", "root"))
     return Plan(nodes, apps)
 
 
 def _apps(sc: Scenario, worker_at, ps_at: str) -> list[AppNode]:
     """Each job's PS (on `ps_at`), then its workers (the i-th worker of the run on
-    `worker_at(i)`)."""
+    `worker_at(i)`); a PS-less job's peers where workers go, and no PS."""
     apps, i = [], 0
     for job in sc.all_jobs:
-        apps.append(AppNode(job.ps, "ps", ps_at))
+        if not job.collective:
+            apps.append(AppNode(job.ps, "ps", ps_at))
         for w in job.workers:
-            apps.append(AppNode(w, "worker", worker_at(i)))
+            apps.append(AppNode(w, "peer" if job.collective else "worker", worker_at(i)))
             i += 1
     return apps
 
@@ -168,14 +174,23 @@ def plan_netns(sc: Scenario) -> Plan:
     apps = []
     for app in app_hosts:
         router, hf = app.forwarder, f"h-{app.name}"
-        if sc.topology == "tree" and app.role == "worker":
+        if sc.topology == "tree" and app.role != "ps":
             routes["root"].append((f"/{app.name}", router))
+            if app.role == "peer":      # the other leaves' peers reach it through the root
+                for leaf in routers[1:]:
+                    if leaf != router:
+                        routes[leaf].append((f"/{app.name}", "root"))
         nodes[hf] = ForwarderNode(hf, host=hf)
         links.append((hf, router))
         routes[router].append((f"/{app.name}", hf))
         job = sc.job_of(app.name)
-        routes[hf] = [(f"/{job.ps}", router)] if app.role == "worker" else \
-            [(f"/{w}", router) for w in job.workers]
+        if app.role == "peer":          # every other peer, and the aggregator by its name
+            routes[hf] = [(f"/{w}", router) for w in job.workers if w != app.name]
+            if job.aggregate_at:
+                routes[hf].append((f"/{job.aggregate_at}", router))
+        else:
+            routes[hf] = [(f"/{job.ps}", router)] if app.role == "worker" else \
+                [(f"/{w}", router) for w in job.workers]
         apps.append(AppNode(app.name, app.role, hf))
     for name, rs in routes.items():
         nodes[name].routes = rs

@@ -143,6 +143,14 @@ class TrainingConfig:
                                   "workers whose gradients each sums first, as "
                                   "\"<node>:<worker>+<worker>...\" (python -m ndnps.placement's "
                                   "plan); workers not listed are summed at the edge")
+    # PS-less training (issue 25; docs/collectives.md)
+    collective: str = _f("", "PS-less training: the peers (`workers`, python -m apps.peer) "
+                         "combine their gradients by \"ring\" all-reduce, \"ina\" (every "
+                         "peer asks aggregate_at for the sums) or \"bcube\" (BCube(bcube_n, k) "
+                         "level by level). Empty: a PS trains",
+                         choices=("", "ring", "ina", "bcube"))
+    bcube_n: int = _f(2, "collective = \"bcube\": the switches' ports n (the peers are n^k)",
+                      low=2)
 
     # ---- derived -----------------------------------------------------------------------------
 
@@ -171,6 +179,8 @@ class TrainingConfig:
             self.aggregation_plan()             # raises ConfigError naming the key
         elif self.aggregate_via:
             raise ConfigError("training.aggregate_via: needs aggregate_at")
+        if self.collective:
+            self._check_collective()
         if self.dataset != "synthetic":
             for key in ("n_samples", "n_features", "n_classes"):
                 if getattr(self, key):
@@ -207,6 +217,30 @@ class TrainingConfig:
                     raise ConfigError(f"training.{key}: worker {w!r} in two groups")
                 seen.add(w)
         return plan
+
+    def _check_collective(self) -> None:
+        if self.mode != "sync":
+            raise ConfigError("training.collective: PS-less training is sync (mode = \"sync\")")
+        if self.collective == "ina" and not self.aggregate_at:
+            raise ConfigError("training.collective: \"ina\" needs aggregate_at (the forwarder "
+                              "that sums)")
+        if self.collective == "bcube":
+            self.bcube_levels()
+
+    def bcube_levels(self) -> int:
+        """collective = "bcube": k, the levels of BCube(bcube_n, k) the peers fill."""
+        n, peers, k = self.bcube_n, len(self.workers), 0
+        while n ** k < peers:
+            k += 1
+        if n ** k != peers or k < 1:
+            raise ConfigError(f"training.workers: BCube(n={n}, k) needs n^k peers, got {peers}")
+        return k
+
+    @property
+    def recorder(self) -> str:
+        """The app whose metrics carry the job's version records: the PS, or without one
+        (collective) the first peer."""
+        return self.workers[0] if self.collective else self.ps
 
     @property
     def key_bytes(self) -> bytes | None:

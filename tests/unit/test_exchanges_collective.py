@@ -103,12 +103,16 @@ def test_bytes_per_face_match_the_analytic_value(n, k):
     cube = BCube(n, k)
     size = (n ** k) * k * 60            # divisible: the analytic value is exact
     sched = cube.schedule(size)
-    analytic = cube.bytes_per_face(size)
+    unicast = cube.bytes_per_face(size, merged=False)
+    merged = cube.bytes_per_face(size)
     for peer in range(cube.peers):
         for level in range(k):
-            sent = 4 * sum(t.range[1] - t.range[0] for t in sched
-                           if t.src == peer and t.level == level)
-            assert sent == pytest.approx(analytic[level])
+            mine = [t for t in sched if t.src == peer and t.level == level]
+            sent = 4 * sum(t.range[1] - t.range[0] for t in mine)
+            assert sent == pytest.approx(unicast[level])
+            # one name per part: each distinct part once (the switch fans it out)
+            once = {(t.reduce, t.set, t.part): t.range for t in mine}
+            assert 4 * sum(r[1] - r[0] for r in once.values()) == pytest.approx(merged[level])
 
 
 def test_addresses_switches_and_groups():

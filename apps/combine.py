@@ -1,0 +1,174 @@
+"""How peers combine a version's gradients without a PS (issue 25): each returns the mean of
+every peer's gradient, the same bytes at every peer.
+
+* ``Scheduled`` — ring or BCube all-reduce (ndnps.exchanges.collective's schedules, driven by
+  the sans-I/O ndnps.exchanges.allreduce.AllReduce): at each step a peer publishes the parts
+  others fetch from it (``/<peer>/<train>/<v>/reduce|gather/<set>/<level>/<part>/<seg>``, raw
+  float32, signed) and fetches the parts it needs with the peer's SegmentFetcher (held until
+  the producer's step opens, then windowed with loss recovery). A final part several peers
+  fetch (BCube's distribute) has one name: the switch's PIT merges their Interests, or its
+  Content Store answers the later ones, so the summer sends it once.
+* ``InNetwork`` — every peer publishes its gradient as summable segments under the collect
+  name ``/<peer>/<job>/<train>/<v>/<seg>`` and asks ``aggregate_at`` for each segment's sum
+  with the same plan (apps/aggregate.py): the aggregator's PIT merges the peers' identical
+  Interests, one sum returns to all. A sum that does not come falls back to the peer adding
+  every peer's segment itself (the same fixed-point sum, the same bytes).
+
+A peer silent for worker_timeout raises PeerLost: the job stops (docs/collectives.md).
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Protocol
+
+import numpy as np
+from ndn.encoding import FormalName
+
+from ndnps.client.fetcher import FetchError, SegmentFetcher
+from ndnps.client.security import Security
+from ndnps.client.segments import sign_parts, sign_segments
+from ndnps.exchanges.allreduce import AllReduce
+from ndnps.exchanges.collective import BCube, Transfer, ring
+from ndnps.exchanges.membership import Member
+from ndnps.ndn.conventions import SEGMENT_SIZE
+from ndnps.protocol import messages, names
+from ndnps.protocol.config import TrainingConfig
+
+from .aggregate import Aggregate
+from .ps_common import PsCounters
+from .published import Published
+
+# Data of a version's parts stay fresh this long (ms): a switch's Content Store answers the
+# peers that ask for a final part after its first copy went by (MustBeFresh fetches)
+FRESHNESS_MS = 60_000
+
+
+class PeerLost(Exception):
+    """A peer did not answer for worker_timeout: the collective cannot complete."""
+
+
+class Owner(Protocol):
+    cfg: TrainingConfig
+    app: Any
+    name: str
+    index: int
+    fetcher: SegmentFetcher
+    sec: Security
+    published: Published
+    n_params: int
+
+    @property
+    def peers(self) -> list[str]: ...
+
+
+def schedule_of(cfg: TrainingConfig, size: int) -> list[Transfer]:
+    """The training's all-reduce schedule of a `size`-value vector."""
+    if cfg.collective == "ring":
+        return ring(len(cfg.workers), size)
+    return BCube(cfg.bcube_n, cfg.bcube_levels()).schedule(size)
+
+
+def part_key(v: int, t: Transfer) -> tuple:
+    """What names a part within a version (its producer is the transfer's source)."""
+    return (v, t.reduce, t.set, t.level, t.part)
+
+
+class Scheduled:
+    def __init__(self, peer: Owner) -> None:
+        self.peer = peer
+        self.schedule = schedule_of(peer.cfg, peer.n_params)
+        # what this peer serves, once per name (a distribute part goes to several peers)
+        offers: dict[tuple, Transfer] = {}
+        for t in self.schedule:
+            if t.src == peer.index:
+                offers.setdefault(part_key(0, t)[1:], t)
+        self.offers = list(offers.values())
+
+    def analytic(self) -> dict[int, float]:
+        """The bytes of values this peer sends per version, by level: each part once."""
+        out: dict[int, float] = {}
+        for t in self.offers:
+            out[t.level] = out.get(t.level, 0.0) + 4.0 * (t.range[1] - t.range[0])
+        return out
+
+    async def __call__(self, v: int, vector: np.ndarray, loss: float,
+                       compute: float) -> np.ndarray:
+        ar = AllReduce(self.peer.index, vector, self.schedule)
+        self._publish(v, ar)
+        while not ar.done:
+            wants = ar.wants()
+            async with asyncio.TaskGroup() as tg:       # one lost peer cancels the rest
+                tasks = [tg.create_task(self._fetch(v, t)) for t in wants]
+            for t, task in zip(wants, tasks):
+                ar.arrived(t.step, t.src, t.range, task.result())
+            self._publish(v, ar)
+        return ar.vector / np.float32(len(self.peer.peers))
+
+    def _publish(self, v: int, ar: AllReduce) -> None:
+        """The parts of every step opened so far, signed, as their values stood then."""
+        peer = self.peer
+        for t in self.offers:
+            key = part_key(v, t)
+            if key in peer.published.objects:
+                continue
+            values = ar.served(t.step, t.range)
+            if values is None:
+                continue
+            peer.published.publish(key, sign_segments(
+                values.tobytes(), self._namer(peer.name, v, t), peer.sec.signer,
+                FRESHNESS_MS))
+
+    def _namer(self, producer: str, v: int, t: Transfer) -> Callable[[int], FormalName]:
+        """Segment s of transfer t's part, as `producer` serves it."""
+        train = self.peer.cfg.train
+        return lambda s: names.partial(producer, train, v, t.reduce, t.set, t.level, t.part, s)
+
+    async def _fetch(self, v: int, t: Transfer) -> np.ndarray:
+        peer, cfg = self.peer, self.peer.cfg
+        src = peer.peers[t.src]
+        size = (t.range[1] - t.range[0]) * 4
+        last = max(0, -(-size // SEGMENT_SIZE) - 1)
+        loop = asyncio.get_running_loop()
+        try:
+            parts, _, _ = await peer.fetcher.fetch_held(
+                self._namer(src, v, t), last, cfg.collect_lifetime, cfg.collect_lifetime,
+                loop.time() + cfg.worker_timeout)
+        except FetchError as e:
+            raise PeerLost(f"peer {src} silent for {cfg.worker_timeout:g} s at version {v} "
+                           f"(step {t.step}: {e})") from None
+        blob = b"".join(parts)
+        if len(blob) != size:
+            raise PeerLost(f"peer {src} sent {len(blob)} bytes for part {t.range} of "
+                           f"version {v}, not {size}")
+        return np.frombuffer(blob, np.float32)
+
+
+class InNetwork:
+    def __init__(self, peer: Owner) -> None:
+        self.peer = peer
+        cfg = peer.cfg
+        self.counters = PsCounters()            # segments_aggregated / _fallback, malformed
+        self.lost: list[str] = []
+        self.members = [Member(p, i) for i, p in enumerate(cfg.workers)]
+        self.contents: dict[int, list[bytes]] = {}      # step -> my segments' contents
+        self.aggregate = Aggregate(cfg, peer.app, peer.fetcher, peer.sec, peer.n_params,
+                                   self.counters, lambda w, why: self.lost.append(
+                                       f"peer {w.gpu} {why}"),
+                                   own=(peer.name, lambda step: self.contents[step]))
+
+    def analytic(self) -> dict[int, float]:
+        """Its gradient's values, once, to the aggregator."""
+        return {0: 4.0 * self.peer.n_params}
+
+    async def __call__(self, v: int, vector: np.ndarray, loss: float,
+                       compute: float) -> np.ndarray:
+        peer, cfg = self.peer, self.peer.cfg
+        parts = messages.gradient_parts(vector, v, v, loss, compute)
+        self.contents = {v: parts}
+        peer.published.publish((v, "gradient"), sign_parts(
+            parts, lambda s: names.collect(peer.name, cfg.ps, cfg.train, v, s),
+            peer.sec.signer, FRESHNESS_MS))
+        total, counts = await self.aggregate(v, self.members, len(parts) - 1)
+        if self.lost:
+            raise PeerLost(f"{self.lost[0]} at version {v}")
+        return total / counts

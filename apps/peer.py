@@ -1,0 +1,262 @@
+"""A peer of PS-less training (issue 25): ``python -m apps.peer --name p1 --config FILE``.
+
+Every peer reads the same ``[training]`` (its `collective` set; `workers` are the peers, in
+index order): the model, its initial parameters (the seed), its data shard (its index) and the
+hyper-parameters come from the file, as a PS's training content would bring them, so no
+coordinator process is needed (docs/collectives.md says why). Each version, every peer
+computes its gradient on the parameters all hold, the peers combine them (apps/combine.py:
+ring, BCube or in-network all-reduce), and each applies the same update rule
+(ndnps.exchanges.update) to the same mean: the parameters stay bit-identical, which each
+version's record shows (`digest`; the scenario runner compares them across peers).
+
+Serves /<name>: its parts of every all-reduce step and its gradients (apps/published.py).
+Once the training is over a peer stays until every part of its last version went out at
+least once and its prefix has been quiet for a moment (at most `linger`): the others may
+still be fetching it. A peer silent for worker_timeout ends the training: every peer exits 3
+and says which (the collective cannot complete without it). Exit 0: done; 2: bad
+configuration; 1: other errors.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import logging
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict
+
+import numpy as np
+
+from ndnps.client.fetcher import MIN_RTO, FetchStats, SegmentFetcher, reorder_floor
+from ndnps.client.security import Security
+from ndnps.exchanges.update import Contribution, rule_for
+from ndnps.lab.metrics import Delta, MetricsWriter
+from ndnps.ml.data import load_dataset
+from ndnps.ml.models import SGD, build_model
+from ndnps.ml.train import WorkerBatches, steps_per_epoch
+from ndnps.ndn.rto import RtoEstimator
+from ndnps.protocol import messages, names
+from ndnps.protocol.codec import flatten
+from ndnps.protocol.config import ConfigError, TrainingConfig, load
+
+from .combine import InNetwork, PeerLost, Scheduled
+from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
+                     serve, setup_logging)
+from .ps_common import JobFailed
+from .published import Published
+
+log = logging.getLogger("peer")
+
+QUIET = 0.5             # s without an Interest for our last version before a done peer leaves
+
+
+def digest(vector: np.ndarray) -> str:
+    """A version's parameters, as the runner compares them across peers."""
+    return hashlib.blake2b(np.ascontiguousarray(vector).tobytes(), digest_size=8).hexdigest()
+
+
+class Peer:
+    def __init__(self, cfg: TrainingConfig, name: str, app, metrics: MetricsWriter) -> None:
+        if name not in cfg.workers:
+            raise ConfigError(f"--name: {name!r} is not one of training.workers")
+        self.cfg, self.name, self.app, self.metrics = cfg, name, app, metrics
+        self.index = cfg.workers.index(name)
+        self.sec = Security(cfg.key_bytes, names.key(cfg.ps, cfg.train))
+        ds = self.dataset = load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs())
+        spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **cfg.model_spec()}
+        self.model = build_model(spec, cfg.seed)       # every peer's: the same parameters
+        self.n_params = self.model.n_params
+        self.opt = SGD(cfg.lr, cfg.momentum, cfg.weight_decay)
+        self.rule = rule_for("sync", cfg.max_staleness)
+        self.batches = WorkerBatches(ds, len(cfg.workers), self.index, cfg.batch, cfg.seed)
+        self.fetch_stats = FetchStats()
+        self.fetcher = SegmentFetcher(
+            app.express_future, self.sec.validator, cfg.window,
+            RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
+            cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app),
+            suppression=cfg.retx_suppression_ms / 1000,
+            suppression_max=cfg.retx_suppression_max_ms / 1000,
+            patience=cfg.worker_timeout, initial_window=cfg.initial_window)
+        self.sent_by_level: Counter[int] = Counter()    # Data bytes we sent, by BCube level
+        self.published = Published(on_sent=self._sent)
+        self.combine = InNetwork(self) if cfg.collective == "ina" else Scheduled(self)
+        self.version = 0
+        self.accuracy: float | None = None
+        self.last_asked = 0.0                   # when an Interest for our newest version came
+        self.delta = Delta()
+
+    @property
+    def peers(self) -> list[str]:
+        return self.cfg.workers
+
+    @property
+    def total_steps(self) -> int:
+        """Versions: epochs over a peer's shard, capped by max_versions (as a PS counts)."""
+        spe = steps_per_epoch(len(self.dataset.X_train), len(self.peers), self.cfg.batch)
+        if spe < 1:
+            raise JobFailed(f"{len(self.dataset.X_train)} samples over {len(self.peers)} "
+                            f"peers give no full batch of {self.cfg.batch}")
+        total = self.cfg.epochs * spe
+        return min(total, self.cfg.max_versions) if self.cfg.max_versions else total
+
+    def _sent(self, key: tuple, nbytes: int) -> None:
+        # a part's key is (v, reduce, set, level, part); a gradient's (v, "gradient")
+        self.sent_by_level[key[3] if len(key) == 5 else 0] += nbytes
+
+    def run_time(self) -> float:
+        return time.monotonic() - self.metrics.start
+
+    # ---- serving ------------------------------------------------------------------------------
+
+    def on_interest(self, name, _param, reply, ctx) -> None:
+        p = names.parse_partial(name)
+        if p is not None and p.peer == self.name and p.train == self.cfg.train:
+            key: tuple = (p.version, p.reduce, p.set, p.level, p.part)
+            seg = p.segment
+        else:
+            c = names.parse_collect(name)
+            if c is None or c.gpu != self.name or (c.ps, c.train) != (self.cfg.ps,
+                                                                      self.cfg.train):
+                return
+            key, seg = (c.step, "gradient"), c.segment
+        if key[0] >= self.version - 1:
+            self.last_asked = time.monotonic()
+        self.published.ask(key, seg, reply, ctx["deadline"])
+
+    # ---- the training -------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        cfg = self.cfg
+        self.app.attach_handler(names.node(self.name), self.on_interest)
+        if not await self.app.register(names.node(self.name)):
+            log.error("the forwarder refused to register /%s", self.name)
+            return EXIT_JOB_FAILED
+        try:
+            total = self.total_steps
+            self.metrics.write({"event": "start", "workers": self.peers, "n_params": self.n_params,
+                                "total_steps": total, "mode": "sync",
+                                "collective": cfg.collective, "index": self.index,
+                                "version": 0, "analytic_bytes_by_level": {
+                                    str(k): v for k, v in self.combine.analytic().items()}})
+            log.info("peer %s (%d of %d) ready: %s all-reduce, %d parameters, %d versions",
+                     self.name, self.index + 1, len(self.peers), cfg.collective,
+                     self.n_params, total)
+            done = False
+            while not done:
+                done = await self.step(total)
+        except (PeerLost, JobFailed) as e:
+            log.error("training %s/%s stops at version %d: %s", cfg.ps, cfg.train,
+                      self.version, e)
+            self.metrics.write({"event": "failed", "reason": str(e), "version": self.version})
+            self.end(EXIT_JOB_FAILED)
+            return EXIT_JOB_FAILED
+        await self.linger()
+        self.end(EXIT_OK)
+        log.info("training %s/%s done at version %d, test accuracy %.4f", cfg.ps, cfg.train,
+                 self.version, self.accuracy if self.accuracy is not None else float("nan"))
+        return EXIT_OK
+
+    async def step(self, total: int) -> bool:
+        """One version: our gradient, the collective, the update; True when the last."""
+        v = self.version
+        t0 = time.perf_counter()
+        X, y = self.batches.for_step(v)
+        loss, grads = self.model.loss_and_grad(X, y)
+        vector = flatten(grads)
+        compute = time.perf_counter() - t0
+        computed_at = self.run_time()
+        mean = await self.combine(v, vector, loss, compute)
+        self.rule.apply(self.model.params, self.opt, v,
+                        [Contribution(0, messages.Gradient(v, v, mean, loss, compute))])
+        self.version = v + 1
+        ready_at = self.run_time()
+        accuracy = self.evaluate(force=self.version >= total)
+        target = self.cfg.target_accuracy
+        done = self.version >= total or bool(target and accuracy is not None
+                                              and accuracy >= target)
+        self.metrics.write({
+            "version": self.version, "loss": loss, "compute": compute,
+            "computed_at": computed_at, "ready_at": ready_at, "sync": ready_at - computed_at,
+            "digest": digest(flatten(self.model.params)), "accuracy": accuracy,
+            "sent_by_level": {str(k): v for k, v in sorted(self.sent_by_level.items())},
+            **self.delta.take({**self.app.traffic(), **asdict(self.fetch_stats),
+                               **self.combine_counts()})})
+        self.sent_by_level.clear()
+        return done
+
+    def evaluate(self, force: bool = False) -> float | None:
+        """Every peer evaluates when a target accuracy may stop the training (they decide
+        alike: the same parameters); otherwise the first peer, for the records."""
+        cfg = self.cfg
+        if not (force or self.version % cfg.eval_every == 0):
+            return None
+        if not cfg.target_accuracy and self.index != 0 and not force:
+            return None
+        self.accuracy = self.model.accuracy(self.dataset.X_test, self.dataset.y_test)
+        return self.accuracy
+
+    def combine_counts(self) -> dict[str, int]:
+        c = getattr(self.combine, "counters", None)
+        if c is None:
+            return {}
+        return {"segments_aggregated": c.segments_aggregated,
+                "segments_fallback": c.segments_fallback}
+
+    async def linger(self) -> None:
+        """Stay while the others may still fetch our last version's parts: until every one went
+        out once (held Interests answered) and nobody asked for QUIET, `linger` at most."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.cfg.linger
+        while loop.time() < until:
+            if time.monotonic() - self.last_asked > QUIET and not len(self.published.held):
+                return
+            await asyncio.sleep(0.05)
+
+    def end(self, code: int) -> None:
+        self.metrics.write({"event": "end", "code": code, "version": self.version,
+                            "accuracy": self.accuracy, "collective": self.cfg.collective,
+                            **self.app.traffic(), **asdict(self.fetch_stats),
+                            **self.combine_counts(), "held_expired": self.published.held.expired,
+                            "unknown_asked": self.published.unknown,
+                            "answers_repeated": self.published.repeated})
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = app_parser(
+        "python -m apps.peer",
+        "ndnps peer: PS-less training. Reads [training] (collective = ring | ina | bcube), "
+        "computes its gradients on its shard, combines them with the other peers' and "
+        "applies the update, version after version.",
+        "0 done, 1 error, 2 bad configuration, 3 the training stopped (a peer was lost)",
+        "one per version")
+    p.add_argument("--name", required=True, help="this peer's name: one of training.workers")
+    p.add_argument("--config", required=True, metavar="FILE",
+                   help="TOML file with the [training] table (collective set)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.log_level, args.name)
+    limit_blas_threads()
+    try:
+        cfg = load(args.config)
+        if not cfg.collective:
+            raise ConfigError("training.collective: empty (a PS trains this job: apps.ps)")
+        if args.name not in cfg.workers:
+            raise ConfigError(f"--name: {args.name!r} is not one of training.workers")
+    except (ConfigError, OSError) as e:
+        print(f"peer: bad configuration: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    metrics = MetricsWriter(args.metrics, role="peer", name=args.name)
+    return serve(args.transport, metrics,
+                 lambda app: Peer(cfg, args.name, app, metrics).run(),
+                 args.reconnect_timeout, args.lp_reliability, args.link_repair)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""summary.json's `collective` block for a PS-less run (issue 25), from every peer's version
+records (apps/peer.py):
+
+* `parameters_identical`: every version's parameter digest is the same at every peer that
+  made it (`digest_mismatches` lists the versions where not; the runner fails such a run);
+* `sync_seconds`: the median over steady versions of "from the last gradient computed to the
+  last peer holding the new parameters" (max ready_at − max computed_at, one run clock);
+* `bytes_per_peer_face_per_version`: the bytes a peer sends on its face per version, by BCube
+  level (one level, "0", for ring and ina), the mean over peers — what went onto its links
+  over the run (the forwarders' traces: Data and Interests) per version — beside the
+  `analytic` value (the values of every part its schedule has it send, once: each peer
+  reports it in its start record; no packet headers) and their ratio;
+  `data_bytes_sent_per_peer_per_version`: the Data its app sent (steady versions), duplicate
+  answers to re-expressed Interests included;
+* `max_link_bytes_per_version`: the busiest link direction's bytes over the run (the
+  forwarders' rate traces) per version.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from pathlib import Path
+from typing import Any
+
+from .metrics import read_metrics
+
+_SWITCH = re.compile(r"^s(\d+)-\d+$")      # a BCube switch, s<level>-<index>
+WARMUP_VERSIONS = 2         # as report.WARMUP_VERSIONS: the first versions carry start-up
+
+
+def _levels(n: int, peers: int) -> int:
+    k = 0
+    while n ** k < peers:
+        k += 1
+    return k
+
+
+def face_bytes(link_bytes: dict[str, int], senders: list[str],
+               bcube: bool) -> dict[str, list[int]]:
+    """Each peer's bytes sent on its faces over the run, by level: a BCube host's link to
+    its level-L switch (s<L>-…), or everything its host (or its own face) sent."""
+    out: dict[str, list[int]] = {}
+    for sender in senders:
+        mine: dict[str, int] = {}
+        for label, n in link_bytes.items():
+            a, _, b = label.partition("->")
+            if a != sender:
+                continue
+            if bcube:                       # its uplinks only (not its app's face)
+                m = _SWITCH.match(b)
+                if m is None:
+                    continue
+                level = m.group(1)
+            else:
+                level = "0"
+            mine[level] = mine.get(level, 0) + n
+        for level, n in mine.items():
+            out.setdefault(level, []).append(n)
+    return out
+
+
+def collective_summary(run_dir: Path, job: Any, versions: int, link_bytes: dict[str, int],
+                       senders: list[str], bcube: bool = False) -> dict[str, Any]:
+    """`senders`: the name each peer's traffic leaves under in the link counts (its own, its
+    netns host's h-<peer>, its BCube host's p<i>); `bcube`: a BCube fabric's links by level."""
+    by_peer: dict[str, dict[int, dict]] = {}
+    analytics: list[dict[str, float]] = []     # each peer's, from the schedule it ran
+    for p in job.workers:
+        path = run_dir / "metrics" / f"{p}.jsonl"
+        recs = read_metrics(path) if path.exists() else []
+        by_peer[p] = {r["version"]: r for r in recs if "digest" in r}
+        start = next((r for r in recs if r.get("event") == "start"), {})
+        if "analytic_bytes_by_level" in start:
+            analytics.append(start["analytic_bytes_by_level"])
+    made = sorted({v for recs in by_peer.values() for v in recs})
+    mismatches = [v for v in made
+                  if len({recs[v]["digest"] for recs in by_peer.values() if v in recs}) > 1]
+    complete = [v for v in made if all(v in recs for recs in by_peer.values())]
+    steady = [v for v in complete if v > WARMUP_VERSIONS] or complete
+    syncs = [max(by_peer[p][v]["ready_at"] for p in by_peer)
+             - max(by_peer[p][v]["computed_at"] for p in by_peer) for v in steady]
+    levels = sorted({lvl for recs in by_peer.values() for r in recs.values()
+                     for lvl in r.get("sent_by_level", {})}, key=int)
+    data_sent = {}                  # what the apps sent (duplicate answers included)
+    for lvl in levels:
+        xs = [by_peer[p][v].get("sent_by_level", {}).get(lvl, 0) for p in by_peer
+              for v in steady]
+        data_sent[lvl] = statistics.mean(xs) if xs else 0.0
+    # what went onto the peers' links (Interests included), per version of the run
+    on_links = face_bytes(link_bytes, senders, bcube)
+    measured = {lvl: statistics.mean(xs) / versions for lvl, xs in sorted(on_links.items())
+                if versions} or data_sent
+    analytic = {lvl: statistics.mean(a.get(lvl, 0.0) for a in analytics)
+                for lvl in sorted({lvl for a in analytics for lvl in a}, key=int)}
+    busiest = max(link_bytes.values(), default=0)
+    return {
+        "kind": job.collective,
+        "peers": len(job.workers),
+        **({"bcube": {"n": job.bcube_n, "k": _levels(job.bcube_n, len(job.workers))}}
+           if job.collective == "bcube" else {}),
+        "versions_compared": len(complete),
+        "parameters_identical": not mismatches,
+        "digest_mismatches": mismatches[:20],
+        "sync_seconds": statistics.median(syncs) if syncs else None,
+        "bytes_per_peer_face_per_version": measured,
+        "data_bytes_sent_per_peer_per_version": data_sent,
+        "analytic_bytes_per_peer_face_per_version": analytic,
+        "bytes_over_analytic": {lvl: measured[lvl] / analytic[lvl] for lvl in measured
+                                if analytic.get(lvl)},
+        "max_link_bytes_per_version": busiest / versions if versions and busiest else None,
+    }
