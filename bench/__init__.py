@@ -16,4 +16,5 @@ BENCHMARKS: dict[str, str] = {
     "faults": "bench.faults",           # issue 6: faults injected -> outcome, fuzzing, bad input
     "bottleneck": "bench.bottleneck",   # issue 23: a tbf-limited link, ndnps vs the TCP PS
     "ina": "bench.ina",                 # issue 24: in-network aggregation, placement, bandwidth
+    "collectives": "bench.collectives", # issue 25: PS-less all-reduce (ring, ina, BCube) vs the PS
 }

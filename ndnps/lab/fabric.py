@@ -1,12 +1,15 @@
-"""Data-centre fabrics in a scenario (local runs): `[topology] kind = "fat-tree"` (`k`, 4 by
-default) and `kind = "bcube"` (`n`, `k`: BCube(n, k), the `003_…` method's network).
+"""Data-centre fabrics in a scenario: `[topology] kind = "fat-tree"` (`k`, 4 by default; local
+runs) and `kind = "bcube"` (`n`, `k`: BCube(n, k), the `003_…` method's network; local, or
+`--netns`: every switch and host a namespace, every link a veth).
 
 Every switch of ndnps.placement's network is a forwarder (a k = 4 fat-tree: 20; BCube(n, k):
 k·n^(k−1)), joined to its neighbours by UDP faces on 127.0.0.1; the apps take the hosts in
 order (every job's PS, then its workers: the first job's PS on the first host, its workers on
 the next ones). A fat-tree host is an app beside its edge switch. A BCube host is multi-homed
 (one link per level) and relays for others, as BCube's servers do, so each has a forwarder of
-its own (named after the host: p0, p1…) with k uplinks, and its app connects to it. Every
+its own (named after the host: p0, p1…) with k uplinks, and its app connects to it; the
+workers (or peers) take the last hosts, a PS the first (beside the first worker when all n^k
+hosts train). Every
 forwarder routes each app's prefix — and, with `[ina]`, each aggregator's node name — to its
 next hop on the network's shortest path, chosen among equal ones by the stable hash
 ndnps.placement's LP assumes, so the loads the placement planned are the run's.
@@ -71,14 +74,44 @@ def plan(sc: "Scenario") -> Plan:
             if b in nodes and a < b:
                 _join(nodes[a], nodes[b], f"udp4://127.0.0.1:{nodes[b].udp}",
                       f"udp4://127.0.0.1:{nodes[a].udp}", link, sc.links.reliability)
-    apps = _apps(sc, lambda i: "", "")
-    if sc.topology == "bcube":                  # the i-th app on the i-th host's forwarder
-        placed = [AppNode(a.name, a.role, net.hosts[i]) for i, a in enumerate(apps)]
+    if sc.topology == "bcube":
+        placed = bcube_apps(sc, net)
     else:
-        placed = [AppNode(a.name, a.role, net.edge_of(a.name)) for a in apps]
-    for app in placed:
-        route(nodes, net, app.name, app.forwarder)
+        placed = [AppNode(a.name, a.role, net.edge_of(a.name)) for a in _apps(sc, lambda i: "", "")]
+    _route_apps(sc, nodes, net, placed)
     return Plan(nodes, placed)
+
+
+def bcube_apps(sc: "Scenario", net: "Network") -> list[AppNode]:
+    """A BCube's apps: the workers (or peers) on its last hosts, in order, one each; a PS on
+    the first host — alone when there is a host to spare, else beside the first worker (a PS
+    colocated with a worker, as ps-lite and BytePS deploy it), so that n^k workers train."""
+    apps = _apps(sc, lambda i: "", "")
+    workers = [a for a in apps if a.role != "ps"]
+    first = len(net.hosts) - len(workers)
+    return [AppNode(a.name, a.role, net.hosts[0]) for a in apps if a.role == "ps"] + \
+        [AppNode(a.name, a.role, net.hosts[first + i]) for i, a in enumerate(workers)]
+
+
+def _route_apps(sc: "Scenario", nodes: dict[str, ForwarderNode], net: "Network",
+                apps: list[AppNode]) -> None:
+    """Routes to every app, and to a PS-less job's aggregator by its name."""
+    for app in apps:
+        route(nodes, net, app.name, app.forwarder)
+    t = sc.training
+    if t.collective == "ina" and t.aggregate_at in nodes:
+        route(nodes, net, t.aggregate_at, t.aggregate_at)
+
+
+def plan_netns(sc: "Scenario") -> Plan:
+    """A BCube in network namespaces (`--netns`): every forwarder — each switch, each host —
+    its own namespace, each link a veth (faces and addresses once they exist:
+    topology.assign_addresses); routes and apps as locally."""
+    net = network(sc, 1000.0)
+    nodes = {s: ForwarderNode(s, host=s) for s in forwarders(sc)}
+    apps = bcube_apps(sc, net)
+    _route_apps(sc, nodes, net, apps)
+    return Plan(nodes, apps, [(link.a, link.b) for link in net.links])
 
 
 def route(nodes: dict[str, ForwarderNode], net: "Network", name: str, at: str) -> None:

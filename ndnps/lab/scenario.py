@@ -190,6 +190,8 @@ class Runner:
                                   "bottleneck's veth, on top of its tbf")
         else:
             kernel = self._netem()
+            if not kernel and self._limit_links():
+                link.pop("rate_mbps")           # the kernel limits it: not the faces too
             if link and not kernel and self.sc.netem:
                 self.notes.append("kernel netem unavailable: link conditions emulated in the "
                                   "forwarders' faces")
@@ -206,8 +208,8 @@ class Runner:
     def aggregators(self) -> list[str]:
         """The forwarders that aggregate: the PS's edge and the placement's."""
         p, t = self.ina_plan, self.sc.training
-        if t.collective == "ina":                   # PS-less: the peers' aggregator
-            return [t.aggregate_at]
+        if t.collective == "ina" or (p is None and t.aggregate_at):
+            return [t.aggregate_at]             # the peers' aggregator, or one given by hand
         return [] if p is None else [p.edge, *p.aggregators]
 
     def configure_aggregator(self, name: str) -> None:
@@ -243,6 +245,23 @@ class Runner:
                     self.netns.tbf(host, dev, b.rate_mbps, b.burst_bytes, b.queue_bytes)
                 except RuntimeError as e:
                     raise NetnsUnavailable(f"cannot limit the bottleneck at {host}: {e}") from None
+
+    def _limit_links(self) -> bool:
+        """[links] rate_mbps by the kernel's tbf on both ends of every veth (burst and queue
+        as [bottleneck]'s); False when there is no rate to limit."""
+        assert self.netns is not None
+        rate = self.sc.links.rate_mbps
+        if not rate:
+            return False
+        b = self.sc.bottleneck
+        for veth in self.netns.links:
+            for host, dev in ((veth.a, veth.dev_a), (veth.b, veth.dev_b)):
+                try:
+                    self.netns.tbf(host, dev, rate, b.burst_bytes, b.queue_bytes)
+                except RuntimeError as e:
+                    raise NetnsUnavailable(f"cannot limit the link at {host}: {e}") from None
+        self.notes.append(f"links limited to {rate:g} Mbit/s by tbf on every veth")
+        return True
 
     def read_link_stats(self) -> None:
         """The bottleneck's tbf counters, per direction (sender->receiver host), once, while
@@ -887,8 +906,9 @@ class Progress:
 def check_netns(sc: Scenario) -> None:
     """NetnsUnavailable, naming the cause, unless this host can make the scenario's
     namespaces (and for the bottleneck, its tbf qdiscs)."""
-    if sc.topology == "bottleneck":
-        check_available('topology.kind = "bottleneck"', tbf=True)
+    if sc.topology == "bottleneck" or sc.links.rate_mbps:
+        check_available('topology.kind = "bottleneck"' if sc.topology == "bottleneck"
+                        else "links.rate_mbps with --netns", tbf=True)
     else:
         check_available()
 

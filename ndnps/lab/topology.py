@@ -232,6 +232,9 @@ def route_aggregators(plan: Plan, sc: Scenario, nodes: list[str]) -> None:
 
 def plan_hosts(sc: Scenario) -> Plan:
     """The netns plan of the scenario's topology."""
+    if sc.topology == "bcube":
+        from . import fabric
+        return fabric.plan_netns(sc)
     return plan_bottleneck(sc) if sc.topology == "bottleneck" else plan_netns(sc)
 
 

@@ -126,7 +126,12 @@ def test_a_bcube_gives_every_peer_its_own_forwarder_with_an_uplink_per_level():
 
 def test_a_bcube_checks_its_size_and_refuses_ina():
     with pytest.raises(ScenarioError, match="^topology.workers: this bcube has 9 hosts"):
-        scenario(BCUBE, workers=9)
+        scenario(BCUBE, workers=10)
+    # n^k workers: the PS shares the first host with the first worker
+    full = topology.plan_local(parse(tomllib.loads(BCUBE.replace("workers = 8", "workers = 9")),
+                                     "bc"))
+    assert {a.name: a.forwarder for a in full.apps if a.name in ("ps", "w1", "w9")} == \
+        {"ps": "p0", "w1": "p0", "w9": "p8"}
     with pytest.raises(ScenarioError, match="^ina: not on a bcube"):
         parse({**tomllib.loads(BCUBE), "ina": {}}, "bc")
     small = BCUBE.replace("k = 2", "k = 3").replace("n = 3", "n = 2").replace("workers = 8",
