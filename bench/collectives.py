@@ -28,8 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .common import (RunError, bench_parser, emit, fmt, jsonl_records, log, median, rnd,
-                     run_scenario, save, stamp)
+from .common import (RunError, bench_parser, emit, fmt, jsonl_records, log, median, ratio,
+                     rnd, run_scenario, save, stamp)
 from .ina import BIG_MODEL
 
 SYSTEMS = ("ps", "ps-ina", "ring", "ina", "bcube")
@@ -93,10 +93,8 @@ def shape_point(n: int, k: int, systems: list[str], rate: float, versions: int,
         for level, r in ((point.get(s) or {}).get("bytes_over_analytic") or {}).items():
             if abs(r - 1) > BYTES_WITHIN:
                 misses.append(f"{s} level {level}: bytes ÷ analytic {r}")
-    if sync.get("bcube") and sync.get("ps"):
-        point["bcube_over_ps"] = rnd(sync["bcube"] / sync["ps"])
-    if sync.get("bcube") and sync.get("ring"):
-        point["bcube_over_ring"] = rnd(sync["bcube"] / sync["ring"])
+    point["bcube_over_ps"] = ratio(sync.get("bcube"), sync.get("ps"))
+    point["bcube_over_ring"] = ratio(sync.get("bcube"), sync.get("ring"))
     if (n, k) == (3, 2):
         if (point.get("bcube_over_ps") or 99) > SYNC_OVER_PS:
             misses.append(f"9 peers: bcube sync ÷ PS {point.get('bcube_over_ps')} > "
