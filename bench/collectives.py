@@ -33,7 +33,8 @@ from .common import (RunError, bench_parser, emit, fmt, jsonl_records, log, medi
 from .ina import BIG_MODEL
 
 SYSTEMS = ("ps", "ps-ina", "ring", "ina", "bcube")
-SETS = {"ps": [], "ps-ina": ['training.aggregate_at="p0"'],
+SETS = {"ps": ['training.collective=""'],
+        "ps-ina": ['training.collective=""', 'training.aggregate_at="p0"'],
         "ring": ['training.collective="ring"'], "ina": ['training.collective="ina"'],
         "bcube": ['training.collective="bcube"']}
 BYTES_WITHIN = 0.05
