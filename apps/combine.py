@@ -97,8 +97,11 @@ class Scheduled:
         self._publish(v, ar)
         while not ar.done:
             wants = ar.wants()
-            async with asyncio.TaskGroup() as tg:       # one lost peer cancels the rest
-                tasks = [tg.create_task(self._fetch(v, t)) for t in wants]
+            try:
+                async with asyncio.TaskGroup() as tg:   # one lost peer cancels the rest
+                    tasks = [tg.create_task(self._fetch(v, t)) for t in wants]
+            except* PeerLost as group:      # the TaskGroup wraps it: the peer exits 3, not 1
+                raise group.exceptions[0] from None
             for t, task in zip(wants, tasks):
                 ar.arrived(t.step, t.src, t.range, task.result())
             self._publish(v, ar)

@@ -10,10 +10,11 @@ ring, BCube or in-network all-reduce), and each applies the same update rule
 version's record shows (`digest`; the scenario runner compares them across peers).
 
 Serves /<name>: its parts of every all-reduce step and its gradients (apps/published.py).
-Once the training is over a peer stays until every part of its last version went out at
-least once and its prefix has been quiet for a moment (at most `linger`): the others may
-still be fetching it. A peer silent for worker_timeout ends the training: every peer exits 3
-and says which (the collective cannot complete without it). Exit 0: done; 2: bad
+Once the training is over a peer stays until every other peer says it is done (a marker each
+publishes) and its prefix has been quiet for a moment, `linger` at most: the others may still
+be fetching from it. A peer silent for worker_timeout ends the training: the peers waiting
+for it exit 3 naming it, and the peers waiting for them name those (a ring's stall travels
+along it; the runner's error lists the peers gone first). Exit 0: done; 2: bad
 configuration; 1: other errors.
 """
 from __future__ import annotations
@@ -29,8 +30,9 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ndnps.client.fetcher import MIN_RTO, FetchStats, SegmentFetcher, reorder_floor
+from ndnps.client.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher, reorder_floor
 from ndnps.client.security import Security
+from ndnps.client.segments import sign_parts
 from ndnps.exchanges.update import Contribution, rule_for
 from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
@@ -41,7 +43,7 @@ from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten
 from ndnps.protocol.config import ConfigError, TrainingConfig, load
 
-from .combine import InNetwork, PeerLost, Scheduled
+from .combine import FRESHNESS_MS, InNetwork, PeerLost, Scheduled
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
                      serve, setup_logging)
 from .ps_common import JobFailed
@@ -50,6 +52,7 @@ from .published import Published
 log = logging.getLogger("peer")
 
 QUIET = 0.5             # s without an Interest for our last version before a done peer leaves
+DONE = b"done"          # the content of the marker a peer publishes once its training is over
 
 
 def digest(vector: np.ndarray) -> str:
@@ -205,11 +208,33 @@ class Peer:
                 "segments_fallback": c.segments_fallback}
 
     async def linger(self) -> None:
-        """Stay while the others may still fetch our last version's parts: until every one went
-        out once (held Interests answered) and nobody asked for QUIET, `linger` at most."""
+        """Stay while the others may still fetch from us: until every peer says it is done
+        (each publishes a marker once its last version is complete — the gradient of the
+        version after the last, never computed, one segment "done"), then until nobody asked
+        anything for QUIET; `linger` at most. A peer that left already is not waited for."""
+        cfg, v = self.cfg, self.version
+        self.published.publish((v, "gradient"), sign_parts(
+            [DONE], lambda s: names.collect(self.name, cfg.ps, cfg.train, v, s),
+            self.sec.signer, FRESHNESS_MS))
         loop = asyncio.get_running_loop()
-        until = loop.time() + self.cfg.linger
+        until = loop.time() + cfg.linger
+
+        async def done(peer: str) -> bool:
+            try:
+                await self.fetcher.fetch_held(
+                    lambda s: names.collect(peer, cfg.ps, cfg.train, v, s), 0,
+                    cfg.collect_lifetime, cfg.collect_lifetime, until, whole=False)
+                return True
+            except FetchError:
+                return False
+
+        others = [p for p in self.peers if p != self.name]
+        heard = await asyncio.gather(*(done(p) for p in others))
+        if not all(heard):
+            log.info("left without hearing that %s were done",
+                     ", ".join(p for p, h in zip(others, heard) if not h))
         while loop.time() < until:
+            self.published.held.purge()
             if time.monotonic() - self.last_asked > QUIET and not len(self.published.held):
                 return
             await asyncio.sleep(0.05)

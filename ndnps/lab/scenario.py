@@ -515,7 +515,7 @@ class Runner:
             if ps is None or code is None:
                 done = False
             elif code in (EXIT_USAGE, EXIT_JOB_FAILED):  # the training says it cannot go on
-                raise ps.fail(f"exited with {describe(code)}")
+                raise ps.fail(f"exited with {describe(code)}{self._peers_gone()}")
             elif code != 0 and not self.sc.job_of(name).checkpoint:
                 self.unplanned(ps, "ps", name, "run failed: no checkpoint to resume from "
                                "(training.checkpoint)")
@@ -526,6 +526,17 @@ class Runner:
                 faults.restart_unplanned("ps", name, rec)
                 done = False
         return done
+
+    def _peers_gone(self) -> str:
+        """A PS-less job's peers killed or dead before (a ring's stall travels along it: the
+        peer that says so first may name its neighbour, not the one lost)."""
+        if not self.sc.training.collective:
+            return ""
+        gone = [f"{r['worker']} (killed by [faults] at version {r['version']})"
+                for r in self.faults if r.get("role") == "worker" and "skipped" not in r]
+        gone += [f"{r['node']} ({r['how']})" for r in self.unplanned_exits
+                 if r.get("role") == "worker"]
+        return f"; peers gone before: {', '.join(gone)}" if gone else ""
 
     def unplanned(self, proc: ManagedProcess, role: str, node: str,
                   action: str | None = None) -> dict:

@@ -374,12 +374,6 @@ def _check_peers(sc: Scenario, doc: dict[str, Any]) -> None:
                             "collective = \"ina\" aggregates at training.aggregate_at")
     if sc.slowdown:
         raise ScenarioError("workers.slowdown: not with PS-less training (peers run in step)")
-    for i, kill in enumerate(sc.kills):
-        if kill.role == "ps":
-            raise ScenarioError(f"faults.kill[{i}].ps: PS-less training has no PS")
-        if kill.role == "worker" and kill.restart_after is not None:
-            raise ScenarioError(f"faults.kill[{i}].restart_after: a killed peer does not "
-                                "rejoin a PS-less training (the others stop)")
 
 
 def _jobs(entries: Any, base: dict[str, Any], default_workers: int) -> list[TrainingConfig]:
@@ -483,6 +477,11 @@ def _faults(table: dict, sc: Scenario) -> list[Kill]:
             raise ScenarioError(f"{where}.at_version: missing")
         version = _number(entry["at_version"], f"{where}.at_version", 1, integer=True)
         after = _restart_after(entry, where)
+        if "ps" in entry and sc.training.collective:
+            raise ScenarioError(f"{where}.ps: PS-less training has no PS")
+        if "worker" in entry and after is not None and sc.training.collective:
+            raise ScenarioError(f"{where}.restart_after: a killed peer does not rejoin a "
+                                "PS-less training (the others stop)")
         if "ps" in entry:
             if entry["ps"] is not True:
                 raise ScenarioError(f"{where}.ps: expected true, got {entry['ps']!r}")
@@ -521,6 +520,9 @@ def _faults(table: dict, sc: Scenario) -> list[Kill]:
         if high < low:
             raise ScenarioError(f"faults.random.to_version: {high} < from_version {low}")
         after = _restart_after(rnd, "faults.random")
+        if after is not None and sc.training.collective:
+            raise ScenarioError("faults.random.restart_after: a killed peer does not rejoin a "
+                                "PS-less training (the others stop)")
         rng = random.Random(seed)
         for _ in range(n):
             kills.append(Kill(rng.choice(sc.training.workers), rng.randint(low, high), after))

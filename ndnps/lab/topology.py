@@ -133,7 +133,22 @@ def plan_local(sc: Scenario) -> Plan:
             for leaf in leaves:
                 if leaf.name != app.forwarder:
                     leaf.routes.append((f"/{app.name}", "root"))
+    _route_peers_aggregator(sc, nodes)
     return Plan(nodes, apps)
+
+
+def _route_peers_aggregator(sc: Scenario, nodes: dict[str, ForwarderNode]) -> None:
+    """A tree's routers reach a PS-less job's aggregator by its name (the peers' *aggregate*
+    Interests carry it as their ForwardingHint): a leaf through the root, the root down to
+    the leaf that aggregates."""
+    for job in sc.all_jobs:
+        at = job.aggregate_at
+        if job.collective != "ina" or sc.topology != "tree" or at not in nodes:
+            continue
+        for name, node in nodes.items():
+            if name == at or name.startswith("h-"):
+                continue
+            node.routes.append((f"/{at}", at if name == "root" else "root"))
 
 
 def _apps(sc: Scenario, worker_at, ps_at: str) -> list[AppNode]:
@@ -194,6 +209,7 @@ def plan_netns(sc: Scenario) -> Plan:
         apps.append(AppNode(app.name, app.role, hf))
     for name, rs in routes.items():
         nodes[name].routes = rs
+    _route_peers_aggregator(sc, nodes)
     return Plan(nodes, apps, links)
 
 
