@@ -9,7 +9,7 @@ the next ones). A fat-tree host is an app beside its edge switch. A BCube host i
 (one link per level) and relays for others, as BCube's servers do, so each has a forwarder of
 its own (named after the host: p0, p1…) with k uplinks, and its app connects to it; the
 workers (or peers) take the last hosts, a PS the first (beside the first worker when all n^k
-hosts train). Every
+hosts train); a ring's peers go round the hosts in a Gray code (`gray_ring`). Every
 forwarder routes each app's prefix — and, with `[ina]`, each aggregator's node name — to its
 next hop on the network's shortest path, chosen among equal ones by the stable hash
 ndnps.placement's LP assumes, so the loads the placement planned are the run's.
@@ -89,8 +89,21 @@ def bcube_apps(sc: "Scenario", net: "Network") -> list[AppNode]:
     apps = _apps(sc, lambda i: "", "")
     workers = [a for a in apps if a.role != "ps"]
     first = len(net.hosts) - len(workers)
+    hosts = net.hosts[first:]
+    if sc.training.collective == "ring" and not first:
+        hosts = [net.hosts[h] for h in gray_ring(sc.n, sc.k)]
     return [AppNode(a.name, a.role, net.hosts[0]) for a in apps if a.role == "ps"] + \
-        [AppNode(a.name, a.role, net.hosts[first + i]) for i, a in enumerate(workers)]
+        [AppNode(a.name, a.role, hosts[i]) for i, a in enumerate(workers)]
+
+
+def gray_ring(n: int, k: int) -> list[int]:
+    """BCube(n, k)'s hosts in a modular n-ary Gray code: each next to the one before and the
+    first to the last differ in one digit, one switch apart. A ring all-reduce's peers placed
+    in this order exchange over one switch each (a topology-aware ring, as NCCL orders its
+    rings) instead of relaying through other hosts."""
+    def digit(i: int, j: int) -> int:
+        return (i // n ** j - i // n ** (j + 1)) % n
+    return [sum(digit(i, j) * n ** j for j in range(k)) for i in range(n ** k)]
 
 
 def _route_apps(sc: "Scenario", nodes: dict[str, ForwarderNode], net: "Network",

@@ -163,8 +163,11 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
     if sc.training.collective:             # PS-less: every peer's records (ndnps.lab.peers)
         from .peers import collective_summary
         peers = sc.training.workers
-        senders = [f"p{i}" for i in range(len(peers))] if sc.topology == "bcube" else \
-            [f"h-{p}" for p in peers] if sc.netns else list(peers)
+        if sc.topology == "bcube":           # each peer's host forwarder
+            from .fabric import bcube_apps, network
+            senders = [a.forwarder for a in bcube_apps(sc, network(sc, 1000.0))]
+        else:
+            senders = [f"h-{p}" for p in peers] if sc.netns else list(peers)
         summary.update(collective_summary(run_dir, sc.training, summary["versions"],
                                           link_bytes(run_dir), senders,
                                           sc.topology == "bcube"))

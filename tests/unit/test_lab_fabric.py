@@ -138,3 +138,25 @@ def test_a_bcube_checks_its_size_and_refuses_ina():
                                                                               "workers = 7")
     sc = parse(tomllib.loads(small), "bc")
     assert (sc.n, sc.k) == (2, 3) and len(topology.plan_local(sc).forwarders) == 12 + 8
+
+
+@pytest.mark.parametrize("n, k", [(2, 2), (2, 3), (3, 2), (3, 3), (4, 2)])
+def test_a_ring_on_a_bcube_goes_round_its_hosts_one_switch_at_a_time(n, k):
+    from ndnps.lab.fabric import gray_ring
+    order = gray_ring(n, k)
+    assert sorted(order) == list(range(n ** k))
+    for a, b in zip(order, order[1:] + order[:1]):
+        assert sum(a // n ** j % n != b // n ** j % n for j in range(k)) == 1
+
+
+def test_ring_peers_are_placed_along_the_gray_code_bcube_peers_by_address():
+    doc = tomllib.loads(BCUBE.replace("workers = 8", "workers = 9"))
+    doc["training"]["collective"] = "ring"
+    plan = topology.plan_local(parse(doc, "ring"))
+    assert [a.forwarder for a in plan.apps] == ["p0", "p1", "p2", "p5", "p3", "p4", "p7",
+                                                "p8", "p6"]
+    for a, b in zip(plan.apps, plan.apps[1:] + plan.apps[:1]):     # neighbours: one switch
+        assert len(walk(plan, a.forwarder, f"/{b.name}", b.forwarder)) == 3
+    doc["training"]["collective"] = "bcube"
+    plan = topology.plan_local(parse(doc, "bcube"))
+    assert [a.forwarder for a in plan.apps] == [f"p{i}" for i in range(9)]
