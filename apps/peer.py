@@ -30,15 +30,14 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ndnps.client.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher, reorder_floor
+from ndnps.client.fetcher import FetchError, FetchStats
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_parts
 from ndnps.exchanges.update import Contribution, rule_for
 from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
 from ndnps.ml.models import SGD, build_model
-from ndnps.ml.train import WorkerBatches, steps_per_epoch
-from ndnps.ndn.rto import RtoEstimator
+from ndnps.ml.train import WorkerBatches
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten
 from ndnps.protocol.config import ConfigError, TrainingConfig, load
@@ -46,7 +45,7 @@ from ndnps.protocol.config import ConfigError, TrainingConfig, load
 from .combine import FRESHNESS_MS, InNetwork, PeerLost, Scheduled
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
                      serve, setup_logging)
-from .ps_common import JobFailed
+from .ps_common import JobFailed, total_steps, training_fetcher
 from .published import Published
 
 log = logging.getLogger("peer")
@@ -75,13 +74,8 @@ class Peer:
         self.rule = rule_for("sync", cfg.max_staleness)
         self.batches = WorkerBatches(ds, len(cfg.workers), self.index, cfg.batch, cfg.seed)
         self.fetch_stats = FetchStats()
-        self.fetcher = SegmentFetcher(
-            app.express_future, self.sec.validator, cfg.window,
-            RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
-            cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app),
-            suppression=cfg.retx_suppression_ms / 1000,
-            suppression_max=cfg.retx_suppression_max_ms / 1000,
-            patience=cfg.worker_timeout, initial_window=cfg.initial_window)
+        self.fetcher = training_fetcher(cfg, app, self.sec.validator, self.fetch_stats,
+                                        cfg.worker_timeout)
         self.sent_by_level: Counter[int] = Counter()    # Data bytes we sent, by BCube level
         self.published = Published(on_sent=self._sent)
         self.combine = InNetwork(self) if cfg.collective == "ina" else Scheduled(self)
@@ -97,12 +91,7 @@ class Peer:
     @property
     def total_steps(self) -> int:
         """Versions: epochs over a peer's shard, capped by max_versions (as a PS counts)."""
-        spe = steps_per_epoch(len(self.dataset.X_train), len(self.peers), self.cfg.batch)
-        if spe < 1:
-            raise JobFailed(f"{len(self.dataset.X_train)} samples over {len(self.peers)} "
-                            f"peers give no full batch of {self.cfg.batch}")
-        total = self.cfg.epochs * spe
-        return min(total, self.cfg.max_versions) if self.cfg.max_versions else total
+        return total_steps(self.cfg, len(self.dataset.X_train), len(self.peers))
 
     def _sent(self, key: tuple, nbytes: int) -> None:
         # a part's key is (v, reduce, set, level, part); a gradient's (v, "gradient")

@@ -33,15 +33,13 @@ import logging
 import sys
 from dataclasses import asdict
 
-from ndnps.ndn.rto import RtoEstimator
-from ndnps.client.fetcher import MIN_RTO, FetchStats, SegmentFetcher, reorder_floor
+from ndnps.client.fetcher import FetchStats
 from ndnps.client.security import Security
 from ndnps.exchanges.membership import Member, Membership, State
 from ndnps.exchanges.update import UpdateRule, rule_for
 from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
 from ndnps.ml.models import SGD, build_model
-from ndnps.ml.train import steps_per_epoch
 from ndnps.ndn.conventions import segment
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten, param_spec
@@ -54,7 +52,7 @@ from .content import Content
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
                      serve, setup_logging)
 from .loops import AsyncTraining, run_sync
-from .ps_common import JobFailed, PsCounters
+from .ps_common import JobFailed, PsCounters, total_steps, training_fetcher
 from .roster import Roster
 from .serving import Serving
 
@@ -89,14 +87,9 @@ class ParameterServer:
             fetch_patience=max(cfg.rejoin_interval, 4 * cfg.segment_timeout))
         self.counters = PsCounters()
         self.fetch_stats = FetchStats()
-        self.fetcher = SegmentFetcher(
-            app.express_future, self.sec.validator, cfg.window,
-            RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
-            cfg.max_tries, self.fetch_stats, reorder_floor=reorder_floor(app),
-            suppression=cfg.retx_suppression_ms / 1000,
-            suppression_max=cfg.retx_suppression_max_ms / 1000,
-            patience=cfg.worker_timeout,    # a collect's segments: as long as its worker lives
-            initial_window=cfg.initial_window)
+        # a collect's segments: as long as its worker lives
+        self.fetcher = training_fetcher(cfg, app, self.sec.validator, self.fetch_stats,
+                                        cfg.worker_timeout)
         # the parts: each owns its exchange's I/O (see their modules)
         self.content = Content(self, self.membership, self.sec.signer,
                                on_fetched=lambda w: self.roster.fetched(w))
@@ -188,14 +181,7 @@ class ParameterServer:
     @property
     def total_steps(self) -> int:
         """Steps (sync: versions) per worker: epochs over the shard, capped by max_versions."""
-        spe = steps_per_epoch(len(self.dataset.X_train), len(self.workers), self.cfg.batch)
-        if spe < 1:
-            raise JobFailed(f"{len(self.dataset.X_train)} samples over {len(self.workers)} "
-                            f"workers give no full batch of {self.cfg.batch}")
-        total = self.cfg.epochs * spe
-        if self.cfg.max_versions:
-            total = min(total, self.cfg.max_versions)
-        return total
+        return total_steps(self.cfg, len(self.dataset.X_train), len(self.workers))
 
     def prepare_content(self, gpus: list[str]) -> None:
         """The training's workers are `gpus`, in index order: each one's content is made."""

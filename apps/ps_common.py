@@ -1,13 +1,43 @@
-"""What the parameter server's parts (apps/ps.py, roster, content, collect, loops) share: the
-exception that ends a training, and the PS's counters (their names are the metrics records'
-fields: the scenario runner, bench/ and the tests read them)."""
+"""What the parameter server's parts (apps/ps.py, roster, content, collect, loops) and a
+PS-less peer (apps/peer.py) share: the exception that ends a training, the training's length,
+the fetcher a training's config makes, and the PS's counters (their names are the metrics
+records' fields: the scenario runner, bench/ and the tests read them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from ndnps.client.fetcher import MIN_RTO, FetchStats, SegmentFetcher, reorder_floor
+from ndnps.ml.train import steps_per_epoch
+from ndnps.ndn.rto import RtoEstimator
+from ndnps.protocol.config import TrainingConfig
 
 
 class JobFailed(Exception):
     """The training cannot go on (the message says why)."""
+
+
+def total_steps(cfg: TrainingConfig, n_train: int, workers: int) -> int:
+    """Steps (sync: versions) per worker: epochs over the shard, capped by max_versions."""
+    spe = steps_per_epoch(n_train, workers, cfg.batch)
+    if spe < 1:
+        raise JobFailed(f"{n_train} samples over {workers} workers give no full batch of "
+                        f"{cfg.batch}")
+    total = cfg.epochs * spe
+    return min(total, cfg.max_versions) if cfg.max_versions else total
+
+
+def training_fetcher(cfg: TrainingConfig, app: Any, validator: Any, stats: FetchStats,
+                     patience: float) -> SegmentFetcher:
+    """A fetcher with the training's window, RTO, tries and retransmission suppression;
+    `patience`: how long a silent producer is waited for."""
+    return SegmentFetcher(
+        app.express_future, validator, cfg.window,
+        RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
+        cfg.max_tries, stats, reorder_floor=reorder_floor(app),
+        suppression=cfg.retx_suppression_ms / 1000,
+        suppression_max=cfg.retx_suppression_max_ms / 1000,
+        patience=patience, initial_window=cfg.initial_window)
 
 
 @dataclass

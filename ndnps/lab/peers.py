@@ -35,10 +35,11 @@ def _levels(n: int, peers: int) -> int:
     return k
 
 
-def face_bytes(link_bytes: dict[str, int], senders: list[str],
-               bcube: bool) -> dict[str, list[int]]:
-    """Each peer's bytes sent on its faces over the run, by level: a BCube host's link to
-    its level-L switch (s<L>-…), or everything its host (or its own face) sent."""
+def face_bytes(link_bytes: dict[str, int], senders: list[str], bcube: bool,
+               by_level: bool = True) -> dict[str, list[int]]:
+    """Each peer's bytes sent on its faces over the run: a BCube host's links to its switches
+    (s<L>-…; by level L, or all as "0" when not `by_level`), or everything its host (or its
+    own face) sent."""
     out: dict[str, list[int]] = {}
     for sender in senders:
         mine: dict[str, int] = {}
@@ -50,7 +51,7 @@ def face_bytes(link_bytes: dict[str, int], senders: list[str],
                 m = _SWITCH.match(b)
                 if m is None:
                     continue
-                level = m.group(1)
+                level = m.group(1) if by_level else "0"
             else:
                 level = "0"
             mine[level] = mine.get(level, 0) + n
@@ -87,7 +88,8 @@ def collective_summary(run_dir: Path, job: Any, versions: int, link_bytes: dict[
               for v in steady]
         data_sent[lvl] = statistics.mean(xs) if xs else 0.0
     # what went onto the peers' links (Interests included), per version of the run
-    on_links = face_bytes(link_bytes, senders, bcube)
+    # a ring's or an aggregator's traffic on a BCube: every uplink, one figure
+    on_links = face_bytes(link_bytes, senders, bcube, by_level=job.collective == "bcube")
     measured = {lvl: statistics.mean(xs) / versions for lvl, xs in sorted(on_links.items())
                 if versions} or data_sent
     analytic = {lvl: statistics.mean(a.get(lvl, 0.0) for a in analytics)

@@ -148,6 +148,9 @@ def test_a_bcube_counts_each_hosts_uplinks_by_level_and_not_its_apps_face(tmp_pa
                                                          "1": pytest.approx(520.0)}
     # the busiest direction of the run, whatever it is (here an app's face)
     assert s["max_link_bytes_per_version"] == pytest.approx(99_999 / 5)
+    # a ring (or an aggregator's peers) on a BCube: every uplink, one figure
+    assert face_bytes(links, senders, bcube=True, by_level=False) == {
+        "0": [5100, 5100, 5500, 4700]}
 
 
 def test_without_link_counts_the_apps_own_data_counts_stand_in(tmp_path):
