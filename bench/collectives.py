@@ -58,7 +58,9 @@ def figures(system: str, out: Path) -> dict:
     """A run directory's figures; its summary.json made again from what the run left
     (`--analyse`: the summaries of kept runs by the code as it is now)."""
     from ndnps.lab import report, spec
-    s = report.summarize(out, spec.load(str(out / "scenario.toml")), 0.0)
+    from ndnps.lab.peers import busiest_link
+    sc = spec.load(str(out / "scenario.toml"))
+    s = report.summarize(out, sc, 0.0)
     s["link_bytes"] = report.link_bytes(out)
     recorder = "ps" if system.startswith("ps") else "w1"
     recs = [r for r in jsonl_records(out / "metrics" / f"{recorder}.jsonl")
@@ -70,9 +72,10 @@ def figures(system: str, out: Path) -> dict:
         "sync_s": rnd(it - compute) if it is not None and compute is not None else None,
         "peers_sync_s": rnd(s.get("sync_seconds")),
         "accuracy": s.get("final_accuracy"),
-        # the busiest link direction over the run, per version (every system alike)
-        "max_link_bytes_per_version": rnd(max((s.get("link_bytes") or {}).values(), default=0)
-                                          / max(1, s.get("versions") or 1), 0),
+        # the busiest direction of a link between forwarders, per version (every system alike)
+        "max_link_bytes_per_version": rnd(busiest_link(
+            s.get("link_bytes") or {}, [*sc.training.workers, sc.training.ps])
+            / max(1, s.get("versions") or 1), 0),
         "retransmissions": s.get("retransmissions"),
     }
     if s.get("collective"):

@@ -12,8 +12,8 @@ records (apps/peer.py):
   reports it in its start record; no packet headers) and their ratio;
   `data_bytes_sent_per_peer_per_version`: the Data its app sent (steady versions), duplicate
   answers to re-expressed Interests included;
-* `max_link_bytes_per_version`: the busiest link direction's bytes over the run (the
-  forwarders' rate traces) per version.
+* `max_link_bytes_per_version`: the busiest direction of a link between two forwarders (the
+  forwarders' rate traces; the apps' faces are sockets, not links) over the run, per version.
 """
 from __future__ import annotations
 
@@ -60,6 +60,13 @@ def face_bytes(link_bytes: dict[str, int], senders: list[str], bcube: bool,
     return out
 
 
+def busiest_link(link_bytes: dict[str, int], apps: list[str]) -> int:
+    """The most bytes one direction of a link between two forwarders carried (an app's face
+    to its forwarder is a socket, not a link)."""
+    return max((n for label, n in link_bytes.items()
+                if not set(label.split("->")) & set(apps)), default=0)
+
+
 def collective_summary(run_dir: Path, job: Any, versions: int, link_bytes: dict[str, int],
                        senders: list[str], bcube: bool = False) -> dict[str, Any]:
     """`senders`: the name each peer's traffic leaves under in the link counts (its own, its
@@ -94,7 +101,7 @@ def collective_summary(run_dir: Path, job: Any, versions: int, link_bytes: dict[
                 if versions} or data_sent
     analytic = {lvl: statistics.mean(a.get(lvl, 0.0) for a in analytics)
                 for lvl in sorted({lvl for a in analytics for lvl in a}, key=int)}
-    busiest = max(link_bytes.values(), default=0)
+    busiest = busiest_link(link_bytes, [*job.workers, job.ps])
     return {
         "kind": job.collective,
         "peers": len(job.workers),
