@@ -144,7 +144,7 @@ class Scheduled:
         try:
             parts, _, _ = await peer.fetcher.fetch_held(
                 self._namer(src, v, t), last,
-                min(max(HELD_FIRST, 4 * peer.fetcher.srtt), cfg.collect_lifetime),
+                min(max(HELD_FIRST, 4 * peer.fetcher.srtt()), cfg.collect_lifetime),
                 cfg.collect_lifetime,
                 loop.time() + cfg.worker_timeout)
         except FetchError as e:
