@@ -160,3 +160,21 @@ def test_ring_peers_are_placed_along_the_gray_code_bcube_peers_by_address():
     doc["training"]["collective"] = "bcube"
     plan = topology.plan_local(parse(doc, "bcube"))
     assert [a.forwarder for a in plan.apps] == [f"p{i}" for i in range(9)]
+
+
+def test_a_bcube_in_namespaces_has_a_host_per_forwarder_and_a_veth_per_link():
+    doc = tomllib.loads(BCUBE.replace("workers = 8", "workers = 9"))
+    doc["netns"] = {"enabled": True}
+    sc = parse(doc, "bc")
+    plan = topology.plan_hosts(sc)
+    assert all(node.host == name for name, node in plan.forwarders.items())
+    assert len(plan.forwarders) == 6 + 9 and len(plan.host_links) == 2 * 9
+    assert {(a[0], b[0]) for a, b in plan.host_links} == {("p", "s")}
+    assert all(not node.faces for node in plan.forwarders.values())   # made on the veths
+    at = {a.name: a.forwarder for a in plan.apps}
+    assert at["ps"] == "p0" and at["w9"] == "p8"
+    # routes as locally: p0 reaches w9 (p8: both digits differ) through a switch, a host, a switch
+    local = topology.plan_local(parse(tomllib.loads(BCUBE.replace("workers = 8", "workers = 9")),
+                                      "bc"))
+    for name, node in plan.forwarders.items():
+        assert sorted(node.routes) == sorted(local.forwarders[name].routes)
