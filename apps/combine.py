@@ -14,7 +14,9 @@ every peer's gradient, the same bytes at every peer.
   Interests, one sum returns to all. A sum that does not come falls back to the peer adding
   every peer's segment itself (the same fixed-point sum, the same bytes).
 
-A peer silent for worker_timeout raises PeerLost: the job stops (docs/collectives.md).
+A peer silent for worker_timeout raises PeerLost: the job stops, or re-forms without it
+(apps/peer.py; docs/collectives.md). Exchanges are named by the version's round (`round_of`):
+a re-formed collective never reuses an earlier epoch's names.
 """
 from __future__ import annotations
 
@@ -60,20 +62,29 @@ class Owner(Protocol):
     cfg: TrainingConfig
     app: Any
     name: str
-    index: int
     fetcher: SegmentFetcher
     sec: Security
     published: Published
     n_params: int
+    members: list[str]          # the peers of the current epoch, in index order
 
-    @property
-    def peers(self) -> list[str]: ...
+    def round(self, v: int) -> int: ...
 
 
-def schedule_of(cfg: TrainingConfig, size: int) -> list[Transfer]:
-    """The training's all-reduce schedule of a `size`-value vector."""
+EPOCH_MASK = (1 << 32) - 1      # a round's version
+
+
+def round_of(v: int, epoch: int) -> int:
+    """The number a version's exchanges are named by: the version in the first epoch, and in
+    a re-formed collective's epoch e the version plus e·2^32 — never the name of an earlier
+    epoch's part or gradient, whose bytes differ (other peers, other parameters)."""
+    return v + (epoch << 32)
+
+
+def schedule_of(cfg: TrainingConfig, peers: int, size: int) -> list[Transfer]:
+    """The all-reduce schedule of a `size`-value vector over `peers` peers."""
     if cfg.collective == "ring":
-        return ring(len(cfg.workers), size)
+        return ring(peers, size)
     return BCube(cfg.bcube_n, cfg.bcube_levels()).schedule(size)
 
 
@@ -85,11 +96,12 @@ def part_key(v: int, t: Transfer) -> tuple:
 class Scheduled:
     def __init__(self, peer: Owner) -> None:
         self.peer = peer
-        self.schedule = schedule_of(peer.cfg, peer.n_params)
+        self.index = peer.members.index(peer.name)
+        self.schedule = schedule_of(peer.cfg, len(peer.members), peer.n_params)
         # what this peer serves, once per name (a distribute part goes to several peers)
         offers: dict[tuple, Transfer] = {}
         for t in self.schedule:
-            if t.src == peer.index:
+            if t.src == self.index:
                 offers.setdefault(part_key(0, t)[1:], t)
         self.offers = list(offers.values())
 
@@ -102,7 +114,8 @@ class Scheduled:
 
     async def __call__(self, v: int, vector: np.ndarray, loss: float,
                        compute: float) -> np.ndarray:
-        ar = AllReduce(self.peer.index, vector, self.schedule)
+        v = self.peer.round(v)
+        ar = AllReduce(self.index, vector, self.schedule)
         self._publish(v, ar)
         while not ar.done:
             wants = ar.wants()
@@ -114,7 +127,7 @@ class Scheduled:
             for t, task in zip(wants, tasks):
                 ar.arrived(t.step, t.src, t.range, task.result())
             self._publish(v, ar)
-        return ar.vector / np.float32(len(self.peer.peers))
+        return ar.vector / np.float32(len(self.peer.members))
 
     def _publish(self, v: int, ar: AllReduce) -> None:
         """The parts of every step opened so far, signed, as their values stood then."""
@@ -137,7 +150,7 @@ class Scheduled:
 
     async def _fetch(self, v: int, t: Transfer) -> np.ndarray:
         peer, cfg = self.peer, self.peer.cfg
-        src = peer.peers[t.src]
+        src = peer.members[t.src]
         size = (t.range[1] - t.range[0]) * 4
         last = max(0, -(-size // SEGMENT_SIZE) - 1)
         loop = asyncio.get_running_loop()
@@ -148,12 +161,12 @@ class Scheduled:
                 cfg.collect_lifetime,
                 loop.time() + cfg.worker_timeout)
         except FetchError as e:
-            raise PeerLost(f"peer {src} silent for {cfg.worker_timeout:g} s at version {v} "
-                           f"(step {t.step}: {e})") from None
+            raise PeerLost(f"peer {src} silent for {cfg.worker_timeout:g} s at version "
+                           f"{v & EPOCH_MASK} (step {t.step}: {e})") from None
         blob = b"".join(parts)
         if len(blob) != size:
             raise PeerLost(f"peer {src} sent {len(blob)} bytes for part {t.range} of "
-                           f"version {v}, not {size}")
+                           f"version {v & EPOCH_MASK}, not {size}")
         return np.frombuffer(blob, np.float32)
 
 
@@ -163,7 +176,7 @@ class InNetwork:
         cfg = peer.cfg
         self.counters = PsCounters()            # segments_aggregated / _fallback, malformed
         self.lost: list[str] = []
-        self.members = [Member(p, i) for i, p in enumerate(cfg.workers)]
+        self.members = [Member(p, i) for i, p in enumerate(peer.members)]
         self.contents: dict[int, list[bytes]] = {}      # step -> my segments' contents
         self.aggregate = Aggregate(cfg, peer.app, peer.fetcher, peer.sec, peer.n_params,
                                    self.counters, lambda w, why: self.lost.append(
@@ -177,6 +190,7 @@ class InNetwork:
     async def __call__(self, v: int, vector: np.ndarray, loss: float,
                        compute: float) -> np.ndarray:
         peer, cfg = self.peer, self.peer.cfg
+        v = peer.round(v)
         parts = messages.gradient_parts(vector, v, v, loss, compute)
         self.contents = {v: parts}
         peer.published.publish((v, "gradient"), sign_parts(
@@ -184,5 +198,5 @@ class InNetwork:
             peer.sec.signer, FRESHNESS_MS))
         total, counts = await self.aggregate(v, self.members, len(parts) - 1)
         if self.lost:
-            raise PeerLost(f"{self.lost[0]} at version {v}")
+            raise PeerLost(f"{self.lost[0]} at version {v & EPOCH_MASK}")
         return total / counts

@@ -12,15 +12,17 @@ version's record shows (`digest`; the scenario runner compares them across peers
 Serves /<name>: its parts of every all-reduce step and its gradients (apps/published.py).
 Once the training is over a peer stays until every other peer says it is done (a marker each
 publishes) and its prefix has been quiet for a moment, `linger` at most: the others may still
-be fetching from it. A peer silent for worker_timeout ends the training: the peers waiting
-for it exit 3 naming it, and the peers waiting for them name those (a ring's stall travels
-along it; the runner's error lists the peers gone first). Exit 0: done; 2: bad
-configuration; 1: other errors.
+be fetching from it. A peer silent for worker_timeout, with on_peer_loss = "stop", ends the
+training: the peers waiting for it exit 3 naming it, and the peers waiting for them name
+those (a ring's stall travels along it; the runner's error lists the peers gone first); with
+"re-form" (ring, ina) the survivors hold a roll call and go on without it (`reform`). Exit 0:
+done; 2: bad configuration; 3: the training stopped; 1: other errors.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import hashlib
 import logging
 import sys
@@ -39,10 +41,11 @@ from ndnps.ml.data import load_dataset
 from ndnps.ml.models import SGD, build_model
 from ndnps.ml.train import WorkerBatches
 from ndnps.protocol import messages, names
-from ndnps.protocol.codec import flatten
+from ndnps.protocol.codec import CodecError, decode_tensors, encode_tensors, flatten
 from ndnps.protocol.config import ConfigError, TrainingConfig, load
 
-from .combine import FRESHNESS_MS, InNetwork, PeerLost, Scheduled
+from .combine import (FRESHNESS_MS, HELD_FIRST, InNetwork, PeerLost, Scheduled,
+                      round_of)
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
                      serve, setup_logging)
 from .ps_common import JobFailed, total_steps, training_fetcher
@@ -52,6 +55,11 @@ log = logging.getLogger("peer")
 
 QUIET = 0.5             # s without an Interest for our last version before a done peer leaves
 DONE = b"done"          # the content of the marker a peer publishes once its training is over
+
+
+def roll_key(epoch: int) -> tuple:
+    """What a peer's roll-call answer is published under: the first round of its epoch."""
+    return (round_of(0, epoch), "roll")
 
 
 def digest(vector: np.ndarray) -> str:
@@ -78,20 +86,25 @@ class Peer:
                                         cfg.worker_timeout)
         self.sent_by_level: Counter[int] = Counter()    # Data bytes we sent, by BCube level
         self.published = Published(on_sent=self._sent)
-        self.combine = InNetwork(self) if cfg.collective == "ina" else Scheduled(self)
+        self.members = list(cfg.workers)        # the collective's peers, this epoch
+        self.epoch = 0                          # re-formed collectives so far
+        self.combine = self.make_combine()
+        self.before: tuple | None = None        # re-form: (params, velocity) of self.version - 1
         self.version = 0
         self.accuracy: float | None = None
         self.last_asked = 0.0                   # when an Interest for our newest version came
         self.delta = Delta()
 
     @property
-    def peers(self) -> list[str]:
-        return self.cfg.workers
-
-    @property
     def total_steps(self) -> int:
         """Versions: epochs over a peer's shard, capped by max_versions (as a PS counts)."""
-        return total_steps(self.cfg, len(self.dataset.X_train), len(self.peers))
+        return total_steps(self.cfg, len(self.dataset.X_train), len(self.cfg.workers))
+
+    def make_combine(self) -> InNetwork | Scheduled:
+        return InNetwork(self) if self.cfg.collective == "ina" else Scheduled(self)
+
+    def round(self, v: int) -> int:
+        return round_of(v, self.epoch)
 
     def _sent(self, key: tuple, nbytes: int) -> None:
         # a part's key is (v, reduce, set, level, part); a gradient's (v, "gradient")
@@ -103,6 +116,11 @@ class Peer:
     # ---- serving ------------------------------------------------------------------------------
 
     def on_interest(self, name, _param, reply, ctx) -> None:
+        r = names.parse_roll(name)
+        if r is not None:
+            if (r.peer, r.ps, r.train) == (self.name, self.cfg.ps, self.cfg.train):
+                self.published.ask(roll_key(r.epoch), r.segment, reply, ctx["deadline"])
+            return
         p = names.parse_partial(name)
         if p is not None and p.peer == self.name and p.train == self.cfg.train:
             key: tuple = (p.version, p.reduce, p.set, p.level, p.part)
@@ -113,7 +131,7 @@ class Peer:
                                                                       self.cfg.train):
                 return
             key, seg = (c.step, "gradient"), c.segment
-        if key[0] >= self.version - 1:
+        if key[0] >= self.round(self.version) - 1:
             self.last_asked = time.monotonic()
         self.published.ask(key, seg, reply, ctx["deadline"])
 
@@ -127,17 +145,22 @@ class Peer:
             return EXIT_JOB_FAILED
         try:
             total = self.total_steps
-            self.metrics.write({"event": "start", "workers": self.peers, "n_params": self.n_params,
-                                "total_steps": total, "mode": "sync",
+            self.metrics.write({"event": "start", "workers": self.members,
+                                "n_params": self.n_params, "total_steps": total, "mode": "sync",
                                 "collective": cfg.collective, "index": self.index,
                                 "version": 0, "analytic_bytes_by_level": {
                                     str(k): v for k, v in self.combine.analytic().items()}})
             log.info("peer %s (%d of %d) ready: %s all-reduce, %d parameters, %d versions",
-                     self.name, self.index + 1, len(self.peers), cfg.collective,
+                     self.name, self.index + 1, len(self.members), cfg.collective,
                      self.n_params, total)
             done = False
             while not done:
-                done = await self.step(total)
+                try:
+                    done = await self.step(total)
+                except PeerLost as e:
+                    if cfg.on_peer_loss != "re-form":
+                        raise
+                    await self.reform(e)
         except (PeerLost, JobFailed) as e:
             log.error("training %s/%s stops at version %d: %s", cfg.ps, cfg.train,
                       self.version, e)
@@ -160,6 +183,8 @@ class Peer:
         compute = time.perf_counter() - t0
         computed_at = self.run_time()
         mean = await self.combine(v, vector, loss, compute)
+        if self.cfg.on_peer_loss == "re-form":      # a re-formed collective may redo v
+            self.before = (copy.deepcopy(self.model.params), copy.deepcopy(self.opt.velocity))
         self.rule.apply(self.model.params, self.opt, v,
                         [Contribution(0, messages.Gradient(v, v, mean, loss, compute))])
         self.version = v + 1
@@ -178,13 +203,62 @@ class Peer:
         self.sent_by_level.clear()
         return done
 
+    async def reform(self, lost: PeerLost) -> None:
+        """on_peer_loss = "re-form": a roll call for the next epoch — every peer of this one
+        is asked where it stands (names.roll; a peer answers once it is in the roll call too,
+        and every live one gets there: the collective is stuck for all of them) — then the
+        collective goes on with those that answered, from the version the furthest behind of
+        them is at (a peer one version ahead, which finished it before the loss, goes back to
+        the parameters it kept). JobFailed: fewer than min_workers, or peers further apart."""
+        cfg = self.cfg
+        self.epoch += 1
+        log.warning("version %d: %s; roll call for epoch %d", self.version, lost, self.epoch)
+        epoch = self.epoch
+        self.published.publish(roll_key(epoch), sign_parts(
+            [encode_tensors([], kind="roll", version=self.version)],
+            lambda s: names.roll(self.name, cfg.ps, cfg.train, epoch, s), self.sec.signer,
+            FRESHNESS_MS))
+        until = asyncio.get_running_loop().time() + 2 * cfg.worker_timeout
+
+        async def where(peer: str) -> int | None:
+            try:
+                parts, _, _ = await self.fetcher.fetch_held(
+                    lambda s: names.roll(peer, cfg.ps, cfg.train, epoch, s), 0,
+                    HELD_FIRST, cfg.collect_lifetime, until)
+                _, meta = decode_tensors(b"".join(parts))
+                return int(meta["version"]) if meta.get("kind") == "roll" else None
+            except (FetchError, CodecError, KeyError, TypeError, ValueError):
+                return None
+
+        others = [p for p in self.members if p != self.name]
+        at = dict(zip(others, await asyncio.gather(*(where(p) for p in others))))
+        at[self.name] = self.version
+        alive = [p for p in self.members if at.get(p) is not None]
+        lost_peers = [p for p in self.members if p not in alive]
+        r = min(v for p in alive if (v := at[p]) is not None)
+        if len(alive) < cfg.min_workers or max(v for p in alive
+                                               if (v := at[p]) is not None) > r + 1:
+            raise JobFailed(f"epoch {epoch}: peers {alive} at versions "
+                            f"{[at[p] for p in alive]} cannot re-form (min_workers = "
+                            f"{cfg.min_workers})")
+        if self.version == r + 1:                   # we finished r before the loss: redo it
+            assert self.before is not None
+            self.model.params, self.opt.velocity = self.before
+            self.version = r
+        self.members = alive
+        self.combine = self.make_combine()
+        log.warning("epoch %d: %d peers (lost %s) go on from version %d", epoch, len(alive),
+                    ", ".join(lost_peers) or "none", r)
+        self.metrics.write({"event": "reformed", "epoch": epoch, "peers": alive,
+                            "lost": lost_peers, "version": r, "reason": str(lost)})
+
     def evaluate(self, force: bool = False) -> float | None:
         """Every peer evaluates when a target accuracy may stop the training (they decide
         alike: the same parameters); otherwise the first peer, for the records."""
         cfg = self.cfg
         if not (force or self.version % cfg.eval_every == 0):
             return None
-        if not cfg.target_accuracy and self.index != 0 and not force:
+        if not cfg.target_accuracy and self.members[0] != self.name and not force:
             return None
         self.accuracy = self.model.accuracy(self.dataset.X_test, self.dataset.y_test)
         return self.accuracy
@@ -201,7 +275,7 @@ class Peer:
         (each publishes a marker once its last version is complete — the gradient of the
         version after the last, never computed, one segment "done"), then until nobody asked
         anything for QUIET; `linger` at most. A peer that left already is not waited for."""
-        cfg, v = self.cfg, self.version
+        cfg, v = self.cfg, self.round(self.version)
         self.published.publish((v, "gradient"), sign_parts(
             [DONE], lambda s: names.collect(self.name, cfg.ps, cfg.train, v, s),
             self.sec.signer, FRESHNESS_MS))
@@ -217,7 +291,7 @@ class Peer:
             except FetchError:
                 return False
 
-        others = [p for p in self.peers if p != self.name]
+        others = [p for p in self.members if p != self.name]
         heard = await asyncio.gather(*(done(p) for p in others))
         if not all(heard):
             log.info("left without hearing that %s were done",

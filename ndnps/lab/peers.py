@@ -2,7 +2,9 @@
 records (apps/peer.py):
 
 * `parameters_identical`: every version's parameter digest is the same at every peer that
-  made it (`digest_mismatches` lists the versions where not; the runner fails such a run);
+  made it (`digest_mismatches` lists the versions where not; the runner fails such a run;
+  `versions_compared`: the versions two peers or more made); `reformed`: each epoch a lost
+  peer's collective re-formed in (its peers, the lost, the version it went on from);
 * `sync_seconds`: the median over steady versions of "from the last gradient computed to the
   last peer holding the new parameters" (max ready_at − max computed_at, one run clock);
 * `bytes_per_peer_face_per_version`: the bytes a peer sends on its face per version, by BCube
@@ -73,26 +75,34 @@ def collective_summary(run_dir: Path, job: Any, versions: int, link_bytes: dict[
     netns host's h-<peer>, its BCube host's p<i>); `bcube`: a BCube fabric's links by level."""
     by_peer: dict[str, dict[int, dict]] = {}
     analytics: list[dict[str, float]] = []     # each peer's, from the schedule it ran
+    reformed: dict[int, dict] = {}
     for p in job.workers:
         path = run_dir / "metrics" / f"{p}.jsonl"
         recs = read_metrics(path) if path.exists() else []
         by_peer[p] = {r["version"]: r for r in recs if "digest" in r}
         start = next((r for r in recs if r.get("event") == "start"), {})
+        for r in recs:                  # a re-formed collective, as each survivor saw it
+            if r.get("event") == "reformed":
+                reformed.setdefault(r["epoch"], {k: r.get(k) for k in
+                                                 ("epoch", "peers", "lost", "version", "t")})
         if "analytic_bytes_by_level" in start:
             analytics.append(start["analytic_bytes_by_level"])
     made = sorted({v for recs in by_peer.values() for v in recs})
     mismatches = [v for v in made
                   if len({recs[v]["digest"] for recs in by_peer.values() if v in recs}) > 1]
-    complete = [v for v in made if all(v in recs for recs in by_peer.values())]
-    steady = [v for v in complete if v > WARMUP_VERSIONS] or complete
-    syncs = [max(by_peer[p][v]["ready_at"] for p in by_peer)
-             - max(by_peer[p][v]["computed_at"] for p in by_peer) for v in steady]
+    # a peer lost mid-run (killed; the others stopped, or re-formed without it) made fewer:
+    # each version is compared, and timed, among the peers that made it
+    compared = [v for v in made if sum(v in recs for recs in by_peer.values()) >= 2]
+    steady = [v for v in compared if v > WARMUP_VERSIONS] or compared
+    syncs = [max(recs[v]["ready_at"] for recs in by_peer.values() if v in recs)
+             - max(recs[v]["computed_at"] for recs in by_peer.values() if v in recs)
+             for v in steady]
     levels = sorted({lvl for recs in by_peer.values() for r in recs.values()
                      for lvl in r.get("sent_by_level", {})}, key=int)
     data_sent = {}                  # what the apps sent (duplicate answers included)
     for lvl in levels:
-        xs = [by_peer[p][v].get("sent_by_level", {}).get(lvl, 0) for p in by_peer
-              for v in steady]
+        xs = [recs[v].get("sent_by_level", {}).get(lvl, 0) for recs in by_peer.values()
+              for v in steady if v in recs]
         data_sent[lvl] = statistics.mean(xs) if xs else 0.0
     # what went onto the peers' links (Interests included), per version of the run
     # a ring's or an aggregator's traffic on a BCube: every uplink, one figure
@@ -107,7 +117,8 @@ def collective_summary(run_dir: Path, job: Any, versions: int, link_bytes: dict[
         "peers": len(job.workers),
         **({"bcube": {"n": job.bcube_n, "k": _levels(job.bcube_n, len(job.workers))}}
            if job.collective == "bcube" else {}),
-        "versions_compared": len(complete),
+        "versions_compared": len(compared),
+        "reformed": [reformed[e] for e in sorted(reformed)],
         "parameters_identical": not mismatches,
         "digest_mismatches": mismatches[:20],
         "sync_seconds": statistics.median(syncs) if syncs else None,

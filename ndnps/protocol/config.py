@@ -151,6 +151,11 @@ class TrainingConfig:
                          choices=("", "ring", "ina", "bcube"))
     bcube_n: int = _f(2, "collective = \"bcube\": the switches' ports n (the peers are n^k)",
                       low=2)
+    on_peer_loss: str = _f("stop", "collective: when a peer is silent for worker_timeout, "
+                           "'stop' the training (every peer exits 3) or 're-form' the "
+                           "collective with the peers that answer a roll call, from the "
+                           "version the furthest behind of them is at (ring and ina; a BCube "
+                           "stops: its shape breaks)", choices=("stop", "re-form"))
 
     # ---- derived -----------------------------------------------------------------------------
 
@@ -226,6 +231,9 @@ class TrainingConfig:
                               "that sums)")
         if self.collective == "bcube":
             self.bcube_levels()
+            if self.on_peer_loss == "re-form":
+                raise ConfigError("training.on_peer_loss: a BCube cannot re-form without a "
+                                  "peer (its shape breaks): \"stop\"")
 
     def bcube_levels(self) -> int:
         """collective = "bcube": k, the levels of BCube(bcube_n, k) the peers fill."""

@@ -143,6 +143,8 @@ AGGREGATE_NAME = (AGGREGATE, ID, ID, VER, SEG)       # ps train step seg (+ the 
 REDUCE, GATHER = b"reduce", b"gather"
 PARTIAL_REDUCE = (ID, ID, VER, REDUCE, NUM, NUM, NUM, SEG)   # peer train v set level part seg
 PARTIAL_GATHER = (ID, ID, VER, GATHER, NUM, NUM, NUM, SEG)
+ROLL = b"roll"
+ROLL_NAME = (ID, ID, ID, ROLL, NUM, SEG)              # peer ps train epoch seg
 
 
 class Task(NamedTuple):
@@ -253,6 +255,28 @@ def parse_partial(name: FormalName) -> Partial | None:
     return None
 
 
+class Roll(NamedTuple):
+    peer: str
+    ps: str
+    train: str
+    epoch: int
+    segment: int
+
+
+def roll(peer: str, ps: str, train: str, epoch: int, seg: int = 0) -> FormalName:
+    """A PS-less peer's answer to the roll call that re-forms the collective in `epoch`
+    (apps/peer.py): where it stands."""
+    return _build(ROLL_NAME, peer, ps, train, epoch, seg)
+
+
+def parse_roll(name: FormalName) -> Roll | None:
+    m = _match(name, ROLL_NAME)
+    if not m:
+        return None
+    peer, ps, train, epoch, seg = m
+    return Roll(str(peer), str(ps), str(train), int(epoch), int(seg))
+
+
 def params(ps: str, train: str, gpu: str, version: int, seg: int) -> FormalName:
     """Unicast baseline: worker `gpu`'s own copy of parameters `version`."""
     return _build(UNICAST, ps, train, gpu, version, seg)
@@ -317,7 +341,8 @@ def to_str(name: FormalName) -> str:
 _LOCALHOST_TLV = encode_tlv(_GENERIC, b"localhost")
 _CLASSES = ((TASK, "task"), (CONTENT, "content"), (INSERT_NAME, "insert"), (CONFIRM, "insert"),
             (REMOVE_NAME, "remove"), (COLLECT, "collect"), (DISTRIBUTE_NAME, "distribute"),
-            (UNICAST, "params"), (PARTIAL_REDUCE, "partial"), (PARTIAL_GATHER, "partial"))
+            (UNICAST, "params"), (PARTIAL_REDUCE, "partial"), (PARTIAL_GATHER, "partial"),
+            (ROLL_NAME, "roll"))
 
 
 def classify(name: bytes, is_data: bool) -> str:

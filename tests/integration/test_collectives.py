@@ -191,3 +191,29 @@ def test_bcube_in_namespaces_over_tbf_limited_links(tmp_path):
     assert len(uplinks) == 8
     assert s["max_link_bytes_per_version"] > 0
     assert _our_namespaces() <= before
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("collective", ["ring", "ina"])
+def test_a_killed_peer_is_left_behind_when_the_collective_re_forms(tmp_path, collective):
+    """on_peer_loss = "re-form": the survivors' roll call agrees on who is left and the
+    version to go on from; the training ends with their parameters still bit-identical."""
+    path = tmp_path / "reform.toml"
+    path.write_text(KILLED.format(collective=collective).replace(
+        "worker_timeout = 3.0", 'worker_timeout = 3.0\non_peer_loss = "re-form"').replace(
+        "epochs = 100", "epochs = 3"))
+    out = tmp_path / "run"
+    done = run_scenario(out, str(path), [], timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["ok"] is True and s["parameters_identical"] is True
+    (reformed,) = s["reformed"]
+    assert reformed["epoch"] == 1 and reformed["peers"] == ["w1", "w3", "w4"]
+    assert reformed["lost"] == ["w2"] and reformed["version"] >= 5
+    total = load(str(path), []).training.epochs * reference(str(path), [])["steps_per_epoch"]
+    assert s["versions"] == total and s["versions_compared"] == total
+    end = ends(out, ["w1", "w3", "w4"])
+    assert {p: (e["code"], e["version"]) for p, e in end.items()} == \
+        {p: (0, total) for p in end}
+    assert s["final_accuracy"] > 0.5
+    assert _processes_naming(str(out)) == []

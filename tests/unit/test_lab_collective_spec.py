@@ -272,3 +272,13 @@ def test_on_a_star_the_aggregator_is_every_peers_own_forwarder():
                                        netns={"enabled": True}), "ina"))
     for app in ns.apps:
         assert walk(ns, app.forwarder, "/fwd", "fwd") == [app.forwarder, "fwd"]
+
+
+def test_a_bcube_cannot_re_form_and_ring_and_ina_can():
+    with pytest.raises(ScenarioError, match="^training.on_peer_loss: a BCube cannot re-form"):
+        parse(doc({"kind": "bcube", "n": 2, "k": 2},
+                  {"collective": "bcube", "on_peer_loss": "re-form"}), "bad")
+    for collective in ("ring", "ina"):
+        sc = parse(doc(training={"collective": collective, "on_peer_loss": "re-form"},
+                       faults={"kill": [{"worker": "w2", "at_version": 5}]}), "ok")
+        assert sc.training.on_peer_loss == "re-form" and sc.kills[0].worker == "w2"

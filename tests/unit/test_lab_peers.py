@@ -64,17 +64,20 @@ def test_a_mismatch_is_listed_by_version(tmp_path):
 
 def test_versions_a_peer_did_not_make_are_compared_among_those_that_did(tmp_path):
     """A peer that stopped early (killed): its versions are compared while it ran, the later
-    ones among the others, and only the versions every peer made count as compared."""
+    ones among the others (a re-formed collective's)."""
     for p in PEERS:
         n = 3 if p == "w2" else 5
         write(tmp_path, p, [record(v, f"d{v}") for v in range(1, n + 1)], {"0": 1.0})
     s = collective_summary(tmp_path, job(), 5, {}, PEERS)
-    assert s["parameters_identical"] is True and s["versions_compared"] == 3
-    # a peer without a metrics file at all: nothing is complete
+    assert s["parameters_identical"] is True and s["versions_compared"] == 5
+    assert s["sync_seconds"] is not None
+    # a peer without a metrics file at all: the others' versions still compared
     (tmp_path / "metrics" / "w4.jsonl").unlink()
     s = collective_summary(tmp_path, job(), 5, {}, PEERS)
-    assert s["versions_compared"] == 0 and s["sync_seconds"] is None
-    assert s["parameters_identical"] is True
+    assert s["versions_compared"] == 5 and s["parameters_identical"] is True
+    # one peer alone made a version: nothing to compare it with
+    write(tmp_path, "w1", [record(v, f"d{v}") for v in range(1, 7)], {"0": 1.0})
+    assert collective_summary(tmp_path, job(), 6, {}, PEERS)["versions_compared"] == 5
 
 
 def test_sync_seconds_is_the_median_of_last_ready_minus_last_computed_after_warm_up(tmp_path):

@@ -126,3 +126,11 @@ def test_partial_sums_of_an_all_reduce_round_trip_and_are_told_apart():
 def test_malformed_partial_names_are_not_partials(text):
     from ndn.encoding import Name
     assert names.parse_partial(Name.from_str(text)) is None
+
+
+def test_a_roll_call_answer_round_trips_and_is_no_other_name():
+    n = names.roll("w3", "job", "t1", 2)
+    assert names.parse_roll(n) == names.Roll("w3", "job", "t1", 2, 0)
+    assert names.parse_collect(n) is None and names.parse_partial(n) is None
+    assert names.classify(b"".join(n), True) == "roll"
+    assert names.parse_roll(names.collect("w3", "job", "t1", 2, 0)) is None
