@@ -247,17 +247,19 @@ class Runner:
                     raise NetnsUnavailable(f"cannot limit the bottleneck at {host}: {e}") from None
 
     def _limit_links(self) -> bool:
-        """[links] rate_mbps by the kernel's tbf on both ends of every veth (burst and queue
-        as [bottleneck]'s); False when there is no rate to limit."""
+        """[links] rate_mbps by the kernel's tbf on both ends of every veth ([links]
+        queue_bytes, burst and by default queue as [bottleneck]'s); False when there is no
+        rate to limit."""
         assert self.netns is not None
         rate = self.sc.links.rate_mbps
         if not rate:
             return False
         b = self.sc.bottleneck
+        queue = int(self.sc.links.queue_bytes) or b.queue_bytes
         for veth in self.netns.links:
             for host, dev in ((veth.a, veth.dev_a), (veth.b, veth.dev_b)):
                 try:
-                    self.netns.tbf(host, dev, rate, b.burst_bytes, b.queue_bytes)
+                    self.netns.tbf(host, dev, rate, b.burst_bytes, queue)
                 except RuntimeError as e:
                     raise NetnsUnavailable(f"cannot limit the link at {host}: {e}") from None
         self.notes.append(f"links limited to {rate:g} Mbit/s by tbf on every veth")

@@ -8,6 +8,7 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
     [bottleneck] rate_mbps = 100.0; queue_bytes = 1048576 (tbf limit: the kernel queue);
                  burst_bytes = 16384 (tbf burst); mtu = 1500 (the veth's): that link
     [links]      loss, delay_ms, jitter_ms, rate_mbps: every link (apps' and forwarders');
+                 queue_bytes: with --netns, the tbf queue rate_mbps gets on every veth;
                  reliability = true: NDNLPv2 link reliability on every link (the default
                  when a link is lossy; false turns it off) — both ends of
                  each forwarder-to-forwarder face, and every app's face (locally, where the
@@ -91,14 +92,17 @@ class Links:
     # false: the apps' faces are plain local sockets (no conditions, no link reliability), the
     # forwarder-to-forwarder links alone are emulated — where NFD puts lossy links and NDNLPv2
     app_faces: bool = True
+    # --netns with rate_mbps: the tbf queue of every veth end, bytes (0: [bottleneck]'s)
+    queue_bytes: float = 0.0
 
     def as_table(self) -> dict[str, float]:
         """The link emulation, as the forwarder's face options take it."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in _FLAGS and getattr(self, f.name)}
+                if f.name not in _FLAGS + _KERNEL and getattr(self, f.name)}
 
 
 _FLAGS = ("reliability", "app_faces")     # Links fields that are switches, not conditions
+_KERNEL = ("queue_bytes",)                 # ... that only the kernel's qdisc takes
 
 TOPOLOGIES = ("star", "tree", "bottleneck", "fat-tree", "bcube")
 SYSTEMS = ("ndnps", "tcp")
