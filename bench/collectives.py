@@ -42,6 +42,12 @@ SETS = {"ps": ['training.collective=""'],
         "ring": ['training.collective="ring"'], "ina": ['training.collective="ina"'],
         "bcube": ['training.collective="bcube"']}
 BYTES_WITHIN = 0.05
+# The forwarders' retransmission suppression (initial, max ms) for every system: an Interest
+# another peer sends for a part already asked for is forwarded once the interval is over (NFD's
+# best-route), and the part then crosses the producer's link twice. At 20 Mbit/s and these
+# queues a round trip is up to ~0.4 s: BCube(3, 2) sent 8-10 % above the analytic bytes at 1/2,
+# 10/250 ms (NFD's defaults) and with a 128 KiB queue, 2.6 % at 250/500 (bench/HISTORY.md)
+SUPPRESSION_MS = (250, 500)
 SYNC_OVER_PS = 0.6
 
 
@@ -49,6 +55,8 @@ def run_one(system: str, n: int, k: int, rate: float, versions: int, out: Path) 
     sets = [f"topology.n={n}", f"topology.k={k}", f"topology.workers={n ** k}",
             f"links.rate_mbps={rate:g}", *BIG_MODEL, f"training.max_versions={versions}",
             f"training.eval_every={versions}", "training.worker_timeout=60",
+            f"training.retx_suppression_ms={SUPPRESSION_MS[0]}",
+            f"training.retx_suppression_max_ms={SUPPRESSION_MS[1]}",
             "netns.enabled=true", *SETS[system]]
     run_scenario("bcube", sets, out)
     return figures(system, out)
