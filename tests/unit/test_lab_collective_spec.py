@@ -9,6 +9,7 @@ import pytest
 from ndnps.lab import topology
 from ndnps.lab.spec import ScenarioError, load, parse
 from ndnps.protocol.config import ConfigError, from_table
+from tests.support.plans import walk
 
 PEERS = ["w1", "w2", "w3", "w4"]
 
@@ -17,18 +18,6 @@ def doc(topo: dict | None = None, training: dict | None = None, **more) -> dict:
     """A four-peer ring on a star, with `topo` and `training` keys replaced."""
     return {"topology": {"kind": "star", "workers": 4, **(topo or {})},
             "training": {"key": "k", "collective": "ring", **(training or {})}, **more}
-
-
-def walk(plan, start: str, prefix: str, goal: str) -> list[str]:
-    """Follow the routes for `prefix` from forwarder `start` to `goal`."""
-    at, seen = start, [start]
-    while at != goal:
-        hops = [face for p, face in plan.forwarders[at].routes if p == prefix]
-        assert len(hops) == 1, f"{at} has {len(hops)} routes for {prefix}"
-        at = hops[0]
-        assert at not in seen, f"a loop: {seen + [at]}"
-        seen.append(at)
-    return seen
 
 
 def every_peer_reaches_every_other(plan) -> None:

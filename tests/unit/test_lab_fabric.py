@@ -9,6 +9,7 @@ import pytest
 
 from ndnps.lab import fabric, ina, topology
 from ndnps.lab.spec import ScenarioError, load, parse
+from tests.support.plans import walk
 
 FAT = """
 [topology]
@@ -40,18 +41,6 @@ def test_the_spec_checks_a_fat_tree(topo, why):
 def test_a_fat_tree_runs_locally_only():
     with pytest.raises(ScenarioError, match="^topology.kind: a fat-tree runs locally"):
         parse({**tomllib.loads(FAT), "netns": {"enabled": True}}, "fat")
-
-
-def walk(plan, start: str, prefix: str, goal: str) -> list[str]:
-    """Follow the routes for `prefix` from forwarder `start` to `goal`."""
-    at, seen = start, [start]
-    while at != goal:
-        hops = [face for p, face in plan.forwarders[at].routes if p == prefix]
-        assert len(hops) == 1, f"{at} has {len(hops)} routes for {prefix}"
-        at = hops[0]
-        assert at not in seen, f"a loop: {seen + [at]}"
-        seen.append(at)
-    return seen
 
 
 def test_every_switch_a_forwarder_every_app_at_its_edge_every_route_arrives():
