@@ -217,3 +217,14 @@ def test_a_killed_peer_is_left_behind_when_the_collective_re_forms(tmp_path, col
         {p: (0, total) for p in end}
     assert s["final_accuracy"] > 0.5
     assert _processes_naming(str(out)) == []
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("reliability", [True, False])
+def test_a_ring_over_lossy_links_recovers_and_stays_identical(tmp_path, reliability):
+    """5 % loss on every link, repaired per hop by NDNLPv2 (the default on lossy links) or end
+    to end by the fetches (held Interests re-asked after 4 round trips, at least 0.1 s)."""
+    r = check_run(tmp_path, "ring", ["topology.workers=4", "training.epochs=2",
+                                     "links.loss=0.05",
+                                     f"links.reliability={str(reliability).lower()}", *SMALL], 4)
+    assert r["summary"]["links"]["loss"] == 0.05
