@@ -1,0 +1,80 @@
+"""Time-division sharing of a forwarder's aggregators among jobs (issue 26; the `001_…`
+method), sans-I/O: the decision a share controller makes when a job's round is about to start.
+(The controller's process, the consensus among a job's nodes and the forwarder-wide slot pool
+are still to come: this module is the rule they will apply.)
+
+The rule (the method's steps s1–s3), for job J's round about to start at `now`:
+
+1. another job holds the aggregators now → J runs its round the ordinary way;
+2. else, no other job's round is expected to start while J's runs (each job's next start is
+   its last start plus its measured step period; J's round lasts its measured round time) →
+   J uses them;
+3. else J and the jobs whose rounds are expected meanwhile are scored (`Score`); J uses the
+   aggregators only if its score is the highest (ties go to J, whose round is here now).
+
+A round that does not get the aggregators never waits for them: it runs the ordinary way at once.
+
+`Score` is pluggable; two ship. `saved_per_slot_second` — the bytes a round saves by being
+aggregated in the network (what would otherwise cross the PS's or peers' links) per second of
+the aggregators it holds, multiplied by an ageing factor that grows with the time since the job
+last had them (in its own periods), so that no job starves. `shortest_round` — the round that
+frees the aggregators soonest goes first (SRPT), with the same ageing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the controller has measured of one job."""
+    job: str
+    round_seconds: float            # an aggregated round's duration (its mean so far)
+    period: float                   # between the starts of its rounds (its mean so far)
+    last_start: float | None        # when its last round started (None: none yet)
+    bytes_saved: float              # bytes a round saves when aggregated in the network
+    last_granted: float | None = None   # when it last had the aggregators (None: never)
+
+    def next_start(self) -> float | None:
+        """When its next round is expected to start (None: nothing measured yet)."""
+        if self.last_start is None or self.period <= 0:
+            return None
+        return self.last_start + self.period
+
+    def age(self, now: float) -> float:
+        """Periods since it last had the aggregators (since its first round, if never)."""
+        since = self.last_granted if self.last_granted is not None else self.last_start
+        if since is None or self.period <= 0:
+            return 0.0
+        return max(0.0, (now - since) / self.period)
+
+
+Score = Callable[[JobState, float], float]
+
+AGEING = 0.5        # score multiplier gained per period without the aggregators
+
+
+def saved_per_slot_second(job: JobState, now: float) -> float:
+    """Bytes saved per second of aggregator time, aged."""
+    return job.bytes_saved / max(job.round_seconds, 1e-9) * (1.0 + AGEING * job.age(now))
+
+
+def shortest_round(job: JobState, now: float) -> float:
+    """The round that frees the aggregators soonest, aged."""
+    return (1.0 + AGEING * job.age(now)) / max(job.round_seconds, 1e-9)
+
+
+def decide(job: JobState, others: Sequence[JobState], holder: str | None, now: float,
+           score: Score = saved_per_slot_second) -> bool:
+    """Whether `job`'s round, starting at `now`, uses the aggregators. `holder`: the job
+    holding them now (None: free); `others`: every other job sharing them."""
+    if holder is not None and holder != job.job:
+        return False                                        # s1
+    ends = now + job.round_seconds
+    arriving = [o for o in others if o.job != job.job
+                and (start := o.next_start()) is not None and now <= start < ends]
+    if not arriving:
+        return True                                         # s2
+    mine = score(job, now)                                  # s3
+    return all(mine >= score(o, now) for o in arriving)
