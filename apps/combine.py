@@ -90,7 +90,12 @@ def schedule_of(cfg: TrainingConfig, peers: int, size: int) -> list[Transfer]:
 
 def part_key(v: int, t: Transfer) -> tuple:
     """What names a part within a version (its producer is the transfer's source)."""
-    return (v, t.reduce, t.set, t.level, t.part)
+    return (v, *part_of(t))
+
+
+def part_of(t: Transfer) -> tuple:
+    """A part's name within any version: a distribute part goes to several peers, one name."""
+    return (t.reduce, t.set, t.level, t.part)
 
 
 class Scheduled:
@@ -102,7 +107,7 @@ class Scheduled:
         offers: dict[tuple, Transfer] = {}
         for t in self.schedule:
             if t.src == self.index:
-                offers.setdefault(part_key(0, t)[1:], t)
+                offers.setdefault(part_of(t), t)
         self.offers = list(offers.values())
 
     def analytic(self) -> dict[int, float]:
@@ -128,6 +133,10 @@ class Scheduled:
                 ar.arrived(t.step, t.src, t.range, task.result())
             self._publish(v, ar)
         return ar.vector / np.float32(len(self.peer.members))
+
+    def counts(self) -> dict[str, int]:
+        """Counters for the records: none beyond the fetcher's."""
+        return {}
 
     def _publish(self, v: int, ar: AllReduce) -> None:
         """The parts of every step opened so far, signed, as their values stood then."""
@@ -186,6 +195,11 @@ class InNetwork:
     def analytic(self) -> dict[int, float]:
         """Its gradient's values, once, to the aggregator."""
         return {0: 4.0 * self.peer.n_params}
+
+    def counts(self) -> dict[str, int]:
+        """Segments summed by the aggregator, and those summed here instead (fallback)."""
+        return {"segments_aggregated": self.counters.segments_aggregated,
+                "segments_fallback": self.counters.segments_fallback}
 
     async def __call__(self, v: int, vector: np.ndarray, loss: float,
                        compute: float) -> np.ndarray:

@@ -199,7 +199,7 @@ class Peer:
             "digest": digest(flatten(self.model.params)), "accuracy": accuracy,
             "sent_by_level": {str(k): v for k, v in sorted(self.sent_by_level.items())},
             **self.delta.take({**self.app.traffic(), **asdict(self.fetch_stats),
-                               **self.combine_counts()})})
+                               **self.combine.counts()})})
         self.sent_by_level.clear()
         return done
 
@@ -233,13 +233,13 @@ class Peer:
         others = [p for p in self.members if p != self.name]
         at = dict(zip(others, await asyncio.gather(*(where(p) for p in others))))
         at[self.name] = self.version
-        alive = [p for p in self.members if at.get(p) is not None]
-        lost_peers = [p for p in self.members if p not in alive]
-        r = min(v for p in alive if (v := at[p]) is not None)
-        if len(alive) < cfg.min_workers or max(v for p in alive
-                                               if (v := at[p]) is not None) > r + 1:
+        versions = {p: v for p in self.members if (v := at.get(p)) is not None}
+        alive = list(versions)
+        lost_peers = [p for p in self.members if p not in versions]
+        r = min(versions.values())
+        if len(alive) < cfg.min_workers or max(versions.values()) > r + 1:
             raise JobFailed(f"epoch {epoch}: peers {alive} at versions "
-                            f"{[at[p] for p in alive]} cannot re-form (min_workers = "
+                            f"{list(versions.values())} cannot re-form (min_workers = "
                             f"{cfg.min_workers})")
         if self.version == r + 1:                   # we finished r before the loss: redo it
             assert self.before is not None
@@ -262,13 +262,6 @@ class Peer:
             return None
         self.accuracy = self.model.accuracy(self.dataset.X_test, self.dataset.y_test)
         return self.accuracy
-
-    def combine_counts(self) -> dict[str, int]:
-        c = getattr(self.combine, "counters", None)
-        if c is None:
-            return {}
-        return {"segments_aggregated": c.segments_aggregated,
-                "segments_fallback": c.segments_fallback}
 
     async def linger(self) -> None:
         """Stay while the others may still fetch from us: until every peer says it is done
@@ -306,7 +299,7 @@ class Peer:
         self.metrics.write({"event": "end", "code": code, "version": self.version,
                             "accuracy": self.accuracy, "collective": self.cfg.collective,
                             **self.app.traffic(), **asdict(self.fetch_stats),
-                            **self.combine_counts(), "held_expired": self.published.held.expired,
+                            **self.combine.counts(), "held_expired": self.published.held.expired,
                             "unknown_asked": self.published.unknown,
                             "answers_repeated": self.published.repeated})
 

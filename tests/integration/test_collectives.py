@@ -209,7 +209,9 @@ def test_a_killed_peer_is_left_behind_when_the_collective_re_forms(tmp_path, col
     assert s["ok"] is True and s["parameters_identical"] is True
     (reformed,) = s["reformed"]
     assert reformed["epoch"] == 1 and reformed["peers"] == ["w1", "w3", "w4"]
-    assert reformed["lost"] == ["w2"] and reformed["version"] >= 5
+    # w2 dies once the recorder (w1) has version 5; a peer still finishing version 5 (its last
+    # ring part was w2's to pass on) is at 4, so the survivors may go on from 4
+    assert reformed["lost"] == ["w2"] and reformed["version"] >= 4
     total = load(str(path), []).training.epochs * reference(str(path), [])["steps_per_epoch"]
     assert s["versions"] == total and s["versions_compared"] == total
     end = ends(out, ["w1", "w3", "w4"])
