@@ -1,7 +1,7 @@
 """Time-division sharing of a forwarder's aggregators among jobs (issue 26; the `001_…`
 method), sans-I/O: the decision a share controller makes when a job's round is about to start.
-(The controller's process, the consensus among a job's nodes and the forwarder-wide slot pool
-are still to come: this module is the rule they will apply.)
+(ndnps.exchanges.agreement applies it once every node of the job has asked for the round;
+apps/controller.py is its process.)
 
 The rule (the method's steps s1–s3), for job J's round about to start at `now`:
 
@@ -14,11 +14,14 @@ The rule (the method's steps s1–s3), for job J's round about to start at `now`
 
 A round that does not get the aggregators never waits for them: it runs the ordinary way at once.
 
-`Score` is pluggable; two ship. `saved_per_slot_second` — the bytes a round saves by being
-aggregated in the network (what would otherwise cross the PS's or peers' links) per second of
-the aggregators it holds, multiplied by an ageing factor that grows with the time since the job
-last had them (in its own periods), so that no job starves. `shortest_round` — the round that
-frees the aggregators soonest goes first (SRPT), with the same ageing.
+`Score` is pluggable; two ship. `time_saved` — the seconds a round saves by being aggregated
+in the network (its measured ordinary round time minus its aggregated one) per second it holds
+the aggregators: the aggregators are the scarce thing, and a job's completion time is what a
+saved second shortens. It is multiplied by an ageing factor that grows with the time since the
+job last had them (in its own periods), so that no job starves. A job not yet measured
+aggregated scores highest (it is measured once); not yet measured the ordinary way, its saving
+is taken as one second per second. `shortest_round` — the round that frees the aggregators
+soonest goes first (SRPT), with the same ageing.
 """
 from __future__ import annotations
 
@@ -30,10 +33,10 @@ from typing import Callable, Sequence
 class JobState:
     """What the controller has measured of one job."""
     job: str
-    round_seconds: float            # an aggregated round's duration (its mean so far)
-    period: float                   # between the starts of its rounds (its mean so far)
+    round_seconds: float            # an aggregated round's duration (0: not measured yet)
+    period: float                   # between the starts of its rounds (0: not measured yet)
     last_start: float | None        # when its last round started (None: none yet)
-    bytes_saved: float              # bytes a round saves when aggregated in the network
+    ordinary_seconds: float = 0.0   # a round's duration the ordinary way (0: not measured)
     last_granted: float | None = None   # when it last had the aggregators (None: never)
 
     def next_start(self) -> float | None:
@@ -55,9 +58,16 @@ Score = Callable[[JobState, float], float]
 AGEING = 0.5        # score multiplier gained per period without the aggregators
 
 
-def saved_per_slot_second(job: JobState, now: float) -> float:
-    """Bytes saved per second of aggregator time, aged."""
-    return job.bytes_saved / max(job.round_seconds, 1e-9) * (1.0 + AGEING * job.age(now))
+UNMEASURED = 1e9     # a job never measured aggregated: it goes first, once
+
+
+def time_saved(job: JobState, now: float) -> float:
+    """Seconds saved per second of aggregator time, aged."""
+    if job.round_seconds <= 0:
+        return UNMEASURED
+    saved = (job.ordinary_seconds - job.round_seconds if job.ordinary_seconds > 0
+             else job.round_seconds)
+    return max(saved, 0.0) / job.round_seconds * (1.0 + AGEING * job.age(now))
 
 
 def shortest_round(job: JobState, now: float) -> float:
@@ -66,15 +76,18 @@ def shortest_round(job: JobState, now: float) -> float:
 
 
 def decide(job: JobState, others: Sequence[JobState], holder: str | None, now: float,
-           score: Score = saved_per_slot_second) -> bool:
+           score: Score = time_saved) -> bool:
     """Whether `job`'s round, starting at `now`, uses the aggregators. `holder`: the job
     holding them now (None: free); `others`: every other job sharing them."""
     if holder is not None and holder != job.job:
         return False                                        # s1
-    ends = now + job.round_seconds
+    ends = now + job.round_seconds                          # (unmeasured: nobody arrives)
     arriving = [o for o in others if o.job != job.job
                 and (start := o.next_start()) is not None and now <= start < ends]
     if not arriving:
         return True                                         # s2
     mine = score(job, now)                                  # s3
     return all(mine >= score(o, now) for o in arriving)
+
+
+SCORES: dict[str, Score] = {"time-saved": time_saved, "shortest-round": shortest_round}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.share import (JobState, decide, saved_per_slot_second, shortest_round)
+from ndnps.exchanges.share import (SCORES, UNMEASURED, JobState, decide, shortest_round,
+                                   time_saved)
 
 
 def job(name: str, round_s: float = 1.0, period: float = 4.0, last: float | None = 0.0,
-        saved: float = 1e6, granted: float | None = None) -> JobState:
-    return JobState(name, round_s, period, last, saved, granted)
+        ordinary: float = 2.0, granted: float | None = None) -> JobState:
+    return JobState(name, round_s, period, last, ordinary, granted)
 
 
 def test_s1_another_job_holding_the_aggregators_means_the_ordinary_way():
@@ -27,31 +28,39 @@ def test_s2_free_and_nobody_arriving_meanwhile_means_use_them():
 
 
 def test_s3_a_round_arriving_meanwhile_is_scored_and_the_higher_wins():
-    a = job("a", round_s=2.0, saved=1e6)        # 0.5 MB per aggregator-second
-    b = job("b", round_s=1.0, period=4.0, last=7.0, saved=4e6)   # at 11.0: 4 MB/s
+    a = job("a", round_s=2.0, ordinary=3.0)     # saves 0.5 s per aggregator-second
+    b = job("b", round_s=1.0, period=4.0, last=7.0, ordinary=4.0)   # at 11.0: saves 3
     assert decide(a, [b], holder=None, now=10.0) is False
     assert decide(b, [a], holder=None, now=11.0) is True
     # a tie goes to the round that is here now
-    here = job("a", round_s=1.0, period=4.0, last=7.0, saved=2e6)
-    same = job("c", round_s=1.0, period=4.0, last=7.0, saved=2e6)       # at 11.0
-    assert saved_per_slot_second(here, 10.5) == saved_per_slot_second(same, 10.5)
+    here = job("a", round_s=1.0, period=4.0, last=7.0, ordinary=2.0)
+    same = job("c", round_s=1.0, period=4.0, last=7.0, ordinary=2.0)       # at 11.0
+    assert time_saved(here, 10.5) == time_saved(same, 10.5)
     assert decide(here, [same], holder=None, now=10.5) is True
 
 
 def test_ageing_keeps_a_job_from_starving():
-    big = job("big", round_s=1.0, period=1.0, last=9.9, saved=3e6, granted=9.0)  # at 10.9
-    recent = job("small", round_s=1.0, period=1.0, last=9.0, saved=1e6, granted=9.5)
-    assert decide(recent, [big], holder=None, now=10.0) is False     # 1.25e6 < 4.5e6
+    big = job("big", round_s=1.0, period=1.0, last=9.9, ordinary=4.0, granted=9.0)  # at 10.9
+    recent = job("small", round_s=1.0, period=1.0, last=9.0, ordinary=2.0, granted=9.5)
+    assert decide(recent, [big], holder=None, now=10.0) is False     # 1.25 < 4.5
     # ten periods without the aggregators: its score has grown past the big job's
-    starved = job("small", round_s=1.0, period=1.0, last=9.0, saved=1e6, granted=0.0)
-    assert saved_per_slot_second(starved, 10.0) > saved_per_slot_second(big, 10.0)
+    starved = job("small", round_s=1.0, period=1.0, last=9.0, ordinary=2.0, granted=0.0)
+    assert time_saved(starved, 10.0) > time_saved(big, 10.0)
     assert decide(starved, [big], holder=None, now=10.0) is True
 
 
-@pytest.mark.parametrize("score", [saved_per_slot_second, shortest_round])
-def test_scores_are_pluggable_and_differ(score):
-    quick = job("quick", round_s=0.5, saved=1e6)
-    slow = job("slow", round_s=2.0, saved=8e6)
+def test_time_saved_before_and_after_measuring():
+    assert time_saved(job("new", round_s=0.0), 0.0) == UNMEASURED      # measured once, first
+    assert time_saved(job("a", round_s=1.0, ordinary=0.0), 0.0) == 1.0  # ordinary not known
+    assert time_saved(job("a", round_s=2.0, ordinary=1.0), 0.0) == 0.0  # aggregating is slower
+
+
+@pytest.mark.parametrize("name", sorted(SCORES))
+def test_scores_are_pluggable_and_differ(name):
+    score = SCORES[name]
+    quick = job("quick", round_s=0.5, ordinary=0.6)
+    slow = job("slow", round_s=2.0, ordinary=8.0)
     order = sorted([quick, slow], key=lambda j: score(j, 0.0), reverse=True)
-    expected = ["slow", "quick"] if score is saved_per_slot_second else ["quick", "slow"]
+    expected = ["slow", "quick"] if score is time_saved else ["quick", "slow"]
     assert [j.job for j in order] == expected
+    assert score is not shortest_round or name == "shortest-round"
