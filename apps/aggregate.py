@@ -75,6 +75,9 @@ class Aggregate:
             suppression_max=cfg.retx_suppression_max_ms / 1000,
             patience=cfg.collect_lifetime, initial_window=cfg.initial_window)
         self._plan_wire = b""
+        # the last call's sums all came back or were declined (a Nack frees the slot): no
+        # slot of it may still be held in the network (the share controller's release)
+        self.clean = True
 
     def plan(self, workers: list[str]) -> Group:
         """The plan for these workers: the edge sums its own and its aggregators' groups."""
@@ -90,25 +93,17 @@ class Aggregate:
         members += [w for w in workers if w not in grouped]
         return Group(self.cfg.aggregate_at, tuple(members))
 
-    async def __call__(self, step: int, workers: list[Member],
-                       segments: int) -> tuple[np.ndarray, np.ndarray]:
+    async def __call__(self, step: int, workers: list[Member], segments: int,
+                       network: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """The sum of `workers`' gradients of `step` (float32, one value per parameter) and,
-        for each value, how many gradients it is the sum of."""
-        cfg = self.cfg
-        plan = self.plan([w.gpu for w in workers])
-        self._plan_wire = aggregation.encode_plan(plan)
+        for each value, how many gradients it is the sum of. `network` False (the share
+        controller gave the aggregators to another job): every segment summed here."""
         got: dict[int, bytes] = {}
-        t = self.sums.transfer(lambda s: names.aggregate(cfg.ps, cfg.train, step, s),
-                               fresh=True, on_segment=lambda seg: got.update(
-                                   {seg.number: seg.content}))
-        t.want(range(1, segments + 1))
-        try:
-            await t.run()
-        except FetchError as e:             # whatever did not come falls back
-            log.info("step %d: %d of %d sums did not come (%s): the PS sums them", step,
-                     segments - len(got), segments, e)
-        finally:
-            t.close()
+        self.clean = True
+        if network:
+            await self._ask_sums(step, workers, segments, got)
+        else:
+            self.counters.segments_ordinary += segments
         sums: dict[int, tuple[np.ndarray, int]] = {}
         for s in range(1, segments + 1):
             content = got.get(s, FALLBACK)
@@ -121,7 +116,8 @@ class Aggregate:
                 pass
         missing = [s for s in range(1, segments + 1) if s not in sums]
         self.counters.segments_aggregated += len(sums)
-        self.counters.segments_fallback += len(missing)
+        if network:
+            self.counters.segments_fallback += len(missing)
         if missing:
             sums.update(await self._fallback(step, workers, missing))
         total = np.empty(self.n_params, np.float32)
@@ -131,6 +127,24 @@ class Aggregate:
             total[at:at + values.size] = values
             counts[at:at + values.size] = k
         return total, counts
+
+    async def _ask_sums(self, step: int, workers: list[Member], segments: int,
+                        got: dict[int, bytes]) -> None:
+        """Each segment's sum asked of the network, into `got` (a Nacked one: FALLBACK)."""
+        cfg = self.cfg
+        self._plan_wire = aggregation.encode_plan(self.plan([w.gpu for w in workers]))
+        t = self.sums.transfer(lambda s: names.aggregate(cfg.ps, cfg.train, step, s),
+                               fresh=True, on_segment=lambda seg: got.update(
+                                   {seg.number: seg.content}))
+        t.want(range(1, segments + 1))
+        try:
+            await t.run()
+        except FetchError as e:             # whatever did not come falls back
+            self.clean = False
+            log.info("step %d: %d of %d sums did not come (%s): the PS sums them", step,
+                     segments - len(got), segments, e)
+        finally:
+            t.close()
 
     def _size(self, seg: int) -> int:
         at = (seg - 1) * messages.SUMMABLE_VALUES

@@ -8,6 +8,8 @@ every peer's gradient, the same bytes at every peer.
   the producer's step opens, then windowed with loss recovery). A final part several peers
   fetch (BCube's distribute) has one name: the switch's PIT merges their Interests, or its
   Content Store answers the later ones, so the summer sends it once.
+* ``Shared`` — ``InNetwork`` or a ring round by round, as the share controller decides
+  (issue 26: several jobs taking the aggregators in turns).
 * ``InNetwork`` — every peer publishes its gradient as summable segments under the collect
   name ``/<peer>/<job>/<train>/<v>/<seg>`` and asks ``aggregate_at`` for each segment's sum
   with the same plan (apps/aggregate.py): the aggregator's PIT merges the peers' identical
@@ -39,6 +41,7 @@ from ndnps.protocol.config import TrainingConfig
 from .aggregate import Aggregate
 from .ps_common import PsCounters
 from .published import Published
+from .share import Decision, Share
 
 # Data of a version's parts stay fresh this long (ms): a switch's Content Store answers the
 # peers that ask for a final part after its first copy went by (MustBeFresh fetches)
@@ -81,9 +84,11 @@ def round_of(v: int, epoch: int) -> int:
     return v + (epoch << 32)
 
 
-def schedule_of(cfg: TrainingConfig, peers: int, size: int) -> list[Transfer]:
-    """The all-reduce schedule of a `size`-value vector over `peers` peers."""
-    if cfg.collective == "ring":
+def schedule_of(cfg: TrainingConfig, peers: int, size: int,
+                collective: str = "") -> list[Transfer]:
+    """The all-reduce schedule of a `size`-value vector over `peers` peers (`collective`:
+    the job's, unless given)."""
+    if (collective or cfg.collective) == "ring":
         return ring(peers, size)
     return BCube(cfg.bcube_n, cfg.bcube_levels()).schedule(size)
 
@@ -99,10 +104,10 @@ def part_of(t: Transfer) -> tuple:
 
 
 class Scheduled:
-    def __init__(self, peer: Owner) -> None:
+    def __init__(self, peer: Owner, collective: str = "") -> None:
         self.peer = peer
         self.index = peer.members.index(peer.name)
-        self.schedule = schedule_of(peer.cfg, len(peer.members), peer.n_params)
+        self.schedule = schedule_of(peer.cfg, len(peer.members), peer.n_params, collective)
         # what this peer serves, once per name (a distribute part goes to several peers)
         offers: dict[tuple, Transfer] = {}
         for t in self.schedule:
@@ -214,3 +219,36 @@ class InNetwork:
         if self.lost:
             raise PeerLost(f"{self.lost[0]} at version {v & EPOCH_MASK}")
         return total / counts
+
+
+class Shared:
+    """collective = "ina" with a share controller (issue 26): each round in the network or,
+    when the controller gives the aggregators to another job, by ring all-reduce at once —
+    the same at every peer, which the controller's agreement guarantees. `last`: the latest
+    round's decision, for the records."""
+
+    def __init__(self, peer: Owner, share: Share) -> None:
+        self.peer, self.share = peer, share
+        self.network = InNetwork(peer)
+        self.ring = Scheduled(peer, "ring")
+        self.last: Decision | None = None
+        self.rounds_ring = 0
+
+    def analytic(self) -> dict[int, float]:
+        return self.network.analytic()
+
+    def counts(self) -> dict[str, int]:
+        return {**self.network.counts(), "rounds_ring": self.rounds_ring}
+
+    async def __call__(self, v: int, vector: np.ndarray, loss: float,
+                       compute: float) -> np.ndarray:
+        r = self.peer.round(v)
+        d = self.last = await self.share.ask(r)
+        if d.use:
+            out = await self.network(v, vector, loss, compute)
+            self.share.done(r, self.network.aggregate.clean)
+            return out
+        self.rounds_ring += 1
+        out = await self.ring(v, vector, loss, compute)
+        self.share.done(r, True)
+        return out

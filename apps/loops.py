@@ -26,6 +26,7 @@ from ndnps.protocol import messages
 from ndnps.protocol.config import TrainingConfig
 
 from .aggregate import Aggregate
+from .share import Share
 from .collect import Collect
 from .ps_common import JobFailed, PsCounters
 from .roster import Roster
@@ -48,6 +49,7 @@ class Server(Protocol):
     roster: Roster
     collect: Collect
     aggregate: Aggregate | None
+    share: Share
     serving: Serving
 
     @property
@@ -95,9 +97,15 @@ async def run_sync(ps: Server) -> None:
         if len(got) < len(ps.workers):
             ps.counters.short_versions += 1
         ta = ps.loop_time()
+        shared: dict = {}
         if ps.aggregate is not None:
-            # the network's sums; the average as the reference's, one SGD step
-            summed, counts = await ps.aggregate(v, [w for w, _ in got], got[0][1].segments)
+            # the network's sums (if the share controller says so: issue 26); the average as
+            # the reference's, one SGD step
+            decision = await ps.share.ask(v)
+            shared = decision.record()
+            summed, counts = await ps.aggregate(v, [w for w, _ in got], got[0][1].segments,
+                                                network=decision.use)
+            ps.share.done(v, ps.aggregate.clean)
             mean = messages.Gradient(v, got[0][1].base_version, summed / counts, 0.0, 0.0)
             contributions = [Contribution(0, mean)]
         else:
@@ -113,7 +121,7 @@ async def run_sync(ps: Server) -> None:
         ps.record(collect_wait=t1 - t0, aggregate=t1 - ta, apply=t2 - t1, push=push_time,
                   loss=float(np.mean([g.loss for _, g in got])),
                   compute=float(np.mean([g.compute for _, g in got])),
-                  gradients=len(got), accuracy=accuracy)
+                  gradients=len(got), accuracy=accuracy, **shared)
         # after the version's record (a PS killed during the push leaves no checkpoint
         # ahead of its records) and off the workers' path (they compute meanwhile)
         if cfg.checkpoint and (ps.version % cfg.checkpoint_every == 0 or ps.done):

@@ -44,12 +44,13 @@ from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, decode_tensors, encode_tensors, flatten
 from ndnps.protocol.config import ConfigError, TrainingConfig, load
 
-from .combine import (FRESHNESS_MS, HELD_FIRST, InNetwork, PeerLost, Scheduled,
+from .combine import (FRESHNESS_MS, HELD_FIRST, InNetwork, PeerLost, Scheduled, Shared,
                       round_of)
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
                      serve, setup_logging)
 from .ps_common import JobFailed, total_steps, training_fetcher
 from .published import Published
+from .share import Share
 
 log = logging.getLogger("peer")
 
@@ -88,6 +89,7 @@ class Peer:
         self.published = Published(on_sent=self._sent)
         self.members = list(cfg.workers)        # the collective's peers, this epoch
         self.epoch = 0                          # re-formed collectives so far
+        self.share = Share(cfg, app, name, self.sec.validator)     # issue 26
         self.combine = self.make_combine()
         self.before: tuple | None = None        # re-form: (params, velocity) of self.version - 1
         self.version = 0
@@ -100,8 +102,10 @@ class Peer:
         """Versions: epochs over a peer's shard, capped by max_versions (as a PS counts)."""
         return total_steps(self.cfg, len(self.dataset.X_train), len(self.cfg.workers))
 
-    def make_combine(self) -> InNetwork | Scheduled:
-        return InNetwork(self) if self.cfg.collective == "ina" else Scheduled(self)
+    def make_combine(self) -> InNetwork | Scheduled | Shared:
+        if self.cfg.collective != "ina":
+            return Scheduled(self)
+        return Shared(self, self.share) if self.cfg.share_controller else InNetwork(self)
 
     def round(self, v: int) -> int:
         return round_of(v, self.epoch)
@@ -193,8 +197,10 @@ class Peer:
         target = self.cfg.target_accuracy
         done = self.version >= total or bool(target and accuracy is not None
                                               and accuracy >= target)
+        shared = self.combine.last.record() if isinstance(self.combine, Shared) and \
+            self.combine.last is not None else {}
         self.metrics.write({
-            "version": self.version, "loss": loss, "compute": compute,
+            "version": self.version, "loss": loss, "compute": compute, **shared,
             "computed_at": computed_at, "ready_at": ready_at, "sync": ready_at - computed_at,
             "digest": digest(flatten(self.model.params)), "accuracy": accuracy,
             "sent_by_level": {str(k): v for k, v in sorted(self.sent_by_level.items())},

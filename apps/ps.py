@@ -55,6 +55,7 @@ from .loops import AsyncTraining, run_sync
 from .ps_common import JobFailed, PsCounters, total_steps, training_fetcher
 from .roster import Roster
 from .serving import Serving
+from .share import Share
 
 __all__ = ["JobFailed", "ParameterServer", "PsCounters", "main"]
 
@@ -100,6 +101,7 @@ class ParameterServer:
         # in-network aggregation: the gradients' sums asked of the network (apps/aggregate.py)
         self.aggregate = Aggregate(cfg, app, self.fetcher, self.sec, self.n_params,
                                    self.counters, self.roster.drop) if cfg.aggregate_at else None
+        self.share = Share(cfg, app, cfg.ps, self.sec.validator)     # issue 26
         self.serving = Serving(cfg, app, self, self.membership, self.content, self.sec.signer,
                                self.counters)
         self.delta = Delta()

@@ -59,3 +59,4 @@ class PsCounters:
     final_repushes: int = 0         # the final version pushed again while workers stayed
     segments_aggregated: int = 0    # gradient segments whose sum the network made (issue 24)
     segments_fallback: int = 0      # ... that the PS summed itself instead
+    segments_ordinary: int = 0      # ... summed here: the share controller said so (issue 26)

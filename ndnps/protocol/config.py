@@ -143,6 +143,15 @@ class TrainingConfig:
                                   "workers whose gradients each sums first, as "
                                   "\"<node>:<worker>+<worker>...\" (python -m ndnps.placement's "
                                   "plan); workers not listed are summed at the edge")
+    # several jobs sharing aggregators (issue 26; docs/sharing.md)
+    share_controller: str = _f("", "with aggregate_at: the share controller's node name "
+                               "(python -m apps.controller): before each round the job's "
+                               "nodes ask it whether the round uses the aggregators; a round "
+                               "that does not runs the ordinary way at once (the PS sums; "
+                               "peers: ring). Empty: every round uses them")
+    share_patience: float = _f(5.0, "share_controller: s without its answer before a round "
+                               "goes the ordinary way (the controller is taken as "
+                               "unreachable)", low=0, strict_low=True)
     # PS-less training (issue 25; docs/collectives.md)
     collective: str = _f("", "PS-less training: the peers (`workers`, python -m apps.peer) "
                          "combine their gradients by \"ring\" all-reduce, \"ina\" (every "
@@ -186,6 +195,14 @@ class TrainingConfig:
             raise ConfigError("training.aggregate_via: needs aggregate_at")
         if self.collective:
             self._check_collective()
+        if self.share_controller:
+            _check_id("share_controller", self.share_controller)
+            if not self.aggregate_at:
+                raise ConfigError("training.share_controller: shares aggregators: needs "
+                                  "aggregate_at")
+            if self.collective not in ("", "ina"):
+                raise ConfigError("training.share_controller: for a PS's job or collective "
+                                  "= \"ina\" (a ring or BCube uses no aggregator)")
         if self.dataset != "synthetic":
             for key in ("n_samples", "n_features", "n_classes"):
                 if getattr(self, key):

@@ -24,6 +24,13 @@ SegmentNameComponent (NDN naming conventions)::
     params      /<ps>/<train>/<gpu>/params/<v>/<s>      unicast baseline (no persistent PIT):
                                                         each worker fetches each version itself
     key         /<ps>/<train>/KEY                       KeyLocator of the training's HMAC key
+    share ask   /<ctl>/share/<ps>/<train>/<node>/<r>/ask
+                                                        a job's node -> the share controller
+                                                        (issue 26): round r is about to start,
+                                                        aggregators or not? (freshness 0)
+    share done  /<ctl>/share/<ps>/<train>/<node>/<r>/done/<clean>
+                                                        ... round r is over (clean 1: every sum
+                                                        it asked the network for came)
 
 The collect ``<v>`` is the gradient's *step*: in sync mode the parameter version it is computed
 on; in async mode the worker's own step counter (the version it used travels in the content),
@@ -145,6 +152,9 @@ PARTIAL_REDUCE = (ID, ID, VER, REDUCE, NUM, NUM, NUM, SEG)   # peer train v set 
 PARTIAL_GATHER = (ID, ID, VER, GATHER, NUM, NUM, NUM, SEG)
 ROLL = b"roll"
 ROLL_NAME = (ID, ID, ID, ROLL, NUM, SEG)              # peer ps train epoch seg
+SHARE, ASK, DONE = b"share", b"ask", b"done"
+SHARE_ASK = (ID, SHARE, ID, ID, ID, NUM, ASK)          # ctl ps train node round
+SHARE_DONE = (ID, SHARE, ID, ID, ID, NUM, DONE, NUM)   # ctl ps train node round clean
 
 
 class Task(NamedTuple):
@@ -277,6 +287,39 @@ def parse_roll(name: FormalName) -> Roll | None:
     return Roll(str(peer), str(ps), str(train), int(epoch), int(seg))
 
 
+class ShareAsk(NamedTuple):
+    ctl: str
+    ps: str
+    train: str
+    node: str
+    round: int
+
+
+class ShareDone(NamedTuple):
+    ctl: str
+    ps: str
+    train: str
+    node: str
+    round: int
+    clean: int
+
+
+def share_ask(ctl: str, ps: str, train: str, node: str, round_: int) -> FormalName:
+    """Node `node` of training /<ps>/<train> asks share controller `ctl` about round r."""
+    return _build(SHARE_ASK, ctl, ps, train, node, round_)
+
+
+def share_done(ctl: str, ps: str, train: str, node: str, round_: int,
+               clean: bool) -> FormalName:
+    """... and says round r is over."""
+    return _build(SHARE_DONE, ctl, ps, train, node, round_, int(clean))
+
+
+def share_prefix(ctl: str) -> FormalName:
+    """What the share controller registers."""
+    return _build((ID, SHARE), ctl)
+
+
 def params(ps: str, train: str, gpu: str, version: int, seg: int) -> FormalName:
     """Unicast baseline: worker `gpu`'s own copy of parameters `version`."""
     return _build(UNICAST, ps, train, gpu, version, seg)
@@ -324,6 +367,8 @@ parse_remove = _parser(REMOVE_NAME, Training)
 parse_collect = _parser(COLLECT, Collect)
 parse_distribute = _parser(DISTRIBUTE_NAME, Distribute)
 parse_params = _parser(UNICAST, Params)
+parse_share_ask = _parser(SHARE_ASK, ShareAsk)
+parse_share_done = _parser(SHARE_DONE, ShareDone)
 
 
 def is_distribute(name: FormalName) -> bool:
@@ -342,7 +387,7 @@ _LOCALHOST_TLV = encode_tlv(_GENERIC, b"localhost")
 _CLASSES = ((TASK, "task"), (CONTENT, "content"), (INSERT_NAME, "insert"), (CONFIRM, "insert"),
             (REMOVE_NAME, "remove"), (COLLECT, "collect"), (DISTRIBUTE_NAME, "distribute"),
             (UNICAST, "params"), (PARTIAL_REDUCE, "partial"), (PARTIAL_GATHER, "partial"),
-            (ROLL_NAME, "roll"))
+            (ROLL_NAME, "roll"), (SHARE_ASK, "share"), (SHARE_DONE, "share"))
 
 
 def classify(name: bytes, is_data: bool) -> str:

@@ -1,0 +1,137 @@
+"""A job node's side of the share controller (issue 26): before each round, ask whether it uses
+the aggregators; after it, say it is over. The rules are ndnps.exchanges.agreement's `Asker`;
+this is its asyncio adapter over Interests named per node (names.share_ask / share_done: the
+PIT never merges two nodes' asks), MustBeFresh, the answers freshness zero and signed under
+the job's key.
+
+The controller not answering for `share_patience` makes the round go the ordinary way
+("unreachable", logged once per outage); until it answers again each round asks for one
+Interest lifetime only, so a dead controller costs a round half a second, not its patience.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ndn.types import InterestCanceled, InterestNack, InterestTimeout, ValidationFailure
+
+from ndnps.exchanges.agreement import Asker, Verdict
+from ndnps.protocol import names
+from ndnps.protocol.codec import CodecError, decode_tensors, encode_tensors
+from ndnps.protocol.config import TrainingConfig
+
+log = logging.getLogger("share")
+
+LIFETIME = 0.5          # s: an ask's Interest (the controller holds it until it can answer)
+NACK_WAIT = 0.1         # s before asking again after a Nack (no route to the controller yet)
+DONE_TRIES = 3
+
+
+def answer_content(verdict: Verdict, retry_after: float) -> bytes:
+    """The controller's answer to an ask."""
+    return encode_tensors([], kind="share", verdict=verdict.value, retry_after=retry_after)
+
+
+def ack_content() -> bytes:
+    """The controller's acknowledgement of a done."""
+    return encode_tensors([], kind="share-done")
+
+
+def parse_answer(content: bytes) -> tuple[Verdict, float]:
+    """CodecError, ValueError: not an answer."""
+    _, meta = decode_tensors(bytes(content))
+    if meta.get("kind") != "share":
+        raise CodecError("not a share answer")
+    return Verdict(meta["verdict"]), float(meta.get("retry_after", 0.0))
+
+
+@dataclass
+class Decision:
+    round: int
+    use: bool
+    why: str                # "aggregate", "ordinary", "unreachable", or "" (no controller)
+    wait: float             # s from the first ask to the decision
+    asks: int = 0
+    retries: int = 0
+
+    def record(self) -> dict[str, Any]:
+        return {"share": self.why, "share_wait": self.wait, "share_round": self.round,
+                "share_asks": self.asks, "share_retries": self.retries}
+
+
+class Share:
+    """`node`: this app's name in the job (the PS, or a peer)."""
+
+    def __init__(self, cfg: TrainingConfig, app: Any, node: str, validator: Any) -> None:
+        self.cfg, self.app, self.node, self.validator = cfg, app, node, validator
+        self.reachable = True
+        self.unreachable_rounds = 0
+        self._done_tasks: set[asyncio.Task] = set()
+
+    async def ask(self, r: int) -> Decision:
+        """Round `r`'s decision (never raises: the ordinary way when in doubt)."""
+        cfg = self.cfg
+        if not cfg.share_controller:
+            return Decision(r, True, "", 0.0)
+        loop = asyncio.get_running_loop()
+        asker = Asker(r, loop.time(), LIFETIME,
+                      cfg.share_patience if self.reachable else LIFETIME)
+        name = names.share_ask(cfg.share_controller, cfg.ps, cfg.train, self.node, r)
+        while True:
+            now = loop.time()
+            asker.tick(now)
+            if asker.finished:
+                break
+            if not asker.send(now):
+                wake = asker.next_wake()
+                await asyncio.sleep(max(0.0, (wake if wake is not None else now) - now))
+                continue
+            try:
+                _, content, _ = await self.app.express(
+                    name, self.validator, lifetime=int(LIFETIME * 1000), must_be_fresh=True)
+                verdict, retry = parse_answer(content)
+                asker.on_answer(verdict, retry, loop.time())
+            except InterestNack:
+                asker.on_answer(Verdict.RETRY, NACK_WAIT, loop.time())
+            except (InterestTimeout, InterestCanceled, ValidationFailure, CodecError,
+                    ValueError, KeyError, TypeError):
+                asker.on_timeout(loop.time())
+        assert asker.decision is not None
+        if asker.why == "unreachable":
+            self.unreachable_rounds += 1
+            if self.reachable:
+                log.warning("share controller %s unreachable (no answer for %.1f s, round "
+                            "%d): rounds go the ordinary way until it answers",
+                            cfg.share_controller, cfg.share_patience, r)
+            self.reachable = False
+        elif not self.reachable:
+            log.info("share controller %s answers again (round %d)", cfg.share_controller, r)
+            self.reachable = True
+        return Decision(r, asker.decision, asker.why, asker.wait(loop.time()),
+                        asker.expressed, asker.retries)
+
+    def done(self, r: int, clean: bool) -> None:
+        """Round `r` is over: said in the background (a few tries; the next round's ask says
+        it too)."""
+        if not self.cfg.share_controller or not self.reachable:
+            return
+        task = asyncio.create_task(self._done(r, clean))
+        self._done_tasks.add(task)
+        task.add_done_callback(self._done_tasks.discard)
+
+    async def _done(self, r: int, clean: bool) -> None:
+        cfg = self.cfg
+        name = names.share_done(cfg.share_controller, cfg.ps, cfg.train, self.node, r, clean)
+        for _ in range(DONE_TRIES):
+            try:
+                await self.app.express(name, self.validator, lifetime=int(LIFETIME * 1000),
+                                       must_be_fresh=True)
+                return
+            except InterestNack:
+                await asyncio.sleep(NACK_WAIT)
+            except (InterestTimeout, ValidationFailure):
+                continue
+            except InterestCanceled:
+                return
