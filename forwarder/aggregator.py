@@ -24,6 +24,14 @@ partial sum and Nacks the Interest: the requester falls back. A re-expressed Int
 requester's retransmission) re-expresses the members still missing. The next version's
 `*distribute*` push frees the training's older slots (the method's ACK).
 
+One slot pool per forwarder, shared by its trainings (issue 26): a training's segments hash
+within its range of it ([first, first + slots), its configuration), its slots' deadlines are its
+own timeout. Trainings configured with the same range share those slots in time — two jobs'
+rounds at once compete for them — and disjoint ranges split the pool between them. A new slot
+claimed while another training holds a live one in the range is an *overlap*: counted, and the
+latest are recorded (when, which two trainings, which versions); so is each training's and the
+pool's busy time (seconds during which at least one slot was held).
+
 The pipelines call the triggers (`on_interest`, `on_data`, `on_nack`, `on_push`, `on_timer`)
 and carry out the operations they return from the aggregator's own face: ("interest", wire),
 ("data", wire, mark) — a sum, handed to onIncomingData — and ("nack", Interest).
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Union
 
@@ -48,6 +57,7 @@ from .tables.aggregator_pool import AggregatorPool, SlotKey
 
 Op = Union[tuple[str, bytes], tuple[str, bytes, int], tuple[str, Interest]]
 MAX_WAITING = 1 << 16        # member Interests awaited at once, over every training
+OVERLAP_LOG = 64             # overlaps recorded: the latest
 
 
 @dataclass
@@ -60,6 +70,7 @@ class AggregationCounters:
     abandoned: int = 0            # sums dropped (a member's Nack, a refused value, deadline)
     member_interests: int = 0     # Interests expressed to members (retransmissions too)
     late: int = 0                 # member Data after their sum was done or dropped
+    overlaps: int = 0             # new slots claimed while another training's were live in range
 
 
 @dataclass
@@ -76,38 +87,69 @@ class _Pending:
 @dataclass
 class _Training:
     config: AggregatorConfig
-    pool: AggregatorPool
     pending: dict[SlotKey, _Pending] = field(default_factory=dict)
     pushed: int = -1              # the newest version whose push freed older slots
+    overlaps: int = 0             # its new slots claimed while another's were live in its range
     mac: hmac.HMAC | None = None  # keyed once, copied per contribution
     hint: bytes = b""             # this node as a ForwardingHint name's value
+    uri: str = ""                 # its name, for the status and the overlap records
 
     def __post_init__(self) -> None:
         self.mac = hmac.new(self.config.key, digestmod=hashlib.sha256)
         self.hint = encode_tlv(GENERIC_COMPONENT, self.config.node.encode())
+        self.uri = name_to_str(self.config.training)
 
 
 class Aggregation:
     def __init__(self) -> None:
         self.trainings: dict[bytes, _Training] = {}
+        self.pool = AggregatorPool(slots=1)     # grown by configure to the trainings' ranges
         self.counters = AggregationCounters()
+        self.overlap_log: deque[dict[str, object]] = deque(maxlen=OVERLAP_LOG)
+        self.first_overlap: dict[str, object] | None = None
         self._waiting: dict[bytes, tuple[bytes, SlotKey, tuple[str, ...]]] = {}
+        self._now = 0.0                         # the last trigger's time (see _at)
 
     # ---- configuration -------------------------------------------------------------------
 
-    def configure(self, config: AggregatorConfig) -> None:
-        """Aggregate for `config.training` (again: the slots start empty)."""
-        self.remove(config.training)
-        self.trainings[config.training] = _Training(
-            config, AggregatorPool(config.slots, config.timeout))
+    def configure(self, config: AggregatorConfig, now: float | None = None) -> None:
+        """Aggregate for `config.training` in its range of the pool, which grows to hold it.
+        Configured again: its sums and slots are dropped (not the other trainings'), its
+        counts go on."""
+        now = self._at(now)
+        old = self.trainings.get(config.training)
+        if old is not None:
+            self._forget(old, now)
+        self.pool.assign(config.training, config.first, config.slots)
+        t = self.trainings[config.training] = _Training(config)
+        if old is not None:
+            t.overlaps = old.overlaps
 
-    def remove(self, training: bytes) -> bool:
+    def remove(self, training: bytes, now: float | None = None) -> bool:
         t = self.trainings.pop(training, None)
         if t is None:
             return False
+        now = self._at(now)
+        self._forget(t, now)
+        self.pool.unassign(training, now)
+        if not self.trainings:
+            self.pool.resize(1)                 # nothing held, no range left: memory back
+        return True
+
+    def _forget(self, t: _Training, now: float) -> None:
+        """Drop a training's sums (no Nacks: their requesters time out and fall back) and
+        free its slots, only its own."""
         for key in list(t.pending):
             self._drop(t, key)
-        return True
+        self.pool.drop(t.config.training, now)
+
+    def _at(self, now: float | None) -> float:
+        """`now`, remembered; or, for a caller that has none (the pipelines' push and
+        configuration), the last trigger's: the tick's on_timer keeps it within a tick."""
+        if now is None:
+            return self._now
+        self._now = now
+        return now
 
     # ---- triggers --------------------------------------------------------------------------
 
@@ -129,6 +171,7 @@ class Aggregation:
         if plan.at != t.config.node:
             return None
         self.counters.interests += 1
+        self._now = now
         p = t.pending.get(key)
         if p is not None:
             if p.interest.name != interest.name:
@@ -141,18 +184,18 @@ class Aggregation:
             return self._express(t, key, p, list(p.expressed))
         workers = plan.workers()
         ops: list[Op] = []
-        stale = t.pool.stale(key, now)          # past its deadline, not yet swept: ended now
-        if stale is not None and (old := t.pending.get(stale.key)) is not None:
-            self.counters.abandoned += 1
-            self._drop(t, stale.key)
-            ops.append(("nack", old.interest))
-        if t.pool.claim(key, workers, now) is None:
+        # a slot past its deadline, not yet swept (whichever training's): ended now
+        stale = self.pool.stale(key, now)
+        if stale is not None:
+            ops += self._ended(stale.key)
+        if self.pool.claim(key, workers, now, t.config.timeout) is None:
             self.counters.collisions += 1
             return ops + [("nack", interest)]
         if len(self._waiting) + len(workers) > MAX_WAITING:
-            t.pool.release(key)
+            self.pool.release(key, now)
             self.counters.collisions += 1
             return ops + [("nack", interest)]
+        self._note_overlap(t, key, now)         # no sum was pending: a new slot
         p = t.pending[key] = _Pending(interest, plan, tail, faces={face})
         names = [self._member(t, key, p, m) for m in plan.members]
         return ops + self._express(t, key, p, names)
@@ -163,6 +206,7 @@ class Aggregation:
         if got is None:
             self.counters.late += 1
             return []
+        self._now = now
         training, key, workers = got
         t = self.trainings[training]
         p = t.pending[key]
@@ -177,10 +221,10 @@ class Aggregation:
             self.counters.rejected += 1     # a forgery or a bad segment: the member stays missing
             return []
         try:
-            slot = t.pool.add(key, workers, content, _combine)
+            slot = self.pool.add(key, workers, content, _combine)
         except summable.SummableError:
             self.counters.rejected += 1     # values the sum cannot hold: the requester sums
-            return self._abandon(t, key)
+            return self._abandon(key, now)
         del self._waiting[data.name]
         p.expressed.pop(data.name, None)
         if data.congestion_mark:
@@ -190,7 +234,7 @@ class Aggregation:
         answer = signed_data(p.interest.name, slot.acc.result(), t.config.key,
                              t.config.key_name)
         self.counters.answered += 1
-        t.pool.release(key)
+        self.pool.release(key, now)
         self._drop(t, key)
         return [("data", answer, 1 if p.marked else 0)]
 
@@ -200,18 +244,19 @@ class Aggregation:
         got = self._waiting.get(interest.name)
         if got is None:
             return []
+        self._now = now
         training, key, workers = got
         t = self.trainings[training]
         p = t.pending[key]
         if not interest.name.startswith(AGGREGATE_COMPONENT) or \
                 len(self._waiting) + len(workers) > MAX_WAITING:
-            return self._abandon(t, key)
+            return self._abandon(key, now)
         self.counters.fallbacks += 1
         del self._waiting[interest.name]
         p.expressed.pop(interest.name, None)
         return self._express(t, key, p, [self._member(t, key, p, w) for w in workers])
 
-    def on_push(self, rest: bytes) -> list[Op]:
+    def on_push(self, rest: bytes, now: float | None = None) -> list[Op]:
         """A `*distribute*` Data went by (`rest`: its name without the marker): a push of a
         training's version frees that training's slots of older versions, their sums left
         unfinished Nacked. Any other version than the last one seen counts (a PS restarted
@@ -227,37 +272,44 @@ class Aggregation:
                 if version == t.pushed:
                     return []
                 t.pushed = version
-                t.pool.release_before(training, version)
+                self.pool.release_before(training, version, self._at(now))
                 ops: list[Op] = []
                 for key in [k for k in t.pending if k.version < version]:
-                    ops.append(("nack", t.pending[key].interest))
-                    self.counters.abandoned += 1
-                    self._drop(t, key)
+                    ops += self._ended(key)
                 return ops
         return []
 
     def on_timer(self, now: float) -> list[Op]:
         """Slots past their deadline: the partial sums go, the Interests are Nacked."""
+        self._now = now
         ops: list[Op] = []
-        for t in self.trainings.values():
-            for slot in t.pool.expire(now):
-                p = t.pending.get(slot.key)
-                if p is not None:
-                    self.counters.abandoned += 1
-                    self._drop(t, slot.key)
-                    ops.append(("nack", p.interest))
+        for slot in self.pool.expire(now):
+            ops += self._ended(slot.key)
         return ops
 
     def next_timer(self) -> float | None:
-        return min((d for t in self.trainings.values()
-                    if (d := t.pool.next_timer()) is not None), default=None)
+        return self.pool.next_timer()
 
     def status(self) -> dict:
+        """The counters, the pool, the overlaps recorded and each training's part. Busy
+        periods still open count up to the last trigger's time (a tick behind at most)."""
+        pool = self.pool
         return {"counters": asdict(self.counters),
-                "trainings": [{"training": name_to_str(t.config.training), "node": t.config.node,
-                               "slots": t.pool.slots, "held": len(t.pool),
-                               "pool": asdict(t.pool.counters)}
-                              for t in self.trainings.values()]}
+                "pool": {"size": pool.slots, "held": len(pool),
+                         "busy_seconds": round(pool.busy.seconds(self._now), 3),
+                         **asdict(pool.counters)},
+                "overlap_first": self.first_overlap,
+                "overlap_log": list(self.overlap_log),
+                "trainings": [self._training_status(t) for t in self.trainings.values()]}
+
+    def _training_status(self, t: _Training) -> dict:
+        c = t.config
+        use = self.pool.use(c.training)
+        assert use is not None                  # assigned while configured
+        return {"training": t.uri, "node": c.node, "first": c.first, "slots": c.slots,
+                "timeout": c.timeout, "held": len(use.held),
+                "busy_seconds": round(use.busy.seconds(self._now), 3), "claimed": use.claimed,
+                "collisions": use.collisions, "overlaps": t.overlaps}
 
     # ---- inside ---------------------------------------------------------------------------
 
@@ -308,14 +360,36 @@ class Aggregation:
             ops.append(("interest", wire))
         return ops
 
-    def _abandon(self, t: _Training, key: SlotKey) -> list[Op]:
-        p = t.pending.get(key)
-        t.pool.release(key)
-        if p is None:
+    def _abandon(self, key: SlotKey, now: float) -> list[Op]:
+        self.pool.release(key, now)
+        return self._ended(key)
+
+    def _ended(self, key: SlotKey) -> list[Op]:
+        """`key`'s slot is gone (its deadline, a push, a refused member): its unfinished sum
+        is dropped and its Interest Nacked, whichever training's it was."""
+        t = self.trainings.get(key.training)
+        if t is None or (p := t.pending.get(key)) is None:
             return []
         self.counters.abandoned += 1
         self._drop(t, key)
         return [("nack", p.interest)]
+
+    def _note_overlap(self, t: _Training, key: SlotKey, now: float) -> None:
+        """A new slot of `t`: an overlap if another training holds a live slot in its range
+        (their rounds met in the shared slots); counted, and recorded."""
+        other = self.pool.overlapping(t.config.training, now)
+        if other is None:
+            return
+        self.counters.overlaps += 1
+        t.overlaps += 1
+        event: dict[str, object] = {
+            "t": now, "training": t.uri, "version": key.version,
+            # every held slot is a configured training's (remove drops them)
+            "other": self.trainings[other.key.training].uri,
+            "other_version": other.key.version}
+        if self.first_overlap is None:
+            self.first_overlap = event
+        self.overlap_log.append(event)
 
     def _drop(self, t: _Training, key: SlotKey) -> None:
         p = t.pending.pop(key, None)

@@ -135,7 +135,7 @@ class Management:
                 typ, voff, vend = read_tl(value, 0, len(value))
             except DecodeError:
                 return self._reply(comps, 400, "Malformed Name", None)
-            found = agg is not None and agg.remove(value[voff:vend])
+            found = agg is not None and agg.remove(value[voff:vend], self.fw.clock())
             return self._reply(comps, 200 if found else 404,
                                "OK" if found else "No such training", None)
         try:

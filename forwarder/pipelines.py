@@ -157,7 +157,7 @@ class Forwarder(Actions):
             from .aggregator import Aggregation
             self.aggregation = Aggregation()
             self._agg_face = self.faces.add(True, "internal://aggregator", "", 2).id
-        self.aggregation.configure(config)
+        self.aggregation.configure(config, self.clock())
 
     def _run_aggregation(self) -> None:
         """Carry out what the aggregator asked for, until it asks nothing more: its member
@@ -493,7 +493,7 @@ class Forwarder(Actions):
         face.counters.in_distribute += 1
         rest, rest_offsets = _strip_first(data.name, offsets)
         if self.aggregation is not None:        # frees the training's other versions' slots
-            self._agg_todo += self.aggregation.on_push(rest)
+            self._agg_todo += self.aggregation.on_push(rest, now)
         if self.cs.holds(data.name, data.wire):
             pushed = []
         else:

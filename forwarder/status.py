@@ -148,7 +148,18 @@ def print_status(status: dict) -> None:
         print(f"aggregation: sums {a['answered']} of {a['interests']} asked, collisions "
               f"{a['collisions']}, rejected {a['rejected']}, sub-group fallbacks "
               f"{a['fallbacks']}, abandoned {a['abandoned']}, member Interests "
-              f"{a['member_interests']}, late {a['late']}")
+              f"{a['member_interests']}, late {a['late']}, overlaps {a.get('overlaps', 0)}")
+        pool = agg.get("pool")
+        if pool:                                # (a forwarder before issue 26 has none)
+            print(f"  pool: {pool['held']}/{pool['size']} slots held, busy "
+                  f"{pool['busy_seconds']:.1f} s, claimed {pool['claimed']}, expired "
+                  f"{pool['expired']}, dropped {pool['dropped']}")
         for t in agg["trainings"]:
+            extra = (f", range [{t['first']}, {t['first'] + t['slots']}), busy "
+                     f"{t['busy_seconds']:.1f} s, claimed {t['claimed']}, collisions "
+                     f"{t['collisions']}, overlaps {t['overlaps']}" if "first" in t else "")
             print(f"  training {t['training']} as {t['node']}: "
-                  f"{t['held']}/{t['slots']} slots held")
+                  f"{t['held']}/{t['slots']} slots held{extra}")
+        for e in agg.get("overlap_log", [])[-3:]:
+            print(f"  overlap at {e['t']:.3f}: {e['training']} v{e['version']} while "
+                  f"{e['other']} v{e['other_version']} held slots")

@@ -1,16 +1,29 @@
 """Aggregator slots: the memory an aggregating forwarder sums gradient segments in (the `000_…`
-method's aggregators, issue 24), sans-I/O.
+method's aggregators, issue 24), sans-I/O; one pool per forwarder, shared by the trainings it
+sums for (issue 26).
 
 A fixed number of slots, as a switch's register arrays: a segment's slot is chosen by hashing
-(training, segment number), so the forwarder never searches. A slot holding another segment is
-*unavailable*: the caller does not wait, the segment falls back (to the PS's edge, or the PS),
-and the collision is counted. A slot remembers which contributors have been added (a bitmap),
-so a contribution that comes twice — a re-expressed Interest answered again, a retransmission —
-is added once. It is freed when its sum is answered, when the next version's `*distribute*`
-push of its training goes by (the method's ACK), or at its deadline (a contributor that never
-answers: the partial sum is dropped and the caller falls back). What is summed, and how, is the
-caller's (`combine(acc, value) -> acc`, acc None at first; ndnps.ndn.summable.FixedPointSum is
-meant for it): the pool holds the accumulator and never looks inside it.
+(training, segment number) within its training's *range* of the pool ([first, first + span),
+`assign`), so the forwarder never searches. Trainings given the same range share those slots
+in time (their rounds, when they meet, compete for them); disjoint ranges split the pool (each
+training has slots of its own, ATP-style). A slot holding another segment — of its own training
+or another's — is *unavailable*: the caller does not wait, the segment falls back (to the PS's
+edge, or the PS), and the collision is counted. A slot remembers which contributors have been
+added (a bitmap), so a contribution that comes twice — a re-expressed Interest answered again,
+a retransmission — is added once. It is freed when its sum is answered, when the next
+version's `*distribute*` push of its training goes by (the method's ACK), at its deadline (its
+training's timeout: a contributor that never answers; the partial sum is dropped and the
+caller falls back), or when its training is configured again or removed. What is summed, and
+how, is the caller's (`combine(acc, value) -> acc`, acc None at first;
+ndnps.ndn.summable.FixedPointSum is meant for it): the pool holds the accumulator and never
+looks inside it.
+
+Each training's held slots are kept in claim order, which is deadline order (one timeout per
+training, a clock that does not go back): scans walk held slots only, and whether another
+training holds a live slot in a range (`overlapping`) is answered from the newest ones. Busy
+time (seconds during which at least one slot was held, per training and for the pool) is
+accumulated on the held count's transitions 0 -> 1 and 1 -> 0, so every path that frees a slot
+takes `now`.
 
 Driven by the `*aggregate*` stage, forwarder/aggregator.py.
 """
@@ -48,6 +61,47 @@ class Slot:
 
 
 @dataclass
+class Busy:
+    """Seconds during which something was held, accumulated on the transitions."""
+    total: float = 0.0
+    since: float | None = None        # held since then (None: nothing held)
+
+    def start(self, now: float) -> None:
+        if self.since is None:
+            self.since = now
+
+    def stop(self, now: float) -> None:
+        if self.since is not None:
+            self.total += max(0.0, now - self.since)
+            self.since = None
+
+    def seconds(self, now: float) -> float:
+        """The total, with the period still open counted up to `now`."""
+        return self.total + (max(0.0, now - self.since) if self.since is not None else 0.0)
+
+
+@dataclass
+class TrainingUse:
+    """A training's part of the pool: its range, the slots it holds, what it did with them."""
+    first: int
+    span: int
+    salt: int                          # crc32 of the training: its segments' hash offset
+    held: dict[int, Slot] = field(default_factory=dict)   # index -> slot, in claim order
+    busy: Busy = field(default_factory=Busy)
+    claimed: int = 0
+    collisions: int = 0
+    # the other trainings whose ranges meet this one's (kept by the pool on every assignment)
+    neighbours: list["TrainingUse"] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def end(self) -> int:
+        return self.first + self.span
+
+    def meets(self, other: "TrainingUse") -> bool:
+        return self.first < other.end and other.first < self.end
+
+
+@dataclass
 class PoolCounters:
     claimed: int = 0
     collisions: int = 0               # a slot held another segment: fell back
@@ -58,12 +112,13 @@ class PoolCounters:
     released: int = 0                 # answered
     released_by_push: int = 0         # freed by a later version's push (the ACK)
     expired: int = 0                  # deadline passed: partial sum dropped
+    dropped: int = 0                  # its training configured again, or removed
 
 
 @dataclass
 class AggregatorPool:
-    slots: int = 1024
-    timeout: float = 2.0              # s a slot may wait for its contributors
+    slots: int = 1024                 # the pool's size
+    timeout: float = 2.0              # s a slot may wait for its contributors (by default)
     counters: PoolCounters = field(default_factory=PoolCounters)
 
     def __post_init__(self) -> None:
@@ -73,46 +128,134 @@ class AggregatorPool:
             raise ValueError(f"timeout must be > 0, got {self.timeout}")
         self._slots: list[Slot | None] = [None] * self.slots
         self._held: dict[int, Slot] = {}        # the occupied ones: scans walk these only
+        self._uses: dict[bytes, TrainingUse] = {}
+        self.busy = Busy()                      # at least one slot held, whoever's
+
+    # ---- ranges ------------------------------------------------------------------------------
+
+    def assign(self, training: bytes, first: int = 0, span: int | None = None) -> TrainingUse:
+        """Hash `training`'s segments over [first, first + span) (span None: the whole pool),
+        growing the pool to hold the range. A training assigned again keeps its counts; its
+        held slots must be dropped first if the range moves (they would be lost)."""
+        span = self.slots - first if span is None else span
+        if first < 0 or span < 1:
+            raise ValueError(f"bad range: first {first}, span {span}")
+        use = self._uses.get(training)
+        if use is not None and use.held and (use.first, use.span) != (first, span):
+            raise ValueError("the training holds slots: drop them before moving its range")
+        if first + span > self.slots:
+            self.resize(first + span)
+        if use is None:
+            use = self._uses[training] = TrainingUse(first, span, zlib.crc32(training))
+        use.first, use.span = first, span
+        self._link()
+        return use
+
+    def unassign(self, training: bytes, now: float) -> list[Slot]:
+        """Forget `training`: its slots are dropped (returned), its counts go."""
+        gone = self.drop(training, now)
+        if self._uses.pop(training, None) is not None:
+            self._link()
+        return gone
+
+    def use(self, training: bytes) -> TrainingUse | None:
+        return self._uses.get(training)
+
+    def resize(self, size: int) -> None:
+        """Grow (held slots stay where they are) or shrink the pool; a shrink that would cut a
+        held slot or an assigned range is refused."""
+        if size < 1:
+            raise ValueError(f"slots must be >= 1, got {size}")
+        if size < self.slots and (any(i >= size for i in self._held) or
+                                  any(u.end > size for u in self._uses.values())):
+            raise ValueError(f"cannot shrink the pool to {size}: slots or ranges beyond it")
+        del self._slots[size:]
+        self._slots.extend([None] * (size - len(self._slots)))
+        self.slots = size
+
+    def _link(self) -> None:
+        uses = list(self._uses.values())
+        for u in uses:
+            u.neighbours = [v for v in uses if v is not u and u.meets(v)]
+
+    def _use(self, training: bytes) -> TrainingUse:
+        """The training's part; one never assigned gets the whole pool, recorded at its
+        first claim so that growing the pool does not move its slots."""
+        use = self._uses.get(training)
+        return use if use is not None else self.assign(training)
+
+    # ---- slots ------------------------------------------------------------------------------
 
     def index(self, training: bytes, segment: int) -> int:
         """The slot of a training's segment (the version does not move it: a segment's slot is
         free again by the time the next version's segment comes, or it collides)."""
-        return ((segment * _GOLDEN + zlib.crc32(training)) & 0xFFFFFFFF) % self.slots
+        use = self._uses.get(training)
+        if use is None:
+            return _spread(segment, zlib.crc32(training), self.slots)
+        return use.first + _spread(segment, use.salt, use.span)
 
     def get(self, key: SlotKey) -> Slot | None:
         slot = self._slots[self.index(key.training, key.segment)]
         return slot if slot is not None and slot.key == key else None
 
     def stale(self, key: SlotKey, now: float) -> Slot | None:
-        """The slot `key` would take, when another segment holds it past its deadline: freed
-        (expired, as `expire` would) and returned, for the caller to end what it held."""
+        """The slot `key` would take, when another segment (of any training) holds it past its
+        deadline: freed (expired, as `expire` would) and returned, for the caller to end what
+        it held."""
         i = self.index(key.training, key.segment)
         slot = self._slots[i]
         if slot is None or slot.key == key or slot.deadline > now:
             return None
-        self._free(i)
+        self._free(i, now)
         self.counters.expired += 1
         return slot
 
-    def claim(self, key: SlotKey, contributors: tuple[str, ...], now: float) -> Slot | None:
+    def claim(self, key: SlotKey, contributors: tuple[str, ...], now: float,
+              timeout: float | None = None) -> Slot | None:
         """The slot for `key`: its own if it has one already (a re-expressed Interest), a free
-        one taken for it, or None when another segment holds it (unavailable: fall back)."""
+        one taken for it until now + `timeout` (None: the pool's), or None when another
+        segment holds it (unavailable: fall back)."""
         if not 1 <= len(contributors) <= MAX_CONTRIBUTORS or \
                 len(set(contributors)) != len(contributors):
             raise ValueError(f"need 1 to {MAX_CONTRIBUTORS} distinct contributors")
-        i = self.index(key.training, key.segment)
+        use = self._use(key.training)
+        i = use.first + _spread(key.segment, use.salt, use.span)
         slot = self._slots[i]
         if slot is not None and slot.key == key:
             return slot
         if slot is not None and slot.deadline > now:
             self.counters.collisions += 1
+            use.collisions += 1
             return None
         if slot is not None:                       # expired but not yet collected: reuse
+            self._free(i, now)
             self.counters.expired += 1
-        slot = self._slots[i] = self._held[i] = Slot(key, tuple(contributors),
-                                                     now + self.timeout)
+        slot = Slot(key, tuple(contributors), now + (self.timeout if timeout is None else timeout))
+        if not self._held:
+            self.busy.start(now)
+        if not use.held:
+            use.busy.start(now)
+        self._slots[i] = self._held[i] = use.held[i] = slot
         self.counters.claimed += 1
+        use.claimed += 1
         return slot
+
+    def overlapping(self, training: bytes, now: float) -> Slot | None:
+        """A live slot (deadline not passed) of another training held inside `training`'s
+        range, the newest found, or None. Each other training's held slots are walked newest
+        first and the walk stops at the first one past its deadline (the older ones are past
+        theirs too): one look for a range equal to or inside this one, the time-division
+        case; a range that only partly meets this one may walk its live slots outside."""
+        use = self._uses.get(training)
+        if use is None:
+            return None
+        for other in use.neighbours:
+            for i, slot in reversed(other.held.items()):
+                if slot.deadline <= now:
+                    break
+                if use.first <= i < use.end:
+                    return slot
+        return None
 
     def add(self, key: SlotKey, contributors: tuple[str, ...], value: Any,
             combine: Callable[[Any, Any], Any]) -> Slot | None:
@@ -138,26 +281,36 @@ class AggregatorPool:
             self.counters.completed += 1
         return slot
 
-    def release(self, key: SlotKey) -> Slot | None:
-        """Free `key`'s slot (its sum was answered)."""
+    def release(self, key: SlotKey, now: float) -> Slot | None:
+        """Free `key`'s slot (its sum was answered, or abandoned)."""
         slot = self.get(key)
         if slot is not None:
-            self._free(self.index(key.training, key.segment))
+            self._free(self.index(key.training, key.segment), now)
             self.counters.released += 1
         return slot
 
-    def _free(self, i: int) -> None:
-        self._slots[i] = None
-        self._held.pop(i, None)
-
-    def release_before(self, training: bytes, version: int) -> int:
+    def release_before(self, training: bytes, version: int, now: float) -> int:
         """A push of `training`'s `version` went by: free its slots of earlier versions."""
-        gone = [i for i, s in self._held.items()
-                if s.key.training == training and s.key.version < version]
+        use = self._uses.get(training)
+        if use is None:
+            return 0
+        gone = [i for i, s in use.held.items() if s.key.version < version]
         for i in gone:
-            self._free(i)
+            self._free(i, now)
         self.counters.released_by_push += len(gone)
         return len(gone)
+
+    def drop(self, training: bytes, now: float) -> list[Slot]:
+        """Free every slot `training` holds (configured again, or removed); the others'
+        stay."""
+        use = self._uses.get(training)
+        if use is None:
+            return []
+        gone = list(use.held.items())
+        for i, _ in gone:
+            self._free(i, now)
+        self.counters.dropped += len(gone)
+        return [s for _, s in gone]
 
     def expire(self, now: float) -> list[Slot]:
         """Slots past their deadline, freed: their partial sums are dropped, their segments
@@ -165,7 +318,7 @@ class AggregatorPool:
         out = []
         for i in [i for i, s in self._held.items() if s.deadline <= now]:
             out.append(self._held[i])
-            self._free(i)
+            self._free(i, now)
         self.counters.expired += len(out)
         return out
 
@@ -173,5 +326,19 @@ class AggregatorPool:
         """When `expire` has something to do next (None: no slot held)."""
         return min((s.deadline for s in self._held.values()), default=None)
 
+    def _free(self, i: int, now: float) -> None:
+        slot = self._held.pop(i)
+        self._slots[i] = None
+        use = self._uses[slot.key.training]
+        del use.held[i]
+        if not use.held:
+            use.busy.stop(now)
+        if not self._held:
+            self.busy.stop(now)
+
     def __len__(self) -> int:
         return len(self._held)
+
+
+def _spread(segment: int, salt: int, span: int) -> int:
+    return ((segment * _GOLDEN + salt) & 0xFFFFFFFF) % span

@@ -11,7 +11,7 @@ both read them.
 
 * The **configuration** `/localhost/nfd/aggregators/add` installs (its ApplicationParameters):
   the training's prefix, this forwarder's node name, the training's HMAC key and key name,
-  the slot count and the slots' timeout.
+  its slots (a range of the forwarder's one pool: first and count) and the slots' timeout.
 * The **Interest** an aggregating node (or the PS) expresses: name + ParametersSha256Digest,
   MustBeFresh, ForwardingHint, Nonce, InterestLifetime, ApplicationParameters (the plan).
 * The **HMAC check** of a contribution and the **signature** of a sum, under the training's key
@@ -39,11 +39,14 @@ KEY_NAME: Final = 0x84
 SLOTS: Final = 0x85
 TIMEOUT_MS: Final = 0x86
 NODE: Final = 0x87
+FIRST: Final = 0x88               # optional (absent: 0), so older encodings still decode
 
 HMAC_WITH_SHA256: Final = 4
 MAX_MEMBERS: Final = 256          # workers under one plan (the slots' contributor bitmap)
 MAX_DEPTH: Final = 4
 MAX_NAME: Final = 64              # octets of a node or worker name
+MAX_SLOTS: Final = 1 << 20        # a forwarder's pool: every range ends within it
+MAX_TIMEOUT: Final = 60.0         # s
 
 
 @dataclass(frozen=True)
@@ -134,20 +137,43 @@ def _decode_text(raw: bytes | memoryview) -> str:
 
 @dataclass(frozen=True)
 class AggregatorConfig:
+    """A training this forwarder sums for. Its slots are the range [first, first + slots) of
+    the forwarder's one pool: trainings given the same range share those slots in time,
+    disjoint ranges split the pool between them (forwarder/aggregator.py)."""
     training: bytes           # the training's name TLV-VALUE, /<ps>/<train>
     node: str                 # this forwarder's node name: plans address it by that
     key: bytes                # the training's HMAC key
     key_name: bytes           # its name TLV-VALUE (the KeyLocator of the sums it signs)
     slots: int = 1024
     timeout: float = 2.0      # s a slot waits for its contributors
+    first: int = 0            # the range's first slot in the forwarder's pool
+
+    def __post_init__(self) -> None:
+        problem = self._bounds_error()
+        if problem:
+            raise ValueError(problem)
+
+    def _bounds_error(self) -> str | None:
+        """What is out of bounds in the numbers, or None."""
+        if not 1 <= self.slots <= MAX_SLOTS:
+            return f"slots must be 1 to {MAX_SLOTS}, got {self.slots}"
+        if self.first < 0:
+            return f"first must be >= 0, got {self.first}"
+        if self.first + self.slots > MAX_SLOTS:
+            return (f"the range [{self.first}, {self.first + self.slots}) passes the pool's "
+                    f"{MAX_SLOTS} slots")
+        if not 0 < self.timeout <= MAX_TIMEOUT:
+            return f"timeout must be in (0, {MAX_TIMEOUT:g}] s, got {self.timeout}"
+        return None
 
     def encode(self) -> bytes:
         if not self.key:
             raise ValueError("aggregation needs the training's HMAC key")
+        first = nonneg_element(FIRST, self.first) if self.first else b""
         return b"".join((encode_tlv(NAME, self.training), encode_tlv(NODE, _text(self.node)),
                          encode_tlv(KEY, self.key), encode_tlv(KEY_NAME, self.key_name),
                          nonneg_element(SLOTS, self.slots),
-                         nonneg_element(TIMEOUT_MS, int(round(self.timeout * 1000)))))
+                         nonneg_element(TIMEOUT_MS, int(round(self.timeout * 1000))), first))
 
     @classmethod
     def decode(cls, buf: bytes | memoryview) -> "AggregatorConfig":
@@ -161,14 +187,20 @@ class AggregatorConfig:
                                   (KEY_NAME, "key name")) if t not in got]
         if missing:
             raise DecodeError(f"aggregator configuration lacks {', '.join(missing)}")
-        slots = decode_nonneg(got[SLOTS], 0, len(got[SLOTS])) if SLOTS in got else 1024
-        timeout = (decode_nonneg(got[TIMEOUT_MS], 0, len(got[TIMEOUT_MS])) / 1000
-                   if TIMEOUT_MS in got else 2.0)
-        if not got[NAME] or not got[KEY] or not 1 <= slots <= 1 << 20 or not 0 < timeout <= 60:
-            raise DecodeError("aggregator configuration out of bounds")
+
+        def number(typ: int, default: int) -> int:
+            return decode_nonneg(got[typ], 0, len(got[typ])) if typ in got else default
+
+        if not got[NAME] or not got[KEY]:
+            raise DecodeError("aggregator configuration has an empty training or key")
         component_offsets(got[NAME])            # names that parse, or DecodeError
         component_offsets(got[KEY_NAME])
-        return cls(got[NAME], _decode_text(got[NODE]), got[KEY], got[KEY_NAME], slots, timeout)
+        node = _decode_text(got[NODE])
+        slots, timeout = number(SLOTS, 1024), number(TIMEOUT_MS, 2000) / 1000
+        try:
+            return cls(got[NAME], node, got[KEY], got[KEY_NAME], slots, timeout, number(FIRST, 0))
+        except ValueError as e:                 # out of bounds (__post_init__)
+            raise DecodeError(f"aggregator configuration: {e}") from None
 
 
 # ---- the Interest -------------------------------------------------------------------------------

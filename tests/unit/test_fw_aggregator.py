@@ -76,7 +76,7 @@ def test_members_are_collected_and_one_signed_sum_answers(b):
     assert contributors == 2 and values.tolist() == [1.5, -2.0]
     c = b.fw.aggregation.counters
     assert (c.interests, c.answered, c.member_interests, c.rejected) == (1, 1, 2, 0)
-    assert len(b.fw.aggregation.trainings[TRAINING].pool) == 0       # the slot is free
+    assert len(b.fw.aggregation.pool) == 0       # the slot is free
     # a retransmission of the finished aggregate: the Content Store answers it
     wire, _ = encode_interest(agg_name(3, 1), encode_plan(Group("agg", ("w1", "w2"))), "agg",
                               4000)
@@ -103,7 +103,7 @@ def test_a_busy_slot_nacks_at_once(b):
     ask(b, ps, Group("agg", ("w1", "w2")), seg=1)
     out, _ = ask(b, ps, Group("agg", ("w1", "w2")), seg=2)
     assert [(x, p.kind, p.reason) for x, p in out] == [(ps, "N", NACK_CONGESTION)]
-    pool = b.fw.aggregation.trainings[TRAINING].pool
+    pool = b.fw.aggregation.pool
     assert b.fw.aggregation.counters.collisions == 1 and pool.counters.collisions == 1
 
 
@@ -169,7 +169,7 @@ def test_a_workers_nack_ends_the_sum(b):
     w1 = next(p for x, p in out if x == f["w1"])
     out = b.rx(f["w1"], nack(w1.net, NACK_NO_ROUTE))
     assert [(x, p.kind) for x, p in out] == [(ps, "N")]
-    assert len(b.fw.aggregation.trainings[TRAINING].pool) == 0
+    assert len(b.fw.aggregation.pool) == 0
 
 
 def test_a_push_frees_older_slots_and_plans_for_others_pass_through(b):
@@ -179,7 +179,7 @@ def test_a_push_frees_older_slots_and_plans_for_others_pass_through(b):
     b.fw.ppit.insert(nv("/ps/t"), 2, ps, b.now)
     out = b.rx(up, data(Name.to_str(Name.from_str("/*distribute*/ps/t") +
                                     [Component.from_version(4), Component.from_segment(0)])))
-    assert len(b.fw.aggregation.trainings[TRAINING].pool) == 0
+    assert len(b.fw.aggregation.pool) == 0
     # the unfinished sum of version 3 is Nacked: its requester falls back at once
     assert (ps, "N") in [(x, p.kind) for x, p in out]
     assert b.fw.aggregation.trainings[TRAINING].pending == {}
@@ -203,7 +203,7 @@ def test_management_configures_local_faces_only():
 
     assert command("add", b"\x01\x02") == 400
     assert command("add", config.encode()) == 200
-    assert b.fw.aggregation.trainings[TRAINING].pool.slots == 8
+    assert b.fw.aggregation.pool.slots == 8
     assert command("remove", encode_tlv(7, TRAINING)) == 200
     assert command("remove", encode_tlv(7, TRAINING)) == 404
     # /localhost never arrives from a non-local face: the pipelines drop it first

@@ -13,8 +13,9 @@ from ndn.encoding import parse_data, parse_interest
 from ndn.security import DigestSha256Signer
 
 from ndnps.client.security import HmacSigner, Security
-from ndnps.ndn.aggregation import (AT, GROUP, HMAC_WITH_SHA256, KEY, KEY_NAME, MAX_DEPTH,
-                                   MAX_MEMBERS, MAX_NAME, NODE, SLOTS, TIMEOUT_MS, WORKER,
+from ndnps.ndn.aggregation import (AT, FIRST, GROUP, HMAC_WITH_SHA256, KEY, KEY_NAME,
+                                   MAX_DEPTH, MAX_MEMBERS, MAX_NAME, MAX_SLOTS, NODE, SLOTS,
+                                   TIMEOUT_MS, WORKER,
                                    AggregatorConfig, Group, application_parameters,
                                    decode_plan, encode_interest, encode_plan, signed_data,
                                    verified_content)
@@ -205,7 +206,33 @@ def test_slots_and_timeout_default_when_absent():
     got = AggregatorConfig.decode(wire)
     assert (got.training, got.node, got.key, got.key_name) == (TRAINING, "root", KEY_BYTES,
                                                                KEY_VALUE)
-    assert (got.slots, got.timeout) == (1024, 2.0)
+    assert (got.slots, got.timeout, got.first) == (1024, 2.0, 0)
+
+
+def test_a_range_of_the_pool_round_trips_and_first_0_is_not_encoded():
+    ranged = AggregatorConfig(TRAINING, "leaf1", KEY_BYTES, KEY_VALUE, slots=512, timeout=1.5,
+                              first=4096)
+    wire = ranged.encode()
+    assert wire == CONFIG.encode() + nonneg_element(FIRST, 4096)
+    assert AggregatorConfig.decode(wire) == ranged
+    assert AggregatorConfig.decode(CONFIG.encode()).first == 0     # an older encoding: 0
+    last = AggregatorConfig(TRAINING, "n", KEY_BYTES, KEY_VALUE, slots=1, first=MAX_SLOTS - 1)
+    assert AggregatorConfig.decode(last.encode()) == last
+
+
+@pytest.mark.parametrize("first, slots, message", [
+    (-1, 8, "first must be >= 0"),
+    (MAX_SLOTS - 7, 8, "passes the pool's"),
+    (0, 0, "slots must be"),
+])
+def test_a_range_out_of_the_pool_is_refused_with_its_reason(first, slots, message):
+    with pytest.raises(ValueError, match=message):
+        AggregatorConfig(TRAINING, "n", KEY_BYTES, KEY_VALUE, slots=slots, first=first)
+
+
+def test_a_decoded_range_past_the_pool_is_a_decode_error():
+    with pytest.raises(DecodeError, match="passes the pool's"):
+        AggregatorConfig.decode(config_wire() + nonneg_element(FIRST, MAX_SLOTS - 511))
 
 
 def config_wire(**replace: bytes | None) -> bytes:
