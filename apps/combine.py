@@ -240,6 +240,10 @@ class Shared:
     def counts(self) -> dict[str, int]:
         return {**self.network.counts(), "rounds_ring": self.rounds_ring}
 
+    def prepare(self, v: int) -> None:
+        """Version v's gradient is about to be computed: its round asked now."""
+        self.share.ask_early(self.peer.round(v))
+
     async def __call__(self, v: int, vector: np.ndarray, loss: float,
                        compute: float) -> np.ndarray:
         r = self.peer.round(v)

@@ -43,6 +43,9 @@ def app_parser(prog: str, description: str, exits: str, metrics: str) -> argpars
                    help="ask the forwarder for NDNLPv2 link reliability on our face "
                         "(faces/update LpReliabilityEnabled): losses on this hop are repaired "
                         "one link round trip after them")
+    p.add_argument("--start-after", type=float, default=0.0, metavar="S",
+                   help="connect, then wait this long before starting (a job that starts "
+                        "later than the others in a scenario)")
     p.add_argument("--link-repair", action="store_true",
                    help="the links further on have NDNLPv2 link reliability, our own face "
                         "not (an app on a forwarder's local socket): wait for the links' "
@@ -70,11 +73,16 @@ def limit_blas_threads(n: int = 1) -> None:
 
 def serve(transport: str | None, metrics, role: Callable[[App], Coroutine[Any, Any, int]],
           reconnect_timeout: float = 30.0, lp_reliability: bool = False,
-          link_repair: bool = False) -> int:
-    """Run `role(app)` on an App connected to `transport`; close `metrics` whatever happens."""
+          link_repair: bool = False, start_after: float = 0.0) -> int:
+    """Run `role(app)` on an App connected to `transport` (after `start_after` s); close
+    `metrics` whatever happens."""
+    async def delayed(app: App) -> int:
+        await asyncio.sleep(start_after)
+        return await role(app)
     try:
         return launch(lambda: App(transport, lp_reliability=lp_reliability,
-                                  link_repair=link_repair), role, reconnect_timeout)
+                                  link_repair=link_repair),
+                      delayed if start_after > 0 else role, reconnect_timeout)
     finally:
         metrics.close()
 

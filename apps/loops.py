@@ -76,6 +76,8 @@ async def run_sync(ps: Server) -> None:
             await ps.roster.quorum()
         v = ps.version
         t0 = ps.loop_time()
+        if ps.aggregate is not None:
+            ps.share.ask_early(v)           # answered while the gradients are collected
         live = ps.live
         # with in-network aggregation, each worker's gradient header; the values' sums after
         collect: Any = ps.collect if ps.aggregate is None else ps.collect.meta

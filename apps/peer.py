@@ -180,6 +180,9 @@ class Peer:
     async def step(self, total: int) -> bool:
         """One version: our gradient, the collective, the update; True when the last."""
         v = self.version
+        if isinstance(self.combine, Shared):
+            self.combine.prepare(v)
+            await asyncio.sleep(0)          # the ask goes out before the computation
         t0 = time.perf_counter()
         X, y = self.batches.for_step(v)
         loss, grads = self.model.loss_and_grad(X, y)
@@ -342,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics = MetricsWriter(args.metrics, role="peer", name=args.name)
     return serve(args.transport, metrics,
                  lambda app: Peer(cfg, args.name, app, metrics).run(),
-                 args.reconnect_timeout, args.lp_reliability, args.link_repair)
+                 args.reconnect_timeout, args.lp_reliability, args.link_repair,
+                 args.start_after)
 
 
 if __name__ == "__main__":

@@ -326,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics.write({"event": "launched"})        # the PS's start, for its start-to-end time
     return serve(args.transport, metrics,
                  lambda app: ParameterServer(cfg, app, metrics, args.save).run(),
-                 args.reconnect_timeout, args.lp_reliability, args.link_repair)
+                 args.reconnect_timeout, args.lp_reliability, args.link_repair,
+                 args.start_after)
 
 
 if __name__ == "__main__":

@@ -69,9 +69,33 @@ class Share:
         self.reachable = True
         self.unreachable_rounds = 0
         self._done_tasks: set[asyncio.Task] = set()
+        self._early: tuple[int, asyncio.Task] | None = None
+
+    def ask_early(self, r: int) -> None:
+        """Ask for round `r` now, while the round is being prepared (its gradient computed, its
+        headers collected): the controller's round trip is hidden behind that work. `ask(r)`
+        then waits for this answer."""
+        if self.cfg.share_controller:
+            self.cancel()
+            self._early = (r, asyncio.create_task(self._ask(r)))
+
+    def cancel(self) -> None:
+        if self._early is not None:
+            self._early[1].cancel()
+            self._early = None
 
     async def ask(self, r: int) -> Decision:
-        """Round `r`'s decision (never raises: the ordinary way when in doubt)."""
+        """Round `r`'s decision (never raises: the ordinary way when in doubt); its `wait`:
+        the time the round waited for it."""
+        if self._early is not None and self._early[0] == r:
+            task, self._early = self._early[1], None
+            t0 = asyncio.get_running_loop().time()
+            d = await task
+            d.wait = asyncio.get_running_loop().time() - t0
+            return d
+        return await self._ask(r)
+
+    async def _ask(self, r: int) -> Decision:
         cfg = self.cfg
         if not cfg.share_controller:
             return Decision(r, True, "", 0.0)

@@ -17,4 +17,5 @@ BENCHMARKS: dict[str, str] = {
     "bottleneck": "bench.bottleneck",   # issue 23: a tbf-limited link, ndnps vs the TCP PS
     "ina": "bench.ina",                 # issue 24: in-network aggregation, placement, bandwidth
     "collectives": "bench.collectives", # issue 25: PS-less all-reduce (ring, ina, BCube) vs the PS
+    "sharing": "bench.sharing",         # issue 26: jobs sharing one aggregator in turns
 }

@@ -97,7 +97,7 @@ def parse(table: Any, sc: "Scenario") -> Ina:
         raise ScenarioError("ina: not on a bcube topology (its hosts relay: the PS's edge is "
                             "its own forwarder; not built)")
     if len(sc.all_jobs) > 1:
-        raise ScenarioError("ina: one job only (several jobs sharing aggregators are issue 26's)")
+        raise ScenarioError("ina: one job only (several jobs share one aggregator with [share])")
     job = sc.training
     if job.mode != "sync":
         raise ScenarioError("ina: needs training.mode = \"sync\"")
@@ -110,9 +110,10 @@ def parse(table: Any, sc: "Scenario") -> Ina:
 
 
 def configure(transport: str, job: "TrainingConfig", node: str, slots: int = 1024,
-              timeout: float = 2.0) -> None:
-    """Make the forwarder at `transport` (unix://...) aggregate `job` as node `node`: the
-    management command aggregators/add with the training's key. ValueError when refused."""
+              timeout: float = 2.0, first: int = 0) -> None:
+    """Make the forwarder at `transport` (unix://...) aggregate `job` as node `node`, in slots
+    [first, first + slots) of its pool: the management command aggregators/add with the
+    training's key. ValueError when refused."""
     from forwarder.status import command
     from ndn.encoding import Component, Name
 
@@ -121,7 +122,7 @@ def configure(transport: str, job: "TrainingConfig", node: str, slots: int = 102
     from ndnps.protocol import names
     config = AggregatorConfig(name_from_str(f"/{job.ps}/{job.train}"), node, job.key.encode(),
                               b"".join(bytes(c) for c in names.key(job.ps, job.train)), slots,
-                              timeout)
+                              timeout, first=first)
     code, text = command(transport, Name.from_str("/localhost/nfd/aggregators/add")
                          + [Component.from_bytes(config.encode())])
     if code != 200:

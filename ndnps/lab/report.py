@@ -172,6 +172,9 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
                                           link_bytes(run_dir), senders,
                                           sc.topology == "bcube"))
         summary["collective"] = summary.pop("kind")
+    if getattr(sc, "share", None) is not None:      # jobs sharing an aggregator (issue 26)
+        from .share import summary as share_summary
+        summary["share"] = share_summary(sc.share, sc, run_dir, wall_seconds)
     if extra:
         summary.update(extra)
     if sc.ina is not None and isinstance(summary.get("ina"), dict):

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from forwarder.status import fetch_status
 
-from . import baseline, ina, report, spec, topology
+from . import baseline, ina, report, share, spec, topology
 from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
 from .netns import Netns, NetnsUnavailable, check_available, remove_stale
 from .metrics import RUN_T0_ENV, read_metrics
@@ -124,6 +124,8 @@ class Runner:
         self.unplanned_exits: list[dict] = []    # children that died unasked
         self.t0 = time.monotonic()               # the run's time base (summary, faults)
         self.ina_plan: ina.InaPlan | None = None
+        self.controller: ManagedProcess | None = None     # [share]'s
+        self.controller_seen_exit = False
 
     # ---- set-up ----------------------------------------------------------------------------------
 
@@ -145,7 +147,9 @@ class Runner:
         doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
         if self.sc.jobs:
             doc.pop("training")
-            doc["jobs"] = [job.as_dict() for job in self.sc.jobs]
+            doc["jobs"] = [{**job.as_dict(), **({"start": self.sc.job_start[job.ps]}
+                                                 if job.ps in self.sc.job_start else {})}
+                           for job in self.sc.jobs]
         doc["links"] = {**doc.get("links", {}), "reliability": self.sc.links.reliability}
         doc.setdefault("topology", {})["workers"] = self.sc.workers
         if self.sc.topology == "bottleneck":
@@ -169,6 +173,8 @@ class Runner:
             plan = topology.plan_local(self.sc)
             topology.apply_link_overrides(plan, self.sc)
             self._route_aggregators(plan)
+            if self.sc.share is not None:
+                share.routes(self.sc.share, self.sc, plan.forwarders)
             return plan
         check_netns(self.sc)
         plan = topology.plan_hosts(self.sc)
@@ -208,6 +214,8 @@ class Runner:
     def aggregators(self) -> list[str]:
         """The forwarders that aggregate: the PS's edge and the placement's."""
         p, t = self.ina_plan, self.sc.training
+        if self.sc.share is not None:
+            return [] if self.sc.share.policy == "never" else [self.sc.share.at]
         if t.collective == "ina" or (p is None and t.aggregate_at):
             return [t.aggregate_at]             # the peers' aggregator, or one given by hand
         return [] if p is None else [p.edge, *p.aggregators]
@@ -216,6 +224,13 @@ class Runner:
         """`aggregators/add` at forwarder `name` for the training (its key, the slots)."""
         table = self.sc.ina or ina.Ina()
         try:
+            if self.sc.share is not None:       # every job, in its range of the one pool
+                s = self.sc.share
+                for job in self.sc.all_jobs:
+                    first, slots = share.ranges(s, self.sc.all_jobs)[job.ps]
+                    ina.configure(f"unix://{self.sockets[name]}", job, name, slots,
+                                  s.slot_timeout, first)
+                return
             ina.configure(f"unix://{self.sockets[name]}", self.sc.training, name,
                           table.slots, table.timeout)
         except (OSError, TimeoutError, ValueError) as e:
@@ -334,6 +349,11 @@ class Runner:
         return ["--lp-reliability"] if links.app_faces and self.netns is None \
             else ["--link-repair"]
 
+    def _start_flags(self, app: str) -> list[str]:
+        """[[jobs]] start: a job's PS or peers wait so long (its workers wait for its PS)."""
+        start = self.sc.job_start.get(self.sc.job_of(app).ps)
+        return ["--start-after", repr(start)] if start else []
+
     def start_apps(self, plan: topology.Plan) -> tuple[dict[str, ManagedProcess], dict]:
         """Every job's workers, then (once they are ready) its PS: (PSs, workers) by name."""
         workers = {}
@@ -350,7 +370,8 @@ class Runner:
             if app.role == "peer":
                 argv = self._wrap(node) + [sys.executable, "-m", "apps.peer", "--name",
                                            app.name, "--config", str(config), "--metrics",
-                                           str(metrics), *self._link_flags()]
+                                           str(metrics), *self._link_flags(),
+                                           *self._start_flags(app.name)]
                 peers[app.name] = self._spawn(app.name, argv, env)
                 self.worker_launch[app.name] = (argv, env)
                 continue
@@ -369,7 +390,8 @@ class Runner:
             model = "model.npz" if not self.sc.jobs else f"model-{app.name}.npz"
             argv = self._wrap(node) + [sys.executable, "-m", "apps.ps", "--config", str(config),
                                        "--metrics", str(metrics),
-                                       "--save", str(self.run_dir / model), *self._link_flags()]
+                                       "--save", str(self.run_dir / model), *self._link_flags(),
+                                       *self._start_flags(app.name)]
             self.ps_launch[app.name] = (argv, env)
             pss[app.name] = self._spawn(app.name, argv, env)
         return pss, workers
@@ -413,7 +435,20 @@ class Runner:
         self.start_forwarders(plan)
         for name in self.aggregators():
             self.configure_aggregator(name)
+        if self.sc.share is not None and self.sc.share.controlled:
+            self.start_controller()
         return self.start_apps(plan)
+
+    def start_controller(self) -> None:
+        """[share]'s controller (apps/controller.py) beside the aggregating forwarder."""
+        s = self.sc.share
+        conf = self.run_dir / "config" / "share.toml"
+        conf.write_text(_to_toml(share.controller_config(s, self.sc.all_jobs)))
+        argv = [sys.executable, "-m", "apps.controller", "--config", str(conf), "--metrics",
+                str(self.run_dir / "metrics" / f"{share.CTL}.jsonl")]
+        proc = self.controller = self._spawn(
+            share.CTL, argv, {"NDN_CLIENT_TRANSPORT": f"unix://{self.sockets[s.at]}"})
+        wait_until(lambda: "ready" in proc.tail(5), READY_TIMEOUT, proc, "ready")
 
     # ---- the run -----------------------------------------------------------------------------------
 
@@ -505,6 +540,11 @@ class Runner:
                 faults.forget("forwarder", name)
                 rec = self.unplanned(proc, "forwarder", name)
                 faults.restart_unplanned("forwarder", name, rec)
+        if self.controller is not None and self.controller.poll() is not None and \
+                not self.controller_seen_exit:
+            self.controller_seen_exit = True
+            self.unplanned(self.controller, "controller", share.CTL,
+                           "none: rounds go the ordinary way (the nodes find it unreachable)")
         for name, proc in list(faults.workers.items()):
             if proc.poll() not in (None, 0):
                 faults.forget("worker", name)

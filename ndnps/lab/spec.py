@@ -158,6 +158,8 @@ class Scenario:
     jobs: list[TrainingConfig] = field(default_factory=list)
     kills: list["Kill"] = field(default_factory=list)    # [faults], by version
     ina: Any = None                # [ina]: in-network aggregation (ndnps.lab.ina.Ina), or None
+    share: Any = None              # [share]: jobs sharing an aggregator (ndnps.lab.share.Share)
+    job_start: dict[str, float] = field(default_factory=dict)   # [[jobs]] start, by job (ps)
     raw: dict[str, Any] = field(default_factory=dict)    # the document as run
 
     @property
@@ -186,7 +188,7 @@ class Kill:
 
 
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
-        "training", "faults", "bottleneck", "jobs", "ina"}
+        "training", "faults", "bottleneck", "jobs", "ina", "share"}
 _TABLE_KEYS = {
     "topology": {"kind", "workers", "leaves", "k", "n"},
     "links": {f.name for f in fields(Links)},
@@ -293,6 +295,12 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
     training.setdefault("min_workers", 1)
     if training.get("collective"):
         _peer_defaults(training, sc)
+    shared: dict[str, Any] = {}
+    if "share" in doc:                  # every job aggregates at [share]'s forwarder
+        from . import share
+        shared = share.defaults(doc["share"], sc)
+        if "jobs" not in doc:
+            training = {**shared, **training}
     try:
         sc.training = training_config.from_table(training)
     except training_config.ConfigError as e:
@@ -301,7 +309,8 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
         raise ScenarioError(f"training.workers: {len(sc.training.workers)} names for "
                             f"topology.workers = {sc.workers}")
     if "jobs" in doc:
-        sc.jobs = _jobs(doc["jobs"], doc.get("training", {}), sc.workers)
+        sc.jobs = _jobs(doc["jobs"], {**shared, **doc.get("training", {})}, sc.workers,
+                        sc.job_start)
         sc.training = sc.jobs[0]
 
     slow = doc.get("workers", {}).get("slowdown", {})
@@ -324,6 +333,13 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
         _check_tcp_baseline(sc, doc)
     if sc.topology in ("fat-tree", "bcube"):
         _check_fabric(sc)
+    if "share" in doc:                  # before the peers' checks: it may change their jobs
+        if "ina" in doc:
+            raise ScenarioError("ina: not with [share] (it names the one aggregator the jobs "
+                                "share)")
+        from . import share
+        sc.share = share.parse(doc["share"], sc)
+        share.apply(sc.share, sc)
     if any(job.collective for job in sc.all_jobs):
         _check_peers(sc, doc)
     if "ina" in doc:
@@ -357,9 +373,14 @@ def _peer_defaults(training: dict[str, Any], sc: Scenario) -> None:
 
 def _check_peers(sc: Scenario, doc: dict[str, Any]) -> None:
     """What a PS-less training (training.collective) cannot do."""
-    if sc.jobs:
-        raise ScenarioError("jobs: PS-less training (training.collective) runs one job")
-    t = sc.training
+    for t in sc.all_jobs:
+        if t.collective:
+            _check_peer_job(sc, doc, t)
+
+
+def _check_peer_job(sc: Scenario, doc: dict[str, Any], t: TrainingConfig) -> None:
+    if sc.jobs and t.collective == "bcube":
+        raise ScenarioError("jobs: a BCube's peers fill the fabric: one job")
     if sc.system != "ndnps":
         raise ScenarioError("run.system: the TCP baseline trains with a PS, not "
                             "training.collective")
@@ -380,8 +401,10 @@ def _check_peers(sc: Scenario, doc: dict[str, Any]) -> None:
         raise ScenarioError("workers.slowdown: not with PS-less training (peers run in step)")
 
 
-def _jobs(entries: Any, base: dict[str, Any], default_workers: int) -> list[TrainingConfig]:
-    """[[jobs]]: one training per entry, [training] with the entry's keys replacing its own."""
+def _jobs(entries: Any, base: dict[str, Any], default_workers: int,
+          starts: dict[str, float]) -> list[TrainingConfig]:
+    """[[jobs]]: one training per entry, [training] with the entry's keys replacing its own;
+    an entry's `start` (s after the run's start: its apps wait so long) into `starts`."""
     if not isinstance(entries, list) or not entries or \
             not all(isinstance(e, dict) for e in entries):
         raise ScenarioError("jobs: expected an array of tables ([[jobs]] entries)")
@@ -389,7 +412,11 @@ def _jobs(entries: Any, base: dict[str, Any], default_workers: int) -> list[Trai
     seen: dict[str, str] = {}                  # app name -> the key that named it first
     for i, entry in enumerate(entries):
         where = f"jobs[{i}]"
+        entry = dict(entry)
+        start = entry.pop("start", 0.0)
         table = {"min_workers": 1, **base, **entry, "ps": entry.get("ps", f"ps{i + 1}")}
+        if start:
+            starts[table["ps"]] = _number(start, f"{where}.start", 0.0, 3600.0)
         workers = entry.get("workers", default_workers)
         if isinstance(workers, int) and not isinstance(workers, bool):
             _number(workers, f"{where}.workers", 1, 64, True)

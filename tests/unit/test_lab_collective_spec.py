@@ -31,7 +31,8 @@ def every_peer_reaches_every_other(plan) -> None:
 # ---- refusals ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("document, key", [
-    (doc(jobs=[{}, {"ps": "other", "workers": ["x", "y"]}]), "jobs"),
+    (doc(jobs=[{"collective": "bcube", "workers": PEERS}, {"ps": "other", "workers": ["x", "y"]}]),
+     "jobs"),
     (doc({"kind": "bottleneck"}, {"dataset": "synthetic"}, run={"system": "tcp"}),
      "run.system"),
     (doc({"kind": "bottleneck"}), "topology.kind"),

@@ -1,0 +1,246 @@
+"""Several jobs sharing one aggregating forwarder in a scenario (issue 26): the `[share]` table,
+what it does to each job, the controller's process, and the run's invariants.
+
+    [share]
+    policy = "time-division"   # the method: a share controller decides each round (s1-s3);
+                               # "always-wait": a FIFO lock (a round waits for the aggregators);
+                               # "spatial": each job 1/J of the slots, no controller (ATP-style);
+                               # "never": no in-network aggregation (PS sums; peers: ring)
+    score = "time-saved"       # time-division's CalcScore: | "shortest-round"
+    at = "root"                # the aggregating forwarder (default: a star's fwd, a tree's root)
+    slots = 64                 # its pool: made to fit one job's round
+    slot_timeout = 2.0         # s a slot waits for its contributors
+    agree_timeout = 1.0        # the controller: s for all of a job's nodes to ask a round
+    backoff = 0.05             # ... s after an abort, doubling
+    tries = 4                  # ... aborts of a round before it goes the ordinary way
+
+Every job of the scenario (a PS's, or peers' with collective = "ina") aggregates at `at`; the
+runner configures it there for each job — the same slots for all (time-division, always-wait:
+`first = 0`), or disjoint ranges (spatial) — and starts the controller (`python -m
+apps.controller`, node name "ctl", beside `at`) for the policies that have one. [[jobs]] may
+say `start = <s>`: that job's apps wait so long after the run's start.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .metrics import read_metrics
+from .spec import ScenarioError, _number
+
+if TYPE_CHECKING:
+    from ndnps.protocol.config import TrainingConfig
+
+    from .spec import Scenario
+
+CTL = "ctl"                     # the controller's node name
+POLICIES = ("time-division", "always-wait", "spatial", "never")
+# ndnps.exchanges.share.SCORES's names (the lab does not import the exchanges; a unit test
+# keeps the two the same)
+SCORES = ("time-saved", "shortest-round")
+CONTROLLED = ("time-division", "always-wait")
+KEYS = {"policy", "score", "at", "slots", "slot_timeout", "agree_timeout", "backoff", "tries",
+        "hold_limit"}
+
+
+@dataclass
+class Share:
+    policy: str = "time-division"
+    score: str = "time-saved"
+    at: str = ""
+    slots: int = 64
+    slot_timeout: float = 2.0
+    agree_timeout: float = 1.0
+    backoff: float = 0.05
+    tries: int = 4
+    hold_limit: float = 30.0
+
+    @property
+    def controlled(self) -> bool:
+        return self.policy in CONTROLLED
+
+
+def default_at(sc: "Scenario") -> str:
+    return "fwd" if sc.topology == "star" else "root"
+
+
+def parse(table: Any, sc: "Scenario") -> Share:
+    """[share], checked against the scenario's topology (errors name the key); the jobs are
+    checked and changed by `apply`."""
+    if not isinstance(table, dict):
+        raise ScenarioError("share: expected a table")
+    for key in table:
+        if key not in KEYS:
+            raise ScenarioError(f"share.{key}: unknown key (known: {', '.join(sorted(KEYS))})")
+    s = Share()
+    s.policy = table.get("policy", s.policy)
+    if s.policy not in POLICIES:
+        raise ScenarioError(f"share.policy: one of {', '.join(POLICIES)}, got {s.policy!r}")
+    s.score = table.get("score", s.score)
+    if s.score not in SCORES:
+        raise ScenarioError(f"share.score: one of {', '.join(SCORES)}, got {s.score!r}")
+    if sc.topology not in ("star", "tree") or sc.netns:
+        raise ScenarioError("share: on a local star or tree (not built for --netns, fabrics or "
+                            "the bottleneck)")
+    s.at = table.get("at", default_at(sc))
+    routers = ["fwd"] if sc.topology == "star" else ["root", *(f"leaf{i + 1}"
+                                                               for i in range(sc.leaves))]
+    if s.at not in routers:
+        raise ScenarioError(f"share.at: {s.at!r} is not one of the forwarders "
+                            f"({', '.join(routers)})")
+    if sc.topology == "tree" and s.at != "root":
+        raise ScenarioError("share.at: on a tree, the root (every job's traffic meets there)")
+    s.slots = _number(table.get("slots", s.slots), "share.slots", 1, 1 << 20, True)
+    s.slot_timeout = _number(table.get("slot_timeout", s.slot_timeout), "share.slot_timeout",
+                             0.01, 60.0)
+    s.agree_timeout = _number(table.get("agree_timeout", s.agree_timeout),
+                              "share.agree_timeout", 0.01, 60.0)
+    s.backoff = _number(table.get("backoff", s.backoff), "share.backoff", 0.001, 10.0)
+    s.tries = _number(table.get("tries", s.tries), "share.tries", 1, 100, True)
+    s.hold_limit = _number(table.get("hold_limit", s.hold_limit), "share.hold_limit", 0.1,
+                           3600.0)
+    if s.policy == "spatial" and s.slots < len(sc.all_jobs):
+        raise ScenarioError(f"share.slots: {s.slots} cannot be split among "
+                            f"{len(sc.all_jobs)} jobs")
+    return s
+
+
+def defaults(table: Any, sc: "Scenario") -> dict[str, Any]:
+    """What [share] gives every job's table before it is read (an "ina" job needs its
+    aggregator named to be valid at all)."""
+    at = table.get("at", default_at(sc)) if isinstance(table, dict) else default_at(sc)
+    return {"aggregate_at": at}
+
+
+def apply(s: Share, sc: "Scenario") -> None:
+    """Each job as the policy runs it."""
+    from ndnps.protocol.config import ConfigError
+    for i, job in enumerate(sc.all_jobs):
+        where = f"jobs[{i}]" if sc.jobs else "training"
+        if job.collective not in ("", "ina"):
+            raise ScenarioError(f"{where}.collective: {job.collective!r} uses no aggregator "
+                                "([share] is for a PS's job or collective = \"ina\")")
+        if job.mode != "sync" or not job.key:
+            raise ScenarioError(f"{where}: sharing aggregators needs mode = \"sync\" and a key")
+        if s.policy == "never":
+            job.aggregate_at, job.aggregate_via = "", []
+            if job.collective == "ina":
+                job.collective = "ring"
+        else:
+            job.aggregate_at, job.aggregate_via = s.at, []
+            job.share_controller = CTL if s.controlled else ""
+        try:
+            job.validate()
+        except ConfigError as e:
+            raise ScenarioError(f"{where}.{str(e).removeprefix('training.')}") from None
+
+
+def ranges(s: Share, jobs: list["TrainingConfig"]) -> dict[str, tuple[int, int]]:
+    """Each job's (first, slots) at the aggregator."""
+    if s.policy != "spatial":
+        return {job.ps: (0, s.slots) for job in jobs}
+    each = s.slots // len(jobs)
+    return {job.ps: (i * each, each) for i, job in enumerate(jobs)}
+
+
+def controller_config(s: Share, jobs: list["TrainingConfig"]) -> dict[str, Any]:
+    """apps/controller.py's configuration (written as TOML by the runner)."""
+    return {"share": {"name": CTL, "policy": s.policy, "score": s.score,
+                      "timeout": s.agree_timeout, "backoff": s.backoff, "tries": s.tries,
+                      "slot_timeout": s.slot_timeout, "hold_limit": s.hold_limit},
+            "jobs": [job.as_dict() for job in jobs]}
+
+
+def routes(s: Share, sc: "Scenario", forwarders: dict[str, Any]) -> None:
+    """A tree's leaves reach the controller (beside the root) through the root."""
+    if s.controlled and sc.topology == "tree":
+        for name, node in forwarders.items():
+            if name != s.at:
+                node.routes.append((f"/{CTL}", s.at))
+
+
+# ---- the run's figures and invariants ----------------------------------------------------------
+
+def _p99(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))]
+
+
+def _records(run_dir: Path, app: str) -> list[dict]:
+    path = run_dir / "metrics" / f"{app}.jsonl"
+    return read_metrics(path) if path.exists() else []
+
+
+def summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) -> dict[str, Any]:
+    """summary.json's `share`: per job its rounds by decision, round waits, completion time;
+    `decision_mismatches` (nodes of one job that chose differently for a round: must be 0),
+    `ina_overlap_violations` (a job's slot claimed while another job's was live in the same
+    slots, from the aggregator's own records: must be 0 under time-division), the aggregator's
+    busy fraction and the controller's aborts."""
+    jobs: dict[str, Any] = {}
+    mismatches: list[dict] = []
+    for job in sc.all_jobs:
+        nodes = list(job.workers) if job.collective else [job.ps]
+        chosen: dict[int, dict[str, str]] = {}
+        waits: list[float] = []
+        for node in nodes:
+            for r in _records(run_dir, node):
+                if "share_round" in r:
+                    chosen.setdefault(int(r["share_round"]), {})[node] = r["share"]
+                    if node == nodes[0]:
+                        waits.append(float(r.get("share_wait", 0.0)))
+        for rnd, by_node in sorted(chosen.items()):
+            uses = {n: v == "aggregate" for n, v in by_node.items()}
+            if len(set(uses.values())) > 1:
+                mismatches.append({"job": job.ps, "round": rnd, "nodes": by_node})
+        recs = _records(run_dir, job.recorder)
+        versions = [r for r in recs if "version" in r and "event" not in r]
+        start = next((r for r in recs if r.get("event") == "start"), None)
+        counts: dict[str, int] = {}
+        for by_node in chosen.values():
+            v = by_node.get(nodes[0])
+            if v is not None:
+                counts[v] = counts.get(v, 0) + 1
+        jobs[job.ps] = {
+            "rounds": counts, "rounds_asked": len(chosen),
+            "round_wait_mean": statistics.mean(waits) if waits else None,
+            "round_wait_p99": _p99(waits),
+            "started_at": start.get("t") if start else None,
+            "completion_seconds": (versions[-1]["t"] - start["t"]) if versions and start
+            else None,
+            "final_accuracy": versions[-1].get("accuracy") if versions else None,
+            "versions": versions[-1]["version"] if versions else 0}
+    out: dict[str, Any] = {**asdict(s), "jobs": jobs, "decision_mismatches": len(mismatches),
+                           "mismatched_rounds": mismatches[:20]}
+    if s.policy != "never":
+        try:
+            status = json.loads((run_dir / "traces" / f"{s.at}-status.json").read_text())
+            agg = status.get("aggregation") or {}
+        except (OSError, ValueError):
+            agg = {}
+        pool = agg.get("pool", {})
+        out["ina_overlap_violations"] = agg.get("counters", {}).get("overlaps")
+        out["overlap_log"] = agg.get("overlap_log", [])[:10]
+        busy = pool.get("busy_seconds")
+        out["aggregator_busy_fraction"] = busy / wall_seconds if busy is not None and \
+            wall_seconds > 0 else None
+        out["aggregator_counters"] = agg.get("counters", {})
+    if s.controlled:
+        end: dict[str, Any] = next((r for r in reversed(_records(run_dir, CTL))
+                                    if r.get("event") == "end"), {})
+        cj = end.get("jobs", {})
+        out["controller"] = {"busy_seconds": end.get("busy_seconds"),
+                             "unanswered": end.get("unanswered"),
+                             "aborts": sum(j.get("aborts", 0) for j in cj.values()),
+                             "gave_up": sum(j.get("gave_up", 0) for j in cj.values()),
+                             "released_late": sum(j.get("released_late", 0)
+                                                  for j in cj.values()),
+                             "jobs": cj}
+    done = [j["completion_seconds"] for j in jobs.values() if j["completion_seconds"]]
+    out["mean_completion_seconds"] = statistics.mean(done) if done else None
+    return out
