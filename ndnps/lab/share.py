@@ -120,7 +120,8 @@ def apply(s: Share, sc: "Scenario") -> None:
     from ndnps.protocol.config import ConfigError
     for i, job in enumerate(sc.all_jobs):
         where = f"jobs[{i}]" if sc.jobs else "training"
-        if job.collective not in ("", "ina"):
+        if job.collective not in ("", "ina") and not (s.policy == "never"
+                                                      and job.collective == "ring"):
             raise ScenarioError(f"{where}.collective: {job.collective!r} uses no aggregator "
                                 "([share] is for a PS's job or collective = \"ina\")")
         if job.mode != "sync" or not job.key:

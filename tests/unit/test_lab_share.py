@@ -55,6 +55,8 @@ def test_each_policy_sets_the_jobs_up(policy):
     if policy == "never":
         assert [j.aggregate_at for j in sc.jobs] == ["", "", ""]
         assert b.collective == "ring"               # the peers' ordinary way
+        again = parse({**doc(policy), "jobs": [j.as_dict() for j in sc.jobs]}, "as run")
+        assert again.jobs[1].collective == "ring"   # the scenario as run reads back
     else:
         assert [j.aggregate_at for j in sc.jobs] == ["root"] * 3 and b.collective == "ina"
         expected = "ctl" if policy in ("time-division", "always-wait") else ""
