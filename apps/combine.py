@@ -240,9 +240,10 @@ class Shared:
     def counts(self) -> dict[str, int]:
         return {**self.network.counts(), "rounds_ring": self.rounds_ring}
 
-    def prepare(self, v: int) -> None:
-        """Version v's gradient is about to be computed: its round asked now."""
-        self.share.ask_early(self.peer.round(v))
+    def prepare(self, v: int, ready_in: float) -> None:
+        """Version v's gradient is being computed, ready in about `ready_in` s: its round
+        asked so that the answer comes then."""
+        self.share.ask_early(self.peer.round(v), ready_in)
 
     async def __call__(self, v: int, vector: np.ndarray, loss: float,
                        compute: float) -> np.ndarray:

@@ -350,11 +350,18 @@ class Job:
 
     # ---- step 7: the training loops ----------------------------------------------------------------
 
+    async def device_time(self) -> None:
+        """training.device_ms: an accelerator's step, emulated (the CPU free meanwhile)."""
+        device = self.knobs.get("device_ms", 0.0)
+        if device:
+            await asyncio.sleep(device / 1000)
+
     async def train_sync(self) -> None:
         """Gradient of version v on batch for_step(v); wait for v+1; until a version says done."""
         while not self.done:
             v = self.newest
             if v < self.total_steps:
+                await self.device_time()
                 self.grads.compute(v)
             # != : a resync may take us back to an older version (a resumed PS)
             await self.wait_params(lambda: self.newest != v or self.done)
@@ -367,6 +374,7 @@ class Job:
         while not self.done:
             k, rewinds = self.step, self.rewinds
             if k < self.total_steps:
+                await self.device_time()
                 self.grads.compute(k)
                 await self.wait_sent(k, rewinds)
                 if self.step != k or self.rewinds != rewinds:

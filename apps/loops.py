@@ -71,13 +71,14 @@ async def run_sync(ps: Server) -> None:
     cfg = ps.cfg
     total = ps.total_steps
     ref = ps.loop_time()
+    collecting = 0.0                        # how long the last version's gradients took
     while not ps.done:
         if cfg.on_worker_loss == "continue":
             await ps.roster.quorum()
         v = ps.version
         t0 = ps.loop_time()
-        if ps.aggregate is not None:
-            ps.share.ask_early(v)           # answered while the gradients are collected
+        if ps.aggregate is not None:        # answered as the gradients are in (issue 26)
+            ps.share.ask_early(v, collecting)
         live = ps.live
         # with in-network aggregation, each worker's gradient header; the values' sums after
         collect: Any = ps.collect if ps.aggregate is None else ps.collect.meta
@@ -99,6 +100,7 @@ async def run_sync(ps: Server) -> None:
         if len(got) < len(ps.workers):
             ps.counters.short_versions += 1
         ta = ps.loop_time()
+        collecting = ta - t0
         shared: dict = {}
         if ps.aggregate is not None:
             # the network's sums (if the share controller says so: issue 26); the average as

@@ -95,6 +95,7 @@ class Peer:
         self.version = 0
         self.accuracy: float | None = None
         self.last_asked = 0.0                   # when an Interest for our newest version came
+        self.last_compute = 0.0                 # s the last gradient took (the CPU's part)
         self.delta = Delta()
 
     @property
@@ -181,13 +182,15 @@ class Peer:
         """One version: our gradient, the collective, the update; True when the last."""
         v = self.version
         if isinstance(self.combine, Shared):
-            self.combine.prepare(v)
-            await asyncio.sleep(0)          # the ask goes out before the computation
+            self.combine.prepare(v, self.cfg.device_ms / 1000 + self.last_compute)
+            await asyncio.sleep(0)          # an ask due now goes out before the computation
+        if self.cfg.device_ms:              # an accelerator's step, emulated
+            await asyncio.sleep(self.cfg.device_ms / 1000)
         t0 = time.perf_counter()
         X, y = self.batches.for_step(v)
         loss, grads = self.model.loss_and_grad(X, y)
         vector = flatten(grads)
-        compute = time.perf_counter() - t0
+        compute = self.last_compute = time.perf_counter() - t0
         computed_at = self.run_time()
         mean = await self.combine(v, vector, loss, compute)
         if self.cfg.on_peer_loss == "re-form":      # a re-formed collective may redo v

@@ -70,14 +70,18 @@ class Share:
         self.unreachable_rounds = 0
         self._done_tasks: set[asyncio.Task] = set()
         self._early: tuple[int, asyncio.Task] | None = None
+        # the quickest answer so far: the controller's round trip (when early asks go out)
+        self.rtt: float | None = None
 
-    def ask_early(self, r: int) -> None:
-        """Ask for round `r` now, while the round is being prepared (its gradient computed, its
-        headers collected): the controller's round trip is hidden behind that work. `ask(r)`
+    def ask_early(self, r: int, ready_in: float = 0.0) -> None:
+        """Round `r` will start in about `ready_in` s (its gradient being computed, its
+        headers collected): ask one controller round trip before then, so that the answer is
+        here when the round is, and the aggregators are not held while it is prepared. `ask(r)`
         then waits for this answer."""
         if self.cfg.share_controller:
             self.cancel()
-            self._early = (r, asyncio.create_task(self._ask(r)))
+            lead = self.rtt if self.rtt is not None else ready_in
+            self._early = (r, asyncio.create_task(self._ask(r, max(0.0, ready_in - lead))))
 
     def cancel(self) -> None:
         if self._early is not None:
@@ -95,7 +99,9 @@ class Share:
             return d
         return await self._ask(r)
 
-    async def _ask(self, r: int) -> Decision:
+    async def _ask(self, r: int, delay: float = 0.0) -> Decision:
+        if delay > 0:
+            await asyncio.sleep(delay)
         cfg = self.cfg
         if not cfg.share_controller:
             return Decision(r, True, "", 0.0)
@@ -133,8 +139,10 @@ class Share:
         elif not self.reachable:
             log.info("share controller %s answers again (round %d)", cfg.share_controller, r)
             self.reachable = True
-        return Decision(r, asker.decision, asker.why, asker.wait(loop.time()),
-                        asker.expressed, asker.retries)
+        wait = asker.wait(loop.time())
+        if asker.why != "unreachable" and not asker.retries:
+            self.rtt = wait if self.rtt is None else min(self.rtt, wait)
+        return Decision(r, asker.decision, asker.why, wait, asker.expressed, asker.retries)
 
     def done(self, r: int, clean: bool) -> None:
         """Round `r` is over: said in the background (a few tries; the next round's ask says

@@ -143,6 +143,10 @@ class TrainingConfig:
                                   "workers whose gradients each sums first, as "
                                   "\"<node>:<worker>+<worker>...\" (python -m ndnps.placement's "
                                   "plan); workers not listed are summed at the edge")
+    device_ms: float = _f(0.0, "an accelerator's time per step, emulated: each gradient waits "
+                          "this long before it is computed, the CPU free meanwhile (as a GPU "
+                          "kernel leaves it); jobs of different step times on one machine "
+                          "(issue 26). 0: none", low=0)
     # several jobs sharing aggregators (issue 26; docs/sharing.md)
     share_controller: str = _f("", "with aggregate_at: the share controller's node name "
                                "(python -m apps.controller): before each round the job's "
