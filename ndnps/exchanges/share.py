@@ -17,8 +17,9 @@ A round that does not get the aggregators never waits for them: it runs the ordi
 `Score` is pluggable; two ship. `time_saved` — the seconds a round saves by being aggregated
 in the network (its measured ordinary round time minus its aggregated one) per second it holds
 the aggregators: the aggregators are the scarce thing, and a job's completion time is what a
-saved second shortens. It is multiplied by an ageing factor that grows with the time since the
-job last had them (in its own periods), so that no job starves. A job not yet measured
+saved second shortens. An ageing term that grows with the time since the job last had them (in
+its own periods) is added, so that no job starves — not even one measured once as gaining
+nothing. A job not yet measured
 aggregated scores highest (it is measured once); not yet measured the ordinary way, its saving
 is taken as one second per second. `shortest_round` — the round that frees the aggregators
 soonest goes first (SRPT), with the same ageing.
@@ -55,7 +56,7 @@ class JobState:
 
 Score = Callable[[JobState, float], float]
 
-AGEING = 0.5        # score multiplier gained per period without the aggregators
+AGEING = 0.5        # score gained per period without the aggregators
 
 
 UNMEASURED = 1e9     # a job never measured aggregated: it goes first, once
@@ -67,7 +68,9 @@ def time_saved(job: JobState, now: float) -> float:
         return UNMEASURED
     saved = (job.ordinary_seconds - job.round_seconds if job.ordinary_seconds > 0
              else job.round_seconds)
-    return max(saved, 0.0) / job.round_seconds * (1.0 + AGEING * job.age(now))
+    # ageing added, not multiplied: a job measured once as gaining nothing (a slow first
+    # round) still gets the aggregators again after a while, and is measured again
+    return max(saved, 0.0) / job.round_seconds + AGEING * job.age(now)
 
 
 def shortest_round(job: JobState, now: float) -> float:

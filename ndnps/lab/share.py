@@ -178,7 +178,8 @@ def _records(run_dir: Path, app: str) -> list[dict]:
 
 
 def summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) -> dict[str, Any]:
-    """summary.json's `share`: per job its rounds by decision, round waits, completion time;
+    """summary.json's `share`: per job its rounds by decision (an "unreachable" one: the
+    controller did not answer), its nodes' asks answered RETRY, round waits, completion time;
     `decision_mismatches` (nodes of one job that chose differently for a round: must be 0),
     `ina_overlap_violations` (a job's slot claimed while another job's was live in the same
     slots, from the aggregator's own records: must be 0 under time-division), the aggregator's
@@ -189,10 +190,12 @@ def summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) -> dic
         nodes = list(job.workers) if job.collective else [job.ps]
         chosen: dict[int, dict[str, str]] = {}
         waits: list[float] = []
+        retries = 0
         for node in nodes:
             for r in _records(run_dir, node):
                 if "share_round" in r:
                     chosen.setdefault(int(r["share_round"]), {})[node] = r["share"]
+                    retries += int(r.get("share_retries", 0))
                     if node == nodes[0]:
                         waits.append(float(r.get("share_wait", 0.0)))
         for rnd, by_node in sorted(chosen.items()):
@@ -208,7 +211,7 @@ def summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) -> dic
             if v is not None:
                 counts[v] = counts.get(v, 0) + 1
         jobs[job.ps] = {
-            "rounds": counts, "rounds_asked": len(chosen),
+            "rounds": counts, "rounds_asked": len(chosen), "ask_retries": retries,
             "round_wait_mean": statistics.mean(waits) if waits else None,
             "round_wait_p99": _p99(waits),
             "started_at": start.get("t") if start else None,

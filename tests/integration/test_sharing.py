@@ -62,7 +62,7 @@ def test_a_thousand_rounds_over_lossy_delayed_links_keep_the_invariants(tmp_path
     doc["run"] = {"timeout": 280.0}
     for entry, hidden in zip(doc["jobs"], ([64], [16], [32])):
         entry.update(hidden=hidden, epochs=100, max_versions=340, target_accuracy=0.0,
-                     eval_every=50)
+                     eval_every=50, device_ms=0.0)
     s = run(tmp_path, doc, 300)
     share = s["share"]
     rounds = sum(job["rounds_asked"] for job in share["jobs"].values())
