@@ -137,6 +137,7 @@ class ShareController:
         self.held: dict[tuple[str, str], tuple[int, Callable[[bytes], Any], list, int]] = {}
         self.recorded: dict[str, int] = {}     # job -> the last round whose decision is recorded
         self.unanswered = 0         # answers whose ask had expired (the node asks again)
+        self.unknown = 0            # Interests under our prefix that are no ask or done
         self.wake = asyncio.Event()
 
     def now(self) -> float:
@@ -154,6 +155,8 @@ class ShareController:
             if job in self.signers:
                 reply(self._data(job, list(name), ack_content()))
             self.emit(answers)
+        else:
+            self.unknown += 1           # not a share name of ours: dropped, counted
         self.wake.set()
 
     def _data(self, job: str, name: list, content: bytes) -> bytes:
@@ -209,7 +212,8 @@ class ShareController:
             del self.held[key]
 
     def status(self, now: float) -> dict:
-        return {**self.core.status(now), "held": len(self.held), "unanswered": self.unanswered}
+        return {**self.core.status(now), "held": len(self.held), "unanswered": self.unanswered,
+                "unknown": self.unknown}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -56,7 +56,7 @@ class JobState:
 
 Score = Callable[[JobState, float], float]
 
-AGEING = 0.5        # score gained per period without the aggregators
+AGEING = 0.2        # score gained per period without the aggregators
 
 
 UNMEASURED = 1e9     # a job never measured aggregated: it goes first, once

@@ -204,6 +204,10 @@ class TrainingConfig:
             if not self.aggregate_at:
                 raise ConfigError("training.share_controller: shares aggregators: needs "
                                   "aggregate_at")
+            if self.on_peer_loss == "re-form" and self.collective:
+                raise ConfigError("training.share_controller: not with on_peer_loss = "
+                                  "\"re-form\" (the controller knows the job's first peers; "
+                                  "not built)")
             if self.collective not in ("", "ina"):
                 raise ConfigError("training.share_controller: for a PS's job or collective "
                                   "= \"ina\" (a ring or BCube uses no aggregator)")

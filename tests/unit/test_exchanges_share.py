@@ -42,9 +42,9 @@ def test_s3_a_round_arriving_meanwhile_is_scored_and_the_higher_wins():
 def test_ageing_keeps_a_job_from_starving():
     big = job("big", round_s=1.0, period=1.0, last=9.9, ordinary=4.0, granted=9.0)  # at 10.9
     recent = job("small", round_s=1.0, period=1.0, last=9.0, ordinary=2.0, granted=9.5)
-    assert decide(recent, [big], holder=None, now=10.0) is False     # 1.25 < 3.5
-    # ten periods without the aggregators: its score has grown past the big job's
-    starved = job("small", round_s=1.0, period=1.0, last=9.0, ordinary=2.0, granted=0.0)
+    assert decide(recent, [big], holder=None, now=10.0) is False     # 1.1 < 3.2
+    # fifteen periods without the aggregators: its score has grown past the big job's
+    starved = job("small", round_s=1.0, period=1.0, last=9.0, ordinary=2.0, granted=-5.0)
     assert time_saved(starved, 10.0) > time_saved(big, 10.0)
     assert decide(starved, [big], holder=None, now=10.0) is True
 
@@ -52,7 +52,7 @@ def test_ageing_keeps_a_job_from_starving():
 def test_a_job_measured_as_gaining_nothing_is_not_starved_for_ever():
     slow_once = job("slow", round_s=0.6, period=0.4, last=9.6, ordinary=0.1, granted=0.0)
     other = job("other", round_s=0.07, period=0.25, last=9.9, ordinary=0.2, granted=9.9)
-    assert time_saved(slow_once, 9.6) > time_saved(other, 9.6)   # 12 periods without them
+    assert time_saved(slow_once, 9.6) > time_saved(other, 9.6)   # 24 periods without them
 
 
 def test_time_saved_before_and_after_measuring():

@@ -113,3 +113,18 @@ def test_the_invariants_are_counted_from_the_nodes_and_the_aggregator(tmp_path):
 def test_the_lab_knows_every_score_the_controller_has():
     from ndnps.exchanges.share import SCORES
     assert set(share.SCORES) == set(SCORES)
+
+
+@pytest.mark.parametrize("table, key", [
+    ({"share_controller": "ctl"}, "training.share_controller"),                 # no aggregator
+    ({"share_controller": "ctl", "aggregate_at": "fwd", "collective": "ring"},
+     "training.share_controller"),
+    ({"share_controller": "ctl", "aggregate_at": "fwd", "collective": "ina",
+      "on_peer_loss": "re-form"}, "training.share_controller"),
+    ({"share_controller": "c/d", "aggregate_at": "fwd"}, "training.share_controller"),
+])
+def test_the_training_config_refuses_what_sharing_cannot_do(table, key):
+    from ndnps.protocol.config import ConfigError, from_table
+    with pytest.raises(ConfigError) as e:
+        from_table({"workers": ["a", "b"], "key": "k", **table})
+    assert str(e.value).startswith(key), str(e.value)
