@@ -57,6 +57,9 @@ class Decision:
     retries: int = 0
 
     def record(self) -> dict[str, Any]:
+        """For a version's record (nothing without a controller)."""
+        if not self.why:
+            return {}
         return {"share": self.why, "share_wait": self.wait, "share_round": self.round,
                 "share_asks": self.asks, "share_retries": self.retries}
 

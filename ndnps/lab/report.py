@@ -538,7 +538,32 @@ def plot_all(run_dir: Path, scenario: Any) -> list[Path]:
     _legend(ax, [*ax.get_lines(), *_mark(ax, marks)])
     fig.tight_layout()
     made.append(_save(fig, plots / "pit_size.png"))
+    if getattr(scenario, "share", None) is not None:
+        made.append(_plot_share(runs, scenario, plots / "share.png"))
     return made
+
+
+def _plot_share(runs: dict[str, PsRun], scenario: Any, path: Path) -> Path:
+    """[share]: each job's rounds in time, as the share controller decided them."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    styles = {"aggregate": ("tab:green", "aggregators"), "ordinary": ("tab:grey", "ordinary way"),
+              "unreachable": ("tab:red", "controller unreachable")}
+    shown: set[str] = set()
+    for i, (ps, run) in enumerate(runs.items()):
+        for how, (colour, label) in styles.items():
+            ts = [r["t"] for r in run.versions if r.get("share") == how]
+            if ts:
+                ax.plot(ts, [i] * len(ts), "|", ms=12, color=colour,
+                        label=None if how in shown else label)
+                shown.add(how)
+    ax.set_yticks(range(len(runs)), list(runs))
+    ax.set_ylim(-0.7, len(runs) - 0.3)
+    ax.set_xlabel("time since the run started (s)")
+    ax.set_title(f"{scenario.name}: each round's decision ({scenario.share.policy})")
+    _legend(ax, [h for h in ax.get_lines() if not str(h.get_label()).startswith("_")])
+    fig.tight_layout()
+    return _save(fig, path)
 
 
 def _legend(ax, handles: list) -> None:

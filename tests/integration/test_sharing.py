@@ -53,6 +53,7 @@ def test_the_multi_job_scenario_reaches_every_jobs_target(tmp_path):
     assert sum(r.get("aggregate", 0) for r in rounds) > 0
     ctl = share["controller"]
     assert ctl["unanswered"] is not None and ctl["gave_up"] == 0
+    assert (tmp_path / "run" / "plots" / "share.png").stat().st_size > 0
 
 
 @pytest.mark.timeout(330)
