@@ -1,0 +1,3 @@
+"""The heterogeneous-cluster planner (issue 27; the `004_…` method): pipeline stages sized by
+device speed, ordered by the method's communication ratio, the layers split by an integer
+program over a profile of the model. Pure computation (numpy, scipy's HiGHS)."""

@@ -1,0 +1,165 @@
+"""Splitting a model's layers into pipeline stages (issue 27; the `004_…` method's steps 2–4),
+pure computation: the stages' order from the devices, and the integer program over profiled
+per-layer costs (scipy's HiGHS `milp`).
+
+A profile gives each layer its forward and backward time per micro-batch on the fastest device,
+the bytes of its output activation per micro-batch (what crosses to the next stage forward, and
+its gradient backward) and its parameter bytes (what a stage synchronises with the same stage of
+the other virtual machines once per mini-batch). A device of speed v computes in time
+t × (fastest speed ÷ v).
+
+**Order** (steps 2–3): were every stage's compute time equal, a device's share of the model
+would be proportional to its speed, and its data-parallel synchronisation (same stage across
+the m machines) proportional to that share: its communication cost = share × model bytes ×
+2(m − 1)/m ÷ its bandwidth. Stages go to devices by the ratio of speed (the method's first
+parameter) to that cost, largest first; ties (equal bandwidths make the ratio the same for
+every device): the fastest first.
+
+**Partition** (step 4): binary x[l, s] — layer l in stage s —, contiguous stages, none empty;
+z ≥ each stage's time per micro-batch (its compute on its device + its boundary's activation
+and gradient transfers), w ≥ each stage's synchronisation per mini-batch; minimise k·z + w: the
+slowest stage paces the k micro-batches, then the slowest synchronisation. `predict` adds the
+pipeline's fill and drain by simulating the 1F1B schedule (ndnps.exchanges.pipeline's model,
+re-stated here: the planner stands on nothing but numpy and scipy).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    forward: float              # s per micro-batch on the fastest device
+    backward: float
+    activation_bytes: float     # its output, per micro-batch
+    param_bytes: float
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    speed: float                # relative compute speed
+    bandwidth: float = 1.25e7   # bytes/s of its links (100 Mbit/s)
+
+
+@dataclass
+class Split:
+    stages: list[list[int]]     # layer indices per stage, in stage order
+    devices: list[Device]       # the device of each stage
+    stage_seconds: list[float]  # per micro-batch: compute + boundary transfers
+    sync_seconds: list[float]   # per mini-batch: the stage's data-parallel synchronisation
+    objective: float            # k · max stage + max sync
+
+    @property
+    def bounds(self) -> list[tuple[int, int]]:
+        return [(s[0], s[-1]) for s in self.stages]
+
+
+def order_devices(devices: Sequence[Device], model_bytes: float, machines: int) -> list[Device]:
+    """Steps 2–3: the devices in stage order (stage 1 first)."""
+    total = sum(d.speed for d in devices)
+    factor = 2 * (machines - 1) / machines if machines > 1 else 0.0
+
+    def ratio(d: Device) -> float:
+        cost = d.speed / total * model_bytes * factor / d.bandwidth
+        return d.speed / cost if cost > 0 else float("inf")
+    return sorted(devices, key=lambda d: (-round(ratio(d), 9), -d.speed))
+
+
+def stage_costs(layers: Sequence[Layer], devices: Sequence[Device], stages: list[list[int]],
+                machines: int) -> tuple[list[float], list[float]]:
+    """Each stage's time per micro-batch and synchronisation per mini-batch."""
+    fastest = max(d.speed for d in devices)
+    factor = 2 * (machines - 1) / machines if machines > 1 else 0.0
+    times, syncs = [], []
+    for s, (idx, dev) in enumerate(zip(stages, devices)):
+        slow = fastest / dev.speed
+        compute = sum(layers[i].forward + layers[i].backward for i in idx) * slow
+        # the boundary: its last layer's activation out, the gradient back (and the previous
+        # stage's in: counted on the sender's side, once)
+        out = 2 * layers[idx[-1]].activation_bytes / dev.bandwidth if s < len(stages) - 1 \
+            else 0.0
+        times.append(compute + out)
+        syncs.append(sum(layers[i].param_bytes for i in idx) * factor / dev.bandwidth)
+    return times, syncs
+
+
+def partition(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
+              machines: int = 1, time_limit: float = 10.0) -> Split:
+    """Step 4: the contiguous split of `layers` over `devices` (in stage order) minimising
+    micro × the slowest stage + the slowest synchronisation. ValueError: fewer layers than
+    stages, or no solution within `time_limit`."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    L, n = len(layers), len(devices)
+    if n < 1 or L < n:
+        raise ValueError(f"{L} layers cannot make {n} non-empty stages")
+    fastest = max(d.speed for d in devices)
+    factor = 2 * (machines - 1) / machines if machines > 1 else 0.0
+    # variables: x[l, s] (L·n binaries), b[l, s] for l < L - 1, s < n - 1 (boundaries), z, w
+    nx, nb = L * n, (L - 1) * max(n - 1, 0)
+    N = nx + nb + 2
+    X = lambda l, s: l * n + s                       # noqa: E731 (index helpers)
+    B = lambda l, s: nx + l * (n - 1) + s            # noqa: E731
+    Z, W = nx + nb, nx + nb + 1
+    rows: list[np.ndarray] = []
+    lo: list[float] = []
+    hi: list[float] = []
+
+    def row(coefs: dict[int, float], low: float, high: float) -> None:
+        r = np.zeros(N)
+        for i, c in coefs.items():
+            r[i] += c
+        rows.append(r)
+        lo.append(low)
+        hi.append(high)
+    for l in range(L):                               # each layer in one stage
+        row({X(l, s): 1.0 for s in range(n)}, 1.0, 1.0)
+    for l in range(L - 1):                           # stages in layer order
+        row({**{X(l, s): float(s) for s in range(n)},
+             **{X(l + 1, s): -float(s) for s in range(n)}}, -np.inf, 0.0)
+    for s in range(n):                               # none empty
+        row({X(l, s): 1.0 for l in range(L)}, 1.0, np.inf)
+    for l in range(L - 1):                           # b >= x[l, s] - x[l+1, s]
+        for s in range(n - 1):
+            row({B(l, s): 1.0, X(l, s): -1.0, X(l + 1, s): 1.0}, 0.0, np.inf)
+    for s, dev in enumerate(devices):
+        slow = fastest / dev.speed
+        stage = {X(l, s): (layers[l].forward + layers[l].backward) * slow for l in range(L)}
+        if s < n - 1:
+            for l in range(L - 1):
+                stage[B(l, s)] = 2 * layers[l].activation_bytes / dev.bandwidth
+        row({**{i: -c for i, c in stage.items()}, Z: 1.0}, 0.0, np.inf)       # z >= stage
+        row({**{X(l, s): -layers[l].param_bytes * factor / dev.bandwidth for l in range(L)},
+             W: 1.0}, 0.0, np.inf)                                             # w >= sync
+    c = np.zeros(N)
+    c[Z], c[W] = float(micro), 1.0
+    integrality = np.zeros(N)
+    integrality[:nx] = 1
+    upper = np.full(N, np.inf)
+    upper[:nx] = 1.0
+    res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi),
+               integrality=integrality, bounds=Bounds(np.zeros(N), upper),
+               options={"time_limit": time_limit})
+    if res.x is None:
+        raise ValueError(f"no split found: {res.message}")
+    x = np.round(res.x[:nx]).reshape(L, n)
+    stages = [[l for l in range(L) if x[l, s] > 0.5] for s in range(n)]
+    times, syncs = stage_costs(layers, devices, stages, machines)
+    return Split(stages, list(devices), times, syncs, micro * max(times) + max(syncs))
+
+
+def split_by_bounds(layers: Sequence[Layer], devices: Sequence[Device], sizes: Sequence[int],
+                    micro: int, machines: int = 1) -> Split:
+    """A split given by its stages' sizes (the baselines: equal layers, ...)."""
+    if sum(sizes) != len(layers) or any(k < 1 for k in sizes):
+        raise ValueError(f"stage sizes {list(sizes)} do not cover {len(layers)} layers")
+    stages, at = [], 0
+    for k in sizes:
+        stages.append(list(range(at, at + k)))
+        at += k
+    times, syncs = stage_costs(layers, devices, stages, machines)
+    return Split(stages, list(devices), times, syncs, micro * max(times) + max(syncs))

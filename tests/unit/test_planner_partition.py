@@ -1,0 +1,62 @@
+"""The planner's split (ndnps.planner.partition, issue 27) on hand-made profiles whose best
+split is known, the stages' order, and the integer program's size limit."""
+from __future__ import annotations
+
+import pytest
+
+from ndnps.planner.partition import (Device, Layer, order_devices, partition,
+                                     split_by_bounds)
+
+
+def layers(costs: list[float], act: float = 0.0, params: float = 0.0) -> list[Layer]:
+    return [Layer(f"l{i}", c / 3, 2 * c / 3, act, params) for i, c in enumerate(costs)]
+
+
+def test_equal_devices_split_equal_layers_equally():
+    split = partition(layers([1.0] * 6), [Device("a", 1), Device("b", 1), Device("c", 1)], 4)
+    assert split.stages == [[0, 1], [2, 3], [4, 5]]
+    assert split.stage_seconds == pytest.approx([2.0, 2.0, 2.0])
+
+
+def test_shares_follow_the_speeds():
+    # 1 : 2 : 4 — seven unit layers: 1, 2, 4 of them (every stage 1 s on the fastest's clock)
+    devs = [Device("slow", 1), Device("mid", 2), Device("fast", 4)]
+    split = partition(layers([1.0] * 7), devs, 8)
+    assert [len(s) for s in split.stages] == [1, 2, 4]
+    assert split.stage_seconds == pytest.approx([4.0, 4.0, 4.0])
+    equal = split_by_bounds(layers([1.0] * 7), devs, [3, 2, 2], 8)
+    assert split.objective < equal.objective
+
+
+def test_a_heavy_boundary_is_avoided():
+    # four unit layers on two equal devices: the middle cut carries a huge activation
+    ls = [Layer("a", 0.5, 0.5, 0, 0), Layer("b", 0.5, 0.5, 1e9, 0),
+          Layer("c", 0.5, 0.5, 0, 0), Layer("d", 0.5, 0.5, 0, 0)]
+    split = partition(ls, [Device("x", 1, 1e9), Device("y", 1, 1e9)], 4)
+    assert split.stages in ([[0], [1, 2, 3]], [[0, 1, 2], [3]])
+
+
+def test_synchronisation_counts_once_per_mini_batch():
+    # one layer holds every parameter: with many machines its stage should be short
+    ls = [Layer("emb", 0.1, 0.1, 0, 1e8)] + layers([1.0] * 3)
+    split = partition(ls, [Device("a", 1, 1e8), Device("b", 1, 1e8)], 2, machines=4)
+    assert split.sync_seconds[0] == pytest.approx(1e8 * 1.5 / 1e8)
+    assert split.objective == pytest.approx(2 * max(split.stage_seconds) + 1.5)
+
+
+def test_stages_are_ordered_by_the_ratio_then_speed():
+    devs = [Device("slow", 1), Device("fast", 4), Device("mid", 2)]
+    assert [d.name for d in order_devices(devs, 1e6, 2)] == ["fast", "mid", "slow"]
+    # a device with a faster link communicates less per unit of compute: first
+    devs = [Device("slow", 1, 1e9), Device("fast", 4)]
+    assert [d.name for d in order_devices(devs, 1e6, 2)] == ["slow", "fast"]
+
+
+def test_twenty_layers_are_split_and_bad_input_is_refused():
+    split = partition(layers([1.0 + (i % 5) * 0.3 for i in range(20)], act=1e4, params=1e5),
+                      [Device("a", 1), Device("b", 2), Device("c", 4)], 8, machines=2)
+    assert sum(len(s) for s in split.stages) == 20
+    with pytest.raises(ValueError, match="cannot make"):
+        partition(layers([1.0]), [Device("a", 1), Device("b", 1)], 2)
+    with pytest.raises(ValueError, match="do not cover"):
+        split_by_bounds(layers([1.0] * 3), [Device("a", 1)], [2], 1)
