@@ -18,9 +18,9 @@ every device): the fastest first.
 **Partition** (step 4): binary x[l, s] — layer l in stage s —, contiguous stages, none empty;
 z ≥ each stage's time per micro-batch (its compute on its device + its boundary's activation
 and gradient transfers), w ≥ each stage's synchronisation per mini-batch; minimise k·z + w: the
-slowest stage paces the k micro-batches, then the slowest synchronisation. `predict` adds the
-pipeline's fill and drain by simulating the 1F1B schedule (ndnps.exchanges.pipeline's model,
-re-stated here: the planner stands on nothing but numpy and scipy).
+slowest stage paces the k micro-batches, then the slowest synchronisation. The plan's
+prediction adds the pipeline's fill and drain by simulating the 1F1B schedule
+(ndnps.exchanges.pipeline.simulate).
 """
 from __future__ import annotations
 

@@ -73,7 +73,8 @@ MAY_IMPORT = {
     "ndnps.protocol": {"ndnps.ndn"},
     "ndnps.ml": {"ndnps.ndn"},
     "ndnps.placement": set(),                    # pure computation (numpy, scipy's HiGHS)
-    "ndnps.planner": {"ndnps.ml"},               # ... and the model it profiles
+    "ndnps.planner": {"ndnps.ml", "ndnps.exchanges"},   # the model it profiles, the
+    #                                              pipeline schedule it simulates
     "ndnps.client": {"ndnps.ndn", "ndnps.exchanges"},   # the exchanges' asyncio adapters
     "ndnps.exchanges": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml"},
     "ndnps.lab": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml", "ndnps.placement", "forwarder"},

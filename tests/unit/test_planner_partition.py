@@ -60,3 +60,23 @@ def test_twenty_layers_are_split_and_bad_input_is_refused():
         partition(layers([1.0]), [Device("a", 1), Device("b", 1)], 2)
     with pytest.raises(ValueError, match="do not cover"):
         split_by_bounds(layers([1.0] * 3), [Device("a", 1)], [2], 1)
+
+
+def test_a_profile_measures_every_layer_of_the_model():
+    import numpy as np
+
+    from ndnps.ml.models import MLP
+    from ndnps.planner.profile import profile
+    model = MLP(10, [32, 32, 16], 4, 0)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((64, 10)).astype(np.float32)
+    y = rng.integers(0, 4, 64)
+    before = {k: v.copy() for k, v in model.params.items()}
+    ls = profile(model, X, y, micro_batch=8, steps=4)
+    assert [l.name for l in ls] == ["layer0", "layer1", "layer2", "layer3"]
+    assert [l.activation_bytes for l in ls] == [8 * 32 * 4, 8 * 32 * 4, 8 * 16 * 4, 8 * 4 * 4]
+    assert [l.param_bytes for l in ls] == [11 * 32 * 4, 33 * 32 * 4, 33 * 16 * 4, 17 * 4 * 4]
+    assert all(l.forward > 0 and l.backward > 0 for l in ls)
+    assert any(not np.array_equal(before[k], model.params[k]) for k in before)   # pre-trained
+    with pytest.raises(ValueError):
+        profile(model, X[:4], y[:4], micro_batch=8)
