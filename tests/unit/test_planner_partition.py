@@ -80,3 +80,24 @@ def test_a_profile_measures_every_layer_of_the_model():
     assert any(not np.array_equal(before[k], model.params[k]) for k in before)   # pre-trained
     with pytest.raises(ValueError):
         profile(model, X[:4], y[:4], micro_batch=8)
+
+
+def test_the_plan_beats_its_baselines_on_a_1_2_4_cluster():
+    from ndnps.planner.plan import make_plan
+    ls = layers([1.0] * 7, act=1e3, params=1e4)
+    devs = [Device("slow", 1, 1e9), Device("mid", 2, 1e9), Device("fast", 4, 1e9)]
+    plan = make_plan(ls, devs, micro=8, machines=2)
+    assert [d.name for d in plan.devices] == ["fast", "mid", "slow"]     # the ratio's tie
+    assert [len(s) for s in plan.split.stages] == [4, 2, 1]
+    assert plan.predicted < plan.baselines["equal_layers"]
+    assert plan.predicted < plan.baselines["equal_devices"]
+    out = plan.as_dict()
+    assert [s["device"] for s in out["stages"]] == ["fast", "mid", "slow"]
+    assert out["baseline_splits"]["equal_layers"] == [[0, 1, 2], [3, 4], [5, 6]]
+
+
+def test_the_command_line_refuses_bad_kinds(capsys):
+    from ndnps.planner.__main__ import main
+    assert main(["--kinds", "slow:0,fast:4"]) == 2
+    assert "--kinds" in capsys.readouterr().err
+    assert main(["--kinds", "a:1,a:2"]) == 2

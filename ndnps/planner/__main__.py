@@ -1,0 +1,103 @@
+"""python -m ndnps.planner --kinds slow:1,mid:2,fast:4 [--machines 2] [--hidden 64,64,...]
+                          [--dataset digits] [--micro-batches 4] [--micro-batch 16]
+                          [--profile-samples 512] [--bandwidth-mbps 100] [--json FILE]
+
+Plans pipeline + data-parallel training of the MLP on a cluster of --machines virtual machines,
+each with one device of every kind (speeds relative): profiles the model's layers on this
+machine (a brief pre-training on --profile-samples samples), orders the devices into stages,
+splits the layers with the integer program, and prints each stage's device, layers and
+predicted time, the predicted iteration time, and the baselines (equal layer split, a split
+that takes the devices as equal, pure data parallel). Exit 0; 2 on a bad argument.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .partition import Device
+
+
+def parse_kinds(text: str, bandwidth: float) -> list[Device]:
+    """"slow:1,mid:2,fast:4" → devices (ValueError naming the entry)."""
+    out = []
+    for entry in text.split(","):
+        name, sep, speed = entry.partition(":")
+        try:
+            value = float(speed)
+        except ValueError:
+            value = -1.0
+        if not sep or not name or value <= 0:
+            raise ValueError(f"--kinds: expected name:speed (speed > 0), got {entry!r}")
+        out.append(Device(name, value, bandwidth))
+    if len({d.name for d in out}) != len(out):
+        raise ValueError("--kinds: a kind named twice")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ndnps.planner", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kinds", required=True, help="device kinds and speeds, name:speed,...")
+    p.add_argument("--machines", type=int, default=2)
+    p.add_argument("--hidden", default="128,128,128,128,128,128",
+                   help="the MLP's hidden layer sizes (default six of 128)")
+    p.add_argument("--dataset", default="digits", choices=("digits", "synthetic"))
+    p.add_argument("--micro-batches", type=int, default=4, help="k per mini-batch")
+    p.add_argument("--micro-batch", type=int, default=16, help="samples per micro-batch")
+    p.add_argument("--profile-samples", type=int, default=512, help="the method's a")
+    p.add_argument("--bandwidth-mbps", type=float, default=100.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", metavar="FILE", help="also write the plan as JSON")
+    return p
+
+
+def table(out: dict) -> str:
+    lines = [f"{'stage':>5}  {'device':<8} {'speed':>5}  {'layers':<12} {'s/micro-batch':>13}  "
+             f"{'sync s':>8}"]
+    for s in out["stages"]:
+        layers = f"{s['layers'][0]}-{s['layers'][-1]}"
+        lines.append(f"{s['stage']:>5}  {s['device']:<8} {s['speed']:>5g}  {layers:<12} "
+                     f"{s['seconds_per_micro_batch']:>13.5f}  {s['sync_seconds']:>8.5f}")
+    lines.append(f"predicted iteration {out['predicted_iteration_seconds']:.5f} s (solved in "
+                 f"{out['solve_seconds']:.2f} s)")
+    for name, v in out["baselines"].items():
+        lines.append(f"  {name:<14} {v:.5f} s  (planned ÷ it: "
+                     f"{out['predicted_iteration_seconds'] / v:.2f})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        devices = parse_kinds(args.kinds, args.bandwidth_mbps * 1e6 / 8)
+        hidden = [int(h) for h in args.hidden.split(",") if h]
+        if args.machines < 1 or args.micro_batches < 1 or args.micro_batch < 1 or \
+                len(hidden) + 1 < len(devices) or any(h < 1 for h in hidden):
+            raise ValueError("--machines, --micro-batches, --micro-batch must be >= 1 and the "
+                             "MLP needs at least as many layers as kinds")
+    except ValueError as e:
+        print(f"planner: {e}", file=sys.stderr)
+        return 2
+    from ndnps.ml.data import load_dataset
+    from ndnps.ml.models import MLP
+
+    from .plan import make_plan
+    from .profile import profile
+    ds = load_dataset(args.dataset, args.seed)
+    model = MLP(ds.n_features, hidden, ds.n_classes, args.seed)
+    a = min(args.profile_samples, len(ds.X_train))
+    layers = profile(model, ds.X_train[:a], ds.y_train[:a], args.micro_batch,
+                     steps=max(2, a // args.micro_batch))
+    plan = make_plan(layers, devices, args.micro_batches, args.machines)
+    out = {"kinds": {d.name: d.speed for d in devices}, "hidden": hidden,
+           "dataset": args.dataset, **plan.as_dict()}
+    print(table(out))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

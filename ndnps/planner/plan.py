@@ -1,0 +1,94 @@
+"""The plan (issue 27; the `004_…` method's steps 2–4 put together): devices in stage order,
+the layers' split, each stage's predicted time, the iteration's predicted time (the 1F1B
+pipeline simulated, then the slowest stage's synchronisation), and the baselines beside it —
+the equal layer split, the split that takes every device as equally fast, and pure data
+parallel (every device the whole model, equal shares of the batch, as a PS gives them)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ndnps.exchanges.pipeline import simulate
+
+from .partition import Device, Layer, Split, order_devices, partition, split_by_bounds
+
+
+@dataclass
+class Plan:
+    devices: list[Device]
+    split: Split
+    micro: int
+    machines: int
+    predicted: float                    # s per mini-batch
+    solve_seconds: float
+    baselines: dict[str, float] = field(default_factory=dict)   # predicted s per mini-batch
+    baseline_splits: dict[str, list[list[int]]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"machines": self.machines, "micro_batches": self.micro,
+                "stages": [{"stage": s + 1, "device": d.name, "speed": d.speed,
+                            "layers": idx, "seconds_per_micro_batch": round(t, 6),
+                            "sync_seconds": round(y, 6)}
+                           for s, (d, idx, t, y) in enumerate(zip(
+                               self.devices, self.split.stages, self.split.stage_seconds,
+                               self.split.sync_seconds))],
+                "predicted_iteration_seconds": round(self.predicted, 6),
+                "solve_seconds": round(self.solve_seconds, 3),
+                "baselines": {k: round(v, 6) for k, v in self.baselines.items()},
+                "baseline_splits": self.baseline_splits}
+
+
+def predict(split: Split, layers: Sequence[Layer], micro: int) -> float:
+    """A mini-batch's time: the 1F1B pipeline of the split's stages simulated (each stage's
+    forward and backward on its device, the boundaries' transfers), then the slowest stage's
+    synchronisation with the other machines."""
+    fastest = max(d.speed for d in split.devices)
+    fwd, bwd, links = [], [], []
+    for s, (idx, dev) in enumerate(zip(split.stages, split.devices)):
+        slow = fastest / dev.speed
+        fwd.append(sum(layers[i].forward for i in idx) * slow)
+        bwd.append(sum(layers[i].backward for i in idx) * slow)
+        if s < len(split.stages) - 1:
+            links.append(layers[idx[-1]].activation_bytes / dev.bandwidth)
+    return simulate(fwd, bwd, micro, links).seconds + max(split.sync_seconds)
+
+
+def equal_sizes(layers: int, stages: int) -> list[int]:
+    return [layers // stages + (1 if s < layers % stages else 0) for s in range(stages)]
+
+
+def data_parallel(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
+                  machines: int) -> float:
+    """Every one of the machines × devices holds the whole model and computes an equal share of
+    the mini-batches' micro-batches; the slowest paces, then the whole model is synchronised
+    among all of them."""
+    fastest = max(d.speed for d in devices)
+    workers = machines * len(devices)
+    share = micro * machines / workers                  # micro-batches each
+    compute = max(sum(l.forward + l.backward for l in layers) * share * fastest / d.speed
+                  for d in devices)
+    model = sum(l.param_bytes for l in layers)
+    sync = model * 2 * (workers - 1) / workers / min(d.bandwidth for d in devices)
+    return compute + sync
+
+
+def make_plan(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
+              machines: int) -> Plan:
+    model_bytes = sum(l.param_bytes for l in layers)
+    ordered = order_devices(devices, model_bytes, machines)
+    t0 = time.perf_counter()
+    split = partition(layers, ordered, micro, machines)
+    solve = time.perf_counter() - t0
+    plan = Plan(ordered, split, micro, machines, predict(split, layers, micro), solve)
+    equal = split_by_bounds(layers, ordered, equal_sizes(len(layers), len(ordered)), micro,
+                            machines)
+    # planned as if every device were as fast as the fastest, run on the real ones
+    same = partition(layers, [Device(d.name, 1.0, d.bandwidth) for d in ordered], micro,
+                     machines)
+    as_if = split_by_bounds(layers, ordered, [len(s) for s in same.stages], micro, machines)
+    plan.baselines = {"equal_layers": predict(equal, layers, micro),
+                      "equal_devices": predict(as_if, layers, micro),
+                      "data_parallel": data_parallel(layers, devices, micro, machines)}
+    plan.baseline_splits = {"equal_layers": equal.stages, "equal_devices": as_if.stages}
+    return plan
