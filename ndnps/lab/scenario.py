@@ -445,7 +445,7 @@ class Runner:
         conf = self.run_dir / "config" / "share.toml"
         conf.write_text(_to_toml(share.controller_config(s, self.sc.all_jobs)))
         argv = [sys.executable, "-m", "apps.controller", "--config", str(conf), "--metrics",
-                str(self.run_dir / "metrics" / f"{share.CTL}.jsonl")]
+                str(self.run_dir / "metrics" / f"{share.CTL}.jsonl"), *self._link_flags()]
         proc = self.controller = self._spawn(
             share.CTL, argv, {"NDN_CLIENT_TRANSPORT": f"unix://{self.sockets[s.at]}"})
         wait_until(lambda: "ready" in proc.tail(5), READY_TIMEOUT, proc, "ready")
