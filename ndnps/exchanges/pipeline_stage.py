@@ -1,0 +1,105 @@
+"""One pipeline stage's work on a mini-batch (issue 27), sans-I/O: its layers (ndnps.ml.stages)
+driven in its 1F1B order (ndnps.exchanges.pipeline.Stage). The caller hands it what arrives —
+the previous stage's activations, the next stage's gradients — and calls `step()` while it
+returns work done; each result says what to send on (an activation forward, a gradient back).
+When every micro-batch is through, `gradients()` are the stage's parameters' gradients for the
+whole mini-batch (summed over its micro-batches, each scaled by the mini-batch's size: the
+mean, as the single process computes it), to be synchronised with the same stage of the other
+machines and applied by the update rule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ndnps.ml.stages import Saved, StageModel
+
+from .pipeline import BACKWARD, FORWARD, Op, Stage
+
+
+@dataclass
+class Sent:
+    op: Op
+    forward: np.ndarray | None = None       # the activation for the next stage
+    backward: np.ndarray | None = None      # the gradient for the previous stage
+    loss: float | None = None               # the last stage's: its micro-batch's share
+
+
+@dataclass
+class StageWork:
+    """`micro_inputs`: the first stage's micro-batches (X parts); `labels`: the last stage's
+    (y parts); `batch`: the mini-batch's size (the gradients' scale)."""
+    model: StageModel
+    index: int
+    stages: int
+    batch: int
+    micro: int
+    recompute: bool = False
+    machine: Stage = field(init=False)
+    inputs: dict[int, np.ndarray] = field(default_factory=dict)
+    grads_in: dict[int, np.ndarray] = field(default_factory=dict)
+    labels: dict[int, np.ndarray] = field(default_factory=dict)
+    saved: dict[int, Saved] = field(default_factory=dict)
+    outputs: dict[int, np.ndarray] = field(default_factory=dict)   # the last stage's logits
+    sums: dict[str, np.ndarray] = field(default_factory=dict)
+    loss: float = 0.0
+    peak_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        self.machine = Stage(self.index, self.stages, self.micro)
+        self.machine.activations = set()        # even the first's: its samples are handed in
+
+    def activation(self, mb: int, h: np.ndarray, y: np.ndarray | None = None) -> None:
+        """Micro-batch mb's input (the first stage: its samples), and its labels at the last."""
+        self.inputs[mb] = h
+        self.machine.activations.add(mb)
+        if y is not None:
+            self.labels[mb] = y
+
+    def gradient(self, mb: int, d: np.ndarray) -> None:
+        self.grads_in[mb] = d
+        self.machine.gradients.add(mb)
+
+    def step(self) -> Sent | None:
+        """Run the next operation if its inputs are here (the last stage's backward starts
+        from its own loss)."""
+        op = self.machine.ready()
+        if op is None:
+            return None
+        self.machine.start(op)
+        sent = self._forward(op) if op.kind == FORWARD else self._backward(op)
+        self.machine.finish()
+        self.peak_bytes = max(self.peak_bytes, sum(s.held_bytes for s in self.saved.values()))
+        return sent
+
+    def _forward(self, op: Op) -> Sent:
+        out, saved = self.model.forward(self.inputs.pop(op.mb), keep=not self.recompute)
+        self.saved[op.mb] = saved
+        if self.model.is_last:
+            self.outputs[op.mb] = out
+            return Sent(op)
+        return Sent(op, forward=out)
+
+    def _backward(self, op: Op) -> Sent:
+        saved = self.saved.pop(op.mb)
+        loss = None
+        if self.model.is_last:
+            loss, d = self.model.loss_grad(self.outputs.pop(op.mb), self.labels.pop(op.mb),
+                                           self.batch)
+            self.loss += loss
+        else:
+            d = self.grads_in.pop(op.mb)
+        d_in, grads = self.model.backward(saved, d)
+        for k, g in grads.items():
+            self.sums[k] = self.sums[k] + g if k in self.sums else g
+        return Sent(op, backward=d_in if self.index > 0 else None, loss=loss)
+
+    @property
+    def finished(self) -> bool:
+        return self.machine.finished
+
+    def gradients(self) -> dict[str, np.ndarray]:
+        if not self.finished:
+            raise ValueError(f"stage {self.index}: the mini-batch is not through")
+        return {k: self.sums[k] for k in self.model.names}
