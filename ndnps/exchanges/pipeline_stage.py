@@ -15,7 +15,7 @@ import numpy as np
 
 from ndnps.ml.stages import Saved, StageModel
 
-from .pipeline import BACKWARD, FORWARD, Op, Stage
+from .pipeline import FORWARD, Op, Stage
 
 
 @dataclass
