@@ -108,15 +108,15 @@ class Aggregation:
         self.overlap_log: deque[dict[str, object]] = deque(maxlen=OVERLAP_LOG)
         self.first_overlap: dict[str, object] | None = None
         self._waiting: dict[bytes, tuple[bytes, SlotKey, tuple[str, ...]]] = {}
-        self._now = 0.0                         # the last trigger's time (see _at)
+        self._now = 0.0                         # the last trigger's time: the status's
 
     # ---- configuration -------------------------------------------------------------------
 
-    def configure(self, config: AggregatorConfig, now: float | None = None) -> None:
+    def configure(self, config: AggregatorConfig, now: float) -> None:
         """Aggregate for `config.training` in its range of the pool, which grows to hold it.
         Configured again: its sums and slots are dropped (not the other trainings'), its
         counts go on."""
-        now = self._at(now)
+        self._now = now
         old = self.trainings.get(config.training)
         if old is not None:
             self._forget(old, now)
@@ -125,11 +125,11 @@ class Aggregation:
         if old is not None:
             t.overlaps = old.overlaps
 
-    def remove(self, training: bytes, now: float | None = None) -> bool:
+    def remove(self, training: bytes, now: float) -> bool:
         t = self.trainings.pop(training, None)
         if t is None:
             return False
-        now = self._at(now)
+        self._now = now
         self._forget(t, now)
         self.pool.unassign(training, now)
         if not self.trainings:
@@ -142,14 +142,6 @@ class Aggregation:
         for key in list(t.pending):
             self._drop(t, key)
         self.pool.drop(t.config.training, now)
-
-    def _at(self, now: float | None) -> float:
-        """`now`, remembered; or, for a caller that has none (the pipelines' push and
-        configuration), the last trigger's: the tick's on_timer keeps it within a tick."""
-        if now is None:
-            return self._now
-        self._now = now
-        return now
 
     # ---- triggers --------------------------------------------------------------------------
 
@@ -256,7 +248,7 @@ class Aggregation:
         p.expressed.pop(interest.name, None)
         return self._express(t, key, p, [self._member(t, key, p, w) for w in workers])
 
-    def on_push(self, rest: bytes, now: float | None = None) -> list[Op]:
+    def on_push(self, rest: bytes, now: float) -> list[Op]:
         """A `*distribute*` Data went by (`rest`: its name without the marker): a push of a
         training's version frees that training's slots of older versions, their sums left
         unfinished Nacked. Any other version than the last one seen counts (a PS restarted
@@ -272,7 +264,8 @@ class Aggregation:
                 if version == t.pushed:
                     return []
                 t.pushed = version
-                self.pool.release_before(training, version, self._at(now))
+                self._now = now
+                self.pool.release_before(training, version, now)
                 ops: list[Op] = []
                 for key in [k for k in t.pending if k.version < version]:
                     ops += self._ended(key)

@@ -123,7 +123,7 @@ def test_configuring_or_removing_one_training_keeps_the_others_slots_and_sums():
     assert list(agg.trainings[B].pending) == [b_key] and len(pool) == 1
     assert agg._waiting == b_waiting and pool.slots == 8
     assert agg.remove(B, now=0.8) and len(pool) == 0 and pool.slots == 1
-    assert not agg.remove(B)
+    assert not agg.remove(B, now=0.9)
 
 
 def test_each_slot_expires_at_its_own_trainings_timeout():
@@ -155,7 +155,7 @@ def test_busy_seconds_accumulate_per_training_and_for_the_pool():
     agg.on_interest(ask(A, 2, 0), 10.0)
     agg.on_timer(10.5)
     assert busy() == (3.5, 4.0, 5.5)                   # open: counted to the last trigger
-    agg.on_push(A + tail(3, 0))                        # no time given: the last trigger's
+    agg.on_push(A + tail(3, 0), now=10.5)             # A's next version: its slot freed
     agg.on_timer(20.0)
     assert busy() == (3.5, 4.0, 5.5)
 
