@@ -68,11 +68,6 @@ class ShareConfig:
     hold_limit: float = 30.0
 
 
-def nodes_of(job: TrainingConfig) -> list[str]:
-    """The nodes that ask for a job's rounds: its peers, or its PS."""
-    return list(job.workers) if job.collective else [job.ps]
-
-
 def job_id(ps: str, train: str) -> str:
     return f"{ps}/{train}"
 
@@ -125,10 +120,10 @@ class ShareController:
     """The adapter: Interests in, the Controller's answers out, its timers on the loop."""
 
     def __init__(self, share: ShareConfig, jobs: list[TrainingConfig], app: Any,
-                 metrics: MetricsWriter, clock: Callable[[], float] | None = None) -> None:
+                 metrics: MetricsWriter) -> None:
         self.share, self.app, self.metrics = share, app, metrics
         self.jobs = {job_id(j.ps, j.train): j for j in jobs}
-        self.core = Controller({k: nodes_of(j) for k, j in self.jobs.items()}, share.policy,
+        self.core = Controller({k: j.nodes for k, j in self.jobs.items()}, share.policy,
                                share.score, share.timeout, share.backoff, share.tries,
                                share.slot_timeout, share.hold_limit)
         self.signers = {k: Security(j.key_bytes, names.key(j.ps, j.train)).signer

@@ -27,6 +27,7 @@ it: on this 2-core machine a job alone also has the CPU to itself (docs/sharing.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import tempfile
@@ -76,8 +77,6 @@ def write_variant(variant: str, out: Path, job: int | None = None) -> Path:
 
 def figures(out: Path) -> dict:
     """A run directory's figures, from its summary made again by the code as it is now."""
-    import json
-
     from ndnps.lab import report, spec
     sc = spec.load(str(out / "scenario.toml"))
     wall = json.loads((out / "summary.json").read_text()).get("wall_seconds") or 0.0

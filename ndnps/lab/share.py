@@ -187,7 +187,7 @@ def summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) -> dic
     jobs: dict[str, Any] = {}
     mismatches: list[dict] = []
     for job in sc.all_jobs:
-        nodes = list(job.workers) if job.collective else [job.ps]
+        nodes = job.nodes
         chosen: dict[int, dict[str, str]] = {}
         waits: list[float] = []
         retries = 0

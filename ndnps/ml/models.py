@@ -79,14 +79,8 @@ class DenseNet:
             raise ValueError(f"need a non-empty batch with y of shape ({n},), got {y.shape}")
         if y.min() < 0 or y.max() >= self.n_classes:  # a negative label would silently wrap
             raise ValueError(f"labels must lie in [0, {self.n_classes})")
-        rows = np.arange(n)
-        shifted = z - z.max(axis=1, keepdims=True)  # stable: exp never overflows
-        log_norm = np.log(np.exp(shifted).sum(axis=1))
-        loss = float(np.mean(log_norm - shifted[rows, y]))
-
-        d = np.exp(shifted - log_norm[:, None])  # softmax probabilities
-        d[rows, y] -= 1
-        d /= n
+        losses, d = softmax_cross_entropy(z, y, n)
+        loss = float(np.mean(losses))
         grads: dict[str, np.ndarray] = {}
         for i in reversed(range(len(acts))):
             grads[f"W{i}"] = acts[i].T @ d
@@ -100,6 +94,19 @@ class DenseNet:
 
     def accuracy(self, X: np.ndarray, y: np.ndarray) -> float:
         return float(np.mean(self.predict(X) == np.asarray(y)))
+
+
+def softmax_cross_entropy(z: np.ndarray, y: np.ndarray,
+                          scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's softmax cross-entropy of logits `z` against labels `y`, and the gradient
+    w.r.t. `z` of their sum ÷ `scale` (the batch's size: of their mean)."""
+    rows = np.arange(z.shape[0])
+    shifted = z - z.max(axis=1, keepdims=True)  # stable: exp never overflows
+    log_norm = np.log(np.exp(shifted).sum(axis=1))
+    d = np.exp(shifted - log_norm[:, None])     # softmax probabilities
+    d[rows, y] -= 1
+    d /= scale
+    return log_norm - shifted[rows, y], d
 
 
 class SoftmaxRegression(DenseNet):

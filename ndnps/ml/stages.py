@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .models import DenseNet
+from .models import DenseNet, softmax_cross_entropy
 
 
 @dataclass
@@ -64,15 +64,8 @@ class StageModel:
                                                                               np.ndarray]:
         """The last stage's loss on a micro-batch (summed over it, ÷ `scale`: the mini-batch's
         size) and its gradient w.r.t. the logits (the same ÷ `scale`)."""
-        y = np.asarray(y)
-        rows = np.arange(logits.shape[0])
-        shifted = logits - logits.max(axis=1, keepdims=True)
-        log_norm = np.log(np.exp(shifted).sum(axis=1))
-        loss = float(np.sum(log_norm - shifted[rows, y])) / scale
-        d = np.exp(shifted - log_norm[:, None])
-        d[rows, y] -= 1
-        d /= scale
-        return loss, d
+        losses, d = softmax_cross_entropy(logits, np.asarray(y), scale)
+        return float(np.sum(losses)) / scale, d
 
     def backward(self, saved: Saved, d_out: np.ndarray) -> tuple[np.ndarray,
                                                                  dict[str, np.ndarray]]:

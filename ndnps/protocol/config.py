@@ -276,6 +276,12 @@ class TrainingConfig:
         return self.workers[0] if self.collective else self.ps
 
     @property
+    def nodes(self) -> list[str]:
+        """The apps that decide a job's rounds (a share controller's nodes): its peers, or its
+        PS."""
+        return list(self.workers) if self.collective else [self.ps]
+
+    @property
     def key_bytes(self) -> bytes | None:
         return self.key.encode() if self.key else None
 
