@@ -19,6 +19,7 @@ from ndnps.client.segments import sign_parts, sign_segments
 from ndnps.exchanges.buffers import Recent
 from ndnps.exchanges.push_rate import PushMeter
 from ndnps.exchanges.subscriber import Subscriber
+from ndnps.ml.device import Device
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten, unflatten
 
@@ -71,6 +72,7 @@ class Gradients:
     def __init__(self, job: Owner, faults: Faults, slowdown: float = 1.0) -> None:
         self.job = job
         self.slowdown = slowdown                    # emulate a device that many times slower
+        self.device = Device(slowdown)              # (its CPU time x slowdown: ndnps.ml.device)
         self.held: HeldInterests[tuple[int, int]] = HeldInterests()    # (step, segment)
         self.store: Recent[int, list[bytes]] = Recent(KEEP_GRADIENTS)  # step -> signed segments
         self.faults = FaultInjector(faults)
@@ -95,18 +97,18 @@ class Gradients:
         self.computed = max(self.computed, step)
         started = time.time()
         t0 = time.perf_counter()
-        job.model.load_params(unflatten(job.params, job.pspec))
-        X, y = job.batches.for_step(step)
-        loss, grads = job.model.loss_and_grad(X, y)
-        vec = flatten(grads)
+
+        params = job.params
+
+        def work() -> tuple[float, np.ndarray]:
+            job.model.load_params(unflatten(params, job.pspec))
+            X, y = job.batches.for_step(step)
+            loss, grads = job.model.loss_and_grad(X, y)
+            return loss, flatten(grads)
+        (loss, vec), timed = self.device.run(work)
+        if timed.owed > 0:                      # a slower device: the same work takes longer
+            time.sleep(timed.owed)
         compute = time.perf_counter() - t0
-        if self.slowdown > 1.0:                  # a slower device: the same work takes longer
-            until = t0 + compute * self.slowdown
-            if until - time.perf_counter() > 0.002:
-                time.sleep(until - time.perf_counter() - 0.001)
-            while time.perf_counter() < until:      # sleep overshoots by ~1 ms: spin the rest
-                pass
-            compute = time.perf_counter() - t0
         self.step_record = {"step": step, "base_version": base, "loss": loss, "compute": compute,
                             "compute_at": started}
         report = job.push_meter.report(base)

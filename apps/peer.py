@@ -48,14 +48,13 @@ from .combine import (FRESHNESS_MS, HELD_FIRST, InNetwork, PeerLost, Scheduled, 
                       round_of)
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
                      serve, setup_logging)
+from .linger import linger
 from .ps_common import JobFailed, total_steps, training_fetcher
 from .published import Published
 from .share import Share
 
 log = logging.getLogger("peer")
 
-QUIET = 0.5             # s without an Interest for our last version before a done peer leaves
-DONE = b"done"          # the content of the marker a peer publishes once its training is over
 
 
 def roll_key(epoch: int) -> tuple:
@@ -276,36 +275,9 @@ class Peer:
         return self.accuracy
 
     async def linger(self) -> None:
-        """Stay while the others may still fetch from us: until every peer says it is done
-        (each publishes a marker once its last version is complete — the gradient of the
-        version after the last, never computed, one segment "done"), then until nobody asked
-        anything for QUIET; `linger` at most. A peer that left already is not waited for."""
-        cfg, v = self.cfg, self.round(self.version)
-        self.published.publish((v, "gradient"), sign_parts(
-            [DONE], lambda s: names.collect(self.name, cfg.ps, cfg.train, v, s),
-            self.sec.signer, FRESHNESS_MS))
-        loop = asyncio.get_running_loop()
-        until = loop.time() + cfg.linger
-
-        async def done(peer: str) -> bool:
-            try:
-                await self.fetcher.fetch_held(
-                    lambda s: names.collect(peer, cfg.ps, cfg.train, v, s), 0,
-                    cfg.collect_lifetime, cfg.collect_lifetime, until, whole=False)
-                return True
-            except FetchError:
-                return False
-
-        others = [p for p in self.members if p != self.name]
-        heard = await asyncio.gather(*(done(p) for p in others))
-        if not all(heard):
-            log.info("left without hearing that %s were done",
-                     ", ".join(p for p, h in zip(others, heard) if not h))
-        while loop.time() < until:
-            self.published.held.purge()
-            if time.monotonic() - self.last_asked > QUIET and not len(self.published.held):
-                return
-            await asyncio.sleep(0.05)
+        """Stay while the others may still fetch from us (apps/linger.py)."""
+        await linger(self, [p for p in self.members if p != self.name],
+                     self.round(self.version))
 
     def end(self, code: int) -> None:
         self.metrics.write({"event": "end", "code": code, "version": self.version,

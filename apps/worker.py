@@ -163,7 +163,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--key", help="HMAC key of the training (overrides the config's)")
     p.add_argument("--slowdown", type=float, default=1.0, metavar="X",
                    help="emulate a device X times slower: each gradient takes X times its "
-                        "compute time (stragglers, heterogeneous workers)")
+                        "CPU time, the rest waited out (stragglers, heterogeneous workers; "
+                        "ndnps.ml.device)")
     f = p.add_argument_group("fault injection (tests only)")
     f.add_argument("--drop-pushes-prob", type=float, default=0.0, metavar="P",
                    help="drop each received pushed segment with probability P, as if lost")

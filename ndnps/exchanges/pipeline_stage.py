@@ -9,7 +9,9 @@ machines and applied by the update rule.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -44,7 +46,10 @@ class StageWork:
     outputs: dict[int, np.ndarray] = field(default_factory=dict)   # the last stage's logits
     sums: dict[str, np.ndarray] = field(default_factory=dict)
     loss: float = 0.0
-    peak_bytes: int = 0
+    peak_bytes: int = 0                     # activations held at once, at most
+    peak_full_bytes: int = 0                # ... had they all been kept (no recomputation)
+    recompute_cpu: float = 0.0              # CPU seconds spent recomputing them
+    cpu_clock: Callable[[], float] = time.thread_time
 
     def __post_init__(self) -> None:
         self.machine = Stage(self.index, self.stages, self.micro)
@@ -71,6 +76,8 @@ class StageWork:
         sent = self._forward(op) if op.kind == FORWARD else self._backward(op)
         self.machine.finish()
         self.peak_bytes = max(self.peak_bytes, sum(s.held_bytes for s in self.saved.values()))
+        self.peak_full_bytes = max(self.peak_full_bytes,
+                                   sum(s.full_bytes for s in self.saved.values()))
         return sent
 
     def _forward(self, op: Op) -> Sent:
@@ -83,6 +90,10 @@ class StageWork:
 
     def _backward(self, op: Op) -> Sent:
         saved = self.saved.pop(op.mb)
+        if not saved.complete:
+            t0 = self.cpu_clock()
+            saved = self.model.restore(saved)
+            self.recompute_cpu += self.cpu_clock() - t0
         loss = None
         if self.model.is_last:
             loss, d = self.model.loss_grad(self.outputs.pop(op.mb), self.labels.pop(op.mb),

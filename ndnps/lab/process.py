@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -152,20 +153,35 @@ def unix_socket_accepts(path: str) -> bool:
         s.close()
 
 
-def free_port(kind: int = socket.SOCK_DGRAM) -> int:
-    """A port free for both UDP and TCP on 127.0.0.1 at the time of the call."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, kind) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        other = socket.SOCK_STREAM if kind == socket.SOCK_DGRAM else socket.SOCK_DGRAM
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (what binding port 0 hands out)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port() -> int:
+    """A port free for both UDP and TCP on 127.0.0.1 at the time of the call, drawn from below
+    the kernel's ephemeral range: a port picked here for a forwarder started later cannot be
+    taken meanwhile by an ephemeral port (an earlier forwarder's outgoing faces, a client's
+    connection), as one picked by binding port 0 could (seen in the fat-tree's 20 forwarders:
+    "Address already in use")."""
+    high = min(_ephemeral_low(), 65536)
+    low = max(1024, min(20000, high - 4096))
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(low, high)
         try:
-            with socket.socket(socket.AF_INET, other) as s2:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s, \
+                    socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s2:
+                s.bind(("127.0.0.1", port))
                 s2.bind(("127.0.0.1", port))
             return port
         except OSError:
             continue
-    raise RuntimeError("no free port found")
+    raise RuntimeError(f"no free port found in [{low}, {high})")
 
 
 def start_forwarder(name: str, workdir: Path, udp: int = 0, tcp: int = 0,

@@ -160,7 +160,13 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
             # the jobs' wire rates together over one direction's rate (a duplex link: up to 2)
             sharing["link_use"] = sum(j["wire_mbps"] for j in sharing["jobs"].values()) \
                 / sc.bottleneck.rate_mbps
-    if sc.training.collective:             # PS-less: every peer's records (ndnps.lab.peers)
+    if getattr(sc, "pipeline", None) is not None:       # pipeline stages (issue 27)
+        from .pipeline import summary as pipeline_summary
+        block = summary["pipeline"] = pipeline_summary(run_dir, sc)
+        for key in ("final_accuracy", "parameters_identical", "digest_mismatches"):
+            summary[key] = block.get(key)
+        summary["collective"] = "pipeline"
+    elif sc.training.collective:           # PS-less: every peer's records (ndnps.lab.peers)
         from .peers import collective_summary
         peers = sc.training.workers
         if sc.topology == "bcube":           # each peer's host forwarder

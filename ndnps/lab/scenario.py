@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from forwarder.status import fetch_status
 
-from . import baseline, ina, report, share, spec, topology
+from . import baseline, ina, pipeline, report, share, spec, topology
 from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
 from .netns import Netns, NetnsUnavailable, check_available, remove_stale
 from .metrics import RUN_T0_ENV, read_metrics
@@ -143,6 +143,10 @@ class Runner:
             self.sc.training.aggregate_at = self.ina_plan.edge
             self.sc.training.aggregate_via = self.ina_plan.aggregate_via()
             self.sc.training.validate()
+        if self.sc.pipeline is not None:
+            # the planner on this machine: the stages and their layers, before anything runs
+            pipeline.write_plan(self.run_dir,
+                                pipeline.make_plan(self.sc.pipeline, self.sc.training))
         doc = dict(self.sc.raw)
         doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
         if self.sc.jobs:
@@ -368,7 +372,11 @@ class Runner:
                 ps_nodes.append((app, node, env, metrics, config))
                 continue
             if app.role == "peer":
-                argv = self._wrap(node) + [sys.executable, "-m", "apps.peer", "--name",
+                # a PS-less job's peer, or a pipeline's stage (its final parameters saved)
+                program = ["apps.stage", "--save", str(self.run_dir / pipeline.STAGES_DIR /
+                                                       f"{app.name}.npz")] \
+                    if self.sc.job_of(app.name).machines else ["apps.peer"]
+                argv = self._wrap(node) + [sys.executable, "-m", *program, "--name",
                                            app.name, "--config", str(config), "--metrics",
                                            str(metrics), *self._link_flags(),
                                            *self._start_flags(app.name)]
@@ -959,6 +967,8 @@ class Progress:
 def check_netns(sc: Scenario) -> None:
     """NetnsUnavailable, naming the cause, unless this host can make the scenario's
     namespaces (and for the bottleneck, its tbf qdiscs)."""
+    if sc.pipeline is not None:
+        raise ScenarioError("pipeline: on a local star, not with --netns (not built)")
     if sc.topology == "bottleneck" or sc.links.rate_mbps:
         check_available('topology.kind = "bottleneck"' if sc.topology == "bottleneck"
                         else "links.rate_mbps with --netns", tbf=True)

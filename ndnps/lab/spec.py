@@ -32,6 +32,9 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  forwarder = "fwd", ... } a forwarder (restarted on the same socket); random = { kills = 3, seed = 1, from_version = 20,
                  to_version = 200, restart_after = 2.0 } adds kills drawn from the seed
     [training]   everything `python -m apps.ps --help` lists (ndnps/protocol/config.py)
+    [[device_kinds]], [pipeline]
+                 pipeline + data parallel on devices of different speeds (issue 27): see
+                 ndnps/lab/pipeline.py
     [[jobs]]     several trainings at once, sharing the topology (e.g. two PSs and their
                  workers over one bottleneck): each entry holds [training] keys that replace
                  [training]'s for that job; `ps` names it (default "ps<k>"), `workers` is a
@@ -159,6 +162,8 @@ class Scenario:
     kills: list["Kill"] = field(default_factory=list)    # [faults], by version
     ina: Any = None                # [ina]: in-network aggregation (ndnps.lab.ina.Ina), or None
     share: Any = None              # [share]: jobs sharing an aggregator (ndnps.lab.share.Share)
+    # [[device_kinds]] and [pipeline]: pipeline + data parallel (ndnps.lab.pipeline.Pipeline)
+    pipeline: Any = None
     job_start: dict[str, float] = field(default_factory=dict)   # [[jobs]] start, by job (ps)
     raw: dict[str, Any] = field(default_factory=dict)    # the document as run
 
@@ -188,7 +193,7 @@ class Kill:
 
 
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
-        "training", "faults", "bottleneck", "jobs", "ina", "share"}
+        "training", "faults", "bottleneck", "jobs", "ina", "share", "device_kinds", "pipeline"}
 _TABLE_KEYS = {
     "topology": {"kind", "workers", "leaves", "k", "n"},
     "links": {f.name for f in fields(Links)},
@@ -293,6 +298,14 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
     # the PS's own default: a job goes on while a worker lives, its on_worker_loss deciding
     # how (every worker is still asked at the start); min_workers = N fails at the first loss
     training.setdefault("min_workers", 1)
+    if "pipeline" in doc or "device_kinds" in doc:
+        from . import pipeline
+        if "workers" in doc.get("training", {}):
+            raise ScenarioError("training.workers: a pipeline names its stage apps "
+                                "m<j>-<kind> itself")
+        sc.pipeline = pipeline.parse(doc, sc)
+        training = pipeline.training_table(sc.pipeline, training)
+        sc.workers = len(training["workers"])
     if training.get("collective"):
         _peer_defaults(training, sc)
     shared: dict[str, Any] = {}

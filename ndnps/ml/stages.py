@@ -22,6 +22,7 @@ class Saved:
     """What a forward leaves for its backward."""
     inputs: list[np.ndarray]        # each layer's input, or just the stage's (recomputation)
     complete: bool                  # False: the other layers' inputs are to be recomputed
+    full_bytes: int = 0             # what every layer's input takes (held without recomputation)
 
     @property
     def held_bytes(self) -> int:
@@ -58,7 +59,14 @@ class StageModel:
 
     def forward(self, h: np.ndarray, keep: bool = True) -> tuple[np.ndarray, Saved]:
         inputs, out = self._run(h)
-        return out, Saved(inputs if keep else inputs[:1], keep)
+        full = sum(a.nbytes for a in inputs)
+        return out, Saved(inputs if keep else inputs[:1], keep, full)
+
+    def restore(self, saved: Saved) -> Saved:
+        """Recomputation: every layer's input again, from the stage's input."""
+        if saved.complete:
+            return saved
+        return Saved(self._run(saved.inputs[0])[0], True, saved.full_bytes)
 
     def loss_grad(self, logits: np.ndarray, y: np.ndarray, scale: int) -> tuple[float,
                                                                               np.ndarray]:
@@ -70,7 +78,7 @@ class StageModel:
     def backward(self, saved: Saved, d_out: np.ndarray) -> tuple[np.ndarray,
                                                                  dict[str, np.ndarray]]:
         """The gradient w.r.t. the stage's input and its parameters' gradients."""
-        inputs = saved.inputs if saved.complete else self._run(saved.inputs[0])[0]
+        inputs = self.restore(saved).inputs
         p = self.model.params
         grads: dict[str, np.ndarray] = {}
         d = d_out

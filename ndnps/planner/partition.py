@@ -11,7 +11,7 @@ t × (fastest speed ÷ v).
 **Order** (steps 2–3): were every stage's compute time equal, a device's share of the model
 would be proportional to its speed, and its data-parallel synchronisation (same stage across
 the m machines) proportional to that share: its communication cost = share × model bytes ×
-2(m − 1)/m ÷ its bandwidth. Stages go to devices by the ratio of speed (the method's first
+2(m − 1)/m ÷ its bandwidth (a ring all-reduce; plus 2(m − 1) latencies). Stages go to devices by the ratio of speed (the method's first
 parameter) to that cost, largest first; ties (equal bandwidths make the ratio the same for
 every device): the fastest first.
 
@@ -44,6 +44,17 @@ class Device:
     name: str
     speed: float                # relative compute speed
     bandwidth: float = 1.25e7   # bytes/s of its links (100 Mbit/s)
+    latency: float = 0.0        # s a transfer takes besides its bytes (a round trip)
+
+    def transfer(self, nbytes: float) -> float:
+        return self.latency + nbytes / self.bandwidth
+
+    def sync(self, nbytes: float, machines: int) -> float:
+        """A ring all-reduce of `nbytes` among the same stage of `machines` machines: 2(m − 1)
+        steps of nbytes / m each."""
+        if machines < 2:
+            return 0.0
+        return 2 * (machines - 1) * (self.latency + nbytes / machines / self.bandwidth)
 
 
 @dataclass
@@ -74,17 +85,16 @@ def stage_costs(layers: Sequence[Layer], devices: Sequence[Device], stages: list
                 machines: int) -> tuple[list[float], list[float]]:
     """Each stage's time per micro-batch and synchronisation per mini-batch."""
     fastest = max(d.speed for d in devices)
-    factor = 2 * (machines - 1) / machines if machines > 1 else 0.0
     times, syncs = [], []
     for s, (idx, dev) in enumerate(zip(stages, devices)):
         slow = fastest / dev.speed
         compute = sum(layers[i].forward + layers[i].backward for i in idx) * slow
         # the boundary: its last layer's activation out, the gradient back (and the previous
         # stage's in: counted on the sender's side, once)
-        out = 2 * layers[idx[-1]].activation_bytes / dev.bandwidth if s < len(stages) - 1 \
+        out = 2 * dev.transfer(layers[idx[-1]].activation_bytes) if s < len(stages) - 1 \
             else 0.0
         times.append(compute + out)
-        syncs.append(sum(layers[i].param_bytes for i in idx) * factor / dev.bandwidth)
+        syncs.append(dev.sync(sum(layers[i].param_bytes for i in idx), machines))
     return times, syncs
 
 
@@ -131,10 +141,11 @@ def partition(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
         stage = {X(l, s): (layers[l].forward + layers[l].backward) * slow for l in range(L)}
         if s < n - 1:
             for l in range(L - 1):
-                stage[B(l, s)] = 2 * layers[l].activation_bytes / dev.bandwidth
+                stage[B(l, s)] = 2 * dev.transfer(layers[l].activation_bytes)
         row({**{i: -c for i, c in stage.items()}, Z: 1.0}, 0.0, np.inf)       # z >= stage
+        steps = 2 * (machines - 1) if machines > 1 else 0                     # w >= sync
         row({**{X(l, s): -layers[l].param_bytes * factor / dev.bandwidth for l in range(L)},
-             W: 1.0}, 0.0, np.inf)                                             # w >= sync
+             W: 1.0}, steps * dev.latency, np.inf)
     c = np.zeros(N)
     c[Z], c[W] = float(micro), 1.0
     integrality = np.zeros(N)

@@ -50,7 +50,7 @@ def predict(split: Split, layers: Sequence[Layer], micro: int) -> float:
         fwd.append(sum(layers[i].forward for i in idx) * slow)
         bwd.append(sum(layers[i].backward for i in idx) * slow)
         if s < len(split.stages) - 1:
-            links.append(layers[idx[-1]].activation_bytes / dev.bandwidth)
+            links.append(dev.transfer(layers[idx[-1]].activation_bytes))
     return simulate(fwd, bwd, micro, links).seconds + max(split.sync_seconds)
 
 

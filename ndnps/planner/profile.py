@@ -3,8 +3,10 @@ measure each layer — its forward and backward time per micro-batch, the bytes 
 activation per micro-batch, its parameter bytes — as partition.Layer records."""
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -15,11 +17,30 @@ from .partition import Layer
 
 
 def profile(model: DenseNet, X: np.ndarray, y: np.ndarray, micro_batch: int, steps: int = 8,
-            lr: float = 0.05) -> list[Layer]:
+            lr: float = 0.05, clock: Callable[[], float] = time.thread_time) -> list[Layer]:
     """Each layer of `model`, measured over `steps` SGD steps of `micro_batch` samples drawn
-    from (X, y) in order (the model is trained meanwhile: the method's pre-training)."""
+    from (X, y) in order (the model is trained meanwhile: the method's pre-training). Times
+    are CPU times (`clock`): what an emulated device scales (ndnps.ml.device), and what
+    other processes on the machine do not change."""
     if micro_batch < 1 or len(X) < micro_batch:
         raise ValueError(f"need at least one micro-batch of {micro_batch} samples")
+    with _one_blas_thread():
+        return _profile(model, X, y, micro_batch, steps, lr, clock)
+
+
+def _one_blas_thread():
+    """One BLAS thread, as the apps run (apps/launch.limit_blas_threads): a device is one core,
+    and the CPU time of a thread (`clock`) misses the work of BLAS's other threads (measured:
+    a third of the apps' per-operation CPU time with two)."""
+    try:
+        from threadpoolctl import threadpool_limits      # comes with scikit-learn
+    except ImportError:                                  # pragma: no cover
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
+
+
+def _profile(model: DenseNet, X: np.ndarray, y: np.ndarray, micro_batch: int, steps: int,
+             lr: float, clock: Callable[[], float]) -> list[Layer]:
     layers = len(model.sizes) - 1
     stages = [StageModel(model, i, i) for i in range(layers)]
     fwd: list[list[float]] = [[] for _ in range(layers)]
@@ -30,16 +51,16 @@ def profile(model: DenseNet, X: np.ndarray, y: np.ndarray, micro_batch: int, ste
         h, yb = X[at:at + micro_batch], y[at:at + micro_batch]
         saved = []
         for i, st in enumerate(stages):
-            t0 = time.perf_counter()
+            t0 = clock()
             h, s = st.forward(h)
-            fwd[i].append(time.perf_counter() - t0)
+            fwd[i].append(clock() - t0)
             saved.append(s)
         _, d = stages[-1].loss_grad(h, yb, micro_batch)
         grads: dict[str, np.ndarray] = {}
         for i in reversed(range(layers)):
-            t0 = time.perf_counter()
+            t0 = clock()
             d, g = stages[i].backward(saved[i], d)
-            bwd[i].append(time.perf_counter() - t0)
+            bwd[i].append(clock() - t0)
             grads.update(g)
         opt.step(model.params, {k: grads[k] for k in model.params})
     out = []

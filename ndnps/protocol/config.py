@@ -170,6 +170,23 @@ class TrainingConfig:
                            "version the furthest behind of them is at (ring and ina; a BCube "
                            "stops: its shape breaks)", choices=("stop", "re-form"))
 
+    # pipeline + data parallel on devices of different speeds (issue 27; docs/hetero.md)
+    machines: int = _f(0, "pipeline training: the virtual machines m, each running one stage "
+                       "app (python -m apps.stage) per device kind, named m<j>-<kind> "
+                       "(`workers`, machine by machine, each in stage order); the same stage "
+                       "of every machine is synchronised by ring all-reduce (collective = "
+                       "\"ring\"). 0: not a pipeline", low=0)
+    stage_kinds: list[str] = _f([], "pipeline: each stage's device kind, \"name:speed\", in "
+                                "stage order (the planner's)")
+    stage_layers: list[int] = _f([], "pipeline: how many of the model's layers each stage "
+                                 "holds, in stage order")
+    micro_batches: int = _f(4, "pipeline: micro-batches per mini-batch (k)", low=1)
+    recompute: bool = _f(False, "pipeline: a stage drops a micro-batch's activations after its "
+                         "forward and recomputes them before its backward (memory for time)")
+    device_scale: float = _f(1.0, "pipeline: the fastest device kind is this many times slower "
+                             "than one core of this machine (a device's work is measured in "
+                             "CPU time and waited out: ndnps.ml.device)", low=1)
+
     # ---- derived -----------------------------------------------------------------------------
 
     def validate(self) -> "TrainingConfig":
@@ -211,6 +228,8 @@ class TrainingConfig:
             if self.collective not in ("", "ina"):
                 raise ConfigError("training.share_controller: for a PS's job or collective "
                                   "= \"ina\" (a ring or BCube uses no aggregator)")
+        if self.machines:
+            self._check_pipeline()
         if self.dataset != "synthetic":
             for key in ("n_samples", "n_features", "n_classes"):
                 if getattr(self, key):
@@ -260,6 +279,55 @@ class TrainingConfig:
                 raise ConfigError("training.on_peer_loss: a BCube cannot re-form without a "
                                   "peer (its shape breaks): \"stop\"")
 
+    def _check_pipeline(self) -> None:
+        if self.collective != "ring" or self.mode != "sync" or self.model != "mlp":
+            raise ConfigError("training.machines: a pipeline trains an mlp in sync mode, its "
+                              "stages synchronised by collective = \"ring\"")
+        kinds = self.stage_devices()
+        if len(self.stage_layers) != len(kinds) or any(n < 1 for n in self.stage_layers):
+            raise ConfigError(f"training.stage_layers: one count >= 1 per stage "
+                              f"({len(kinds)}), got {self.stage_layers}")
+        if sum(self.stage_layers) != len(self.hidden) + 1:
+            raise ConfigError(f"training.stage_layers: {self.stage_layers} hold "
+                              f"{sum(self.stage_layers)} layers, the mlp has "
+                              f"{len(self.hidden) + 1}")
+        if self.workers != [a for m in self.stage_apps() for a in m]:
+            raise ConfigError("training.workers: a pipeline's apps are m<j>-<kind>, machine by "
+                              "machine in stage order: "
+                              + ", ".join(a for m in self.stage_apps() for a in m))
+        if self.batch < self.micro_batches:
+            raise ConfigError(f"training.micro_batches: {self.micro_batches} micro-batches of a "
+                              f"mini-batch of {self.batch}")
+        if self.target_accuracy:
+            raise ConfigError("training.target_accuracy: not with a pipeline (no stage holds "
+                              "the whole model: it is evaluated at the end)")
+        if self.on_peer_loss != "stop":
+            raise ConfigError("training.on_peer_loss: a pipeline stops when a stage is lost")
+
+    def stage_devices(self) -> list[tuple[str, float]]:
+        """machines > 0: (kind, speed) of each stage, in stage order."""
+        out = []
+        for i, entry in enumerate(self.stage_kinds):
+            name, sep, speed = entry.partition(":")
+            try:
+                value = float(speed)
+            except ValueError:
+                value = 0.0
+            if not sep or value <= 0:
+                raise ConfigError(f"training.stage_kinds[{i}]: expected \"name:speed\" "
+                                  f"(speed > 0), got {entry!r}")
+            _check_id(f"stage_kinds[{i}]", name)
+            out.append((name, value))
+        if not out or len({n for n, _ in out}) != len(out):
+            raise ConfigError(f"training.stage_kinds: one distinct kind per stage, got "
+                              f"{self.stage_kinds}")
+        return out
+
+    def stage_apps(self) -> list[list[str]]:
+        """machines > 0: the stage apps of each machine, in stage order."""
+        kinds = [k for k, _ in self.stage_devices()]
+        return [[f"m{j + 1}-{k}" for k in kinds] for j in range(self.machines)]
+
     def bcube_levels(self) -> int:
         """collective = "bcube": k, the levels of BCube(bcube_n, k) the peers fill."""
         n, peers, k = self.bcube_n, len(self.workers), 0
@@ -272,7 +340,9 @@ class TrainingConfig:
     @property
     def recorder(self) -> str:
         """The app whose metrics carry the job's version records: the PS, or without one
-        (collective) the first peer."""
+        (collective) the first peer, or a pipeline's stage that computes the loss."""
+        if self.machines:               # a pipeline: the first machine's last stage
+            return self.workers[len(self.stage_layers) - 1]
         return self.workers[0] if self.collective else self.ps
 
     @property
@@ -297,7 +367,7 @@ class TrainingConfig:
 
 
 def _type_name(t) -> str:
-    return {"str": "a string", "int": "an integer", "float": "a number",
+    return {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
             "list[str]": "a list of strings", "list[int]": "a list of integers"}[str(t)]
 
 
@@ -312,6 +382,7 @@ def _check(key: str, value: Any, typ, meta) -> None:
     t = str(typ)
     ok = {
         "str": isinstance(value, str),
+        "bool": isinstance(value, bool),
         "int": isinstance(value, int) and not isinstance(value, bool),
         "float": isinstance(value, (int, float)) and not isinstance(value, bool),
         "list[str]": isinstance(value, list) and all(isinstance(v, str) for v in value),
@@ -384,6 +455,8 @@ def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None 
             kw["type"], kw["metavar"] = int, "N"
         elif t == "float":
             kw["type"], kw["metavar"] = float, "X"
+        elif t == "bool":
+            kw["type"], kw["metavar"] = _bool, "true|false"
         elif t == "list[str]":
             kw["type"], kw["metavar"] = _str_list, "A,B,..."
         elif t == "list[int]":
@@ -391,6 +464,14 @@ def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None 
         else:
             kw["metavar"] = "TEXT" if not f.metadata.get("choices") else None
         group.add_argument("--" + f.name.replace("_", "-"), **kw)
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def _str_list(text: str) -> list[str]:

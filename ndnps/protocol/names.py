@@ -17,6 +17,11 @@ SegmentNameComponent (NDN naming conventions)::
                                                         part of its set at that level, phase
                                                         reduce (a partial sum) or gather (the
                                                         final sum); numbers as decimal text
+    activation  /<stage>/<train>/<v>/act/<mb>/<s>     pipeline (issue 27): a stage's output for
+                                                        micro-batch mb of step v, fetched by the
+                                                        next stage of its machine
+    backward    /<stage>/<train>/<v>/grad/<mb>/<s>    ... the gradient w.r.t. its input, fetched
+                                                        by the previous stage
     aggregate   /*aggregate*/<ps>/<train>/<v>/<s>/<d>   PS or aggregator -> aggregator: the sum of
                                                         the plan's collects of step v segment s
                                                         (<d>: ParametersSha256Digest of the plan,
@@ -150,6 +155,9 @@ AGGREGATE_NAME = (AGGREGATE, ID, ID, VER, SEG)       # ps train step seg (+ the 
 REDUCE, GATHER = b"reduce", b"gather"
 PARTIAL_REDUCE = (ID, ID, VER, REDUCE, NUM, NUM, NUM, SEG)   # peer train v set level part seg
 PARTIAL_GATHER = (ID, ID, VER, GATHER, NUM, NUM, NUM, SEG)
+ACT, GRAD = b"act", b"grad"
+STAGE_ACT = (ID, ID, VER, ACT, NUM, SEG)             # stage train v mb seg
+STAGE_GRAD = (ID, ID, VER, GRAD, NUM, SEG)
 ROLL = b"roll"
 ROLL_NAME = (ID, ID, ID, ROLL, NUM, SEG)              # peer ps train epoch seg
 SHARE, ASK, DONE = b"share", b"ask", b"done"
@@ -183,6 +191,15 @@ class Partial(NamedTuple):
     set: int
     level: int
     part: int
+    segment: int
+
+
+class StageTensor(NamedTuple):
+    stage: str
+    train: str
+    version: int
+    backward: bool          # a gradient for the previous stage (else an activation)
+    mb: int
     segment: int
 
 
@@ -262,6 +279,25 @@ def parse_partial(name: FormalName) -> Partial | None:
             peer, train, version, set_, level, part, seg = m
             return Partial(str(peer), str(train), int(version), reduce, int(set_), int(level),
                            int(part), int(seg))
+    return None
+
+
+def stage_tensor(stage: str, train: str, version: int, backward: bool, mb: int,
+                 seg: int) -> FormalName:
+    """What pipeline stage app `stage` produces for micro-batch `mb` of step `version`: its
+    output activation (for the next stage) or, `backward`, the gradient w.r.t. its input (for
+    the previous one)."""
+    return _build(STAGE_GRAD if backward else STAGE_ACT, stage, train, version, mb, seg)
+
+
+def parse_stage_tensor(name: FormalName) -> StageTensor | None:
+    """A StageTensor, or None if the name has another shape."""
+    for shape, backward in ((STAGE_ACT, False), (STAGE_GRAD, True)):
+        m = _match(name, shape)
+        if m:
+            stage, train, version, mb, seg = m
+            return StageTensor(str(stage), str(train), int(version), backward, int(mb),
+                               int(seg))
     return None
 
 
@@ -387,13 +423,15 @@ _LOCALHOST_TLV = encode_tlv(_GENERIC, b"localhost")
 _CLASSES = ((TASK, "task"), (CONTENT, "content"), (INSERT_NAME, "insert"), (CONFIRM, "insert"),
             (REMOVE_NAME, "remove"), (COLLECT, "collect"), (DISTRIBUTE_NAME, "distribute"),
             (UNICAST, "params"), (PARTIAL_REDUCE, "partial"), (PARTIAL_GATHER, "partial"),
-            (ROLL_NAME, "roll"), (SHARE_ASK, "share"), (SHARE_DONE, "share"))
+            (ROLL_NAME, "roll"), (SHARE_ASK, "share"), (SHARE_DONE, "share"),
+            (STAGE_ACT, "activation"), (STAGE_GRAD, "backward"))
 
 
 def classify(name: bytes, is_data: bool) -> str:
     """The exchange a packet belongs to, from its raw Name TLV-VALUE: task, content, insert,
     remove, collect, distribute (a push; an Interest for a pushed name is a probe), params
-    (unicast baseline), aggregate, mgmt, or other."""
+    (unicast baseline), partial, roll, share, activation, backward (pipeline stages),
+    aggregate, mgmt, or other."""
     try:
         offsets = component_offsets(name)
     except DecodeError:

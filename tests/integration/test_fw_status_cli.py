@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -25,7 +24,7 @@ def test_no_forwarder_is_one_line_naming_the_transport(tmp_path, transport):
     if transport == "unix":
         uri = f"unix://{tmp_path}/nobody.sock"
     else:
-        uri = f"tcp://127.0.0.1:{free_port(socket.SOCK_STREAM)}"
+        uri = f"tcp://127.0.0.1:{free_port()}"
     proc = _status("--transport", uri)
     assert proc.returncode == 1
     assert proc.stdout == ""

@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -174,7 +173,7 @@ def test_cs_hit_echoes_the_new_consumers_token(procs, ndnts):
 def test_ndnts_producer_over_tcp(procs, ndnts):
     """The producer registers over a loopback TCP face (NDNts and the forwarder both take it
     as local: /localhost/nfd); the consumer comes in on the unix socket."""
-    port = free_port(socket.SOCK_STREAM)
+    port = free_port()
     sock = procs.forwarder(tcp=port)
     ndnts.spawn(procs, "producer", "producer.mjs", "/viatcp", sock=f"tcp://127.0.0.1:{port}",
                 wait_ready=True)

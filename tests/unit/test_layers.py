@@ -77,7 +77,9 @@ MAY_IMPORT = {
     #                                              pipeline schedule it simulates
     "ndnps.client": {"ndnps.ndn", "ndnps.exchanges"},   # the exchanges' asyncio adapters
     "ndnps.exchanges": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml"},
-    "ndnps.lab": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml", "ndnps.placement", "forwarder"},
+    # the lab places aggregators (placement) and plans pipelines (planner) before a run
+    "ndnps.lab": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml", "ndnps.placement", "ndnps.planner",
+                  "forwarder"},
     "ndnps": {"ndnps.lab", "ndnps.ml"},          # the `python -m ndnps.<program>` entry points
     "forwarder": {"ndnps.ndn"},
     "apps": {f"ndnps.{s}" for s in SUBPACKAGES} | {"forwarder"},

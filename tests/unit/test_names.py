@@ -134,3 +134,20 @@ def test_a_roll_call_answer_round_trips_and_is_no_other_name():
     assert names.parse_collect(n) is None and names.parse_partial(n) is None
     assert names.classify(b"".join(n), True) == "roll"
     assert names.parse_roll(names.collect("w3", "job", "t1", 2, 0)) is None
+
+
+def test_a_pipeline_stages_tensors_round_trip_and_are_no_other_name():
+    a = names.stage_tensor("m1-fast", "t1", 7, False, 3, 0)
+    assert names.to_str(a) == "/m1-fast/t1/v=7/act/3/seg=0"
+    assert names.parse_stage_tensor(a) == names.StageTensor("m1-fast", "t1", 7, False, 3, 0)
+    g = names.stage_tensor("m2-slow", "t1", 7, True, 0, 2)
+    assert names.to_str(g) == "/m2-slow/t1/v=7/grad/0/seg=2"
+    assert names.parse_stage_tensor(g).backward is True
+    assert names.classify(b"".join(a), True) == "activation"
+    assert names.classify(b"".join(g), False) == "backward"
+    for other in (names.partial("m1-fast", "t1", 7, True, 0, 0, 3, 0),
+                  names.collect("m1-fast", "ps", "t1", 7, 0), names.roll("m1", "ps", "t1", 1)):
+        assert names.parse_stage_tensor(other) is None
+    assert names.parse_partial(a) is None and names.parse_collect(a) is None
+    with pytest.raises(names.BadName):
+        names.stage_tensor("m1-fast", "t1", 1, False, -1, 0)

@@ -1,0 +1,306 @@
+"""Pipeline + data-parallel training on devices of different speeds in a scenario (issue 27; the
+`004_…` method): the `[[device_kinds]]` and `[pipeline]` tables, the plan made before the run,
+and summary.json's `pipeline` block.
+
+    [[device_kinds]]
+    name = "slow"
+    speed = 1.0                # relative; each machine has one device of every kind
+    ...
+    [pipeline]
+    machines = 2               # m virtual machines, data parallel
+    micro_batches = 4          # k per mini-batch (training.batch samples per machine)
+    split = "planned"          # the planner's integer program | "equal-layers" | "equal-devices"
+    recompute = false          # stages drop activations after the forward, recompute them
+    device_scale = 16.0        # the fastest kind is this many times slower than one core here
+    profile_samples = 512      # the planner's pre-training (the method's a)
+    bandwidth_mbps = 120.0     # the planner's model of a transfer: bytes / bandwidth ...
+    latency_ms = 2.0           # ... + latency (this machine's NDN stack: docs/hetero.md)
+
+Before the apps start, the runner profiles the model on this machine (ndnps.planner.profile:
+CPU time per layer, the same measure the devices scale), orders the kinds into stages and
+splits the layers (ndnps.planner.plan), writes `plan.json` and sets the training's
+`stage_kinds`, `stage_layers` and `workers` (m<j>-<kind>, machine by machine in stage order)
+to the split chosen; each stage app (python -m apps.stage) then runs from the scenario as run.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .metrics import read_metrics
+from .spec import ScenarioError, _number
+
+if TYPE_CHECKING:
+    from ndnps.protocol.config import TrainingConfig
+
+    from .spec import Scenario
+
+SPLITS = ("planned", "equal-layers", "equal-devices")
+KEYS = {"machines", "micro_batches", "split", "recompute", "device_scale", "profile_samples",
+        "bandwidth_mbps", "latency_ms"}
+WARMUP_STEPS = 2            # the first steps carry start-up (as report.WARMUP_VERSIONS)
+STAGES_DIR = "stages"       # the run directory's folder of each stage's final parameters
+
+
+@dataclass
+class Pipeline:
+    kinds: list[tuple[str, float]] = field(default_factory=list)   # [[device_kinds]]
+    machines: int = 2
+    micro_batches: int = 4
+    split: str = "planned"
+    recompute: bool = False
+    device_scale: float = 1.0
+    profile_samples: int = 512
+    bandwidth_mbps: float = 120.0
+    latency_ms: float = 2.0
+    plan: dict[str, Any] | None = None          # made by `make_plan` before the run
+
+
+def parse(doc: dict[str, Any], sc: "Scenario") -> Pipeline:
+    """[[device_kinds]] and [pipeline] (errors name the key); the training gets the
+    pipeline's fields and an equal split until `make_plan` replaces it."""
+    kinds_doc, table = doc.get("device_kinds"), doc.get("pipeline")
+    if kinds_doc is None or table is None:
+        raise ScenarioError(("device_kinds" if kinds_doc is None else "pipeline")
+                            + ": a pipeline needs both [[device_kinds]] and [pipeline]")
+    if not isinstance(kinds_doc, list) or not kinds_doc or \
+            not all(isinstance(k, dict) for k in kinds_doc):
+        raise ScenarioError("device_kinds: expected an array of tables ([[device_kinds]] "
+                            "name = \"slow\", speed = 1.0)")
+    p = Pipeline()
+    for i, entry in enumerate(kinds_doc):
+        where = f"device_kinds[{i}]"
+        for key in entry:
+            if key not in ("name", "speed"):
+                raise ScenarioError(f"{where}.{key}: unknown key (known: name, speed)")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name or "/" in name or ":" in name:
+            raise ScenarioError(f"{where}.name: a name without '/' or ':', got {name!r}")
+        if name in [k for k, _ in p.kinds]:
+            raise ScenarioError(f"{where}.name: {name!r} named twice")
+        p.kinds.append((name, _number(entry.get("speed", 0.0), f"{where}.speed", 1e-6)))
+    if not isinstance(table, dict):
+        raise ScenarioError("pipeline: expected a table")
+    for key in table:
+        if key not in KEYS:
+            raise ScenarioError(f"pipeline.{key}: unknown key (known: {', '.join(sorted(KEYS))})")
+    p.machines = _number(table.get("machines", p.machines), "pipeline.machines", 1, 16, True)
+    p.micro_batches = _number(table.get("micro_batches", p.micro_batches),
+                              "pipeline.micro_batches", 1, 256, True)
+    p.split = table.get("split", p.split)
+    if p.split not in SPLITS:
+        raise ScenarioError(f"pipeline.split: one of {', '.join(SPLITS)}, got {p.split!r}")
+    p.recompute = table.get("recompute", p.recompute)
+    if not isinstance(p.recompute, bool):
+        raise ScenarioError(f"pipeline.recompute: expected true or false, got {p.recompute!r}")
+    p.device_scale = _number(table.get("device_scale", p.device_scale), "pipeline.device_scale",
+                             1.0, 1000.0)
+    p.profile_samples = _number(table.get("profile_samples", p.profile_samples),
+                                "pipeline.profile_samples", 1, 1 << 20, True)
+    p.bandwidth_mbps = _number(table.get("bandwidth_mbps", p.bandwidth_mbps),
+                               "pipeline.bandwidth_mbps", 0.001)
+    p.latency_ms = _number(table.get("latency_ms", p.latency_ms), "pipeline.latency_ms", 0.0)
+    if "jobs" in doc or "share" in doc or "ina" in doc:
+        raise ScenarioError("pipeline: one job, without [share] or [ina] (not built)")
+    if sc.topology != "star" or sc.netns:
+        raise ScenarioError("pipeline: on a local star (topology.kind = \"star\", not "
+                            "--netns: not built)")
+    return p
+
+
+def training_table(p: Pipeline, training: dict[str, Any]) -> dict[str, Any]:
+    """[training] as the pipeline runs it, an equal split standing in for the plan."""
+    hidden = training.get("hidden", [64])
+    layers = (len(hidden) if isinstance(hidden, list) else 1) + 1
+    n = len(p.kinds)
+    sizes = [layers // n + (1 if s < layers % n else 0) for s in range(n)]
+    kinds = [f"{k}:{v:g}" for k, v in p.kinds]
+    return {**training, "machines": p.machines, "collective": "ring",
+            "micro_batches": p.micro_batches, "recompute": p.recompute,
+            "device_scale": p.device_scale, "stage_kinds": kinds,
+            "stage_layers": sizes if min(sizes, default=0) >= 1 else [1] * n,
+            "workers": [f"m{j + 1}-{k}" for j in range(p.machines) for k, _ in p.kinds]}
+
+
+def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
+    """The planner on this machine: profile, order, split (ndnps.planner); the training set
+    to the split `p.split` chooses. Returns the plan as written to plan.json."""
+    from ndnps.ml.data import load_dataset
+    from ndnps.ml.models import MLP
+    from ndnps.planner.partition import Device
+    from ndnps.planner.plan import make_plan as plan_of
+    from ndnps.planner.profile import profile
+    from ndnps.protocol.config import ConfigError
+    ds = load_dataset(t.dataset, t.seed, **t.dataset_kwargs())
+    if len(t.hidden) + 1 < len(p.kinds):
+        raise ScenarioError(f"training.hidden: {len(t.hidden) + 1} layers cannot make "
+                            f"{len(p.kinds)} stages")
+    micro = -(-t.batch // p.micro_batches)
+    a = min(p.profile_samples, len(ds.X_train))
+    if a < micro:
+        raise ScenarioError(f"pipeline.profile_samples: {a} samples hold no micro-batch of "
+                            f"{micro}")
+    model = MLP(ds.n_features, list(t.hidden), ds.n_classes, t.seed)
+    measured = profile(model, ds.X_train[:a], ds.y_train[:a], micro,
+                       steps=max(4, a // micro))
+    # the devices' time: the fastest kind is device_scale times this machine's CPU time
+    layers = [replace(l, forward=l.forward * p.device_scale,
+                      backward=l.backward * p.device_scale) for l in measured]
+    devices = [Device(k, v, p.bandwidth_mbps * 1e6 / 8, p.latency_ms / 1000) for k, v in p.kinds]
+    plan = plan_of(layers, devices, p.micro_batches, p.machines)
+    stages = {"planned": plan.split.stages, **plan.baseline_splits}[
+        {"planned": "planned", "equal-layers": "equal_layers",
+         "equal-devices": "equal_devices"}[p.split]]
+    predicted = plan.predicted if p.split == "planned" else \
+        plan.baselines[p.split.replace("-", "_")]
+    order = [(d.name, d.speed) for d in plan.devices]
+    t.stage_kinds = [f"{k}:{v:g}" for k, v in order]
+    t.stage_layers = [len(s) for s in stages]
+    t.workers = [a for row in t.stage_apps() for a in row]
+    try:
+        t.validate()
+    except ConfigError as e:
+        raise ScenarioError(str(e)) from None
+    p.plan = {**plan.as_dict(), "split": p.split, "stage_layers": stages,
+              "predicted_seconds": round(predicted, 6), "device_scale": p.device_scale,
+              "bandwidth_mbps": p.bandwidth_mbps, "latency_ms": p.latency_ms,
+              "profile": [{"layer": l.name, "forward": l.forward, "backward": l.backward,
+                           "activation_bytes": l.activation_bytes,
+                           "param_bytes": l.param_bytes} for l in measured]}
+    return p.plan
+
+
+# ---- the summary ------------------------------------------------------------------------------
+
+def _steady(records: list[dict]) -> list[dict]:
+    steps = [r for r in records if "version" in r and "event" not in r]
+    return steps[WARMUP_STEPS:] if len(steps) > WARMUP_STEPS + 2 else steps
+
+
+def _median(values: list[Any]) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def summary(run_dir: Path, sc: "Scenario") -> dict[str, Any]:
+    """summary.json's `pipeline` block and the top-level figures a pipeline replaces."""
+    p: Pipeline = sc.pipeline
+    t = sc.training
+    grid = t.stage_apps()
+    recs = {a: read_metrics(run_dir / "metrics" / f"{a}.jsonl")
+            if (run_dir / "metrics" / f"{a}.jsonl").exists() else [] for row in grid for a in row}
+    steady = {a: _steady(r) for a, r in recs.items()}
+    recorder = [r for r in steady[t.recorder]]
+    times = [r["t"] for r in recorder]
+    iteration = _median([b - a for a, b in zip(times, times[1:])])
+    kinds = t.stage_devices()
+    stages = []
+    for s, (kind, speed) in enumerate(kinds):
+        column = [row[s] for row in grid]
+        busy = _median([r.get("busy") for a in column for r in steady[a]])
+        factor = next((r.get("device_factor") for a in column for r in recs[a]
+                       if r.get("event") == "start"), None)
+        measured = _median([r.get("measured_factor") for a in column for r in steady[a]])
+        held = max((r.get("peak_activation_bytes", 0) for a in column for r in steady[a]),
+                   default=0)
+        kept = max((r.get("peak_activation_bytes_kept", 0) for a in column for r in steady[a]),
+                   default=0)
+        stages.append({
+            "stage": s + 1, "kind": kind, "speed": speed, "device_factor": factor,
+            "layers": (p.plan or {}).get("stage_layers", [[]] * len(kinds))[s],
+            "busy_seconds": busy,
+            "cpu_seconds": _median([r.get("cpu") for a in column for r in steady[a]]),
+            "measured_factor": measured,
+            "speed_followed": measured / factor if measured and factor else None,
+            "idle_fraction": 1 - busy / iteration if busy is not None and iteration else None,
+            "pipeline_seconds": _median([r.get("pipeline") for a in column for r in steady[a]]),
+            "sync_seconds": _median([r.get("sync") for a in column for r in steady[a]]),
+            "peak_activation_bytes": held, "peak_activation_bytes_kept": kept,
+            "recompute_seconds": _median([r.get("recompute_device") for a in column
+                                          for r in steady[a]])})
+    times = [st["busy_seconds"] for st in stages if st["busy_seconds"] is not None]
+    predicted = (p.plan or {}).get("predicted_seconds")
+    identical, mismatches = _identical(recs, grid)
+    out: dict[str, Any] = {
+        "plan": p.plan, "split": p.split, "recompute": p.recompute, "stages": stages,
+        "stage_imbalance": max(times) / statistics.mean(times) if times else None,
+        "iteration_seconds": iteration, "predicted_iteration_seconds": predicted,
+        "predicted_vs_measured": predicted / iteration if predicted and iteration else None,
+        "samples_per_second": t.machines * t.batch / iteration if iteration else None,
+        "parameters_identical": identical, "digest_mismatches": mismatches,
+        "speed_followed_within_10_percent": all(
+            st["speed_followed"] is not None and abs(st["speed_followed"] - 1) <= 0.1
+            for st in stages),
+        "memory_saved": (1 - sum(st["peak_activation_bytes"] for st in stages)
+                         / sum(st["peak_activation_bytes_kept"] for st in stages))
+        if sum(st["peak_activation_bytes_kept"] for st in stages) else None}
+    out.update(_accuracy(run_dir, sc, recs, grid))
+    return out
+
+
+def _identical(recs: dict[str, list[dict]], grid: list[list[str]]) -> tuple[bool, list[int]]:
+    """The same stage of every machine holds the same parameters after every step."""
+    bad: set[int] = set()
+    for s in range(len(grid[0])):
+        by_version: dict[int, set[str]] = {}
+        for row in grid:
+            for r in recs[row[s]]:
+                if "digest" in r:
+                    by_version.setdefault(r["version"], set()).add(r["digest"])
+        bad |= {v for v, d in by_version.items() if len(d) > 1}
+    return not bad, sorted(bad)
+
+
+def _accuracy(run_dir: Path, sc: "Scenario", recs: dict[str, list[dict]],
+              grid: list[list[str]]) -> dict[str, Any]:
+    """The model of the first machine's stages (their saved parameters) on the test set, and
+    the single-process reference of the same mini-batches beside it, with both loss curves
+    (per epoch: the mean over steps and machines)."""
+    from ndnps.ml.data import load_dataset
+    from ndnps.ml.models import build_model
+    from ndnps.ml.train import steps_per_epoch, train_sync_reference
+    t = sc.training
+    ds = load_dataset(t.dataset, t.seed, **t.dataset_kwargs())
+    spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **t.model_spec()}
+    model = build_model(spec, t.seed)
+    params: dict[str, np.ndarray] = {}
+    for a in grid[0]:
+        path = run_dir / STAGES_DIR / f"{a}.npz"
+        if not path.exists():
+            return {"final_accuracy": None, "accuracy_note": f"{path.name} missing"}
+        with np.load(path) as f:
+            params.update({k: f[k] for k in f.files})
+    if set(params) != set(model.params):
+        return {"final_accuracy": None, "accuracy_note": "the stages' parameters do not make "
+                "the model"}
+    model.load_params(params)
+    accuracy = model.accuracy(ds.X_test, ds.y_test)
+    out: dict[str, Any] = {"final_accuracy": accuracy}
+    spe = steps_per_epoch(len(ds.X_train), t.machines, t.batch)
+    if t.max_versions and t.max_versions % spe and t.max_versions < t.epochs * spe:
+        return {**out, "reference_note": "the reference trains whole epochs: max_versions "
+                f"{t.max_versions} is not a multiple of {spe} steps per epoch"}
+    epochs = min(t.epochs, t.max_versions // spe) if t.max_versions else t.epochs
+    ref = train_sync_reference(ds, t.model_spec(), t.machines, epochs, t.batch, t.lr,
+                               t.momentum, t.weight_decay, t.seed)
+    losses: dict[int, list[float]] = {}
+    for row in grid:
+        for r in recs[row[-1]]:
+            if r.get("loss") is not None and "event" not in r:
+                losses.setdefault((r["version"] - 1) // spe, []).append(r["loss"])
+    curve = [float(np.mean(losses[e])) for e in sorted(losses)]
+    ref_curve = [h["loss"] for h in ref["history"]][:len(curve)]
+    return {**out, "reference_accuracy": ref["final_accuracy"],
+            "accuracy_vs_reference": accuracy - ref["final_accuracy"],
+            "loss_curve": curve, "reference_loss_curve": ref_curve,
+            "loss_max_difference": max((abs(a - b) for a, b in zip(curve, ref_curve)),
+                                       default=None)}
+
+
+def write_plan(run_dir: Path, plan: dict[str, Any]) -> None:
+    (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))

@@ -1,0 +1,110 @@
+"""A device of another speed, emulated on this machine's CPU (issue 27; also a straggler's
+`--slowdown`).
+
+A piece of numpy work is measured in CPU time — the calling thread's, so the other processes
+competing for the cores do not count — and the device is taken to need `factor` times that;
+the caller then waits for the rest (sleeps: the core is free for the others meanwhile, as a
+GPU kernel leaves the CPU). So the m × n devices of a heterogeneous cluster share this
+machine's two cores and each still runs at its own speed, as long as their CPU work together
+fits the cores: otherwise the work's wall time exceeds the device's, nothing is owed, and the
+records show a device slower than its speed (`Busy.measured_factor`).
+
+    factor = scale × fastest speed ÷ the device's speed
+
+`scale` ≥ 1 makes even the fastest kind that much slower than one core of this machine
+(docs/hetero.md measures why the cluster needs it).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def factor(speed: float, fastest: float, scale: float = 1.0) -> float:
+    """How many times longer than this machine's core a device of `speed` takes, when the
+    fastest kind's speed is `fastest` and takes `scale` times longer."""
+    if speed <= 0 or fastest < speed or scale < 1.0:
+        raise ValueError(f"need 0 < speed <= fastest and scale >= 1, got {speed}, {fastest}, "
+                         f"{scale}")
+    return scale * fastest / speed
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One piece of work: its CPU seconds, the wall seconds it took, and the device's."""
+    cpu: float
+    wall: float
+    device: float
+
+    @property
+    def owed(self) -> float:
+        """How long to wait after the work so that it took the device's time."""
+        return max(0.0, self.device - self.wall)
+
+
+# The shortest wait worth a sleep: the event loop's timers have a millisecond's resolution, so
+# a shorter sleep overshoots to about that; shorter debts are carried to the next work
+QUANTUM = 0.002
+
+
+class Device:
+    """Runs work and says how long the emulated device would have taken (`factor` ≥ 1), and
+    how long to wait for it: what each piece of work owes is summed (`debt`) and waited out
+    once it reaches `quantum`; a wait longer than asked is credited to the next work. So the
+    device's time holds over many small operations, not only over each."""
+
+    def __init__(self, factor: float = 1.0,
+                 cpu_clock: Callable[[], float] = time.thread_time,
+                 wall_clock: Callable[[], float] = time.perf_counter,
+                 quantum: float = QUANTUM) -> None:
+        if factor < 1.0:
+            raise ValueError(f"a device factor is >= 1, got {factor}")
+        self.factor, self.quantum = factor, quantum
+        self._cpu, self._wall = cpu_clock, wall_clock
+        self.debt = 0.0                 # s owed (negative: waited more than owed)
+
+    def run(self, work: Callable[[], T]) -> tuple[T, Timed]:
+        c0, w0 = self._cpu(), self._wall()
+        out = work()
+        cpu, wall = self._cpu() - c0, self._wall() - w0
+        return out, Timed(cpu, wall, cpu * self.factor)
+
+    def owe(self, t: Timed) -> float:
+        """How long to wait now after work `t` (0: carry the debt)."""
+        self.debt += t.owed
+        return self.debt if self.debt >= self.quantum else 0.0
+
+    def settle(self) -> float:
+        """How long to wait before the device is free (the end of a step): every debt."""
+        return max(0.0, self.debt)
+
+    def waited(self, seconds: float) -> None:
+        self.debt -= seconds
+
+
+@dataclass
+class Busy:
+    """A device's work over a period (a step): what it computed and how long it was busy.
+    `busy` is the wall time of the work and its waits: the device's time, when the machine
+    kept up."""
+    cpu: float = 0.0
+    device: float = 0.0
+    busy: float = 0.0
+    ops: int = 0
+
+    def add(self, t: Timed) -> None:
+        self.cpu += t.cpu
+        self.device += t.device
+        self.busy += t.wall
+        self.ops += 1
+
+    def wait(self, seconds: float) -> None:
+        self.busy += seconds
+
+    def measured_factor(self) -> float | None:
+        """Busy ÷ CPU: the device's factor as it ran (its speed followed when it equals
+        Device.factor; above it, the machine did not keep up)."""
+        return self.busy / self.cpu if self.cpu > 0 else None

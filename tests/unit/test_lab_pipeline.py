@@ -1,0 +1,179 @@
+"""A pipeline training's configuration (issue 27): the training's pipeline fields
+(ndnps.protocol.config), the scenario's [[device_kinds]] and [pipeline] (ndnps.lab.pipeline),
+the plan the runner makes before the run, the stage app's micro-batches — every error naming
+its key."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from apps.stage import micro_slices
+from ndnps.lab import pipeline, spec
+from ndnps.lab.spec import ScenarioError
+from ndnps.protocol.config import ConfigError, from_table
+
+KINDS = ["fast:4", "mid:2", "slow:1"]
+APPS = ["m1-fast", "m1-mid", "m1-slow", "m2-fast", "m2-mid", "m2-slow"]
+
+
+def table(**kw):
+    return {"machines": 2, "collective": "ring", "stage_kinds": KINDS, "stage_layers": [3, 2, 3],
+            "hidden": [32] * 7, "workers": APPS, "batch": 32, **kw}
+
+
+def test_a_pipeline_training_names_its_apps_and_its_recorder():
+    cfg = from_table(table())
+    assert cfg.stage_apps() == [APPS[:3], APPS[3:]]
+    assert cfg.stage_devices() == [("fast", 4.0), ("mid", 2.0), ("slow", 1.0)]
+    assert cfg.recorder == "m1-slow"              # the first machine's last stage: the loss
+    assert from_table({}).recorder == "ps" and from_table({}).machines == 0
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"collective": ""}, "training.machines: a pipeline trains an mlp in sync mode"),
+    ({"model": "softmax"}, "training.machines"),
+    ({"stage_layers": [3, 2]}, "training.stage_layers: one count >= 1 per stage"),
+    ({"stage_layers": [3, 2, 2]}, "training.stage_layers: .* hold 7 layers, the mlp has 8"),
+    ({"stage_kinds": ["fast:4", "mid", "slow:1"]}, r"training.stage_kinds\[1\]"),
+    ({"stage_kinds": ["fast:4", "mid:0", "slow:1"]}, r"training.stage_kinds\[1\]"),
+    ({"stage_kinds": ["fast:4", "fast:2", "slow:1"]}, "training.stage_kinds: one distinct"),
+    ({"workers": APPS[::-1]}, "training.workers: a pipeline's apps are m<j>-<kind>"),
+    ({"micro_batches": 64}, "training.micro_batches: 64 micro-batches of a mini-batch of 32"),
+    ({"target_accuracy": 0.9}, "training.target_accuracy: not with a pipeline"),
+    ({"recompute": "yes"}, "training.recompute: expected true or false"),
+    ({"device_scale": 0.5}, "training.device_scale: must be >= 1"),
+])
+def test_a_bad_pipeline_training_names_the_key(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        from_table(table(**changes))
+
+
+DOC = """
+[topology]
+kind = "star"
+[[device_kinds]]
+name = "slow"
+speed = 1.0
+[[device_kinds]]
+name = "fast"
+speed = 3.0
+[pipeline]
+machines = 2
+micro_batches = 2
+device_scale = 2.0
+[training]
+hidden = [16, 16, 16]
+batch = 16
+epochs = 1
+"""
+
+
+def scenario(extra: str = "", doc: str = DOC, overrides: list[str] | None = None):
+    import tomllib
+    return spec.parse(spec.apply_overrides(tomllib.loads(doc + extra), overrides or []), "t")
+
+
+def test_the_scenario_tables_make_the_training():
+    sc = scenario()
+    t = sc.training
+    assert (t.machines, t.collective, t.micro_batches, t.device_scale) == (2, "ring", 2, 2.0)
+    assert t.workers == ["m1-slow", "m1-fast", "m2-slow", "m2-fast"] and sc.workers == 4
+    assert t.stage_layers == [2, 2] and sc.pipeline.kinds == [("slow", 1.0), ("fast", 3.0)]
+
+
+def test_the_plan_orders_the_kinds_and_splits_the_layers(tmp_path):
+    sc = scenario()
+    plan = pipeline.make_plan(sc.pipeline, sc.training)
+    t = sc.training
+    assert t.stage_kinds == ["fast:3", "slow:1"]          # the fastest first (equal links)
+    assert t.workers == ["m1-fast", "m1-slow", "m2-fast", "m2-slow"]
+    assert sum(t.stage_layers) == 4 and plan["stage_layers"] == [
+        list(range(t.stage_layers[0])), list(range(t.stage_layers[0], 4))]
+    assert plan["predicted_seconds"] == plan["predicted_iteration_seconds"] > 0
+    assert len(plan["profile"]) == 4 and set(plan["baselines"]) == {
+        "equal_layers", "equal_devices", "data_parallel"}
+    pipeline.write_plan(tmp_path, plan)
+    assert json.loads((tmp_path / "plan.json").read_text())["split"] == "planned"
+    equal = scenario(overrides=["pipeline.split=\"equal-layers\""])
+    plan = pipeline.make_plan(equal.pipeline, equal.training)
+    assert equal.training.stage_layers == [2, 2]
+    assert plan["predicted_seconds"] == plan["baselines"]["equal_layers"]
+
+
+@pytest.mark.parametrize("extra,overrides,message", [
+    ("", ["pipeline.split=\"best\""], "pipeline.split: one of planned, equal-layers"),
+    ("", ["pipeline.machines=0"], "pipeline.machines: must be within"),
+    ("", ["pipeline.device_scale=0.5"], "pipeline.device_scale"),
+    ("", ["pipeline.recompute=1"], "pipeline.recompute: expected true or false"),
+    ("", ["pipeline.colour=1"], "pipeline.colour: unknown key"),
+    ("", ["training.workers=[\"a\"]"], "training.workers: a pipeline names its stage apps"),
+    ("", ["topology.kind=\"tree\""], "pipeline: on a local star"),
+    ("[[device_kinds]]\nname = \"fast\"\nspeed = 1.0\n", [], r"device_kinds\[2\].name: 'fast' "
+     "named twice"),
+    ("[[device_kinds]]\nname = \"x\"\nspeed = 0\n", [], r"device_kinds\[2\].speed"),
+    ("[[device_kinds]]\nname = \"a:b\"\nspeed = 1\n", [], r"device_kinds\[2\].name"),
+    ("[[device_kinds]]\nname = \"x\"\nspeed = 1\ncolour = 2\n", [],
+     r"device_kinds\[2\].colour: unknown key"),
+])
+def test_a_bad_pipeline_scenario_names_the_key(extra, overrides, message):
+    with pytest.raises(ScenarioError, match=message):
+        scenario(extra, overrides=overrides)
+
+
+def test_a_pipeline_needs_both_tables():
+    with pytest.raises(ScenarioError, match="pipeline: a pipeline needs both"):
+        scenario(doc=DOC.split("[pipeline]")[0] + "[training]\nbatch = 16\n")
+
+
+def test_more_kinds_than_layers_is_refused_by_the_plan():
+    sc = scenario(overrides=["training.hidden=[16]"])
+    sc.pipeline.kinds.append(("mid", 2.0))
+    with pytest.raises(ScenarioError, match="training.hidden: 2 layers cannot make 3 stages"):
+        pipeline.make_plan(sc.pipeline, sc.training)
+
+
+@pytest.mark.parametrize("batch,micro,sizes", [(96, 4, [24] * 4), (10, 4, [3, 3, 2, 2]),
+                                               (5, 5, [1] * 5), (7, 1, [7])])
+def test_micro_batches_cover_the_mini_batch_in_order(batch, micro, sizes):
+    slices = micro_slices(batch, micro)
+    assert [s.stop - s.start for s in slices] == sizes
+    assert slices[0].start == 0 and slices[-1].stop == batch
+    assert all(a.stop == b.start for a, b in zip(slices, slices[1:]))
+
+
+def test_the_stage_app_refuses_a_training_without_machines(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text("[training]\nworkers = [\"w1\"]\n")
+    out = subprocess.run([sys.executable, "-m", "apps.stage", "--name", "w1", "--config",
+                          str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "training.machines: 0" in out.stderr
+
+
+def test_the_stage_parameters_saved_make_the_model(tmp_path):
+    """(No run: the summary's assembly on hand-made files.) The first machine's stages'
+    parameter files together are the whole model; a file missing is said, not guessed."""
+    sc = scenario()
+    pipeline.make_plan(sc.pipeline, sc.training)
+    from ndnps.ml.data import load_dataset
+    from ndnps.ml.models import build_model
+    t = sc.training
+    ds = load_dataset(t.dataset, t.seed)
+    model = build_model({"n_in": ds.n_features, "n_classes": ds.n_classes,
+                         **t.model_spec()}, t.seed)
+    (tmp_path / pipeline.STAGES_DIR).mkdir()
+    grid = t.stage_apps()
+    at = 0
+    for a, n in zip(grid[0], t.stage_layers):
+        np.savez(tmp_path / pipeline.STAGES_DIR / f"{a}.npz",
+                 **{f"{p}{i}": model.params[f"{p}{i}"] for i in range(at, at + n)
+                    for p in ("W", "b")})
+        at += n
+    got = pipeline._accuracy(tmp_path, sc, {a: [] for row in grid for a in row}, grid)
+    assert got["final_accuracy"] == model.accuracy(ds.X_test, ds.y_test)
+    (tmp_path / pipeline.STAGES_DIR / f"{grid[0][1]}.npz").unlink()
+    assert pipeline._accuracy(tmp_path, sc, {}, grid) == {
+        "final_accuracy": None, "accuracy_note": f"{grid[0][1]}.npz missing"}
