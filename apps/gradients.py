@@ -72,7 +72,7 @@ class Gradients:
     def __init__(self, job: Owner, faults: Faults, slowdown: float = 1.0) -> None:
         self.job = job
         self.slowdown = slowdown                    # emulate a device that many times slower
-        self.device = Device(slowdown)              # (its CPU time x slowdown: ndnps.ml.device)
+        self.device = Device(slowdown)              # (its work's cost x slowdown: ndnps.ml.device)
         self.held: HeldInterests[tuple[int, int]] = HeldInterests()    # (step, segment)
         self.store: Recent[int, list[bytes]] = Recent(KEEP_GRADIENTS)  # step -> signed segments
         self.faults = FaultInjector(faults)
@@ -88,6 +88,15 @@ class Gradients:
             del self.sent_steps[s]
         for s in [s for s in self.store.keys() if s >= step]:
             self.store.pop(s)
+
+    def profiled_cost(self) -> float | None:
+        """device_time = "profiled" (the PS's knobs): a gradient's cost on this machine's core,
+        from the profile of every layer (ndnps.ml.device); None: its CPU time as it runs."""
+        knobs = self.job.knobs
+        per = knobs.get("layer_seconds") or []
+        if knobs.get("device_time") != "profiled" or not per:
+            return None
+        return sum(per) * self.job.batches.batch
 
     def compute(self, step: int) -> None:
         """The gradient of `step` on the newest parameters, published for the collect."""
@@ -105,7 +114,7 @@ class Gradients:
             X, y = job.batches.for_step(step)
             loss, grads = job.model.loss_and_grad(X, y)
             return loss, flatten(grads)
-        (loss, vec), timed = self.device.run(work)
+        (loss, vec), timed = self.device.run(work, self.profiled_cost())
         if timed.owed > 0:                      # a slower device: the same work takes longer
             time.sleep(timed.owed)
         compute = time.perf_counter() - t0

@@ -319,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     limit_blas_threads()
     try:
         cfg = load(args.config, args)
+        if cfg.device_time == "profiled":           # the workers' devices need the profile
+            cfg.step_cost(0, 0, False)
     except ConfigError as e:
         print(f"ps: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -17,7 +17,8 @@ no more than the stage's 1F1B bound ahead of its forwards, a gradient once its f
 and held by the producer until made: one Interest outstanding per micro-batch is the flow
 control, and lost packets are fetched again as in every other exchange. Its own outputs it
 serves under its prefix, signed. The device's speed is made real by measuring each operation's
-CPU time and waiting out the rest of the device's time (ndnps.ml.device). When every
+CPU time, or taking the planner's profile of its layers (`device_time`), and waiting out the
+rest of the device's time (ndnps.ml.device). When every
 micro-batch is through, the stage's gradient (the mini-batch's mean) is averaged with the same
 stage of the other machines by ring all-reduce (apps/combine.py) and the optimizer steps: the
 same stage of every machine holds the same parameters (a digest per version shows it).
@@ -42,7 +43,7 @@ import numpy as np
 from ndnps.client.fetcher import FetchError, FetchStats
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_segments
-from ndnps.exchanges.pipeline import FORWARD
+from ndnps.exchanges.pipeline import FORWARD, Op
 from ndnps.exchanges.pipeline_stage import Sent, StageWork
 from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
@@ -107,6 +108,10 @@ class Stage:
         self.n_params = sum(p.size for p in self.params.values())
         self.width_in = model.sizes[self.layers[0]]
         self.width_out = model.sizes[self.layers[1] + 1]
+        # device_time = "profiled": each operation's cost per sample on this machine's core
+        if cfg.device_time == "profiled":
+            self.forward_cost = cfg.step_cost(*self.layers, backward=False)
+            self.backward_cost = cfg.step_cost(*self.layers, backward=True)
         self.opt = SGD(cfg.lr, cfg.momentum, cfg.weight_decay)
         self.batches = WorkerBatches(ds, cfg.machines, self.machine, cfg.batch, cfg.seed)
         self.slices = micro_slices(cfg.batch, cfg.micro_batches)
@@ -249,6 +254,7 @@ class Stage:
 
                 asked = 0 if self.prev is not None else cfg.micro_batches
                 forwards = 0
+                recomputed = 0.0
                 while not work.finished:
                     while asked < min(cfg.micro_batches, forwards + window):
                         tg.create_task(activation(asked))
@@ -258,8 +264,10 @@ class Stage:
                         await arrived.wait()
                         arrived.clear()
                         continue
-                    sent, timed = self.device.run(work.step)
+                    sent, timed = self.device.run(work.step, self._cost(op))
                     assert sent is not None
+                    if op.kind != FORWARD and cfg.recompute:
+                        recomputed += self._recompute_device(op, work)
                     busy.add(timed)
                     await self._wait(self.device.owe(timed), busy)  # the device is still at it
                     self._sent(v, sent)
@@ -270,6 +278,8 @@ class Stage:
         except* PeerLost as group:                  # one lost stage: the step cannot finish
             raise group.exceptions[0] from None
         await self._wait(self.device.settle(), busy)
+        if cfg.device_time != "profiled":
+            recomputed = work.recompute_cpu * self.device.factor
         pipeline_s = time.monotonic() - t0
         computed_at = self.metrics_time()
         grads = flatten(work.gradients())
@@ -281,14 +291,35 @@ class Stage:
             "version": self.version, "loss": work.loss if last else None,
             "started_at": started_at, "computed_at": computed_at, "ready_at": ready_at,
             "pipeline": pipeline_s, "sync": ready_at - computed_at,
-            "busy": busy.busy, "device": busy.device, "cpu": busy.cpu, "ops": busy.ops,
+            "busy": busy.busy, "device": busy.device, "cpu": busy.cpu, "cost": busy.cost,
+            "ops": busy.ops,
             "measured_factor": busy.measured_factor(),
             "peak_activation_bytes": work.peak_bytes,
             "peak_activation_bytes_kept": work.peak_full_bytes,
-            "recompute_cpu": work.recompute_cpu,
-            "recompute_device": work.recompute_cpu * self.device.factor,
+            "recompute_cpu": work.recompute_cpu, "recompute_device": recomputed,
             "digest": digest(self.params),
             **self.delta.take({**self.app.traffic(), **asdict(self.fetch_stats)})})
+
+    def _rows(self, op: Op) -> int:
+        return self.slices[op.mb].stop - self.slices[op.mb].start
+
+    def _cost(self, op: Op) -> float | None:
+        """An operation's cost on this machine's core: profiled (its layers' per-sample costs
+        × its samples; a backward after recomputation runs the forward again), or None:
+        measured as it runs."""
+        if self.cfg.device_time != "profiled":
+            return None
+        if op.kind == FORWARD:
+            return self._rows(op) * self.forward_cost
+        again = self.forward_cost if self.cfg.recompute else 0.0
+        return self._rows(op) * (self.backward_cost + again)
+
+    def _recompute_device(self, op: Op, work: StageWork) -> float:
+        """The device seconds a backward spent recomputing its activations (the time cost of
+        the memory saved)."""
+        if self.cfg.device_time == "profiled":
+            return self._rows(op) * self.forward_cost * self.device.factor
+        return 0.0                  # measured: the step's total, from StageWork, below
 
     async def _wait(self, seconds: float, busy: Busy) -> None:
         if seconds <= 0:
@@ -336,6 +367,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os, gc
+    if os.environ.get("NOGC"):
+        gc.disable()
     args = parse_args(argv)
     setup_logging(args.log_level, args.name)
     limit_blas_threads()
@@ -343,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load(args.config)
         if not cfg.machines:
             raise ConfigError("training.machines: 0 (not a pipeline training)")
+        if cfg.device_time == "profiled":
+            cfg.step_cost(0, 0, False)              # the profile is there
         if args.name not in cfg.workers:
             raise ConfigError(f"--name: {args.name!r} is not one of training.workers")
         if args.save:

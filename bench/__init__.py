@@ -18,4 +18,5 @@ BENCHMARKS: dict[str, str] = {
     "ina": "bench.ina",                 # issue 24: in-network aggregation, placement, bandwidth
     "collectives": "bench.collectives", # issue 25: PS-less all-reduce (ring, ina, BCube) vs the PS
     "sharing": "bench.sharing",         # issue 26: jobs sharing one aggregator in turns
+    "hetero": "bench.hetero",           # issue 27: pipeline stages split by device speed
 }

@@ -103,6 +103,7 @@ class Simulated:
     seconds: float                      # the mini-batch's time, first forward to last backward
     busy: list[float]                   # per stage
     order: list[list[Op]]               # per stage, as run
+    finish: list[float] = field(default_factory=list)   # per stage: its last operation's end
 
     @property
     def idle(self) -> list[float]:
@@ -156,5 +157,5 @@ def simulate(forward: Sequence[float], backward: Sequence[float], micro: int,
         if op.kind == BACKWARD and s > 0:
             stages[s - 1].gradients.add(op.mb)
             arrive[s - 1][(BACKWARD, op.mb)] = free[s] + links[s - 1]
-    return Simulated(end, busy, order)
+    return Simulated(end, busy, order, free)
 

@@ -102,8 +102,11 @@ class StageWork:
         else:
             d = self.grads_in.pop(op.mb)
         d_in, grads = self.model.backward(saved, d)
-        for k, g in grads.items():
-            self.sums[k] = self.sums[k] + g if k in self.sums else g
+        for k, g in grads.items():          # g is the backward's own array: summed in place
+            if k in self.sums:
+                self.sums[k] += g
+            else:
+                self.sums[k] = g
         return Sent(op, backward=d_in if self.index > 0 else None, loss=loss)
 
     @property

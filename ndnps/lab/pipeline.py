@@ -12,6 +12,8 @@ and summary.json's `pipeline` block.
     split = "planned"          # the planner's integer program | "equal-layers" | "equal-devices"
     recompute = false          # stages drop activations after the forward, recompute them
     device_scale = 16.0        # the fastest kind is this many times slower than one core here
+    device_time = "profiled"   # a device's time: factor × the work's profiled cost | "measured":
+                               # × its CPU time as it ran (ndnps.ml.device says why not)
     profile_samples = 512      # the planner's pre-training (the method's a)
     bandwidth_mbps = 120.0     # the planner's model of a transfer: bytes / bandwidth ...
     latency_ms = 2.0           # ... + latency (this machine's NDN stack: docs/hetero.md)
@@ -41,8 +43,9 @@ if TYPE_CHECKING:
     from .spec import Scenario
 
 SPLITS = ("planned", "equal-layers", "equal-devices")
-KEYS = {"machines", "micro_batches", "split", "recompute", "device_scale", "profile_samples",
-        "bandwidth_mbps", "latency_ms"}
+KEYS = {"machines", "micro_batches", "split", "recompute", "device_scale", "device_time",
+        "profile_samples", "bandwidth_mbps", "latency_ms"}
+DEVICE_TIMES = ("profiled", "measured")
 WARMUP_STEPS = 2            # the first steps carry start-up (as report.WARMUP_VERSIONS)
 STAGES_DIR = "stages"       # the run directory's folder of each stage's final parameters
 
@@ -55,6 +58,7 @@ class Pipeline:
     split: str = "planned"
     recompute: bool = False
     device_scale: float = 1.0
+    device_time: str = "profiled"
     profile_samples: int = 512
     bandwidth_mbps: float = 120.0
     latency_ms: float = 2.0
@@ -100,6 +104,10 @@ def parse(doc: dict[str, Any], sc: "Scenario") -> Pipeline:
         raise ScenarioError(f"pipeline.recompute: expected true or false, got {p.recompute!r}")
     p.device_scale = _number(table.get("device_scale", p.device_scale), "pipeline.device_scale",
                              1.0, 1000.0)
+    p.device_time = table.get("device_time", p.device_time)
+    if p.device_time not in DEVICE_TIMES:
+        raise ScenarioError(f"pipeline.device_time: one of {', '.join(DEVICE_TIMES)}, got "
+                            f"{p.device_time!r}")
     p.profile_samples = _number(table.get("profile_samples", p.profile_samples),
                                 "pipeline.profile_samples", 1, 1 << 20, True)
     p.bandwidth_mbps = _number(table.get("bandwidth_mbps", p.bandwidth_mbps),
@@ -130,27 +138,20 @@ def training_table(p: Pipeline, training: dict[str, Any]) -> dict[str, Any]:
 def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
     """The planner on this machine: profile, order, split (ndnps.planner); the training set
     to the split `p.split` chooses. Returns the plan as written to plan.json."""
-    from ndnps.ml.data import load_dataset
-    from ndnps.ml.models import MLP
     from ndnps.planner.partition import Device
     from ndnps.planner.plan import make_plan as plan_of
-    from ndnps.planner.profile import profile
     from ndnps.protocol.config import ConfigError
-    ds = load_dataset(t.dataset, t.seed, **t.dataset_kwargs())
     if len(t.hidden) + 1 < len(p.kinds):
         raise ScenarioError(f"training.hidden: {len(t.hidden) + 1} layers cannot make "
                             f"{len(p.kinds)} stages")
     micro = -(-t.batch // p.micro_batches)
-    a = min(p.profile_samples, len(ds.X_train))
-    if a < micro:
-        raise ScenarioError(f"pipeline.profile_samples: {a} samples hold no micro-batch of "
-                            f"{micro}")
-    model = MLP(ds.n_features, list(t.hidden), ds.n_classes, t.seed)
-    measured = profile(model, ds.X_train[:a], ds.y_train[:a], micro,
-                       steps=max(4, a // micro))
-    # the devices' time: the fastest kind is device_scale times this machine's CPU time
+    measured = profile_model(t, micro, p.profile_samples, "pipeline.profile_samples")
+    # the devices' time: the fastest kind is device_scale times this machine's CPU time; a
+    # backward after recomputation runs the stage's forward again first
+    again = 1.0 if p.recompute else 0.0
     layers = [replace(l, forward=l.forward * p.device_scale,
-                      backward=l.backward * p.device_scale) for l in measured]
+                      backward=(l.backward + again * l.forward) * p.device_scale)
+              for l in measured]
     devices = [Device(k, v, p.bandwidth_mbps * 1e6 / 8, p.latency_ms / 1000) for k, v in p.kinds]
     plan = plan_of(layers, devices, p.micro_batches, p.machines)
     stages = {"planned": plan.split.stages, **plan.baseline_splits}[
@@ -161,6 +162,9 @@ def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
     order = [(d.name, d.speed) for d in plan.devices]
     t.stage_kinds = [f"{k}:{v:g}" for k, v in order]
     t.stage_layers = [len(s) for s in stages]
+    t.device_time = p.device_time
+    if p.device_time == "profiled":     # per sample, this machine's core (the apps scale it)
+        t.layer_seconds = [c / micro for l in measured for c in (l.forward, l.backward)]
     t.workers = [a for row in t.stage_apps() for a in row]
     try:
         t.validate()
@@ -173,6 +177,31 @@ def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
                            "activation_bytes": l.activation_bytes,
                            "param_bytes": l.param_bytes} for l in measured]}
     return p.plan
+
+
+def profile_model(t: "TrainingConfig", micro: int, samples: int = 512,
+                  key: str = "training.batch") -> list:
+    """The planner's profile of the training's model on this machine (ndnps.planner.profile):
+    each layer's forward and backward CPU time per micro-batch of `micro` samples, after a
+    brief pre-training on `samples` of them."""
+    from ndnps.ml.data import load_dataset
+    from ndnps.ml.models import build_model
+    from ndnps.planner.profile import profile
+    ds = load_dataset(t.dataset, t.seed, **t.dataset_kwargs())
+    a = min(samples, len(ds.X_train))
+    if a < micro:
+        raise ScenarioError(f"{key}: {a} samples hold no micro-batch of {micro}")
+    model = build_model({"n_in": ds.n_features, "n_classes": ds.n_classes,
+                         **t.model_spec()}, t.seed)
+    return profile(model, ds.X_train[:a], ds.y_train[:a], micro, steps=max(4, a // micro))
+
+
+def fill_layer_seconds(t: "TrainingConfig") -> None:
+    """A PS's job with device_time = "profiled" and no profile given: its workers' whole-model
+    step profiled on this machine at its batch (each worker's gradient is one operation)."""
+    if t.device_time == "profiled" and not t.layer_seconds and not t.machines:
+        t.layer_seconds = [c / t.batch for l in profile_model(t, t.batch)
+                           for c in (l.forward, l.backward)]
 
 
 # ---- the summary ------------------------------------------------------------------------------

@@ -147,6 +147,8 @@ class Runner:
             # the planner on this machine: the stages and their layers, before anything runs
             pipeline.write_plan(self.run_dir,
                                 pipeline.make_plan(self.sc.pipeline, self.sc.training))
+        for job in self.sc.all_jobs:            # emulated devices timed by a profile
+            pipeline.fill_layer_seconds(job)
         doc = dict(self.sc.raw)
         doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
         if self.sc.jobs:
@@ -891,9 +893,10 @@ class Progress:
                 break
         it = ((recent[-1]["t"] - recent[0]["t"]) / (len(recent) - 1)) if len(recent) > 1 else None
         job = self.sc.job_of(ps)
+        replicas = job.machines or len(job.workers)     # a pipeline's machines hold the data
         return {"version": last["version"], "loss": last.get("loss"), "accuracy": acc,
                 "iteration": it,
-                "samples_per_s": (job.batch * len(job.workers) / it) if it else None}
+                "samples_per_s": (job.batch * replicas / it) if it else None}
 
     def _cells(self, ps: str) -> list[str]:
         s = self._stats(ps)
@@ -946,6 +949,9 @@ class Progress:
         if summary.get("jobs"):
             rows = [("scenario", summary["scenario"]), *_job_rows(summary),
                     ("wall seconds", summary["wall_seconds"])]
+        elif summary.get("pipeline"):
+            rows = [("scenario", summary["scenario"]), *_pipeline_rows(summary["pipeline"]),
+                    ("wall seconds", summary["wall_seconds"])]
         else:
             rows += _bottleneck_rows(summary.get("bottleneck"))
         try:
@@ -983,6 +989,24 @@ def _bottleneck_rows(b: dict | None) -> list[tuple[str, object]]:
     over = b.get("iteration_over_wire_limit") or {}
     return [(f"iteration / wire limit {k} ({_fmt(b['wire_limit_seconds'][k], '.3f')} s)",
              _fmt(v, ".3f")) for k, v in over.items()] + _drop_rows(b)
+
+
+def _pipeline_rows(p: dict) -> list[tuple[str, object]]:
+    """The final table of a pipeline run: the stages, then the figures of issue 27."""
+    rows: list[tuple[str, object]] = [
+        (f"stage {st['stage']}: {st['kind']} x{_fmt(st['device_factor'], '.0f')}, layers "
+         f"{st['layers'][0]}-{st['layers'][-1]}" if st["layers"] else f"stage {st['stage']}",
+         f"busy {_fmt(st['busy_seconds'], '.3f')} s, idle {_fmt(st['idle_fraction'], '.2f')}")
+        for st in p["stages"]]
+    return rows + [
+        ("final accuracy (reference)", f"{_fmt(p['final_accuracy'], '.4f')} "
+                                       f"({_fmt(p.get('reference_accuracy'), '.4f')})"),
+        ("iteration (median, s; predicted)", f"{_fmt(p['iteration_seconds'], '.3f')} "
+                                             f"({_fmt(p['predicted_iteration_seconds'], '.3f')})"),
+        ("samples/s", _fmt(p["samples_per_second"], ".1f")),
+        ("stage imbalance (max / mean busy)", _fmt(p["stage_imbalance"], ".3f")),
+        ("stages identical across machines", p["parameters_identical"]),
+        ("activation memory saved (recompute)", _fmt(p["memory_saved"], ".2f"))]
 
 
 def _job_rows(summary: dict) -> list[tuple[str, object]]:

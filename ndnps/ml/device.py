@@ -1,18 +1,26 @@
 """A device of another speed, emulated on this machine's CPU (issue 27; also a straggler's
 `--slowdown`).
 
-A piece of numpy work is measured in CPU time — the calling thread's, so the other processes
-competing for the cores do not count — and the device is taken to need `factor` times that;
-the caller then waits for the rest (sleeps: the core is free for the others meanwhile, as a
-GPU kernel leaves the CPU). So the m × n devices of a heterogeneous cluster share this
-machine's two cores and each still runs at its own speed, as long as their CPU work together
-fits the cores: otherwise the work's wall time exceeds the device's, nothing is owed, and the
-records show a device slower than its speed (`Busy.measured_factor`).
+The numpy work is done for real, then the caller waits (sleeps: the core is free for the
+others meanwhile, as a GPU kernel leaves the CPU) until it took the device's time:
 
-    factor = scale × fastest speed ÷ the device's speed
+    device time = factor × the work's cost,   factor = scale × fastest speed ÷ its speed
 
-`scale` ≥ 1 makes even the fastest kind that much slower than one core of this machine
-(docs/hetero.md measures why the cluster needs it).
+The work's cost is either **measured** — its CPU time, the calling thread's, so the other
+processes competing for the cores do not count — or **profiled**: what the same work cost on
+this machine's core when the planner profiled it (ndnps.planner.profile), given by the caller.
+Measured is what a straggler's `--slowdown` uses. A pipeline's stages use profiled costs by
+default, because on this (virtual) machine the CPU time of a piece of work depends on what the
+core did before it: after the core idled for the device's wait, the same 24 × 256 × 256 layer
+costs 2 to 3.4 times its back-to-back CPU time (haltpoll idle: the vCPU is halted, and wakes
+cold), an excess of 0.1–0.3 ms per operation that `factor` then multiplies (×64 for the slow
+kind: 13 ms of pretend compute per operation). docs/hetero.md has the measurements.
+
+Either way the m × n devices of a heterogeneous cluster share this machine's cores and each runs
+at its own speed as long as their CPU work together fits the cores: otherwise the work's wall
+time exceeds the device's, nothing is owed, and the records show a device slower than its speed
+(`Busy.measured_factor`). `scale` ≥ 1 makes even the fastest kind that much slower than one core
+of this machine (docs/hetero.md measures why the cluster needs it).
 """
 from __future__ import annotations
 
@@ -34,10 +42,12 @@ def factor(speed: float, fastest: float, scale: float = 1.0) -> float:
 
 @dataclass(frozen=True)
 class Timed:
-    """One piece of work: its CPU seconds, the wall seconds it took, and the device's."""
+    """One piece of work: its CPU seconds, the wall seconds it took, its cost (the CPU seconds
+    measured, or the profiled cost given) and the device's seconds (factor × cost)."""
     cpu: float
     wall: float
     device: float
+    cost: float = 0.0
 
     @property
     def owed(self) -> float:
@@ -66,11 +76,14 @@ class Device:
         self._cpu, self._wall = cpu_clock, wall_clock
         self.debt = 0.0                 # s owed (negative: waited more than owed)
 
-    def run(self, work: Callable[[], T]) -> tuple[T, Timed]:
+    def run(self, work: Callable[[], T], cost: float | None = None) -> tuple[T, Timed]:
+        """Do `work`; its cost on this machine's core is `cost` (profiled) or, if None, its
+        CPU time (measured)."""
         c0, w0 = self._cpu(), self._wall()
         out = work()
         cpu, wall = self._cpu() - c0, self._wall() - w0
-        return out, Timed(cpu, wall, cpu * self.factor)
+        basis = cpu if cost is None else cost
+        return out, Timed(cpu, wall, basis * self.factor, basis)
 
     def owe(self, t: Timed) -> float:
         """How long to wait now after work `t` (0: carry the debt)."""
@@ -91,12 +104,14 @@ class Busy:
     `busy` is the wall time of the work and its waits: the device's time, when the machine
     kept up."""
     cpu: float = 0.0
+    cost: float = 0.0
     device: float = 0.0
     busy: float = 0.0
     ops: int = 0
 
     def add(self, t: Timed) -> None:
         self.cpu += t.cpu
+        self.cost += t.cost
         self.device += t.device
         self.busy += t.wall
         self.ops += 1
@@ -105,6 +120,6 @@ class Busy:
         self.busy += seconds
 
     def measured_factor(self) -> float | None:
-        """Busy ÷ CPU: the device's factor as it ran (its speed followed when it equals
+        """Busy ÷ cost: the device's factor as it ran (its speed followed when it equals
         Device.factor; above it, the machine did not keep up)."""
-        return self.busy / self.cpu if self.cpu > 0 else None
+        return self.busy / self.cost if self.cost > 0 else None

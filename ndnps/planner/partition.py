@@ -16,11 +16,15 @@ parameter) to that cost, largest first; ties (equal bandwidths make the ratio th
 every device): the fastest first.
 
 **Partition** (step 4): binary x[l, s] — layer l in stage s —, contiguous stages, none empty;
-z ≥ each stage's time per micro-batch (its compute on its device + its boundary's activation
-and gradient transfers), w ≥ each stage's synchronisation per mini-batch; minimise k·z + w: the
-slowest stage paces the k micro-batches, then the slowest synchronisation. The plan's
-prediction adds the pipeline's fill and drain by simulating the 1F1B schedule
-(ndnps.exchanges.pipeline.simulate).
+t_s = stage s's time per micro-batch (its compute on its device + its boundary's activation
+and gradient transfers), z ≥ every t_s, w ≥ each stage's synchronisation per mini-batch;
+minimise Σ_s t_s + (k − 1)·z + w: a micro-batch's way through every stage and back (the 1F1B
+pipeline's fill and drain), the other k − 1 at the slowest stage's pace, then the slowest
+synchronisation — the method's "slowest stage + (micro-batches − 1) × the slowest stage", with
+the fill counted stage by stage (a pipeline with one slow stage fills through the fast ones
+at their pace; the 1F1B simulator agrees: tests). The plan's prediction simulates the 1F1B
+schedule instead (ndnps.exchanges.pipeline.simulate), each stage's synchronisation after its
+own last backward.
 """
 from __future__ import annotations
 
@@ -63,7 +67,7 @@ class Split:
     devices: list[Device]       # the device of each stage
     stage_seconds: list[float]  # per micro-batch: compute + boundary transfers
     sync_seconds: list[float]   # per mini-batch: the stage's data-parallel synchronisation
-    objective: float            # k · max stage + max sync
+    objective: float            # Σ stages + (k − 1) · max stage + max sync
 
     @property
     def bounds(self) -> list[tuple[int, int]]:
@@ -96,6 +100,13 @@ def stage_costs(layers: Sequence[Layer], devices: Sequence[Device], stages: list
         times.append(compute + out)
         syncs.append(dev.sync(sum(layers[i].param_bytes for i in idx), machines))
     return times, syncs
+
+
+def objective(times: Sequence[float], syncs: Sequence[float], micro: int) -> float:
+    """The integer program's estimate of a mini-batch: every stage once (a micro-batch's way
+    through the pipeline and back), k − 1 more micro-batches at the slowest stage's pace (1F1B's
+    steady state), then the slowest synchronisation."""
+    return sum(times) + (micro - 1) * max(times) + max(syncs)
 
 
 def partition(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
@@ -146,8 +157,17 @@ def partition(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
         steps = 2 * (machines - 1) if machines > 1 else 0                     # w >= sync
         row({**{X(l, s): -layers[l].param_bytes * factor / dev.bandwidth for l in range(L)},
              W: 1.0}, steps * dev.latency, np.inf)
+    # minimise Σ_s t_s + (k − 1)·z + w: a micro-batch's pass through every stage (the fill and
+    # drain of the 1F1B pipeline), k − 1 more at the slowest stage's pace, the slowest sync
     c = np.zeros(N)
-    c[Z], c[W] = float(micro), 1.0
+    for s, dev in enumerate(devices):
+        slow = fastest / dev.speed
+        for l in range(L):
+            c[X(l, s)] += (layers[l].forward + layers[l].backward) * slow
+        if s < n - 1:
+            for l in range(L - 1):
+                c[B(l, s)] += 2 * dev.transfer(layers[l].activation_bytes)
+    c[Z], c[W] = float(micro - 1), 1.0
     integrality = np.zeros(N)
     integrality[:nx] = 1
     upper = np.full(N, np.inf)
@@ -160,7 +180,7 @@ def partition(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
     x = np.round(res.x[:nx]).reshape(L, n)
     stages = [[l for l in range(L) if x[l, s] > 0.5] for s in range(n)]
     times, syncs = stage_costs(layers, devices, stages, machines)
-    return Split(stages, list(devices), times, syncs, micro * max(times) + max(syncs))
+    return Split(stages, list(devices), times, syncs, objective(times, syncs, micro))
 
 
 def split_by_bounds(layers: Sequence[Layer], devices: Sequence[Device], sizes: Sequence[int],
@@ -173,4 +193,4 @@ def split_by_bounds(layers: Sequence[Layer], devices: Sequence[Device], sizes: S
         stages.append(list(range(at, at + k)))
         at += k
     times, syncs = stage_costs(layers, devices, stages, machines)
-    return Split(stages, list(devices), times, syncs, micro * max(times) + max(syncs))
+    return Split(stages, list(devices), times, syncs, objective(times, syncs, micro))

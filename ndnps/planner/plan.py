@@ -41,8 +41,8 @@ class Plan:
 
 def predict(split: Split, layers: Sequence[Layer], micro: int) -> float:
     """A mini-batch's time: the 1F1B pipeline of the split's stages simulated (each stage's
-    forward and backward on its device, the boundaries' transfers), then the slowest stage's
-    synchronisation with the other machines."""
+    forward and backward on its device, the boundaries' transfers), each stage then
+    synchronised with the other machines from its last backward on; the last to finish."""
     fastest = max(d.speed for d in split.devices)
     fwd, bwd, links = [], [], []
     for s, (idx, dev) in enumerate(zip(split.stages, split.devices)):
@@ -51,7 +51,8 @@ def predict(split: Split, layers: Sequence[Layer], micro: int) -> float:
         bwd.append(sum(layers[i].backward for i in idx) * slow)
         if s < len(split.stages) - 1:
             links.append(dev.transfer(layers[idx[-1]].activation_bytes))
-    return simulate(fwd, bwd, micro, links).seconds + max(split.sync_seconds)
+    run = simulate(fwd, bwd, micro, links)
+    return max(f + y for f, y in zip(run.finish, split.sync_seconds))
 
 
 def equal_sizes(layers: int, stages: int) -> list[int]:

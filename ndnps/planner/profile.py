@@ -20,8 +20,9 @@ def profile(model: DenseNet, X: np.ndarray, y: np.ndarray, micro_batch: int, ste
             lr: float = 0.05, clock: Callable[[], float] = time.thread_time) -> list[Layer]:
     """Each layer of `model`, measured over `steps` SGD steps of `micro_batch` samples drawn
     from (X, y) in order (the model is trained meanwhile: the method's pre-training). Times
-    are CPU times (`clock`): what an emulated device scales (ndnps.ml.device), and what
-    other processes on the machine do not change."""
+    are CPU times (`clock`), back to back: what an emulated device scales
+    (ndnps.ml.device), and what other processes on the machine do not change; a backward
+    includes adding its gradients to the mini-batch's, as a pipeline stage does."""
     if micro_batch < 1 or len(X) < micro_batch:
         raise ValueError(f"need at least one micro-batch of {micro_batch} samples")
     with _one_blas_thread():
@@ -46,6 +47,7 @@ def _profile(model: DenseNet, X: np.ndarray, y: np.ndarray, micro_batch: int, st
     fwd: list[list[float]] = [[] for _ in range(layers)]
     bwd: list[list[float]] = [[] for _ in range(layers)]
     opt = SGD(lr, momentum=0.0)
+    sums: dict[str, np.ndarray] = {}
     for step in range(steps):
         at = (step * micro_batch) % (len(X) - micro_batch + 1)
         h, yb = X[at:at + micro_batch], y[at:at + micro_batch]
@@ -56,13 +58,16 @@ def _profile(model: DenseNet, X: np.ndarray, y: np.ndarray, micro_batch: int, st
             fwd[i].append(clock() - t0)
             saved.append(s)
         _, d = stages[-1].loss_grad(h, yb, micro_batch)
-        grads: dict[str, np.ndarray] = {}
         for i in reversed(range(layers)):
             t0 = clock()
             d, g = stages[i].backward(saved[i], d)
+            for k, v in g.items():          # a pipeline stage sums its micro-batches' in place
+                if k in sums:
+                    sums[k] += v
+                else:
+                    sums[k] = v
             bwd[i].append(clock() - t0)
-            grads.update(g)
-        opt.step(model.params, {k: grads[k] for k in model.params})
+        opt.step(model.params, {k: sums.pop(k) for k in model.params})
     out = []
     for i in range(layers):
         fan_in, fan_out = model.sizes[i], model.sizes[i + 1]

@@ -184,8 +184,17 @@ class TrainingConfig:
     recompute: bool = _f(False, "pipeline: a stage drops a micro-batch's activations after its "
                          "forward and recomputes them before its backward (memory for time)")
     device_scale: float = _f(1.0, "pipeline: the fastest device kind is this many times slower "
-                             "than one core of this machine (a device's work is measured in "
-                             "CPU time and waited out: ndnps.ml.device)", low=1)
+                             "than one core of this machine (the rest of a device's time is "
+                             "waited out: ndnps.ml.device)", low=1)
+    device_time: str = _f("measured", "an emulated device (a pipeline's stages, a worker's "
+                          "--slowdown) takes its factor x the work's CPU time as it ran "
+                          "(measured) or x the work's cost in a profile of this machine "
+                          "(profiled: layer_seconds; ndnps.ml.device says why)",
+                          choices=("measured", "profiled"))
+    layer_seconds: list[float] = _f([], "device_time = \"profiled\": each layer's forward and "
+                                    "backward CPU seconds per sample on this machine (forward, "
+                                    "backward, layer by layer); empty: the scenario runner "
+                                    "profiles the model before the run")
 
     # ---- derived -----------------------------------------------------------------------------
 
@@ -230,6 +239,11 @@ class TrainingConfig:
                                   "= \"ina\" (a ring or BCube uses no aggregator)")
         if self.machines:
             self._check_pipeline()
+        if self.layer_seconds and (len(self.layer_seconds) != 2 * self.layers
+                                   or any(c < 0 for c in self.layer_seconds)):
+            raise ConfigError(f"training.layer_seconds: a forward and a backward cost >= 0 for "
+                              f"each of the model's {self.layers} layers, got "
+                              f"{len(self.layer_seconds)} values")
         if self.dataset != "synthetic":
             for key in ("n_samples", "n_features", "n_classes"):
                 if getattr(self, key):
@@ -304,6 +318,19 @@ class TrainingConfig:
         if self.on_peer_loss != "stop":
             raise ConfigError("training.on_peer_loss: a pipeline stops when a stage is lost")
 
+    @property
+    def layers(self) -> int:
+        """The model's dense layers."""
+        return len(self.hidden) + 1 if self.model == "mlp" else 1
+
+    def step_cost(self, first: int, last: int, backward: bool) -> float:
+        """device_time = "profiled": layers first..last's forward (or backward) cost per
+        sample on this machine's core (layer_seconds). ConfigError: no profile given."""
+        if not self.layer_seconds:
+            raise ConfigError("training.layer_seconds: empty with device_time = \"profiled\" "
+                              "(the scenario runner fills it from a profile of the model)")
+        return sum(self.layer_seconds[2 * l + backward] for l in range(first, last + 1))
+
     def stage_devices(self) -> list[tuple[str, float]]:
         """machines > 0: (kind, speed) of each stage, in stage order."""
         out = []
@@ -368,7 +395,8 @@ class TrainingConfig:
 
 def _type_name(t) -> str:
     return {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
-            "list[str]": "a list of strings", "list[int]": "a list of integers"}[str(t)]
+            "list[str]": "a list of strings", "list[int]": "a list of integers",
+            "list[float]": "a list of numbers"}[str(t)]
 
 
 def _check_id(key: str, value: str) -> None:
@@ -388,6 +416,8 @@ def _check(key: str, value: Any, typ, meta) -> None:
         "list[str]": isinstance(value, list) and all(isinstance(v, str) for v in value),
         "list[int]": isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool)
                                                      for v in value),
+        "list[float]": isinstance(value, list) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
     }[t]
     if not ok:
         raise ConfigError(f"training.{key}: expected {_type_name(t)}, got {value!r}")
@@ -405,6 +435,9 @@ def _coerce(key: str, value: Any, typ) -> Any:
     """TOML ints are fine where floats are expected."""
     if str(typ) == "float" and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if str(typ) == "list[float]" and isinstance(value, list):
+        return [float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+                for v in value]
     return value
 
 
@@ -461,6 +494,8 @@ def add_arguments(parser: argparse.ArgumentParser, only: tuple[str, ...] | None 
             kw["type"], kw["metavar"] = _str_list, "A,B,..."
         elif t == "list[int]":
             kw["type"], kw["metavar"] = _int_list, "N,N,..."
+        elif t == "list[float]":
+            kw["type"], kw["metavar"] = _float_list, "X,X,..."
         else:
             kw["metavar"] = "TEXT" if not f.metadata.get("choices") else None
         group.add_argument("--" + f.name.replace("_", "-"), **kw)
@@ -483,6 +518,13 @@ def _int_list(text: str) -> list[int]:
         return [int(p) for p in _str_list(text)]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _float_list(text: str) -> list[float]:
+    try:
+        return [float(p) for p in _str_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
 def load(config_path: str | Path | None, args: argparse.Namespace | None = None) -> TrainingConfig:

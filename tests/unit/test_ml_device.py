@@ -40,9 +40,22 @@ def test_a_piece_of_work_owes_the_device_time_beyond_its_wall_time():
     d = device(8.0, c)
     out, t = d.run(c.work(cpu=0.010, wall=0.012))    # 2 ms of it the process waited
     assert out == "done"
-    assert t == Timed(0.010, 0.012, pytest.approx(0.080))
+    assert t == Timed(0.010, 0.012, pytest.approx(0.080), 0.010)
     assert t.owed == pytest.approx(0.068)
     assert d.owe(t) == pytest.approx(0.068)          # worth a sleep: all of it now
+
+
+def test_a_profiled_cost_makes_the_device_time_whatever_the_cpu_time_was():
+    """A core waking from idle takes longer for the same work: the profiled cost stands."""
+    c = Clocks()
+    d = device(8.0, c)
+    _, t = d.run(c.work(cpu=0.003, wall=0.003), cost=0.001)
+    assert (t.cpu, t.cost) == (0.003, 0.001) and t.device == pytest.approx(0.008)
+    assert t.owed == pytest.approx(0.005)
+    busy = Busy()
+    busy.add(t)
+    busy.wait(t.owed)
+    assert busy.measured_factor() == pytest.approx(8.0)
 
 
 def test_small_debts_are_carried_until_worth_a_sleep_and_an_overshoot_is_credited():

@@ -41,7 +41,26 @@ def test_synchronisation_counts_once_per_mini_batch():
     ls = [Layer("emb", 0.1, 0.1, 0, 1e8)] + layers([1.0] * 3)
     split = partition(ls, [Device("a", 1, 1e8), Device("b", 1, 1e8)], 2, machines=4)
     assert split.sync_seconds[0] == pytest.approx(1e8 * 1.5 / 1e8)
-    assert split.objective == pytest.approx(2 * max(split.stage_seconds) + 1.5)
+    assert split.objective == pytest.approx(sum(split.stage_seconds)
+                                            + max(split.stage_seconds) + 1.5)
+
+
+def test_the_objective_is_the_1f1b_time_of_one_slow_stage():
+    """Σ stages + (k − 1) × the slowest: what the simulator gives when the slowest stage is the
+    last (no transfers), and at most that otherwise (a slow first stage's forwards overlap the
+    fill of the others); the split that shortens the fill wins over one that only balances."""
+    from ndnps.exchanges.pipeline import simulate
+    for times in ([1.0, 1.0, 4.0], [4.0, 1.0, 1.0], [1.0, 4.0, 2.0]):
+        for k in (1, 4, 8):
+            sim = simulate([t / 3 for t in times], [2 * t / 3 for t in times], k)
+            bound = sum(times) + (k - 1) * max(times)
+            assert sim.seconds <= bound + 1e-9 and sim.seconds >= bound - max(times)
+            if times[-1] == max(times) or k == 1:
+                assert sim.seconds == pytest.approx(bound)
+    # 1 : 2 : 4, the slow stage's one layer paces (4 s): the fast stage takes the rest
+    devs = [Device("fast", 4), Device("mid", 2), Device("slow", 1)]
+    split = partition(layers([1.0] * 7), devs, 8)
+    assert [len(s) for s in split.stages] == [4, 2, 1]
 
 
 def test_stages_are_ordered_by_the_ratio_then_speed():
