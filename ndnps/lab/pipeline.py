@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -140,18 +140,14 @@ def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
     to the split `p.split` chooses. Returns the plan as written to plan.json."""
     from ndnps.planner.partition import Device
     from ndnps.planner.plan import make_plan as plan_of
+    from ndnps.planner.plan import on_devices
     from ndnps.protocol.config import ConfigError
     if len(t.hidden) + 1 < len(p.kinds):
         raise ScenarioError(f"training.hidden: {len(t.hidden) + 1} layers cannot make "
                             f"{len(p.kinds)} stages")
     micro = -(-t.batch // p.micro_batches)
     measured = profile_model(t, micro, p.profile_samples, "pipeline.profile_samples")
-    # the devices' time: the fastest kind is device_scale times this machine's CPU time; a
-    # backward after recomputation runs the stage's forward again first
-    again = 1.0 if p.recompute else 0.0
-    layers = [replace(l, forward=l.forward * p.device_scale,
-                      backward=(l.backward + again * l.forward) * p.device_scale)
-              for l in measured]
+    layers = on_devices(measured, p.device_scale, p.recompute)
     devices = [Device(k, v, p.bandwidth_mbps * 1e6 / 8, p.latency_ms / 1000) for k, v in p.kinds]
     plan = plan_of(layers, devices, p.micro_batches, p.machines)
     stages = {"planned": plan.split.stages, **plan.baseline_splits}[

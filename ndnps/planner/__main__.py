@@ -1,13 +1,16 @@
 """python -m ndnps.planner --kinds slow:1,mid:2,fast:4 [--machines 2] [--hidden 64,64,...]
                           [--dataset digits] [--micro-batches 4] [--micro-batch 16]
-                          [--profile-samples 512] [--bandwidth-mbps 100] [--json FILE]
+                          [--profile-samples 512] [--device-scale 1] [--recompute]
+                          [--bandwidth-mbps 100] [--latency-ms 0] [--json FILE]
 
 Plans pipeline + data-parallel training of the MLP on a cluster of --machines virtual machines,
-each with one device of every kind (speeds relative): profiles the model's layers on this
-machine (a brief pre-training on --profile-samples samples), orders the devices into stages,
-splits the layers with the integer program, and prints each stage's device, layers and
-predicted time, the predicted iteration time, and the baselines (equal layer split, a split
-that takes the devices as equal, pure data parallel). Exit 0; 2 on a bad argument.
+each with one device of every kind (speeds relative; the fastest --device-scale times slower
+than one core of this machine): profiles the model's layers on this machine (a brief
+pre-training on --profile-samples samples), orders the devices into stages, splits the layers
+with the integer program, and prints each stage's device, layers and predicted time, the
+predicted iteration time, and the baselines (equal layer split, a split that takes the devices
+as equal, pure data parallel). A transfer costs --latency-ms + its bytes at --bandwidth-mbps.
+Exit 0; 2 on a bad argument.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import sys
 from .partition import Device
 
 
-def parse_kinds(text: str, bandwidth: float) -> list[Device]:
+def parse_kinds(text: str, bandwidth: float, latency: float = 0.0) -> list[Device]:
     """"slow:1,mid:2,fast:4" → devices (ValueError naming the entry)."""
     out = []
     for entry in text.split(","):
@@ -29,7 +32,7 @@ def parse_kinds(text: str, bandwidth: float) -> list[Device]:
             value = -1.0
         if not sep or not name or value <= 0:
             raise ValueError(f"--kinds: expected name:speed (speed > 0), got {entry!r}")
-        out.append(Device(name, value, bandwidth))
+        out.append(Device(name, value, bandwidth, latency))
     if len({d.name for d in out}) != len(out):
         raise ValueError("--kinds: a kind named twice")
     return out
@@ -46,7 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--micro-batches", type=int, default=4, help="k per mini-batch")
     p.add_argument("--micro-batch", type=int, default=16, help="samples per micro-batch")
     p.add_argument("--profile-samples", type=int, default=512, help="the method's a")
+    p.add_argument("--device-scale", type=float, default=1.0,
+                   help="the fastest kind is this many times slower than one core here")
+    p.add_argument("--recompute", action="store_true",
+                   help="the stages recompute their activations before the backward")
     p.add_argument("--bandwidth-mbps", type=float, default=100.0)
+    p.add_argument("--latency-ms", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="FILE", help="also write the plan as JSON")
     return p
@@ -70,25 +78,30 @@ def table(out: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        devices = parse_kinds(args.kinds, args.bandwidth_mbps * 1e6 / 8)
+        devices = parse_kinds(args.kinds, args.bandwidth_mbps * 1e6 / 8,
+                              args.latency_ms / 1000)
         hidden = [int(h) for h in args.hidden.split(",") if h]
         if args.machines < 1 or args.micro_batches < 1 or args.micro_batch < 1 or \
                 len(hidden) + 1 < len(devices) or any(h < 1 for h in hidden):
             raise ValueError("--machines, --micro-batches, --micro-batch must be >= 1 and the "
                              "MLP needs at least as many layers as kinds")
+        if args.device_scale < 1 or args.bandwidth_mbps <= 0 or args.latency_ms < 0:
+            raise ValueError("--device-scale must be >= 1, --bandwidth-mbps > 0, "
+                             "--latency-ms >= 0")
     except ValueError as e:
         print(f"planner: {e}", file=sys.stderr)
         return 2
     from ndnps.ml.data import load_dataset
     from ndnps.ml.models import MLP
 
-    from .plan import make_plan
+    from .plan import make_plan, on_devices
     from .profile import profile
     ds = load_dataset(args.dataset, args.seed)
     model = MLP(ds.n_features, hidden, ds.n_classes, args.seed)
     a = min(args.profile_samples, len(ds.X_train))
-    layers = profile(model, ds.X_train[:a], ds.y_train[:a], args.micro_batch,
-                     steps=max(2, a // args.micro_batch))
+    measured = profile(model, ds.X_train[:a], ds.y_train[:a], args.micro_batch,
+                       steps=max(2, a // args.micro_batch))
+    layers = on_devices(measured, args.device_scale, args.recompute)
     plan = make_plan(layers, devices, args.micro_batches, args.machines)
     out = {"kinds": {d.name: d.speed for d in devices}, "hidden": hidden,
            "dataset": args.dataset, **plan.as_dict()}

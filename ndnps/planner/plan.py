@@ -6,7 +6,7 @@ parallel (every device the whole model, equal shares of the batch, as a PS gives
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from ndnps.exchanges.pipeline import simulate
@@ -37,6 +37,15 @@ class Plan:
                 "solve_seconds": round(self.solve_seconds, 3),
                 "baselines": {k: round(v, 6) for k, v in self.baselines.items()},
                 "baseline_splits": self.baseline_splits}
+
+
+def on_devices(profile: Sequence[Layer], scale: float = 1.0,
+               recompute: bool = False) -> list[Layer]:
+    """The profile (this machine's core) as the devices run it: the fastest kind `scale` times
+    slower; with recomputation, each backward runs the layer's forward again first."""
+    again = 1.0 if recompute else 0.0
+    return [replace(l, forward=l.forward * scale, backward=(l.backward + again * l.forward)
+                    * scale) for l in profile]
 
 
 def predict(split: Split, layers: Sequence[Layer], micro: int) -> float:

@@ -40,11 +40,11 @@ def summary_of(done: subprocess.CompletedProcess, out: Path) -> dict:
     return s
 
 
-def check_trained(s: dict, out: Path) -> dict:
+def check_trained(s: dict, out: Path, least: float = 0.8) -> dict:
     p = s["pipeline"]
     assert s["parameters_identical"] is True and s["digest_mismatches"] == []
     assert abs(p["accuracy_vs_reference"]) <= 0.01, p
-    assert p["final_accuracy"] >= 0.8
+    assert p["final_accuracy"] >= least
     assert p["loss_max_difference"] < 1e-3
     assert len(p["loss_curve"]) == len(p["reference_loss_curve"]) == 4
     plan = json.loads((out / "plan.json").read_text())
@@ -60,10 +60,16 @@ def check_trained(s: dict, out: Path) -> dict:
 
 
 @pytest.mark.timeout(150)
-def test_the_hetero_scenario_trains_as_the_single_process_does(tmp_path):
+@pytest.mark.parametrize("dataset", ["digits", "synthetic"])
+def test_the_hetero_scenario_trains_as_the_single_process_does(tmp_path, dataset):
     out = tmp_path / "run"
-    s = summary_of(run(out, QUICK), out)
-    p = check_trained(s, out)
+    # the synthetic task learns slowly with 6 layers: 4 epochs reach about a third (the
+    # reference's too; chance is a tenth)
+    data = ['training.dataset="synthetic"', "training.n_samples=4000", "training.lr=0.1"] \
+        if dataset == "synthetic" else []
+    s = summary_of(run(out, [*QUICK, *data]), out)
+    p = check_trained(s, out, 0.8 if dataset == "digits" else 0.25)
+    assert p["loss_curve"][-1] < p["loss_curve"][0]
     assert p["split"] == "planned" and p["plan"]["machines"] == 2
     # the stages in the planner's order, each holding its layers on its kind's device
     kinds = [st["kind"] for st in p["stages"]]
