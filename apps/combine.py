@@ -163,25 +163,33 @@ class Scheduled:
         return lambda s: names.partial(producer, train, v, t.reduce, t.set, t.level, t.part, s)
 
     async def _fetch(self, v: int, t: Transfer) -> np.ndarray:
-        peer, cfg = self.peer, self.peer.cfg
-        src = peer.members[t.src]
-        size = (t.range[1] - t.range[0]) * 4
-        last = max(0, -(-size // SEGMENT_SIZE) - 1)
-        loop = asyncio.get_running_loop()
-        try:
-            parts, _, _ = await peer.fetcher.fetch_held(
-                self._namer(src, v, t), last,
-                min(max(HELD_FIRST, 4 * peer.fetcher.srtt()), cfg.collect_lifetime),
-                cfg.collect_lifetime,
-                loop.time() + cfg.worker_timeout)
-        except FetchError as e:
-            raise PeerLost(f"peer {src} silent for {cfg.worker_timeout:g} s at version "
-                           f"{v & EPOCH_MASK} (step {t.step}: {e})") from None
-        blob = b"".join(parts)
-        if len(blob) != size:
-            raise PeerLost(f"peer {src} sent {len(blob)} bytes for part {t.range} of "
-                           f"version {v & EPOCH_MASK}, not {size}")
-        return np.frombuffer(blob, np.float32)
+        src = self.peer.members[t.src]
+        return await fetch_floats(self.peer.fetcher, self.peer.cfg, self._namer(src, v, t),
+                                  t.range[1] - t.range[0], f"peer {src}",
+                                  f"version {v & EPOCH_MASK} (step {t.step}, part {t.range})")
+
+
+async def fetch_floats(fetcher: SegmentFetcher, cfg: TrainingConfig,
+                       name_of: Callable[[int], FormalName], count: int, producer: str,
+                       what: str) -> np.ndarray:
+    """`count` float32 values that `producer` serves once it has made them (a partial sum, a
+    stage's activation): the Interests held there, first for 4 round trips (HELD_FIRST at
+    least), doubling to collect_lifetime; the rest windowed, losses fetched again. PeerLost:
+    the producer silent for worker_timeout, or the wrong number of bytes."""
+    size = 4 * count
+    loop = asyncio.get_running_loop()
+    try:
+        parts, _, _ = await fetcher.fetch_held(
+            name_of, max(0, -(-size // SEGMENT_SIZE) - 1),
+            min(max(HELD_FIRST, 4 * fetcher.srtt()), cfg.collect_lifetime),
+            cfg.collect_lifetime, loop.time() + cfg.worker_timeout)
+    except FetchError as e:
+        raise PeerLost(f"{producer} silent for {cfg.worker_timeout:g} s at {what}: {e}") \
+            from None
+    blob = b"".join(parts)
+    if len(blob) != size:
+        raise PeerLost(f"{producer} sent {len(blob)} bytes for {what}, not {size}")
+    return np.frombuffer(blob, np.float32)
 
 
 class InNetwork:

@@ -47,7 +47,7 @@ from ndnps.lab.metrics import MetricsWriter
 from ndnps.protocol import names
 from ndnps.protocol.config import ConfigError, TrainingConfig, from_table
 
-from .launch import EXIT_OK, EXIT_USAGE, app_parser, serve, setup_logging
+from .launch import EXIT_OK, EXIT_USAGE, app_parser, serve_args, setup_logging
 from .share import ack_content, answer_content
 
 log = logging.getLogger("controller")
@@ -232,9 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     setup_logging(args.log_level, share.name)
     metrics = MetricsWriter(args.metrics, role="controller", name=share.name)
-    return serve(args.transport, metrics,
-                 lambda app: ShareController(share, jobs, app, metrics).run(),
-                 args.reconnect_timeout, args.lp_reliability, args.link_repair)
+    return serve_args(args, metrics,
+                      lambda app: ShareController(share, jobs, app, metrics).run())
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from ndnps.lab.exitcodes import EXIT_ERROR, EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNA
 from ndnps.client.app import App
 
 __all__ = ["EXIT_ERROR", "EXIT_JOB_FAILED", "EXIT_OK", "EXIT_SIGNAL", "EXIT_USAGE", "launch",
-           "serve", "app_parser", "setup_logging", "limit_blas_threads"]
+           "serve", "serve_args", "app_parser", "setup_logging", "limit_blas_threads"]
 
 log = logging.getLogger("launch")
 
@@ -69,6 +69,14 @@ def limit_blas_threads(n: int = 1) -> None:
     except ImportError:                                  # pragma: no cover
         return
     threadpool_limits(n)
+
+
+def serve_args(args: argparse.Namespace, metrics,
+               role: Callable[[App], Coroutine[Any, Any, int]]) -> int:
+    """`serve` with app_parser's flags: the transport, reconnection, link reliability and
+    start delay as the command line set them."""
+    return serve(args.transport, metrics, role, args.reconnect_timeout, args.lp_reliability,
+                 args.link_repair, args.start_after)
 
 
 def serve(transport: str | None, metrics, role: Callable[[App], Coroutine[Any, Any, int]],

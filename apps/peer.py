@@ -47,7 +47,7 @@ from ndnps.protocol.config import ConfigError, TrainingConfig, load
 from .combine import (FRESHNESS_MS, HELD_FIRST, InNetwork, PeerLost, Scheduled, Shared,
                       round_of)
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
-                     serve, setup_logging)
+                     serve_args, setup_logging)
 from .linger import linger
 from .ps_common import JobFailed, total_steps, training_fetcher
 from .published import Published
@@ -283,9 +283,7 @@ class Peer:
         self.metrics.write({"event": "end", "code": code, "version": self.version,
                             "accuracy": self.accuracy, "collective": self.cfg.collective,
                             **self.app.traffic(), **asdict(self.fetch_stats),
-                            **self.combine.counts(), "held_expired": self.published.held.expired,
-                            "unknown_asked": self.published.unknown,
-                            "answers_repeated": self.published.repeated})
+                            **self.combine.counts(), **self.published.counts()})
 
 
 # ---- command line ---------------------------------------------------------------------------
@@ -318,10 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"peer: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE
     metrics = MetricsWriter(args.metrics, role="peer", name=args.name)
-    return serve(args.transport, metrics,
-                 lambda app: Peer(cfg, args.name, app, metrics).run(),
-                 args.reconnect_timeout, args.lp_reliability, args.link_repair,
-                 args.start_after)
+    return serve_args(args, metrics, lambda app: Peer(cfg, args.name, app, metrics).run())
 
 
 if __name__ == "__main__":

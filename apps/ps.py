@@ -50,7 +50,7 @@ from .aggregate import Aggregate
 from .collect import Collect
 from .content import Content
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
-                     serve, setup_logging)
+                     serve_args, setup_logging)
 from .loops import AsyncTraining, run_sync
 from .ps_common import JobFailed, PsCounters, total_steps, training_fetcher
 from .roster import Roster
@@ -326,10 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     metrics = MetricsWriter(args.metrics, role="ps", name=cfg.ps, train=cfg.train)
     metrics.write({"event": "launched"})        # the PS's start, for its start-to-end time
-    return serve(args.transport, metrics,
-                 lambda app: ParameterServer(cfg, app, metrics, args.save).run(),
-                 args.reconnect_timeout, args.lp_reliability, args.link_repair,
-                 args.start_after)
+    return serve_args(args, metrics,
+                      lambda app: ParameterServer(cfg, app, metrics, args.save).run())
 
 
 if __name__ == "__main__":

@@ -63,6 +63,12 @@ class Published:
             self._answered.add((key, seg))
         self.on_sent(key, nbytes)
 
+    def counts(self) -> dict[str, int]:
+        """For the end record: Interests held until they expired, asked for what is gone, and
+        Data sent again."""
+        return {"held_expired": self.held.expired, "unknown_asked": self.unknown,
+                "answers_repeated": self.repeated}
+
     def forget_before(self, version: int) -> None:
         for key in [k for k in self.objects if k[0] < version]:
             del self.objects[key]

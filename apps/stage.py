@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ndnps.client.fetcher import FetchError, FetchStats
+from ndnps.client.fetcher import FetchStats
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_segments
 from ndnps.exchanges.pipeline import FORWARD, Op
@@ -51,14 +51,13 @@ from ndnps.ml.device import Busy, Device, factor
 from ndnps.ml.models import SGD, build_model
 from ndnps.ml.stages import StageModel
 from ndnps.ml.train import WorkerBatches
-from ndnps.ndn.conventions import SEGMENT_SIZE
 from ndnps.protocol import names
 from ndnps.protocol.codec import flatten, param_spec, unflatten
 from ndnps.protocol.config import ConfigError, TrainingConfig, load
 
-from .combine import FRESHNESS_MS, HELD_FIRST, PeerLost, Scheduled
+from .combine import FRESHNESS_MS, PeerLost, Scheduled, fetch_floats
 from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
-                     serve, setup_logging)
+                     serve_args, setup_logging)
 from .linger import linger
 from .ps_common import JobFailed, total_steps, training_fetcher
 from .published import Published
@@ -167,25 +166,13 @@ class Stage:
     async def _fetch(self, producer: str, v: int, backward: bool, mb: int,
                      width: int) -> np.ndarray:
         """Micro-batch mb's activation from the previous stage or gradient from the next."""
-        cfg = self.cfg
         rows = self.slices[mb].stop - self.slices[mb].start
-        size = rows * width * 4
-        loop = asyncio.get_running_loop()
-        try:
-            parts, _, _ = await self.fetcher.fetch_held(
-                lambda s: names.stage_tensor(producer, cfg.train, v, backward, mb, s),
-                max(0, -(-size // SEGMENT_SIZE) - 1),
-                min(max(HELD_FIRST, 4 * self.fetcher.srtt()), cfg.collect_lifetime),
-                cfg.collect_lifetime, loop.time() + cfg.worker_timeout)
-        except FetchError as e:
-            what = "gradient" if backward else "activation"
-            raise PeerLost(f"stage {producer} silent for {cfg.worker_timeout:g} s at step {v} "
-                           f"({what} of micro-batch {mb}: {e})") from None
-        blob = b"".join(parts)
-        if len(blob) != size:
-            raise PeerLost(f"stage {producer} sent {len(blob)} bytes for micro-batch {mb} of "
-                           f"step {v}, not {size}")
-        return np.frombuffer(blob, np.float32).reshape(rows, width)
+        values = await fetch_floats(
+            self.fetcher, self.cfg,
+            lambda s: names.stage_tensor(producer, self.cfg.train, v, backward, mb, s),
+            rows * width, f"stage {producer}",
+            f"step {v} ({'gradient' if backward else 'activation'} of micro-batch {mb})")
+        return values.reshape(rows, width)
 
     # ---- the training -------------------------------------------------------------------------
 
@@ -342,10 +329,7 @@ class Stage:
     def end(self, code: int) -> None:
         self.metrics.write({"event": "end", "code": code, "version": self.version,
                             "collective": "pipeline", **self.app.traffic(),
-                            **asdict(self.fetch_stats),
-                            "held_expired": self.published.held.expired,
-                            "unknown_asked": self.published.unknown,
-                            "answers_repeated": self.published.repeated})
+                            **asdict(self.fetch_stats), **self.published.counts()})
 
 
 # ---- command line ---------------------------------------------------------------------------
@@ -367,9 +351,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os, gc
-    if os.environ.get("NOGC"):
-        gc.disable()
     args = parse_args(argv)
     setup_logging(args.log_level, args.name)
     limit_blas_threads()
@@ -387,10 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stage: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE
     metrics = MetricsWriter(args.metrics, role="stage", name=args.name)
-    return serve(args.transport, metrics,
-                 lambda app: Stage(cfg, args.name, app, metrics).run(args.save),
-                 args.reconnect_timeout, args.lp_reliability, args.link_repair,
-                 args.start_after)
+    return serve_args(args, metrics,
+                      lambda app: Stage(cfg, args.name, app, metrics).run(args.save))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from .faults import Faults
 from .job import Job
 from .join import CONTENT_PATIENCE
 from .launch import (EXIT_JOB_FAILED, EXIT_SIGNAL, EXIT_USAGE, app_parser, limit_blas_threads,
-                     serve, setup_logging)
+                     serve_args, setup_logging)
 
 log = logging.getLogger("worker")
 
@@ -206,10 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     import sklearn.datasets  # noqa: F401
     import sklearn.model_selection  # noqa: F401
     metrics = MetricsWriter(args.metrics, role="worker", name=args.name)
-    return serve(args.transport, metrics,
-                 lambda app: Worker(args.name, key.encode() if key else None, app, metrics,
-                                    faults, args.slowdown, float(patience)).run(),
-                 args.reconnect_timeout, args.lp_reliability, args.link_repair)
+    return serve_args(args, metrics,
+                      lambda app: Worker(args.name, key.encode() if key else None, app,
+                                         metrics, faults, args.slowdown, float(patience)).run())
 
 
 if __name__ == "__main__":

@@ -181,6 +181,54 @@ def interleave(configs: list[str], rounds: int, run: Callable[[str, str], Any],
 # ---- scenario runs ------------------------------------------------------------------------------
 
 
+def variants_parser(prog: str, doc: str, quick: str, variants: tuple[str, ...], repeat: int):
+    """bench_parser with --repeat, --variants and --analyse (a benchmark of scenario variants
+    run alternately: `run_variants`)."""
+    p = bench_parser(prog, doc, quick)
+    p.add_argument("--repeat", type=int, default=repeat)
+    p.add_argument("--variants", default=",".join(variants))
+    p.add_argument("--analyse", metavar="DIR",
+                   help="no runs: the figures of the runs kept in DIR (--keep) made again")
+    return p
+
+
+def run_variants(name: str, args: Any, known: tuple[str, ...], quick: list[str],
+                 run: Callable[[str, Path, int, bool], dict],
+                 combine: Callable[[list[dict]], dict],
+                 line: Callable[[str, dict], dict]) -> dict | None:
+    """The variants (`args.variants`, checked against `known`; `quick` with --quick, one
+    repeat), alternated `args.repeat` times — `run(variant, keep_dir, repeat, analyse)` gives a
+    run's figures — then each variant's repeats combined and its JSON line printed
+    (`line(variant, combined)`). The results (stamp, repeat, variants), or None when a run
+    failed (logged). Run directories are kept in --keep (or read from --analyse), else
+    removed."""
+    import shutil
+    import tempfile
+    variants = quick if args.quick else args.variants.split(",")
+    repeat = 1 if args.quick else args.repeat
+    unknown = [v for v in variants if v not in known]
+    if unknown:
+        log(f"{name}: --variants: unknown {unknown[0]!r} (known: {', '.join(known)})")
+        return None
+    keep = Path(args.analyse or args.keep or tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    results: dict[str, Any] = {"stamp": stamp(), "repeat": repeat, "variants": {}}
+    reps: dict[str, list[dict]] = {v: [] for v in variants}
+    try:
+        for rep in range(repeat):                   # alternated: the noise spread alike
+            for v in variants:
+                reps[v].append(run(v, keep, rep, bool(args.analyse)))
+        for v in variants:
+            results["variants"][v] = combine(reps[v])
+            emit({"bench": name, "variant": v, **line(v, results["variants"][v])})
+    except RunError as e:
+        log(f"{name}: {e}")
+        return None
+    finally:
+        if not (args.keep or args.analyse):
+            shutil.rmtree(keep, ignore_errors=True)
+    return results
+
+
 class RunError(RuntimeError):
     pass
 

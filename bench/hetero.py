@@ -32,16 +32,14 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import sys
-import tempfile
 import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from .common import (ROOT, RunError, bench_parser, emit, fmt, log, median, ratio, rnd,
-                     run_scenario, save, stamp)
+from .common import (ROOT, RunError, emit, fmt, log, median, ratio, rnd, run_scenario,
+                     run_variants, save, variants_parser)
 
 SCENARIO = ROOT / "scenarios" / "hetero.toml"
 VARIANTS = ("planned", "equal-layers", "equal-devices", "planned-recompute", "planned-measured",
@@ -210,36 +208,16 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = bench_parser("bench.hetero", __doc__, "one repeat: planned, equal-layers, data-parallel")
-    p.add_argument("--repeat", type=int, default=2)
-    p.add_argument("--variants", default=",".join(VARIANTS))
-    p.add_argument("--analyse", metavar="DIR",
-                   help="no runs: the figures of the runs kept in DIR (--keep) read again")
+    p = variants_parser("bench.hetero", __doc__,
+                        "one repeat: planned, equal-layers, data-parallel", VARIANTS, 2)
     args = p.parse_args(argv)
-    variants = args.variants.split(",")
-    for v in variants:
-        if v not in VARIANTS:
-            p.error(f"--variants: unknown {v!r} (known: {', '.join(VARIANTS)})")
-    if args.quick:
-        variants, args.repeat = ["planned", "equal-layers", "data-parallel"], 1
-    keep = Path(args.analyse or args.keep or tempfile.mkdtemp(prefix="bench-hetero-"))
-    results: dict[str, Any] = {"stamp": stamp(), "repeat": args.repeat, "variants": {}}
-    reps: dict[str, list[dict]] = {v: [] for v in variants}
-    try:
-        for rep in range(args.repeat):                  # alternated: the noise spread alike
-            for v in variants:
-                reps[v].append(run_variant(v, keep, rep, bool(args.analyse)))
-        for v in variants:
-            x = results["variants"][v] = combine(reps[v])
-            emit({"bench": "hetero", "variant": v, "samples_per_s": x["samples_per_s"],
-                  "iteration_s": x["iteration_s"], "imbalance": x.get("imbalance"),
-                  "predicted_vs_measured": x.get("predicted_vs_measured")})
-    except RunError as e:
-        log(f"hetero: {e}")
+    results = run_variants(
+        "hetero", args, VARIANTS, ["planned", "equal-layers", "data-parallel"], run_variant,
+        combine, lambda v, x: {"samples_per_s": x["samples_per_s"],
+                               "iteration_s": x["iteration_s"], "imbalance": x.get("imbalance"),
+                               "predicted_vs_measured": x.get("predicted_vs_measured")})
+    if results is None:
         return 1
-    finally:
-        if not (args.keep or args.analyse):
-            shutil.rmtree(keep, ignore_errors=True)
     results["solve_seconds"] = solve_times()
     results["verdicts"] = verdicts(results)
     if not args.no_save:

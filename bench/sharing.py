@@ -28,15 +28,13 @@ it: on this 2-core machine a job alone also has the CPU to itself (docs/sharing.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from .common import (ROOT, RunError, bench_parser, emit, fmt, log, median, ratio, rnd,
-                     run_scenario, save, stamp)
+from .common import (ROOT, emit, fmt, log, median, ratio, rnd, run_scenario, run_variants,
+                     save, variants_parser)
 
 SCENARIO = ROOT / "scenarios" / "multi-job.toml"
 VARIANTS = ("td-time-saved", "td-shortest", "always-wait", "never", "spatial", "dedicated",
@@ -172,36 +170,18 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = bench_parser("bench.sharing", __doc__, "one repeat, td-time-saved/never/exclusive")
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--variants", default=",".join(VARIANTS))
-    p.add_argument("--analyse", metavar="DIR",
-                   help="no runs: the figures of the runs kept in DIR (--keep) made again")
+    p = variants_parser("bench.sharing", __doc__, "one repeat, td-time-saved/never/exclusive",
+                        VARIANTS, 3)
     args = p.parse_args(argv)
-    variants = args.variants.split(",")
-    for v in variants:
-        if v not in VARIANTS:
-            p.error(f"--variants: unknown {v!r} (known: {', '.join(VARIANTS)})")
-    if args.quick:
-        variants, args.repeat = ["td-time-saved", "never", "exclusive"], 1
-    keep = Path(args.analyse or args.keep or tempfile.mkdtemp(prefix="bench-share-"))
-    results: dict[str, Any] = {"stamp": stamp(), "repeat": args.repeat, "variants": {}}
-    reps: dict[str, list[dict]] = {v: [] for v in variants}
-    try:
-        for rep in range(args.repeat):                  # alternated: the noise spread alike
-            for v in variants:
-                reps[v].append(run_variant(v, keep, rep, bool(args.analyse)))
-        for v in variants:
-            x = results["variants"][v] = combine(reps[v])
-            emit({"bench": "sharing", "variant": v, "mean_completion_s": x["mean_completion_s"],
-                  "aggregator_busy": x["aggregator_busy"], "violations": x["violations"],
-                  **{f"{ps}_completion_s": j["completion_s"] for ps, j in x["jobs"].items()}})
-    except RunError as e:
-        log(f"sharing: {e}")
+    results = run_variants(
+        "sharing", args, VARIANTS, ["td-time-saved", "never", "exclusive"],
+        run_variant, combine,
+        lambda v, x: {"mean_completion_s": x["mean_completion_s"],
+                      "aggregator_busy": x["aggregator_busy"], "violations": x["violations"],
+                      **{f"{ps}_completion_s": j["completion_s"]
+                         for ps, j in x["jobs"].items()}})
+    if results is None:
         return 1
-    finally:
-        if not (args.keep or args.analyse):
-            shutil.rmtree(keep, ignore_errors=True)
     results["verdicts"] = verdicts(results)
     if not args.no_save:
         save("sharing", None, results)

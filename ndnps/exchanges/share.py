@@ -7,8 +7,9 @@ The rule (the method's steps s1–s3), for job J's round about to start at `now`
 
 1. another job holds the aggregators now → J runs its round the ordinary way;
 2. else, no other job's round is expected to start while J's runs (each job's next start is
-   its last start plus its measured step period; J's round lasts its measured round time) →
-   J uses them;
+   its last start plus its measured step period; J's round lasts its measured round time; a
+   round expected already but not started yet — late by less than its period — is about to
+   arrive) → J uses them;
 3. else J and the jobs whose rounds are expected meanwhile are scored (`Score`); J uses the
    aggregators only if its score is the highest (ties go to J, whose round is here now).
 
@@ -45,6 +46,12 @@ class JobState:
         if self.last_start is None or self.period <= 0:
             return None
         return self.last_start + self.period
+
+    def overdue(self, now: float) -> bool:
+        """Its next round was expected before `now` and has not started: late by less than a
+        period, it is about to (later than that, the job is taken as gone or paused)."""
+        start = self.next_start()
+        return start is not None and start < now < start + self.period
 
     def age(self, now: float) -> float:
         """Periods since it last had the aggregators (since its first round, if never)."""
@@ -86,7 +93,8 @@ def decide(job: JobState, others: Sequence[JobState], holder: str | None, now: f
         return False                                        # s1
     ends = now + job.round_seconds                          # (unmeasured: nobody arrives)
     arriving = [o for o in others if o.job != job.job
-                and (start := o.next_start()) is not None and now <= start < ends]
+                and (start := o.next_start()) is not None and start < ends
+                and (start >= now or o.overdue(now))]
     if not arriving:
         return True                                         # s2
     mine = score(job, now)                                  # s3

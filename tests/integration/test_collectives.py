@@ -6,7 +6,6 @@ mid-run stops the run (the others say it was silent) and leaves no process behin
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from ndnps.lab.netns import PREFIX, NetnsUnavailable, check_available
 from ndnps.lab.spec import load
 from ndnps.ml.data import load_dataset
 from ndnps.ml.train import train_sync_reference
+from tests.support.procfs import processes_naming
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["training.hidden=[32]"]
@@ -125,22 +125,6 @@ kill = [{{ worker = "w2", at_version = 5 }}]
 """
 
 
-def _processes_naming(text: str) -> list[tuple[int, str]]:
-    """Live processes whose command line mentions `text` (the run directory)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (entry / "stat").read_text().split()[2]
-        except OSError:
-            continue
-        if text in cmd and state != "Z":
-            found.append((int(entry.name), cmd))
-    return found
-
-
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("collective", ["ring", "ina"])
 def test_a_peer_killed_mid_run_stops_the_run_and_leaves_no_process(tmp_path, collective):
@@ -164,7 +148,7 @@ def test_a_peer_killed_mid_run_stops_the_run_and_leaves_no_process(tmp_path, col
     failed = [r for p in ("w1", "w3", "w4") for r in read_metrics(out / "metrics" / f"{p}.jsonl")
               if r.get("event") == "failed"]
     assert failed and all("silent" in r["reason"] for r in failed)
-    assert _processes_naming(str(out)) == []
+    assert processes_naming(str(out)) == []
 
 
 def _our_namespaces() -> set[str]:
@@ -218,7 +202,7 @@ def test_a_killed_peer_is_left_behind_when_the_collective_re_forms(tmp_path, col
     assert {p: (e["code"], e["version"]) for p, e in end.items()} == \
         {p: (0, total) for p in end}
     assert s["final_accuracy"] > 0.5
-    assert _processes_naming(str(out)) == []
+    assert processes_naming(str(out)) == []
 
 
 @pytest.mark.timeout(150)

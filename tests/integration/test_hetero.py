@@ -9,7 +9,6 @@ leaves no process behind."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ndnps.lab.metrics import read_metrics
+from tests.support.procfs import processes_naming
 
 pytestmark = pytest.mark.slow
 
@@ -120,19 +120,4 @@ def test_a_killed_stage_stops_the_run_naming_it(tmp_path):
     failed = [r for a in ("m1-slow", "m1-mid", "m1-fast", "m2-slow", "m2-fast")
               for r in read_metrics(out / "metrics" / f"{a}.jsonl") if r.get("event") == "failed"]
     assert failed and all("silent" in r["reason"] for r in failed)
-    assert _processes_naming(str(out)) == []
-
-
-def _processes_naming(text: str) -> list[tuple[int, str]]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (entry / "stat").read_text().split()[2]
-        except OSError:
-            continue
-        if text in cmd and state != "Z":
-            found.append((int(entry.name), cmd))
-    return found
+    assert processes_naming(str(out)) == []

@@ -27,6 +27,19 @@ def test_s2_free_and_nobody_arriving_meanwhile_means_use_them():
     assert decide(a, [fresh], holder=None, now=10.0) is True
 
 
+def test_s2_a_round_overdue_is_about_to_arrive():
+    """b's round was expected at 9.8 and has not started at 10.0: it is coming (a job's
+    period varies), so a's round is scored against it; a job late by more than its period
+    is taken as gone, and leaves the aggregators to a."""
+    a = job("a", round_s=1.0, ordinary=1.1)                     # saves little
+    b = job("b", round_s=1.0, period=4.0, last=5.8, ordinary=4.0)
+    assert b.overdue(10.0) and not b.overdue(9.0)
+    assert decide(a, [b], holder=None, now=10.0) is False       # s3: b scores higher
+    gone = job("b", round_s=1.0, period=4.0, last=1.0, ordinary=4.0)   # expected at 5.0
+    assert not gone.overdue(10.0)
+    assert decide(a, [gone], holder=None, now=10.0) is True
+
+
 def test_s3_a_round_arriving_meanwhile_is_scored_and_the_higher_wins():
     a = job("a", round_s=2.0, ordinary=3.0)     # saves 0.5 s per aggregator-second
     b = job("b", round_s=1.0, period=4.0, last=7.0, ordinary=4.0)   # at 11.0: saves 3
