@@ -82,10 +82,29 @@ class Mean:
 
     def __init__(self, weight: float = 0.3) -> None:
         self.weight, self.value, self.n = weight, 0.0, 0
+        self.dev = 0.0                      # the mean deviation, weighted alike (RTTVAR's way)
+        self.at = 0.0                       # when the last sample came
 
-    def add(self, x: float) -> None:
+    def add(self, x: float, now: float = 0.0) -> None:
+        if self.n:
+            self.dev += self.weight * (abs(x - self.value) - self.dev)
         self.value = x if self.n == 0 else self.value + self.weight * (x - self.value)
         self.n += 1
+        self.at = now
+
+    def fresh(self, now: float, horizon: float) -> float:
+        """The mean, or 0 (not measured) when its last sample is older than `horizon`."""
+        return self.value if self.n and now - self.at <= horizon else 0.0
+
+
+# A round's duration the ordinary way not measured again for this many of the job's periods is
+# taken as not measured (its saving is then one second per second: ndnps.exchanges.share). A
+# job that always wins the aggregators never runs a round the ordinary way, and one measured
+# the ordinary way at a bad moment (a PS job's first rounds under contention: 0.21 s against
+# 0.05 s later) kept the saving it never had for the rest of the run, winning every round
+# against jobs that save more. (Its aggregated duration does not expire: a job not measured
+# aggregated goes first, and an expired one would take the aggregators every few periods.)
+STALE_PERIODS = 5
 
 
 @dataclass
@@ -130,9 +149,11 @@ class _Job:
     def go(self, event: str) -> None:
         self.phase = _NEXT[(self.phase, event)]
 
-    def state(self) -> JobState:
+    def state(self, now: float) -> JobState:
+        horizon = STALE_PERIODS * self.period.value if self.period.n else float("inf")
         return JobState(self.name, self.round_s.value, self.period.value, self.last_start,
-                        self.ordinary_s.value, self.last_granted)
+                        self.ordinary_s.fresh(now, horizon), self.last_granted,
+                        self.period.dev)
 
     def record(self, r: int, use: bool) -> None:
         self.decisions[r] = use
@@ -249,7 +270,8 @@ class Controller:
                 return []
             use = True
         else:
-            use = decide(j.state(), [o.state() for o in others], self.holder, now, self.score)
+            use = decide(j.state(now), [o.state(now) for o in others], self.holder, now,
+                         self.score)
         j.go("agreed")
         return self._run(j, use, now)
 
@@ -261,7 +283,7 @@ class Controller:
         j.record(j.round, use)
         j.run, j.deadline = _Run(j.round, now, use), None
         if j.last_start is not None:
-            j.period.add(now - j.last_start)
+            j.period.add(now - j.last_start, now)
         j.last_start = now
         j.stats.rounds += 1
         if use:
@@ -299,7 +321,7 @@ class Controller:
         """Every node of `j` finished its round: measured; the aggregators freed."""
         run, j.run = j.run, None
         assert run is not None
-        (j.round_s if run.aggregated else j.ordinary_s).add(now - run.started)
+        (j.round_s if run.aggregated else j.ordinary_s).add(now - run.started, now)
         if self.holder != j.name or not run.aggregated:
             return []
         if run.clean:

@@ -7,9 +7,9 @@ The rule (the method's steps s1–s3), for job J's round about to start at `now`
 
 1. another job holds the aggregators now → J runs its round the ordinary way;
 2. else, no other job's round is expected to start while J's runs (each job's next start is
-   its last start plus its measured step period; J's round lasts its measured round time; a
-   round expected already but not started yet — late by less than its period — is about to
-   arrive) → J uses them;
+   its last start plus its measured step period, give or take twice the period's deviation;
+   J's round lasts its measured round time; a round expected already but not started yet —
+   late by less than its period — is about to arrive) → J uses them;
 3. else J and the jobs whose rounds are expected meanwhile are scored (`Score`); J uses the
    aggregators only if its score is the highest (ties go to J, whose round is here now).
 
@@ -40,12 +40,22 @@ class JobState:
     last_start: float | None        # when its last round started (None: none yet)
     ordinary_seconds: float = 0.0   # a round's duration the ordinary way (0: not measured)
     last_granted: float | None = None   # when it last had the aggregators (None: never)
+    period_dev: float = 0.0         # how much its period varies (mean deviation)
 
     def next_start(self) -> float | None:
         """When its next round is expected to start (None: nothing measured yet)."""
         if self.last_start is None or self.period <= 0:
             return None
         return self.last_start + self.period
+
+    def may_start(self, begin: float, end: float) -> bool:
+        """Whether its next round may start within [begin, end): its expected start, give or
+        take twice its period's deviation, falls there — or it is overdue at `begin`."""
+        start = self.next_start()
+        if start is None:
+            return False
+        margin = SPREAD * self.period_dev
+        return start - margin < end and (start + margin >= begin or self.overdue(begin))
 
     def overdue(self, now: float) -> bool:
         """Its next round was expected before `now` and has not started: late by less than a
@@ -64,6 +74,7 @@ class JobState:
 Score = Callable[[JobState, float], float]
 
 AGEING = 0.2        # score gained per period without the aggregators
+SPREAD = 2.0        # a round may start this many deviations of its period from the expected
 
 
 UNMEASURED = 1e9     # a job never measured aggregated: it goes first, once
@@ -92,9 +103,7 @@ def decide(job: JobState, others: Sequence[JobState], holder: str | None, now: f
     if holder is not None and holder != job.job:
         return False                                        # s1
     ends = now + job.round_seconds                          # (unmeasured: nobody arrives)
-    arriving = [o for o in others if o.job != job.job
-                and (start := o.next_start()) is not None and start < ends
-                and (start >= now or o.overdue(now))]
+    arriving = [o for o in others if o.job != job.job and o.may_start(now, ends)]
     if not arriving:
         return True                                         # s2
     mine = score(job, now)                                  # s3

@@ -243,3 +243,34 @@ def test_over_many_rounds_with_loss_nodes_agree_and_jobs_never_overlap(policy, s
     assert overlaps == []
     agg = sum(1 for v in by_round.values() if v == {True})
     assert agg > 100                                        # sharing, not refusing
+
+
+def test_a_round_duration_not_measured_again_for_a_while_is_measured_again():
+    """A job measured once the ordinary way at a bad moment (slow: it seemed to save a lot)
+    and winning the aggregators ever since: after STALE_PERIODS of its periods the old
+    measurement no longer counts, its saving is taken as unknown (1 s per s), and a job that
+    saves more gets the aggregators — so the first one runs the ordinary way and is measured
+    again."""
+    from ndnps.exchanges.agreement import STALE_PERIODS, Mean, _Job
+    from ndnps.exchanges.share import decide, time_saved
+    m = Mean()
+    m.add(0.2, now=1.0)
+    assert m.fresh(2.0, horizon=5.0) == 0.2 and m.fresh(7.0, horizon=5.0) == 0.0
+    small = _Job("small", ("ps",))
+    small.ordinary_s.add(0.21, now=0.0)            # two rounds at the start, under contention
+    small.period.add(0.15, now=0.15)
+    small.last_start = 0.15
+    for i in range(38):                            # then aggregated, every period
+        small.round_s.add(0.05, now=0.2 + 0.15 * i)
+        small.last_granted = 0.2 + 0.15 * i
+    peers = _Job("peers", ("p1", "p2"))
+    peers.round_s.add(0.066, now=6.0)
+    peers.ordinary_s.add(0.193, now=6.0)
+    peers.period.add(0.15, now=6.0)
+    peers.last_start = 5.88                        # next round expected at 6.03
+    early, late = 0.5, 6.0
+    assert late > STALE_PERIODS * 0.15
+    assert time_saved(small.state(early), early) > time_saved(peers.state(early), early)
+    assert small.state(late).ordinary_seconds == 0.0            # stale: not measured
+    assert time_saved(small.state(late), late) < time_saved(peers.state(late), late)
+    assert decide(small.state(late), [peers.state(late)], None, late) is False

@@ -40,6 +40,18 @@ def test_s2_a_round_overdue_is_about_to_arrive():
     assert decide(a, [gone], holder=None, now=10.0) is True
 
 
+def test_s2_a_round_whose_period_varies_may_arrive_early_or_late():
+    """b's next round is expected at 11.5, a's round would end at 11.0: with a steady period b
+    does not arrive meanwhile; with a period varying by 0.3 s (mean deviation) it may start
+    from 10.9 on, so a's round is scored against it."""
+    a = job("a", round_s=1.0, ordinary=1.1)
+    steady = JobState("b", 1.0, 4.0, 7.5, 4.0, None, 0.0)
+    jittery = JobState("b", 1.0, 4.0, 7.5, 4.0, None, 0.3)
+    assert decide(a, [steady], holder=None, now=10.0) is True
+    assert jittery.may_start(10.0, 11.0) and not steady.may_start(10.0, 11.0)
+    assert decide(a, [jittery], holder=None, now=10.0) is False
+
+
 def test_s3_a_round_arriving_meanwhile_is_scored_and_the_higher_wins():
     a = job("a", round_s=2.0, ordinary=3.0)     # saves 0.5 s per aggregator-second
     b = job("b", round_s=1.0, period=4.0, last=7.0, ordinary=4.0)   # at 11.0: saves 3
