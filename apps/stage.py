@@ -50,7 +50,7 @@ from ndnps.ml.data import load_dataset
 from ndnps.ml.device import Busy, Device, factor
 from ndnps.ml.models import SGD, build_model
 from ndnps.ml.stages import StageModel
-from ndnps.ml.train import WorkerBatches
+from ndnps.ml.train import WorkerBatches, steps_per_epoch
 from ndnps.protocol import names
 from ndnps.protocol.codec import flatten, param_spec, unflatten
 from ndnps.protocol.config import ConfigError, TrainingConfig, load
@@ -248,6 +248,7 @@ class Stage:
                         asked += 1
                     op = work.machine.ready()
                     if op is None:
+                        self.device.idle()
                         await arrived.wait()
                         arrived.clear()
                         continue
@@ -265,6 +266,7 @@ class Stage:
         except* PeerLost as group:                  # one lost stage: the step cannot finish
             raise group.exceptions[0] from None
         await self._wait(self.device.settle(), busy)
+        self.device.idle()                          # the synchronisation and the next step
         if cfg.device_time != "profiled":
             recomputed = work.recompute_cpu * self.device.factor
         pipeline_s = time.monotonic() - t0
@@ -362,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
             cfg.step_cost(0, 0, False)              # the profile is there
         if args.name not in cfg.workers:
             raise ConfigError(f"--name: {args.name!r} is not one of training.workers")
+        n_train = len(load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs()).X_train)
+        if steps_per_epoch(n_train, cfg.machines, cfg.batch) < 1:
+            raise ConfigError(f"training.batch: {n_train} samples over {cfg.machines} "
+                              f"machines hold no mini-batch of {cfg.batch}")
         if args.save:
             Path(args.save).parent.mkdir(parents=True, exist_ok=True)
     except (ConfigError, OSError) as e:

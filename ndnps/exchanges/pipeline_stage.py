@@ -94,6 +94,9 @@ class StageWork:
             t0 = self.cpu_clock()
             saved = self.model.restore(saved)
             self.recompute_cpu += self.cpu_clock() - t0
+            # held during this backward: the others' inputs and this one's layers, all of them
+            self.peak_bytes = max(self.peak_bytes, saved.held_bytes
+                                  + sum(s.held_bytes for s in self.saved.values()))
         loss = None
         if self.model.is_last:
             loss, d = self.model.loss_grad(self.outputs.pop(op.mb), self.labels.pop(op.mb),

@@ -113,12 +113,33 @@ def parse(doc: dict[str, Any], sc: "Scenario") -> Pipeline:
     p.bandwidth_mbps = _number(table.get("bandwidth_mbps", p.bandwidth_mbps),
                                "pipeline.bandwidth_mbps", 0.001)
     p.latency_ms = _number(table.get("latency_ms", p.latency_ms), "pipeline.latency_ms", 0.0)
+    _check_training(doc.get("training", {}), p)
     if "jobs" in doc or "share" in doc or "ina" in doc:
         raise ScenarioError("pipeline: one job, without [share] or [ina] (not built)")
     if sc.topology != "star" or sc.netns:
         raise ScenarioError("pipeline: on a local star (topology.kind = \"star\", not "
                             "--netns: not built)")
     return p
+
+
+def _check_training(t: Any, p: Pipeline) -> None:
+    """What a pipeline asks of [training], said in the keys the file has (the training's
+    pipeline fields are filled from [pipeline] after)."""
+    if not isinstance(t, dict):
+        return                              # the training's own check names it
+    if t.get("model", "mlp") != "mlp":
+        raise ScenarioError(f"training.model: a pipeline cuts an mlp's layers into stages, "
+                            f"got {t['model']!r}")
+    if t.get("mode", "sync") != "sync":
+        raise ScenarioError("training.mode: a pipeline trains in sync mode")
+    hidden = t.get("hidden", [64])
+    if isinstance(hidden, list) and len(hidden) + 1 < len(p.kinds):
+        raise ScenarioError(f"training.hidden: {len(hidden) + 1} layers cannot make "
+                            f"{len(p.kinds)} stages (one per device kind)")
+    batch = t.get("batch", 32)
+    if isinstance(batch, int) and batch < p.micro_batches:
+        raise ScenarioError(f"pipeline.micro_batches: {p.micro_batches} micro-batches of a "
+                            f"mini-batch of training.batch = {batch}")
 
 
 def training_table(p: Pipeline, training: dict[str, Any]) -> dict[str, Any]:
@@ -145,6 +166,12 @@ def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
     if len(t.hidden) + 1 < len(p.kinds):
         raise ScenarioError(f"training.hidden: {len(t.hidden) + 1} layers cannot make "
                             f"{len(p.kinds)} stages")
+    from ndnps.ml.data import load_dataset
+    from ndnps.ml.train import steps_per_epoch
+    n_train = len(load_dataset(t.dataset, t.seed, **t.dataset_kwargs()).X_train)
+    if steps_per_epoch(n_train, p.machines, t.batch) < 1:
+        raise ScenarioError(f"training.batch: {n_train} samples over {p.machines} machines "
+                            f"hold no mini-batch of {t.batch}")
     micro = -(-t.batch // p.micro_batches)
     measured = profile_model(t, micro, p.profile_samples, "pipeline.profile_samples")
     layers = on_devices(measured, p.device_scale, p.recompute)
@@ -307,22 +334,25 @@ def _accuracy(run_dir: Path, sc: "Scenario", recs: dict[str, list[dict]],
     accuracy = model.accuracy(ds.X_test, ds.y_test)
     out: dict[str, Any] = {"final_accuracy": accuracy}
     spe = steps_per_epoch(len(ds.X_train), t.machines, t.batch)
-    if t.max_versions and t.max_versions % spe and t.max_versions < t.epochs * spe:
-        return {**out, "reference_note": "the reference trains whole epochs: max_versions "
-                f"{t.max_versions} is not a multiple of {spe} steps per epoch"}
-    epochs = min(t.epochs, t.max_versions // spe) if t.max_versions else t.epochs
-    ref = train_sync_reference(ds, t.model_spec(), t.machines, epochs, t.batch, t.lr,
-                               t.momentum, t.weight_decay, t.seed)
+    total = min(t.epochs * spe, t.max_versions) if t.max_versions else t.epochs * spe
+    ref = train_sync_reference(ds, t.model_spec(), t.machines, -(-total // spe), t.batch,
+                               t.lr, t.momentum, t.weight_decay, t.seed)
     losses: dict[int, list[float]] = {}
     for row in grid:
         for r in recs[row[-1]]:
             if r.get("loss") is not None and "event" not in r:
                 losses.setdefault((r["version"] - 1) // spe, []).append(r["loss"])
-    curve = [float(np.mean(losses[e])) for e in sorted(losses)]
-    ref_curve = [h["loss"] for h in ref["history"]][:len(curve)]
-    return {**out, "reference_accuracy": ref["final_accuracy"],
-            "accuracy_vs_reference": accuracy - ref["final_accuracy"],
-            "loss_curve": curve, "reference_loss_curve": ref_curve,
+    # whole epochs only (every machine's every step), beside the reference's same epochs
+    whole = [e for e in range(total // spe) if len(losses.get(e, [])) == t.machines * spe]
+    curve = [float(np.mean(losses[e])) for e in whole]
+    ref_curve = [ref["history"][e]["loss"] for e in whole]
+    if total % spe:             # the reference trained the last epoch whole: not comparable
+        out["reference_note"] = (f"the reference trains whole epochs: {total} steps are not a "
+                                 f"multiple of {spe}; accuracy not compared")
+    else:
+        out.update({"reference_accuracy": ref["final_accuracy"],
+                    "accuracy_vs_reference": accuracy - ref["final_accuracy"]})
+    return {**out, "loss_curve": curve, "reference_loss_curve": ref_curve,
             "loss_max_difference": max((abs(a - b) for a, b in zip(curve, ref_curve)),
                                        default=None)}
 

@@ -97,6 +97,11 @@ class Device:
     def waited(self, seconds: float) -> None:
         self.debt -= seconds
 
+    def idle(self) -> None:
+        """The device waits for its input: a credit from a sleep that overshot is spent (the
+        next operation starts late anyway, not early)."""
+        self.debt = max(self.debt, 0.0)
+
 
 @dataclass
 class Busy:

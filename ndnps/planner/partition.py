@@ -11,7 +11,7 @@ t × (fastest speed ÷ v).
 **Order** (steps 2–3): were every stage's compute time equal, a device's share of the model
 would be proportional to its speed, and its data-parallel synchronisation (same stage across
 the m machines) proportional to that share: its communication cost = share × model bytes ×
-2(m − 1)/m ÷ its bandwidth (a ring all-reduce; plus 2(m − 1) latencies). Stages go to devices by the ratio of speed (the method's first
+2(m − 1)/m ÷ its bandwidth + 2(m − 1) latencies (a ring all-reduce: Device.sync). Stages go to devices by the ratio of speed (the method's first
 parameter) to that cost, largest first; ties (equal bandwidths make the ratio the same for
 every device): the fastest first.
 
@@ -22,7 +22,11 @@ minimise Σ_s t_s + (k − 1)·z + w: a micro-batch's way through every stage an
 pipeline's fill and drain), the other k − 1 at the slowest stage's pace, then the slowest
 synchronisation — the method's "slowest stage + (micro-batches − 1) × the slowest stage", with
 the fill counted stage by stage (a pipeline with one slow stage fills through the fast ones
-at their pace; the 1F1B simulator agrees: tests). The plan's prediction simulates the 1F1B
+at their pace; the 1F1B simulator gives exactly this when the slowest stage is the last and
+every stage's backward is the same multiple of its forward, at most this when the slowest is
+earlier, and can exceed it when stages' forward : backward ratios differ: tests). Transfers
+count here as the sending stage's time; the simulator takes them as delay on the link. The
+plan's prediction simulates the 1F1B
 schedule instead (ndnps.exchanges.pipeline.simulate), each stage's synchronisation after its
 own last backward.
 """
@@ -68,6 +72,7 @@ class Split:
     stage_seconds: list[float]  # per micro-batch: compute + boundary transfers
     sync_seconds: list[float]   # per mini-batch: the stage's data-parallel synchronisation
     objective: float            # Σ stages + (k − 1) · max stage + max sync
+    optimal: bool = True        # False: the solver stopped at its time limit (the best found)
 
     @property
     def bounds(self) -> list[tuple[int, int]]:
@@ -77,10 +82,9 @@ class Split:
 def order_devices(devices: Sequence[Device], model_bytes: float, machines: int) -> list[Device]:
     """Steps 2–3: the devices in stage order (stage 1 first)."""
     total = sum(d.speed for d in devices)
-    factor = 2 * (machines - 1) / machines if machines > 1 else 0.0
 
     def ratio(d: Device) -> float:
-        cost = d.speed / total * model_bytes * factor / d.bandwidth
+        cost = d.sync(d.speed / total * model_bytes, machines)
         return d.speed / cost if cost > 0 else float("inf")
     return sorted(devices, key=lambda d: (-round(ratio(d), 9), -d.speed))
 
@@ -112,7 +116,8 @@ def objective(times: Sequence[float], syncs: Sequence[float], micro: int) -> flo
 def partition(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
               machines: int = 1, time_limit: float = 10.0) -> Split:
     """Step 4: the contiguous split of `layers` over `devices` (in stage order) minimising
-    micro × the slowest stage + the slowest synchronisation. ValueError: fewer layers than
+    Σ stages + (micro − 1) × the slowest stage + the slowest synchronisation (the module's
+    docstring). ValueError: fewer layers than
     stages, or no solution within `time_limit`."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     L, n = len(layers), len(devices)
@@ -180,7 +185,8 @@ def partition(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
     x = np.round(res.x[:nx]).reshape(L, n)
     stages = [[l for l in range(L) if x[l, s] > 0.5] for s in range(n)]
     times, syncs = stage_costs(layers, devices, stages, machines)
-    return Split(stages, list(devices), times, syncs, objective(times, syncs, micro))
+    return Split(stages, list(devices), times, syncs, objective(times, syncs, micro),
+                 optimal=res.status == 0)
 
 
 def split_by_bounds(layers: Sequence[Layer], devices: Sequence[Device], sizes: Sequence[int],

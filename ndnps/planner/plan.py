@@ -35,6 +35,7 @@ class Plan:
                                self.split.sync_seconds))],
                 "predicted_iteration_seconds": round(self.predicted, 6),
                 "solve_seconds": round(self.solve_seconds, 3),
+                "optimal": self.split.optimal,
                 "baselines": {k: round(v, 6) for k, v in self.baselines.items()},
                 "baseline_splits": self.baseline_splits}
 
@@ -94,7 +95,7 @@ def make_plan(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
     equal = split_by_bounds(layers, ordered, equal_sizes(len(layers), len(ordered)), micro,
                             machines)
     # planned as if every device were as fast as the fastest, run on the real ones
-    same = partition(layers, [Device(d.name, 1.0, d.bandwidth) for d in ordered], micro,
+    same = partition(layers, [replace(d, speed=1.0) for d in ordered], micro,
                      machines)
     as_if = split_by_bounds(layers, ordered, [len(s) for s in same.stages], micro, machines)
     plan.baselines = {"equal_layers": predict(equal, layers, micro),

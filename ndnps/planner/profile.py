@@ -58,16 +58,18 @@ def _profile(model: DenseNet, X: np.ndarray, y: np.ndarray, micro_batch: int, st
             fwd[i].append(clock() - t0)
             saved.append(s)
         _, d = stages[-1].loss_grad(h, yb, micro_batch)
+        grads: dict[str, np.ndarray] = {}
         for i in reversed(range(layers)):
             t0 = clock()
             d, g = stages[i].backward(saved[i], d)
-            for k, v in g.items():          # a pipeline stage sums its micro-batches' in place
-                if k in sums:
+            for k, v in g.items():          # a pipeline stage adds each micro-batch's to the
+                if k in sums:               # mini-batch's, in place (from the second step on)
                     sums[k] += v
                 else:
-                    sums[k] = v
+                    sums[k] = v.copy()
             bwd[i].append(clock() - t0)
-        opt.step(model.params, {k: sums.pop(k) for k in model.params})
+            grads.update(g)
+        opt.step(model.params, grads)
     out = []
     for i in range(layers):
         fan_in, fan_out = model.sizes[i], model.sizes[i + 1]

@@ -62,6 +62,11 @@ def test_recomputation_changes_nothing_but_the_bytes_held():
         for k, g in a.gradients().items():
             np.testing.assert_array_equal(g, b.gradients()[k])
     assert sum(w.peak_bytes for w in again) < sum(w.peak_bytes for w in kept)
+    # ... but a backward holds its micro-batch's recomputed layers: the peak counts them (8
+    # rows a micro-batch, float32, every layer's input of the stage)
+    for w, (a, b) in zip(again, CUTS):
+        one = sum(8 * model.sizes[i] * 4 for i in range(a, b + 1))
+        assert w.peak_bytes >= one and w.peak_full_bytes >= one
 
 
 def test_a_few_pipeline_steps_train_as_the_single_process():

@@ -112,6 +112,11 @@ def test_the_plan_orders_the_kinds_and_splits_the_layers(tmp_path):
     ("", ["pipeline.colour=1"], "pipeline.colour: unknown key"),
     ("", ["training.workers=[\"a\"]"], "training.workers: a pipeline names its stage apps"),
     ("", ["topology.kind=\"tree\""], "pipeline: on a local star"),
+    ("", ["training.model=\"softmax\""], "training.model: a pipeline cuts an mlp's"),
+    ("", ["training.mode=\"async\""], "training.mode: a pipeline trains in sync mode"),
+    ("", ["training.hidden=[]"], "training.hidden: 1 layers cannot make 2 stages"),
+    ("", ["training.batch=1"], "pipeline.micro_batches: 2 micro-batches of a mini-batch of "
+     "training.batch = 1"),
     ("[[device_kinds]]\nname = \"fast\"\nspeed = 1.0\n", [], r"device_kinds\[2\].name: 'fast' "
      "named twice"),
     ("[[device_kinds]]\nname = \"x\"\nspeed = 0\n", [], r"device_kinds\[2\].speed"),
@@ -127,6 +132,13 @@ def test_a_bad_pipeline_scenario_names_the_key(extra, overrides, message):
 def test_a_pipeline_needs_both_tables():
     with pytest.raises(ScenarioError, match="pipeline: a pipeline needs both"):
         scenario(doc=DOC.split("[pipeline]")[0] + "[training]\nbatch = 16\n")
+
+
+def test_a_batch_no_shard_holds_is_refused_by_the_plan():
+    sc = scenario(overrides=["training.batch=1000"])
+    with pytest.raises(ScenarioError, match="training.batch: 1347 samples over 2 machines hold "
+                       "no mini-batch of 1000"):
+        pipeline.make_plan(sc.pipeline, sc.training)
 
 
 def test_more_kinds_than_layers_is_refused_by_the_plan():

@@ -111,3 +111,18 @@ def test_busy_adds_work_and_waits():
 def test_a_device_faster_than_the_cpu_is_refused():
     with pytest.raises(ValueError):
         Device(0.5)
+
+
+def test_an_idle_device_spends_its_credit():
+    """A sleep that overshot is credited to the next operation — unless the device waits for
+    its input in between: then the next one starts late anyway, and owes its whole time."""
+    c = Clocks()
+    d = device(4.0, c)
+    d.waited(0.001)                                 # 1 ms more than owed
+    d.idle()
+    assert d.debt == 0.0
+    _, t = d.run(c.work(cpu=0.001, wall=0.001))
+    assert d.owe(t) == pytest.approx(0.003)
+    d.debt = 0.002
+    d.idle()
+    assert d.debt == 0.002                          # a debt is not forgiven
