@@ -21,7 +21,7 @@ from ndnps.lab.exitcodes import EXIT_ERROR, EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNA
 from ndnps.client.app import App
 
 __all__ = ["EXIT_ERROR", "EXIT_JOB_FAILED", "EXIT_OK", "EXIT_SIGNAL", "EXIT_USAGE", "launch",
-           "serve", "serve_args", "app_parser", "setup_logging", "limit_blas_threads"]
+           "serve", "serve_args", "app_parser", "begin", "setup_logging", "limit_blas_threads"]
 
 log = logging.getLogger("launch")
 
@@ -51,6 +51,12 @@ def app_parser(prog: str, description: str, exits: str, metrics: str) -> argpars
                         "not (an app on a forwarder's local socket): wait for the links' "
                         "repair before taking an Interest as lost, instead of racing it")
     return p
+
+
+def begin(args: argparse.Namespace, who: str) -> None:
+    """What a training app does first: log at --log-level as `who`, with one BLAS thread."""
+    setup_logging(args.log_level, who)
+    limit_blas_threads()
 
 
 def setup_logging(level: str, who: str) -> None:

@@ -42,12 +42,12 @@ from ndnps.ml.models import SGD, build_model
 from ndnps.ml.train import WorkerBatches
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, decode_tensors, encode_tensors, flatten
-from ndnps.protocol.config import ConfigError, TrainingConfig, load
+from ndnps.protocol.config import ConfigError, TrainingConfig, load_member
 
 from .combine import (FRESHNESS_MS, HELD_FIRST, InNetwork, PeerLost, Scheduled, Shared,
                       round_of)
-from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
-                     serve_args, setup_logging)
+from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
+                     serve_args)
 from .linger import linger
 from .ps_common import JobFailed, total_steps, training_fetcher
 from .published import Published
@@ -304,14 +304,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    setup_logging(args.log_level, args.name)
-    limit_blas_threads()
+    begin(args, args.name)
     try:
-        cfg = load(args.config)
+        cfg = load_member(args.config, args.name)
         if not cfg.collective:
             raise ConfigError("training.collective: empty (a PS trains this job: apps.ps)")
-        if args.name not in cfg.workers:
-            raise ConfigError(f"--name: {args.name!r} is not one of training.workers")
     except (ConfigError, OSError) as e:
         print(f"peer: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -49,8 +49,8 @@ from . import checkpoint
 from .aggregate import Aggregate
 from .collect import Collect
 from .content import Content
-from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
-                     serve_args, setup_logging)
+from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
+                     serve_args)
 from .loops import AsyncTraining, run_sync
 from .ps_common import JobFailed, PsCounters, total_steps, training_fetcher
 from .roster import Roster
@@ -315,8 +315,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    setup_logging(args.log_level, "ps")
-    limit_blas_threads()
+    begin(args, "ps")
     try:
         cfg = load(args.config, args)
         if cfg.device_time == "profiled":           # the workers' devices need the profile

@@ -53,11 +53,11 @@ from ndnps.ml.stages import StageModel
 from ndnps.ml.train import WorkerBatches, steps_per_epoch
 from ndnps.protocol import names
 from ndnps.protocol.codec import flatten, param_spec, unflatten
-from ndnps.protocol.config import ConfigError, TrainingConfig, load
+from ndnps.protocol.config import ConfigError, TrainingConfig, load_member
 
 from .combine import FRESHNESS_MS, PeerLost, Scheduled, fetch_floats
-from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, limit_blas_threads,
-                     serve_args, setup_logging)
+from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
+                     serve_args)
 from .linger import linger
 from .ps_common import JobFailed, total_steps, training_fetcher
 from .published import Published
@@ -354,16 +354,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    setup_logging(args.log_level, args.name)
-    limit_blas_threads()
+    begin(args, args.name)
     try:
-        cfg = load(args.config)
+        cfg = load_member(args.config, args.name)
         if not cfg.machines:
             raise ConfigError("training.machines: 0 (not a pipeline training)")
         if cfg.device_time == "profiled":
             cfg.step_cost(0, 0, False)              # the profile is there
-        if args.name not in cfg.workers:
-            raise ConfigError(f"--name: {args.name!r} is not one of training.workers")
         n_train = len(load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs()).X_train)
         if steps_per_epoch(n_train, cfg.machines, cfg.batch) < 1:
             raise ConfigError(f"training.batch: {n_train} samples over {cfg.machines} "

@@ -36,8 +36,8 @@ from ndnps.protocol.config import ConfigError, read_table
 from .faults import Faults
 from .job import Job
 from .join import CONTENT_PATIENCE
-from .launch import (EXIT_JOB_FAILED, EXIT_SIGNAL, EXIT_USAGE, app_parser, limit_blas_threads,
-                     serve_args, setup_logging)
+from .launch import (EXIT_JOB_FAILED, EXIT_SIGNAL, EXIT_USAGE, app_parser, begin,
+                     serve_args)
 
 log = logging.getLogger("worker")
 
@@ -176,8 +176,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    setup_logging(args.log_level, args.name)
-    limit_blas_threads()
+    begin(args, args.name)
     try:
         names.check_id(args.name, "--name")
         key, patience = args.key, args.content_patience

@@ -536,3 +536,11 @@ def load(config_path: str | Path | None, args: argparse.Namespace | None = None)
             if value is not None:
                 table[f.name] = value
     return from_table(table)
+
+
+def load_member(config_path: str | Path, name: str) -> TrainingConfig:
+    """`load`, for a process that is one of the training's workers (a peer, a stage)."""
+    cfg = load(config_path)
+    if name not in cfg.workers:
+        raise ConfigError(f"--name: {name!r} is not one of training.workers")
+    return cfg

@@ -4,7 +4,6 @@ plots and in the Chrome trace, the PS's and forwarders' lanes."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
