@@ -45,6 +45,7 @@ class Layer:
     backward: float
     activation_bytes: float     # its output, per micro-batch
     param_bytes: float
+    recomputed: float = 0.0     # of backward: the forward run again (a recomputing stage)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def on_devices(profile: Sequence[Layer], scale: float = 1.0,
     slower; with recomputation, each backward runs the layer's forward again first."""
     again = 1.0 if recompute else 0.0
     return [replace(l, forward=l.forward * scale, backward=(l.backward + again * l.forward)
-                    * scale) for l in profile]
+                    * scale, recomputed=again * l.forward * scale) for l in profile]
 
 
 def predict(split: Split, layers: Sequence[Layer], micro: int) -> float:
@@ -73,11 +73,12 @@ def data_parallel(layers: Sequence[Layer], devices: Sequence[Device], micro: int
                   machines: int) -> float:
     """Every one of the machines × devices holds the whole model and computes an equal share of
     the mini-batches' micro-batches; the slowest paces, then the whole model is synchronised
-    among all of them."""
+    among all of them.  Nobody recomputes: a worker keeps its whole model's activations."""
     fastest = max(d.speed for d in devices)
     workers = machines * len(devices)
     share = micro * machines / workers                  # micro-batches each
-    compute = max(sum(l.forward + l.backward for l in layers) * share * fastest / d.speed
+    compute = max(sum(l.forward + l.backward - l.recomputed for l in layers) * share
+                  * fastest / d.speed
                   for d in devices)
     model = sum(l.param_bytes for l in layers)
     sync = model * 2 * (workers - 1) / workers / min(d.bandwidth for d in devices)

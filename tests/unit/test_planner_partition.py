@@ -120,6 +120,15 @@ def test_the_plan_beats_its_baselines_on_a_1_2_4_cluster():
     assert out["baseline_splits"]["equal_layers"] == [[0, 1, 2], [3, 4], [5, 6]]
 
 
+def test_recomputation_costs_the_stages_but_not_the_data_parallel_baseline():
+    from ndnps.planner.plan import data_parallel, on_devices
+    ls = layers([1.0] * 6, params=1e4)
+    devs = [Device("slow", 1, 1e9), Device("fast", 2, 1e9)]
+    again = on_devices(ls, recompute=True)
+    assert [l.backward for l in again] == pytest.approx([1.0] * 6)        # 2/3 + the 1/3 forward
+    assert data_parallel(again, devs, 4, 2) == pytest.approx(data_parallel(ls, devs, 4, 2))
+
+
 def test_the_command_line_refuses_bad_kinds(capsys):
     from ndnps.planner.__main__ import main
     assert main(["--kinds", "slow:0,fast:4"]) == 2
