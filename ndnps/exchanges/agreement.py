@@ -85,7 +85,7 @@ class Mean:
         self.dev = 0.0                      # the mean deviation, weighted alike (RTTVAR's way)
         self.at = 0.0                       # when the last sample came
 
-    def add(self, x: float, now: float = 0.0) -> None:
+    def add(self, x: float, now: float) -> None:
         if self.n:
             self.dev += self.weight * (abs(x - self.value) - self.dev)
         self.value = x if self.n == 0 else self.value + self.weight * (x - self.value)

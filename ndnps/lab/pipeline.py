@@ -133,21 +133,26 @@ def _check_training(t: Any, p: Pipeline) -> None:
     if t.get("mode", "sync") != "sync":
         raise ScenarioError("training.mode: a pipeline trains in sync mode")
     hidden = t.get("hidden", [64])
-    if isinstance(hidden, list) and len(hidden) + 1 < len(p.kinds):
-        raise ScenarioError(f"training.hidden: {len(hidden) + 1} layers cannot make "
-                            f"{len(p.kinds)} stages (one per device kind)")
+    if isinstance(hidden, list):
+        _check_layers(len(hidden) + 1, p)
     batch = t.get("batch", 32)
     if isinstance(batch, int) and batch < p.micro_batches:
         raise ScenarioError(f"pipeline.micro_batches: {p.micro_batches} micro-batches of a "
                             f"mini-batch of training.batch = {batch}")
 
 
+def _check_layers(layers: int, p: Pipeline) -> None:
+    if layers < len(p.kinds):
+        raise ScenarioError(f"training.hidden: {layers} layers cannot make {len(p.kinds)} "
+                            f"stages (one per device kind)")
+
+
 def training_table(p: Pipeline, training: dict[str, Any]) -> dict[str, Any]:
     """[training] as the pipeline runs it, an equal split standing in for the plan."""
+    from ndnps.planner.plan import equal_sizes
     hidden = training.get("hidden", [64])
-    layers = (len(hidden) if isinstance(hidden, list) else 1) + 1
     n = len(p.kinds)
-    sizes = [layers // n + (1 if s < layers % n else 0) for s in range(n)]
+    sizes = equal_sizes((len(hidden) if isinstance(hidden, list) else 1) + 1, n)
     kinds = [f"{k}:{v:g}" for k, v in p.kinds]
     return {**training, "machines": p.machines, "collective": "ring",
             "micro_batches": p.micro_batches, "recompute": p.recompute,
@@ -163,9 +168,7 @@ def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
     from ndnps.planner.plan import make_plan as plan_of
     from ndnps.planner.plan import on_devices
     from ndnps.protocol.config import ConfigError
-    if len(t.hidden) + 1 < len(p.kinds):
-        raise ScenarioError(f"training.hidden: {len(t.hidden) + 1} layers cannot make "
-                            f"{len(p.kinds)} stages")
+    _check_layers(len(t.hidden) + 1, p)
     from ndnps.ml.data import load_dataset
     from ndnps.ml.train import steps_per_epoch
     n_train = len(load_dataset(t.dataset, t.seed, **t.dataset_kwargs()).X_train)
