@@ -8,11 +8,15 @@ error and Ctrl-C, and dies with the runner should the runner be killed outright.
 
 Unplanned exits. A child that dies without being asked to (not by [faults]) is a fault of the
 run: it goes into summary.json's `unplanned_exits` (who, when, how, its log tail) and the job's
-own policy decides — a worker's loss is the PS's `on_worker_loss`; a forwarder is restarted on
-its socket after `[run] restart_after` (as a service manager restarts NFD), and so is a PS
-that checkpoints (it resumes), each at most `max_restarts` times. The run fails only when the
-job cannot go on (the PS says so, or dies with no checkpoint to resume from), with the log
-tails. `[run] on_child_exit = "fail"` fails the run at the first unplanned exit instead.
+own policy decides — a worker's loss is the PS's `on_worker_loss`; a PS-less peer's is its
+job's `on_peer_loss` (the other peers stop or re-form), a pipeline stage's stops the pipeline
+(its other stages say so), both exactly as for a [faults] kill; the share controller's loss
+leaves rounds to the ordinary way; a forwarder is restarted on its socket after
+`[run] restart_after` (as a service manager restarts NFD), and so is a PS that checkpoints (it
+resumes), each at most `max_restarts` times. The run fails only when the job cannot go on (an
+app exits 3 — the runner then exits 3 — or the PS dies with no checkpoint to resume from), with
+the log tails. `[run] on_child_exit = "fail"` fails the run at the first unplanned exit
+instead.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from forwarder.status import fetch_status
 
-from . import baseline, ina, pipeline, report, share, spec, topology
+from . import baseline, ina, minindn, pipeline, report, share, spec, topology
 from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
 from .netns import Netns, NetnsUnavailable, check_available, remove_stale
 from .metrics import RUN_T0_ENV, read_metrics
@@ -46,6 +50,10 @@ FAULT_POLL = 0.02            # s: the PS's version is read this often while a fa
 
 class RunFailed(RuntimeError):
     pass
+
+
+class JobStopped(RunFailed):
+    """A job said its training cannot go on (an app exited 3): the runner exits 3 too."""
 
 
 class Interrupted(Exception):
@@ -126,6 +134,9 @@ class Runner:
         self.ina_plan: ina.InaPlan | None = None
         self.controller: ManagedProcess | None = None     # [share]'s
         self.controller_seen_exit = False
+        # every app's role by name ("ps", "worker", "peer", "stage"): an unplanned exit goes
+        # to its own role's policy, and its record says which it was
+        self.roles: dict[str, str] = {}
 
     # ---- set-up ----------------------------------------------------------------------------------
 
@@ -193,6 +204,9 @@ class Runner:
         mtu = self.sc.bottleneck.mtu if bottleneck else None
         for a, b in plan.host_links:
             self.netns.link(a, b, mtu)
+        if self.sc.topology == "minindn":      # each link its own conditions: the file's
+            self.notes += minindn.join(plan, self.sc, self.netns)
+            return plan
         link = self.sc.links.as_table()
         kernel = False
         if bottleneck:
@@ -370,14 +384,17 @@ class Runner:
             env = {"NDN_CLIENT_TRANSPORT": f"unix://{self.sockets[app.forwarder]}"}
             metrics = self.run_dir / "metrics" / f"{app.name}.jsonl"
             config = self.job_configs[self.sc.job_of(app.name).ps]
+            self.roles[app.name] = app.role
             if app.role == "ps":
                 ps_nodes.append((app, node, env, metrics, config))
                 continue
             if app.role == "peer":
                 # a PS-less job's peer, or a pipeline's stage (its final parameters saved)
+                stage = bool(self.sc.job_of(app.name).machines)
+                self.roles[app.name] = "stage" if stage else "peer"
                 program = ["apps.stage", "--save", str(self.run_dir / pipeline.STAGES_DIR /
                                                        f"{app.name}.npz")] \
-                    if self.sc.job_of(app.name).machines else ["apps.peer"]
+                    if stage else ["apps.peer"]
                 argv = self._wrap(node) + [sys.executable, "-m", *program, "--name",
                                            app.name, "--config", str(config), "--metrics",
                                            str(metrics), *self._link_flags(),
@@ -414,6 +431,7 @@ class Runner:
         pss, workers = {}, {}
         listening: dict[str, tuple[str, Path]] = {}    # PS -> (its address, its port file)
         for app in plan.apps:
+            self.roles[app.name] = app.role
             if app.role == "ps":
                 node = plan.forwarders[app.forwarder]
                 address = self._address_of(str(node.host))
@@ -472,6 +490,12 @@ class Runner:
             self.supervise(pss, workers, display)
             self.collect_status(plan)
             self.read_link_stats()
+        except JobStopped as e:
+            display.stop()
+            print(f"\nrun stopped: the training cannot go on: {e}{self._unplanned_text()}",
+                  file=sys.stderr)
+            self._write_summary(ok=False, error=str(e))
+            return EXIT_JOB_FAILED
         except (ProcessFailed, RunFailed, NetnsUnavailable) as e:
             display.stop()
             print(f"\nrun failed: {e}{self._unplanned_text()}", file=sys.stderr)
@@ -564,10 +588,19 @@ class Runner:
         done = True
         for name, ps in list(faults.pss.items()):      # None: killed, restarting
             code = ps.poll() if ps is not None else None
+            role = self.roles.get(name, "ps")
             if ps is None or code is None:
                 done = False
-            elif code in (EXIT_USAGE, EXIT_JOB_FAILED):  # the training says it cannot go on
-                raise ps.fail(f"exited with {describe(code)}{self._peers_gone()}")
+            elif code == EXIT_JOB_FAILED:               # the training says it cannot go on
+                raise JobStopped(str(ps.fail(f"exited with {describe(code)}"
+                                             f"{self._peers_gone()}")))
+            elif code == EXIT_USAGE:
+                raise ps.fail(f"exited with {describe(code)}")
+            elif code != 0 and role in ("peer", "stage"):
+                # PS-less: the job's other nodes find it silent and follow its policy, as
+                # for a [faults] kill; the run ends when they have
+                faults.forget("worker", name)
+                self.unplanned(ps, role, name, self._loss_policy(name, role))
             elif code != 0 and not self.sc.job_of(name).checkpoint:
                 self.unplanned(ps, "ps", name, "run failed: no checkpoint to resume from "
                                "(training.checkpoint)")
@@ -579,16 +612,29 @@ class Runner:
                 done = False
         return done
 
+    def _loss_policy(self, name: str, role: str) -> str:
+        """What a PS-less job does without `name` (a peer or a pipeline's stage)."""
+        job = self.sc.job_of(name)
+        wait = f"once it is silent for training.worker_timeout = {job.worker_timeout:g} s"
+        if role == "stage":
+            return (f"the pipeline stops: it cannot go on without stage {name} (its other "
+                    f"stages stop {wait})")
+        if job.on_peer_loss == "re-form":
+            return (f"the other peers re-form without it {wait} (training.on_peer_loss = "
+                    f"'re-form')")
+        return f"the training stops {wait} (training.on_peer_loss = 'stop')"
+
     def _peers_gone(self) -> str:
         """A PS-less job's peers killed or dead before (a ring's stall travels along it: the
         peer that says so first may name its neighbour, not the one lost)."""
-        if not self.sc.training.collective:
+        kind = "stages" if "stage" in self.roles.values() else "peers"
+        if not {"peer", "stage"} & set(self.roles.values()):
             return ""
         gone = [f"{r['worker']} (killed by [faults] at version {r['version']})"
                 for r in self.faults if r.get("role") == "worker" and "skipped" not in r]
-        gone += [f"{r['node']} ({r['how']})" for r in self.unplanned_exits
-                 if r.get("role") == "worker"]
-        return f"; peers gone before: {', '.join(gone)}" if gone else ""
+        gone += [f"{r['node']} ({r['how']}, unplanned)" for r in self.unplanned_exits
+                 if r.get("role") in ("worker", "peer", "stage")]
+        return f"; {kind} gone before: {', '.join(gone)}" if gone else ""
 
     def unplanned(self, proc: ManagedProcess, role: str, node: str,
                   action: str | None = None) -> dict:
@@ -975,7 +1021,7 @@ def check_netns(sc: Scenario) -> None:
     namespaces (and for the bottleneck, its tbf qdiscs)."""
     if sc.pipeline is not None:
         raise ScenarioError("pipeline: on a local star, not with --netns (not built)")
-    if sc.topology == "bottleneck" or sc.links.rate_mbps:
+    if sc.topology == "bottleneck" or sc.links.rate_mbps or minindn.limited(sc):
         check_available('topology.kind = "bottleneck"' if sc.topology == "bottleneck"
                         else "links.rate_mbps with --netns", tbf=True)
     else:

@@ -11,7 +11,7 @@ import pytest
 
 from ndnps.lab import spec
 from ndnps.lab.process import ManagedProcess, ProcessFailed
-from ndnps.lab.scenario import Faults, Progress, RunFailed, Runner
+from ndnps.lab.scenario import Faults, JobStopped, Progress, RunFailed, Runner
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -36,15 +36,22 @@ def setup(tmp_path):
 
     def make(*sets: str, ps: ManagedProcess | None = None,
              workers: dict[str, ManagedProcess] | None = None,
-             forwarders: dict[str, ManagedProcess] | None = None):
-        sc = spec.load("sync-sgd", list(sets))
+             forwarders: dict[str, ManagedProcess] | None = None,
+             scenario: str = "sync-sgd", peers: dict[str, ManagedProcess] | None = None,
+             role: str = "peer"):
+        sc = spec.load(scenario, list(sets))
         runner = Runner(sc, tmp_path / "run", live=False)
-        ps = ps or running(tmp_path, "ps")
         workers = workers if workers is not None else {}
         runner.forwarder_procs.update(forwarders or {})
-        made.extend([ps, *workers.values(), *(forwarders or {}).values()])
+        if peers is None:                               # a PS's job
+            deciding = {"ps": ps or running(tmp_path, "ps")}
+            runner.roles.update({"ps": "ps", **{w: "worker" for w in workers}})
+        else:                                           # PS-less: peers or a pipeline's stages
+            deciding = peers
+            runner.roles.update({name: role for name in peers})
+        made.extend([*deciding.values(), *workers.values(), *(forwarders or {}).values()])
         faults = Faults(runner, workers, Progress(sc, tmp_path / "run", False), runner.t0,
-                        {"ps": ps})
+                        deciding)
         return runner, faults
     yield make
     for proc in made:
@@ -90,7 +97,7 @@ def test_a_dead_forwarder_is_restarted_a_bounded_number_of_times(tmp_path, setup
 def test_a_ps_that_says_the_training_cannot_go_on_fails_the_run(tmp_path, setup):
     runner, faults = setup("training.checkpoint=\"/tmp/x.npz\"",
                            ps=exited(tmp_path, "ps", 3))
-    with pytest.raises(ProcessFailed, match="training cannot go on"):
+    with pytest.raises(JobStopped, match="training cannot go on"):
         runner.check_exits(faults)
     assert runner.unplanned_exits == []               # its decision, not a death
 
@@ -120,3 +127,55 @@ def test_with_several_jobs_the_run_ends_when_every_ps_has_finished(tmp_path, set
     faults.pss["ps2"].stop(grace=1)
     faults.pss["ps2"] = exited(tmp_path, "ps2b", 0)
     assert runner.check_exits(faults) is True
+
+
+@pytest.mark.parametrize("policy", ["stop", "re-form"])
+def test_a_dead_peer_goes_to_its_jobs_on_peer_loss_not_the_ps_branch(tmp_path, setup, policy):
+    """kill -9 of a ring peer: recorded as a peer, left to the others (they stop or re-form,
+    as after a [faults] kill); no checkpoint is asked for and the run is not failed here."""
+    runner, faults = setup(f"training.on_peer_loss={policy!r}".replace("'", '"'),
+                           scenario="ring",
+                           peers={"w1": running(tmp_path, "w1"),
+                                  "w3": exited(tmp_path, "w3", -9)})
+    assert runner.check_exits(faults) is False
+    (rec,) = runner.unplanned_exits
+    assert (rec["who"], rec["role"], rec["how"]) == ("w3", "peer", "SIGKILL")
+    assert f"on_peer_loss = {policy!r}" in rec["action"] and "checkpoint" not in rec["action"]
+    assert list(faults.pss) == ["w1"]                # the survivors decide when the run ends
+    faults.pss["w1"].stop(grace=1)
+    faults.pss["w1"] = exited(tmp_path, "w1b", 0)
+    assert runner.check_exits(faults) is True and len(runner.unplanned_exits) == 1
+
+
+def test_a_peer_that_stops_the_training_stops_the_run_naming_the_peer_lost(tmp_path, setup):
+    runner, faults = setup(scenario="ring", peers={"w1": running(tmp_path, "w1"),
+                                                   "w3": exited(tmp_path, "w3", -9)})
+    runner.check_exits(faults)
+    faults.pss["w1"].stop(grace=1)
+    faults.pss["w1"] = exited(tmp_path, "w1", 3)
+    with pytest.raises(JobStopped, match=r"w1 exited with code 3 .*; peers gone before: w3 "
+                                         r"\(SIGKILL, unplanned\)"):
+        runner.check_exits(faults)
+
+
+def test_a_dead_stage_names_the_stage_and_the_pipelines_policy(tmp_path, setup):
+    runner, faults = setup(scenario="hetero", role="stage",
+                           peers={"m1-fast": running(tmp_path, "m1-fast"),
+                                  "m2-mid": exited(tmp_path, "m2-mid", -9)})
+    assert runner.check_exits(faults) is False
+    (rec,) = runner.unplanned_exits
+    assert (rec["who"], rec["role"]) == ("m2-mid", "stage")
+    assert "the pipeline stops" in rec["action"] and "stage m2-mid" in rec["action"]
+    faults.pss["m1-fast"].stop(grace=1)
+    faults.pss["m1-fast"] = exited(tmp_path, "m1-fast", 3)
+    with pytest.raises(JobStopped, match=r"stages gone before: m2-mid \(SIGKILL, unplanned\)"):
+        runner.check_exits(faults)
+
+
+def test_a_dead_controller_is_recorded_once_and_the_jobs_go_on(tmp_path, setup):
+    runner, faults = setup()
+    runner.controller = exited(tmp_path, "share-ctl", -9)
+    assert runner.check_exits(faults) is False and runner.check_exits(faults) is False
+    (rec,) = runner.unplanned_exits
+    assert (rec["role"], rec["how"]) == ("controller", "SIGKILL")
+    assert "ordinary way" in rec["action"]
