@@ -10,8 +10,9 @@ as a placement network, and where the aggregators go.
     link_mbps = 1000       # links' capacity for the LP where [links] gives no rate
 
 The PS's edge is the forwarder the PS's app uses (a star's `fwd`, a tree's `root`, the PS's own
-host forwarder in namespaces, the bottleneck's PS host); the candidates are the topology's other
-routers (a tree's leaves, the bottleneck's workers host). In namespaces the router the LP takes
+host forwarder in namespaces, the bottleneck's PS host, a topology file's PS node); the
+candidates are the topology's other routers (a tree's leaves, the bottleneck's workers host, a
+topology file's other nodes, the workers' own included). In namespaces the router the LP takes
 for the PS's edge (`fwd`, `root`) sums the workers the plan sends "to the edge", and the PS's
 host forwarder sums its partial sums with the chosen aggregators'. The placement is solved once, before
 the run (ndnps.placement: the LP per candidate set, greedy over k); the runner configures the
@@ -136,6 +137,8 @@ def edge(sc: "Scenario") -> str:
     if sc.topology == "fat-tree":
         from . import fabric
         return fabric.network(sc, 1000.0).edge_of(sc.training.ps)
+    if sc.topology == "minindn":                # the PS's node, locally and in namespaces
+        return sc.ps_node
     if sc.netns:
         return f"h-{sc.training.ps}"
     return "fwd" if sc.topology == "star" else "root"
@@ -151,6 +154,8 @@ def candidates(sc: "Scenario") -> list[str]:
         from . import fabric
         net = fabric.network(sc, 1000.0)
         return [s for s in net.switches if s != net.edge_of(sc.training.ps)]
+    if sc.topology == "minindn":
+        return [n for n in sc.network.switches if n != sc.ps_node]
     return []
 
 
@@ -165,6 +170,9 @@ def network(sc: "Scenario", ina: Ina) -> "Network":
     if sc.topology == "fat-tree":
         from . import fabric
         return fabric.network(sc, bw)
+    if sc.topology == "minindn":                # a link without bw= at [links]' rate, or ours
+        from . import minindn
+        return minindn.network(sc, bw)
     if sc.topology == "bottleneck":
         a, b = BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST
         switches = [a, b]
@@ -209,7 +217,7 @@ def place(sc: "Scenario", ina: Ina) -> InaPlan:
     groups: dict[str, list[str]] = {}
     # in namespaces the PS's own host forwarder is the edge it asks; the router the LP takes
     # for its edge (a star's fwd, a tree's root) sums what the LP sends "to the edge"
-    router_edge = sc.netns and sc.topology != "bottleneck"
+    router_edge = sc.netns and sc.topology not in ("bottleneck", "minindn")
     for w in job.workers:
         node = sol.plan.get(w, "edge")
         if node == "edge" or node == problem.edge:

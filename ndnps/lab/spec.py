@@ -4,7 +4,12 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
     description = "..."
     [topology]   kind = "star" | "tree" | "bottleneck"; workers = 4; leaves = 2 (tree);
                  bottleneck: two network namespaces (the PS and its forwarder; the workers and
-                 theirs) joined by one veth limited by the kernel's tbf qdisc both ways
+                 theirs) joined by one veth limited by the kernel's tbf qdisc both ways;
+                 file = "x.conf": a Mini-NDN topology file (kind "minindn", the path relative
+                 to the scenario file), every node a forwarder, each link's bw/delay/loss its
+                 own; ps_node = "a" (default: its first node), worker_nodes = ["b", ...]
+                 (default: the others; worker i on the i-th, round robin); workers defaults
+                 to as many as worker_nodes (ndnps/lab/minindn.py)
     [bottleneck] rate_mbps = 100.0; queue_bytes = 1048576 (tbf limit: the kernel queue);
                  burst_bytes = 16384 (tbf burst); mtu = 1500 (the veth's): that link
     [links]      loss, delay_ms, jitter_ms, rate_mbps: every link (apps' and forwarders');
@@ -107,7 +112,7 @@ class Links:
 _FLAGS = ("reliability", "app_faces")     # Links fields that are switches, not conditions
 _KERNEL = ("queue_bytes",)                 # ... that only the kernel's qdisc takes
 
-TOPOLOGIES = ("star", "tree", "bottleneck", "fat-tree", "bcube")
+TOPOLOGIES = ("star", "tree", "bottleneck", "fat-tree", "bcube", "minindn")
 SYSTEMS = ("ndnps", "tcp")
 # the bottleneck topology's two hosts (network namespaces), each with its forwarder
 BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST = "ps-host", "workers-host"
@@ -165,6 +170,11 @@ class Scenario:
     # [[device_kinds]] and [pipeline]: pipeline + data parallel (ndnps.lab.pipeline.Pipeline)
     pipeline: Any = None
     job_start: dict[str, float] = field(default_factory=dict)   # [[jobs]] start, by job (ps)
+    # [topology] file (kind "minindn"): the file's network (ndnps.placement.network.Network),
+    # the node every job's PS runs on, the nodes the workers take in turn
+    network: Any = None
+    ps_node: str = ""
+    worker_nodes: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)    # the document as run
 
     @property
@@ -195,7 +205,7 @@ class Kill:
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
         "training", "faults", "bottleneck", "jobs", "ina", "share", "device_kinds", "pipeline"}
 _TABLE_KEYS = {
-    "topology": {"kind", "workers", "leaves", "k", "n"},
+    "topology": {"kind", "workers", "leaves", "k", "n", "file", "ps_node", "worker_nodes"},
     "links": {f.name for f in fields(Links)},
     "workers": {"slowdown"},
     "run": {"timeout", "trace_interval", "on_child_exit", "restart_after", "max_restarts",
@@ -220,7 +230,9 @@ def _number(value: Any, key: str, low: float = 0.0, high: float | None = None,
     return value if integer else float(value)
 
 
-def parse(doc: dict[str, Any], name: str) -> Scenario:
+def parse(doc: dict[str, Any], name: str, base: Path | None = None) -> Scenario:
+    """The scenario `doc` (TOML, overrides applied); `base`: the directory a relative
+    topology.file is in (default: the current one)."""
     for key in doc:
         if key not in _TOP:
             raise ScenarioError(f"{key}: unknown key (known: {', '.join(sorted(_TOP))})")
@@ -236,11 +248,23 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
     sc.description = str(doc.get("description", ""))
 
     topo = doc.get("topology", {})
-    sc.topology = topo.get("kind", sc.topology)
+    sc.topology = topo.get("kind", "minindn" if "file" in topo else sc.topology)
     if sc.topology not in TOPOLOGIES:
         raise ScenarioError(f"topology.kind: must be one of {', '.join(TOPOLOGIES)}, got "
                             f"{sc.topology!r}")
-    sc.workers = _number(topo.get("workers", sc.workers), "topology.workers", 1, 64, True)
+    if sc.topology == "minindn" or "file" in topo:
+        _file_topology(topo, sc, base)
+    else:
+        for key in ("ps_node", "worker_nodes"):
+            if key in topo:
+                raise ScenarioError(f"topology.{key}: names a node of topology.file (a "
+                                    "Mini-NDN topology), which this scenario has not")
+    named = doc.get("training", {}).get("workers") if isinstance(doc.get("training"), dict) \
+        else None
+    # a file's default: a worker per worker node, or per name training.workers gives
+    default = (len(named) if isinstance(named, list) and named else len(sc.worker_nodes)) \
+        if sc.topology == "minindn" else sc.workers
+    sc.workers = _number(topo.get("workers", default), "topology.workers", 1, 64, True)
     sc.leaves = _number(topo.get("leaves", sc.leaves), "topology.leaves", 1, 16, True)
     sc.k = _number(topo.get("k", 2 if sc.topology == "bcube" else 4), "topology.k",
                    1 if sc.topology == "bcube" else 2, 8, True)
@@ -257,7 +281,8 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
         # path (bench loss: at 10 and 20 % on every link, x1.5 and x2.1 of lossless against
         # x2.0 and x3.7 end to end); on lossless links it would only cost (x1.1-1.2)
         sc.links.reliability = sc.links.loss > 0 or any(
-            o.loss > 0 for o in sc.link_overrides.values())
+            o.loss > 0 for o in sc.link_overrides.values()) or (
+            sc.network is not None and any(link.loss for link in sc.network.links))
 
     fwd = doc.get("forwarder", {})
     if not isinstance(fwd, dict):
@@ -346,6 +371,8 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
         _check_tcp_baseline(sc, doc)
     if sc.topology in ("fat-tree", "bcube"):
         _check_fabric(sc)
+    if sc.topology == "minindn":
+        _check_file_apps(sc, doc)
     if "share" in doc:                  # before the peers' checks: it may change their jobs
         if "ina" in doc:
             raise ScenarioError("ina: not with [share] (it names the one aggregator the jobs "
@@ -359,6 +386,77 @@ def parse(doc: dict[str, Any], name: str) -> Scenario:
         from . import ina
         sc.ina = ina.parse(doc["ina"], sc)
     return sc
+
+
+def _file_topology(topo: dict[str, Any], sc: Scenario, base: Path | None) -> None:
+    """[topology] file (kind "minindn"): the Mini-NDN file read (every error names its line
+    and key), and the nodes the PS and the workers run on."""
+    from ndnps.placement.network import TopologyError, read_minindn
+    if sc.topology != "minindn":
+        raise ScenarioError(f"topology.kind: a topology file is kind = \"minindn\" (or leave "
+                            f"kind out), got {sc.topology!r}")
+    file = topo.get("file")
+    if not isinstance(file, str) or not file:
+        raise ScenarioError(f"topology.file: expected the path of a Mini-NDN topology file, "
+                            f"got {file!r}")
+    path = Path(file).expanduser()
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    if not path.is_file():
+        raise ScenarioError(f"topology.file: {path}: no such file")
+    try:
+        net = read_minindn(path)
+    except TopologyError as e:
+        raise ScenarioError(f"topology.file: {e}") from None
+    sc.network = net
+    sc.raw["topology"]["file"] = str(path.resolve())      # the run's copy finds it anywhere
+
+    def node(value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise ScenarioError(f"{key}: expected a node's name, got {value!r}")
+        try:
+            name = net.node(value)
+        except TopologyError as e:
+            raise ScenarioError(f"{key}: {e} (nodes: {', '.join(net.switches)})") from None
+        if name not in net.switches:
+            raise ScenarioError(f"{key}: {name!r} is one of the file's [switches], which "
+                                "forward only; apps run on [nodes]")
+        return name
+
+    sc.ps_node = node(topo.get("ps_node", net.switches[0]), "topology.ps_node")
+    others = [n for n in net.switches if n != sc.ps_node] or [sc.ps_node]
+    names = topo.get("worker_nodes", others)
+    if not isinstance(names, list) or not names:
+        raise ScenarioError(f"topology.worker_nodes: expected a list of nodes, got {names!r}")
+    sc.worker_nodes = [node(n, f"topology.worker_nodes[{i}]") for i, n in enumerate(names)]
+    if len(set(sc.worker_nodes)) != len(sc.worker_nodes):
+        raise ScenarioError(f"topology.worker_nodes: a node named twice in {names}")
+    for i, n in enumerate(sc.worker_nodes):
+        try:
+            net.path(n, sc.ps_node)
+        except TopologyError:
+            raise ScenarioError(f"topology.worker_nodes[{i}]: no path from {n!r} to the PS's "
+                                f"node {sc.ps_node!r}") from None
+
+
+def _check_file_apps(sc: Scenario, doc: dict[str, Any]) -> None:
+    """What a topology file's scenario cannot do: the apps' names must not be nodes' (both
+    are routed by name), PS-less training is not built on it, the links are the file's."""
+    nodes = set(sc.network.nodes)
+    for job in sc.all_jobs:
+        for key, app in [("ps", job.ps)] + [("workers", w) for w in job.workers]:
+            if app in nodes:
+                raise ScenarioError(f"training.{key}: {app!r} is also a node of topology.file "
+                                    "(the routes to the app and to the node would clash): "
+                                    "name the app otherwise")
+        if job.collective:
+            raise ScenarioError("training.collective: PS-less training on a topology file is "
+                                "not built (a PS and its workers are)")
+    if doc.get("links", {}).get("app_faces") is True:
+        raise ScenarioError("links.app_faces: on a topology file every app uses its node's "
+                            "forwarder over its local socket, as in Mini-NDN: no link to "
+                            "emulate there")
+    sc.links.app_faces = False
 
 
 def _check_fabric(sc: Scenario) -> None:
@@ -575,7 +673,9 @@ def _faults(table: dict, sc: Scenario) -> list[Kill]:
 
 def router_names(sc: Scenario) -> list[str]:
     """The topology's forwarders that apps do not name (a netns run adds one per app host,
-    except on the bottleneck, whose two hosts are these)."""
+    except on the bottleneck, whose two hosts are these, and a topology file's nodes)."""
+    if sc.topology == "minindn":
+        return sc.network.switches + sc.network.relays
     if sc.topology == "star":
         return ["fwd"]
     if sc.topology == "bottleneck":
@@ -689,4 +789,8 @@ def load(name_or_path: str | None, overrides: list[str] | None = None) -> Scenar
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{name}: {e}") from None
-    return parse(apply_overrides(doc, overrides or []), name)
+    # a relative topology.file: beside the scenario file, or where we are when --set gives it
+    base = None if name_or_path is None else path.parent
+    if any(item.split("=", 1)[0].strip() == "topology.file" for item in overrides or []):
+        base = None
+    return parse(apply_overrides(doc, overrides or []), name, base)

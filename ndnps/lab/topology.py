@@ -11,6 +11,9 @@ Netns mode (`--netns`): every host — each router forwarder, the PS and each wo
 network namespace and runs its own forwarder, as Mini-NDN runs NFD on every node; the apps use
 their host's forwarder and hosts are joined by veth pairs carrying UDP faces.
 
+A Mini-NDN topology file (`file = "x.conf"`): every node a forwarder, the apps on their nodes,
+each link with its own conditions, in either mode (ndnps.lab.minindn).
+
 Bottleneck (`kind = "bottleneck"`, always in namespaces): two hosts, as the issue's testbed — the
 PS host runs the PS's forwarder and the PS, the workers host one forwarder for every worker and
 the workers — joined by one veth carrying one UDP face each way, its two ends limited by the
@@ -111,6 +114,9 @@ def plan_local(sc: Scenario) -> Plan:
     if sc.topology in ("fat-tree", "bcube"):
         from . import fabric
         return fabric.plan(sc)
+    if sc.topology == "minindn":
+        from . import minindn
+        return minindn.plan(sc)
     link = sc.links.as_table()
     app_link = link if sc.links.app_faces else {}
     if sc.topology == "star":
@@ -233,6 +239,8 @@ def route_aggregators(plan: Plan, sc: Scenario, nodes: list[str]) -> None:
         for node in nodes:
             fabric.route(plan.forwarders, net, node, node)
         return
+    if sc.topology == "minindn":            # every forwarder routes every node's name already
+        return
     for node in nodes:
         prefix = f"/{node}"
         if sc.topology == "bottleneck":
@@ -251,6 +259,9 @@ def plan_hosts(sc: Scenario) -> Plan:
     if sc.topology == "bcube":
         from . import fabric
         return fabric.plan_netns(sc)
+    if sc.topology == "minindn":
+        from . import minindn
+        return minindn.plan(sc)
     return plan_bottleneck(sc) if sc.topology == "bottleneck" else plan_netns(sc)
 
 

@@ -5,7 +5,10 @@ Places k aggregating forwarders by the greedy + LP method and prints the chosen 
 aggregation throughput γ (Mbit/s: the rate every worker can send its gradient at), the gradient
 routing plan (each worker's aggregator, or "edge": the PS's edge forwarder, which always
 aggregates) and γ for k = 0..K. Generated topologies put the PS on the first host and workers on
-all the others unless --ps / --workers say otherwise; a Mini-NDN file's [nodes] likewise.
+all the others unless --ps / --workers say otherwise. A Mini-NDN file's nodes are forwarders, as
+in Mini-NDN: the PS and the workers run on the nodes named (default: the PS on the first of
+[nodes], workers on the others), each using its node's forwarder, and every node but the PS's
+(its edge, which always aggregates) is a candidate — the workers' nodes too.
 --baselines adds random placement (mean of 20), the edge alone, every candidate, and exhaustive
 search where C(candidates, k) <= 5000. Exit 0; 2 on a bad topology or argument.
 """
@@ -29,8 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capacity", type=float, default=400.0,
                    help="each aggregator's processing capacity, Mbit/s of gradient input "
                         "(default 400; links are 100 Mbit/s unless the file says)")
-    p.add_argument("--ps", help="the PS's node (default: the first host)")
-    p.add_argument("--workers", help="comma-separated worker nodes (default: every other host)")
+    p.add_argument("--ps", help="the PS's node (default: the first host, or a Mini-NDN "
+                                "file's first node)")
+    p.add_argument("--workers", help="comma-separated worker nodes (default: every other host "
+                                     "or node)")
     p.add_argument("--baselines", action="store_true", help="random, edge only, all, exhaustive")
     p.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     return p
@@ -40,9 +45,10 @@ def run(args: argparse.Namespace) -> dict:
     net = parse_topology(args.topology)
     if args.k < 0:
         raise TopologyError(f"--k: must be >= 0, got {args.k}")
-    ps = args.ps or net.hosts[0]
-    workers = [w for w in args.workers.split(",") if w] if args.workers else \
-        [h for h in net.hosts if h != ps]
+    places = net.hosts or net.switches          # where apps run: hosts, or forwarder nodes
+    ps = net.node(args.ps) if args.ps else places[0]
+    workers = [net.node(w) for w in args.workers.split(",") if w] if args.workers else \
+        [h for h in places if h != ps]
     problem = Problem(net, ps, workers, capacity=args.capacity)
     placement = greedy(problem, args.k)
     best = placement.best

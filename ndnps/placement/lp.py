@@ -47,9 +47,8 @@ class Problem:
     edge_capacity: float = math.inf
 
     def __post_init__(self) -> None:
-        hosts = set(self.network.hosts) | set(self.network.switches)
         for name in [self.ps, *self.workers]:
-            if name not in hosts:
+            if name not in self.network.nodes:
                 raise TopologyError(f"{name!r}: no such node in {self.network.name or 'the network'}")
         if self.ps in self.workers:
             raise TopologyError(f"{self.ps!r}: the PS cannot also be a worker")
@@ -57,14 +56,15 @@ class Problem:
             raise TopologyError("no workers")
         if not self.capacity > 0:
             raise TopologyError(f"capacity must be > 0, got {self.capacity}")
+        for name in [self.ps, *self.workers]:
+            self.network.edge_of(name)            # an app's node: a host or a forwarder
         self.edge = self.network.edge_of(self.ps)
 
     def candidates(self) -> list[str]:
-        """Forwarders that may aggregate: the switches but the PS's edge (which always does);
-        without switches (a Mini-NDN file with none), every node the training does not use."""
-        used = {self.ps, self.edge, *self.workers}
-        pool = self.network.switches or self.network.nodes
-        return [n for n in pool if n not in used]
+        """Forwarders that may aggregate: the switches but the PS's edge (which always does) —
+        a worker's own node too when it is a forwarder (a Mini-NDN node), whose sum then
+        holds its worker's gradient and those routed through it."""
+        return [n for n in self.network.switches if n not in (self.ps, self.edge)]
 
 
 @dataclass
@@ -104,8 +104,8 @@ def solve(problem: Problem, aggregators: list[str], tidy: bool = True) -> Soluti
     allowed = set(problem.candidates())
     bad = [s for s in aggs if s not in allowed]
     if bad:
-        raise TopologyError(f"{bad[0]!r}: not a candidate aggregator (the PS, its edge "
-                            "forwarder and the workers are not)")
+        raise TopologyError(f"{bad[0]!r}: not a candidate aggregator (the forwarders but the "
+                            "PS's edge are; hosts and relays are not)")
     var = _Vars(workers, aggs)
     rows: list[int] = []
     cols: list[int] = []

@@ -1,21 +1,32 @@
-"""The network the placement plans for: nodes (hosts run apps, switches only forward), full-duplex
-links with a capacity per direction, and the one shortest path the gradients take between two
-nodes. Generated (fat-tree, leaf-spine) or read from a Mini-NDN topology file.
+"""The network the placement plans for: nodes, full-duplex links with a capacity per direction,
+and the one path the gradients take between two nodes. Generated (fat-tree, leaf-spine, BCube)
+or read from a Mini-NDN topology file.
+
+Nodes: hosts run apps and forward nothing (a generated topology's servers); switches are
+forwarders, the aggregator candidates, and an app may run on one (using it as its edge, as an
+app on a Mini-NDN node uses that node's NFD); relays forward and do nothing else (a Mini-NDN
+file's `[switches]`).
 
 Units: capacities in Mbit/s (Mini-NDN's `bw=`), and every rate the LP gives back in the same
-unit. Paths: fewest hops; among equal-cost next hops one is chosen by a stable hash of the (source,
-destination) pair, as ECMP spreads flows, so the same pair always takes the same path and
-different pairs spread over the fabric.
+unit. Paths: least cost (a link costs 1, a hop, unless it says; a Mini-NDN file's links cost
+their delay in ms, as NLSR's link cost), ties by fewer hops; among equal next hops one is chosen
+by a stable hash, as ECMP spreads flows. A generated network hashes the (source, destination)
+pair once for the whole path. A network with `fib` set routes as NDN forwards: every node picks
+its own next hop toward a destination by the (node, destination) pair, as its FIB would, and the
+path of a gradient from src to dst is the way its Data travels: back along the path dst's
+Interests take toward src.
 """
 from __future__ import annotations
 
+import heapq
 import re
 import zlib
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 DEFAULT_BW = 100.0            # Mbit/s: a generated topology's links, and a file's without bw=
+NLSR_COST = 10.0              # a Mini-NDN link's cost without delay= (NLSR's: 10 ms)
 
 
 class TopologyError(ValueError):
@@ -26,23 +37,33 @@ class TopologyError(ValueError):
 class Link:
     a: str
     b: str
-    bw: float = DEFAULT_BW            # Mbit/s, each direction
-    delay_ms: float = 0.0
-    loss: float = 0.0                 # percent, as Mini-NDN writes it
+    bw: float | None = DEFAULT_BW     # Mbit/s, each direction; None: a file's link without bw=
+    delay_ms: float | None = None     # None: not given (so for loss and jitter)
+    loss: float | None = None         # percent, as Mini-NDN writes it
+    jitter_ms: float | None = None
+    cost: float = 1.0                 # routing cost
+
+    @property
+    def capacity(self) -> float:
+        """Mbit/s each way to plan with (DEFAULT_BW when the link does not say)."""
+        return DEFAULT_BW if self.bw is None else self.bw
 
 
 @dataclass
 class Network:
-    hosts: list[str] = field(default_factory=list)       # run apps (PS, workers)
-    switches: list[str] = field(default_factory=list)    # forward only: aggregator candidates
+    hosts: list[str] = field(default_factory=list)       # run apps, forward nothing
+    switches: list[str] = field(default_factory=list)    # forwarders: aggregator candidates
     links: list[Link] = field(default_factory=list)
     name: str = ""
+    relays: list[str] = field(default_factory=list)      # forward only (no apps, no sums)
+    fib: bool = False                                    # route per node, as a FIB (above)
 
     def __post_init__(self) -> None:
         self._adj: dict[str, list[str]] = {}
         self._bw: dict[tuple[str, str], float] = {}
-        self._dist: dict[str, dict[str, int]] = {}
-        nodes = self.hosts + self.switches
+        self._cost: dict[tuple[str, str], int] = {}      # thousandths: sums stay exact
+        self._dist: dict[str, dict[str, tuple[int, int]]] = {}
+        nodes = self.nodes
         if len(set(nodes)) != len(nodes):
             dup = next(n for n in nodes if nodes.count(n) > 1)
             raise TopologyError(f"node {dup!r}: named twice")
@@ -56,17 +77,31 @@ class Network:
                 raise TopologyError(f"link {link.a}:{link.b}: a node linked to itself")
             if (link.a, link.b) in self._bw:
                 raise TopologyError(f"link {link.a}:{link.b}: given twice")
-            if not link.bw > 0:
+            if not link.capacity > 0:
                 raise TopologyError(f"link {link.a}:{link.b}: bw must be > 0, got {link.bw}")
+            if not 0 <= link.cost < float("inf"):
+                raise TopologyError(f"link {link.a}:{link.b}: cost must be >= 0, got "
+                                    f"{link.cost}")
             self._adj[link.a].append(link.b)
             self._adj[link.b].append(link.a)
-            self._bw[(link.a, link.b)] = self._bw[(link.b, link.a)] = link.bw
+            self._bw[(link.a, link.b)] = self._bw[(link.b, link.a)] = link.capacity
+            self._cost[(link.a, link.b)] = self._cost[(link.b, link.a)] = round(link.cost * 1000)
         for n in self._adj:
             self._adj[n].sort()
 
     @property
     def nodes(self) -> list[str]:
-        return self.hosts + self.switches
+        return self.hosts + self.switches + self.relays
+
+    def node(self, name: str) -> str:
+        """The node called `name`, or written alike but for case (Mini-NDN reads its files'
+        names case-insensitively); TopologyError naming it when there is none."""
+        if name in self._adj:
+            return name
+        alike = [n for n in self._adj if n.lower() == name.lower()]
+        if len(alike) != 1:
+            raise TopologyError(f"no node {name!r} in {self.name or 'the network'}")
+        return alike[0]
 
     def neighbours(self, node: str) -> list[str]:
         return self._adj[node]
@@ -78,40 +113,72 @@ class Network:
     def directed_links(self) -> list[tuple[str, str]]:
         return sorted(self._bw)
 
-    def _distances(self, dst: str) -> dict[str, int]:
-        """Hops from every node to `dst` (BFS; cached per destination)."""
+    def _distances(self, dst: str) -> dict[str, tuple[int, int]]:
+        """(cost, hops) from every node to `dst` (Dijkstra; cached per destination)."""
         if dst not in self._dist:
-            dist = {dst: 0}
-            todo = deque([dst])
+            dist = {dst: (0, 0)}
+            todo = [(0, 0, dst)]
             while todo:
-                n = todo.popleft()
+                cost, hops, n = heapq.heappop(todo)
+                if (cost, hops) > dist[n]:
+                    continue
                 for m in self._adj[n]:
-                    if m not in dist:
-                        dist[m] = dist[n] + 1
-                        todo.append(m)
+                    d = (cost + self._cost[(m, n)], hops + 1)
+                    if m not in dist or d < dist[m]:
+                        dist[m] = d
+                        heapq.heappush(todo, (*d, m))
             self._dist[dst] = dist
         return self._dist[dst]
 
-    def path(self, src: str, dst: str) -> list[tuple[str, str]]:
-        """The directed links from `src` to `dst` along one shortest path ([] when equal)."""
-        for end in (src, dst):
+    def _check(self, *ends: str) -> None:
+        for end in ends:
             if end not in self._adj:
                 raise TopologyError(f"no node {end!r}")
+
+    def _walk(self, src: str, dst: str, spread: Callable[[str], int]) -> list[tuple[str, str]]:
+        """From `src` to `dst` along least-cost next hops, `spread(node)` choosing among
+        equal ones."""
         dist = self._distances(dst)
         if src not in dist:
             raise TopologyError(f"no path from {src!r} to {dst!r}")
         out, node = [], src
-        spread = zlib.crc32(f"{src}>{dst}".encode())
         while node != dst:
-            nexts = [m for m in self._adj[node] if dist.get(m) == dist[node] - 1]
-            nxt = nexts[spread % len(nexts)]
+            cost, hops = dist[node]
+            nexts = [m for m in self._adj[node]
+                     if dist.get(m) == (cost - self._cost[(node, m)], hops - 1)]
+            nxt = nexts[spread(node) % len(nexts)]
             out.append((node, nxt))
             node = nxt
         return out
 
+    def next_hop(self, node: str, dst: str) -> str:
+        """The neighbour `node` forwards toward `dst` through (with `fib`: its route)."""
+        self._check(node, dst)
+        if node == dst:
+            raise TopologyError(f"{node!r} is the destination itself")
+        return self.path(node, dst)[0][1] if not self.fib else \
+            self._walk(node, dst, lambda n: zlib.crc32(f"{n}>{dst}".encode()))[0][1]
+
+    def path(self, src: str, dst: str) -> list[tuple[str, str]]:
+        """The directed links from `src` to `dst` along one least-cost path ([] when equal);
+        with `fib`, the way Data from src to dst goes (the reverse of dst's Interests' path)."""
+        self._check(src, dst)
+        if self.fib:
+            back = self._walk(dst, src, lambda n: zlib.crc32(f"{n}>{src}".encode()))
+            return [(b, a) for a, b in reversed(back)]
+        spread = zlib.crc32(f"{src}>{dst}".encode())
+        return self._walk(src, dst, lambda n: spread)
+
     def edge_of(self, host: str) -> str:
-        """The switch a host reaches first (its ToR): its one switch neighbour, or the first
-        by name when it has several."""
+        """The forwarder an app on `host` uses: the node itself if it is a switch (a
+        forwarder), else its one switch neighbour (its ToR), or the first by name when it has
+        several."""
+        self._check(host)
+        if host in self.switches:
+            return host
+        if host in self.relays:
+            raise TopologyError(f"{host!r}: a switch of the file's [switches] forwards only "
+                                "(it runs no apps)")
         switches = [m for m in self._adj[host] if m in set(self.switches)]
         if not switches:
             raise TopologyError(f"host {host!r}: no switch beside it (its edge forwarder)")
@@ -176,7 +243,14 @@ def bcube(n: int, k: int, bw: float = DEFAULT_BW) -> Network:
     return Network(hosts, switches, links, f"bcube:{n},{k}")
 
 
-_NUMBER = re.compile(r"^([0-9.]+)\s*([a-zA-Z]*)$")
+_NUMBER = re.compile(r"^([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_OPTION = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*=")
+SECTIONS = ("nodes", "switches", "links", "faces")
+_TIME = {"ms": 1.0, "s": 1000.0, "us": 1e-3}          # netem's units, in ms
+# Mininet's other link options (TCLink): accepted, and not emulated here
+IGNORED_LINK_OPTIONS = ("max_queue_size", "speedup", "use_hfsc", "use_tbf", "latency_ms",
+                        "enable_ecn", "enable_red", "gro", "txo", "rxo")
 
 
 def _value(text: str, key: str, where: str, units: dict[str, float]) -> float:
@@ -184,26 +258,30 @@ def _value(text: str, key: str, where: str, units: dict[str, float]) -> float:
     if not m or m.group(2).lower() not in units:
         raise TopologyError(f"{where}: {key}={text!r} is not a number "
                             f"(units: {', '.join(u or 'none' for u in units)})")
-    try:
-        return float(m.group(1)) * units[m.group(2).lower()]
-    except ValueError:
-        raise TopologyError(f"{where}: {key}={text!r} is not a number") from None
+    return float(m.group(1)) * units[m.group(2).lower()]
 
 
 def _sections(path: str | Path) -> dict[str, list[tuple[int, str]]]:
-    """The file's `[section]`s and their lines (numbered; comments and blanks dropped)."""
+    """The file's `[section]`s and their lines (numbered; comments — a line starting with
+    `#` or `;`, as configparser, which Mini-NDN reads them with, or the rest of a line after
+    ` #` — and blank lines dropped)."""
     out: dict[str, list[tuple[int, str]]] = {}
     current = None
     for n, raw in enumerate(Path(path).read_text().splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
+        line = raw.strip()
+        if line.startswith(("#", ";")):
+            continue
+        line = line.split(" #", 1)[0].strip()
         if not line:
             continue
         if line.startswith("[") and line.endswith("]"):
             current = line[1:-1].strip()
-            if current not in ("nodes", "switches", "links"):
-                raise TopologyError(f"{path}:{n}: [{current}]: unknown section (known: nodes, "
-                                    "switches, links)")
-            out.setdefault(current, [])
+            if current not in SECTIONS:
+                raise TopologyError(f"{path}:{n}: [{current}]: unknown section (known: "
+                                    f"{', '.join(SECTIONS)})")
+            if current in out:
+                raise TopologyError(f"{path}:{n}: [{current}]: given twice")
+            out[current] = []
         elif current is None:
             raise TopologyError(f"{path}:{n}: a line before any [section]")
         else:
@@ -211,43 +289,104 @@ def _sections(path: str | Path) -> dict[str, list[tuple[int, str]]]:
     return out
 
 
+def _node_line(line: str, where: str) -> str:
+    """`name: _ key=value ...`: the name. The options (NFD's and NLSR's: radius=, angle=,
+    network=, router=, log levels ...) are checked for shape and not used."""
+    head, *options = line.split()
+    name, _, rest = head.partition(":")
+    if not _NAME.match(name):
+        raise TopologyError(f"{where}: {name!r} is not a node name (letters, digits, _ . -)")
+    for option in ([rest] if rest else []) + options:
+        if option != "_" and not _OPTION.match(option):
+            raise TopologyError(f"{where}: node {name}: {option!r} is not key=value")
+    return name
+
+
+def _link_line(line: str, where: str, named: dict[str, str]) -> Link:
+    """`a:b delay=10ms bw=100 loss=1 jitter=1ms ...`, its ends among the nodes `named`
+    (lower-cased name -> name)."""
+    ends, *options = line.split()
+    a, sep, b = ends.partition(":")
+    where = f"{where}: link {ends}"
+    if not sep or not a or not b or ":" in b:
+        raise TopologyError(f"{where}: expected a:b")
+    for end in (a, b):
+        if end.lower() not in named:
+            raise TopologyError(f"{where}: no node {end!r} in [nodes] or [switches]")
+    a, b = named[a.lower()], named[b.lower()]
+    if a == b:
+        raise TopologyError(f"{where}: a node linked to itself")
+    kw: dict[str, float] = {}
+    for option in options:
+        key, eq, value = option.partition("=")
+        if not eq:
+            raise TopologyError(f"{where}: {option!r} is not key=value")
+        if key in kw or (key == "delay" and "delay_ms" in kw) or \
+                (key == "jitter" and "jitter_ms" in kw):
+            raise TopologyError(f"{where}: {key} given twice")
+        if key == "bw":
+            kw["bw"] = _value(value, key, where, {"": 1.0, "mbit": 1.0, "gbit": 1000.0})
+            if not kw["bw"] > 0:
+                raise TopologyError(f"{where}: bw must be > 0 Mbit/s, got {value!r}")
+        elif key in ("delay", "jitter"):
+            kw[f"{key}_ms"] = _value(value, key, where, _TIME)
+        elif key == "loss":
+            kw["loss"] = _value(value, key, where, {"": 1.0})
+            if kw["loss"] > 100:
+                raise TopologyError(f"{where}: loss is a percentage (0-100), got {value!r}")
+        elif key not in IGNORED_LINK_OPTIONS:
+            raise TopologyError(f"{where}: unknown option {key!r} (known: bw, delay, loss, "
+                                f"jitter; accepted and not emulated: "
+                                f"{', '.join(IGNORED_LINK_OPTIONS)})")
+    # NLSR's link cost, which Mini-NDN's routes follow: the delay in ms
+    cost = kw.get("delay_ms", NLSR_COST)
+    return Link(a, b, kw.get("bw"), kw.get("delay_ms"), kw.get("loss"), kw.get("jitter_ms"),
+                cost)
+
+
 def read_minindn(path: str | Path) -> Network:
-    """A Mini-NDN topology file: `[nodes]` (hosts: `name: _ key=value ...`), optional
-    `[switches]` (forward only), `[links]` (`a:b delay=10ms bw=100 loss=1`; bw in Mbit/s,
-    default 100). Every Mini-NDN node runs a forwarder; here `[nodes]` are where apps may run
-    and `[switches]` the aggregator candidates (with none, every node the training does not use
-    is a candidate: `Problem.candidates`)."""
+    """A Mini-NDN topology file, as Mini-NDN means it: every `[nodes]` entry (`name: _
+    key=value ...`) an NDN node with its own forwarder, where apps may run and which may
+    aggregate; `[switches]` Mininet's layer-2 switches, which forward only (relays); `[links]`
+    `a:b delay=10ms bw=100 loss=1 jitter=1ms` (bw in Mbit/s, DEFAULT_BW to plan with when not
+    given; loss in percent); `[faces]` (NLSR's extra neighbours) accepted and not used. Routes
+    follow NLSR's: least total delay (`fib`). Names are matched case-insensitively, as
+    Mini-NDN's configparser does; every error names the file, the line and the key."""
     try:
         sections = _sections(path)
     except (OSError, UnicodeDecodeError) as e:
         raise TopologyError(f"{path}: cannot read it ({e})") from None
     if "nodes" not in sections or "links" not in sections:
         raise TopologyError(f"{path}: needs [nodes] and [links]")
-    hosts = [line.split(":", 1)[0].strip() for _, line in sections["nodes"]]
-    switches = [line.split(":", 1)[0].strip() for _, line in sections.get("switches", [])]
-    links = []
+    named: dict[str, str] = {}                 # lower-cased -> as written
+    kinds: dict[str, list[str]] = {"nodes": [], "switches": []}
+    for section, names in kinds.items():
+        for n, line in sections.get(section, []):
+            name = _node_line(line, f"{path}:{n}")
+            if name.lower() in named:
+                raise TopologyError(f"{path}:{n}: node {name!r}: named twice (Mini-NDN reads "
+                                    "names case-insensitively)")
+            named[name.lower()] = name
+            names.append(name)
+    if not kinds["nodes"]:
+        raise TopologyError(f"{path}: [nodes] names no node")
+    links: list[Link] = []
+    seen: dict[frozenset[str], int] = {}
     for n, line in sections["links"]:
-        ends, *params = line.split()
+        link = _link_line(line, f"{path}:{n}", named)
+        pair = frozenset((link.a, link.b))
+        if pair in seen:
+            raise TopologyError(f"{path}:{n}: link {line.split()[0]}: given twice (line "
+                                f"{seen[pair]})")
+        seen[pair] = n
+        links.append(link)
+    for n, line in sections.get("faces", []):
+        ends = line.split()[0]
         a, sep, b = ends.partition(":")
-        where = f"{path}:{n}: link {ends}"
-        if not sep or not a or not b:
-            raise TopologyError(f"{where}: expected a:b")
-        kw: dict[str, float] = {}
-        for p in params:
-            key, _, value = p.partition("=")
-            if key == "bw":
-                kw["bw"] = _value(value, key, where, {"": 1.0, "mbit": 1.0, "gbit": 1000.0})
-            elif key == "delay":
-                kw["delay_ms"] = _value(value, key, where, {"ms": 1.0, "s": 1000.0, "us": 1e-3,
-                                                           "": 1.0})
-            elif key == "loss":
-                kw["loss"] = _value(value, key, where, {"": 1.0})
-            elif key in ("max_queue_size", "jitter"):
-                continue                  # Mini-NDN's other link options: not planned for
-            else:
-                raise TopologyError(f"{where}: unknown option {key!r} (known: bw, delay, loss)")
-        links.append(Link(a, b, **kw))
-    return Network(hosts, switches, links, Path(path).stem)
+        if not sep or a.lower() not in named or b.lower() not in named:
+            raise TopologyError(f"{path}:{n}: face {ends}: expected a:b, two nodes of the file")
+    return Network([], kinds["nodes"], links, Path(path).stem, relays=kinds["switches"],
+                   fib=True)
 
 
 def parse_topology(spec: str) -> Network:

@@ -1,5 +1,6 @@
-"""The placement control plane: topologies (generated and Mini-NDN files), the LP against
-hand-computed γ, the greedy search against exhaustive search, and the command line."""
+"""The placement control plane: generated topologies, the LP against hand-computed γ, the
+greedy search against exhaustive search, and the command line (Mini-NDN files:
+test_placement_minindn.py)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from ndnps.placement.__main__ import main
 from ndnps.placement.greedy import baselines, exhaustive, greedy
 from ndnps.placement.lp import Problem, solve
 from ndnps.placement.network import (Link, Network, TopologyError, fat_tree, leaf_spine,
-                                     parse_topology, read_minindn)
+                                     parse_topology)
 
 
 def small() -> Network:
@@ -41,50 +42,6 @@ def test_fat_tree_and_leaf_spine_have_the_textbook_shape():
 def test_bad_topology_specs_say_why(spec, message):
     with pytest.raises(TopologyError, match=message):
         parse_topology(spec)
-
-
-MININDN = """\
-[nodes]
-ps: _ cache=100
-w1: _
-w2: _
-[switches]
-r1: _
-r2: _
-[links]
-ps:r1 delay=10ms bw=1000
-r1:r2 delay=5ms bw=40 loss=1
-r2:w1 bw=100
-r2:w2 bw=100 max_queue_size=1000
-"""
-
-
-def test_a_mininndn_file_is_read_with_its_capacities(tmp_path):
-    path = tmp_path / "topo.conf"
-    path.write_text(MININDN)
-    net = read_minindn(path)
-    assert net.hosts == ["ps", "w1", "w2"] and net.switches == ["r1", "r2"]
-    assert net.capacity("r1", "r2") == 40 and net.capacity("ps", "r1") == 1000
-    assert net.links[0].delay_ms == 10 and net.links[1].loss == 1
-    # r2 aggregates both workers: the 40 Mbit/s link carries one stream, not two
-    problem = Problem(net, "ps", ["w1", "w2"])
-    assert solve(problem, []).gamma == pytest.approx(20.0)
-    assert solve(problem, ["r2"]).gamma == pytest.approx(40.0)
-
-
-@pytest.mark.parametrize("text, message", [
-    (MININDN.replace("r2:w2 bw=100", "r2:w9 bw=100"), "no node 'w9'"),
-    (MININDN.replace("bw=40", "bw=fast"), "bw='fast' is not a number"),
-    (MININDN.replace("loss=1", "colour=1"), "unknown option 'colour'"),
-    (MININDN.replace("[switches]", "[routers]"), r"\[routers\]: unknown section"),
-    ("[nodes]\na: _\n", "needs \\[nodes\\] and \\[links\\]"),
-    (MININDN + "ps:r1 bw=10\n", "given twice|ps:r1"),
-])
-def test_a_bad_mininndn_file_names_what_is_wrong(tmp_path, text, message):
-    path = tmp_path / "topo.conf"
-    path.write_text(text)
-    with pytest.raises(TopologyError, match=message):
-        read_minindn(path)
 
 
 def test_the_lp_gives_the_hand_computed_gamma():

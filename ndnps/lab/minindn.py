@@ -1,0 +1,125 @@
+"""A Mini-NDN topology file as a scenario's topology: `[topology] file = "x.conf"` (kind
+"minindn"), so that a topology Mini-NDN users already have runs here unchanged.
+
+As in Mini-NDN, every node of the file runs a forwarder and the apps run on nodes: every job's
+PS on `ps_node`, the i-th worker of the run on `worker_nodes[i mod len]`, each using its node's
+forwarder over its unix socket (no link between them: an app and its NFD). An entry of the
+file's `[switches]` (a Mininet layer-2 switch there) runs a forwarder that only forwards: the
+same links, one NDN hop more. Locally the forwarders are processes joined by UDP faces on
+127.0.0.1; with `--netns` every node is a network namespace and every link a veth pair, as
+Mininet makes them.
+
+Each link's conditions are its own: the file's bw, delay, loss (percent) and jitter, or
+[links]' where its line gives none. Delay, jitter and loss are emulated by the forwarders'
+faces at both ends (each on what it sends, so both directions) — where the kernel has no netem,
+as here, the other topologies' links fall back to the same; the rate by the faces too locally,
+and with --netns by the kernel's tbf on both ends of the veth, as [links] rate_mbps is.
+
+Routes: every forwarder routes each app's name and each node's name (an aggregator's
+ForwardingHint; NLSR advertises each router's) to its next hop on the least-delay path, as
+Mini-NDN's NLSR does — `Network.next_hop` on the network `[ina]`'s placement plans with, so the
+paths the LP loaded are the ones the run takes.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .netns import NetnsUnavailable
+from .process import free_port
+from .topology import NDN_PORT, AppNode, ForwarderNode, Plan, _apps, _join
+
+if TYPE_CHECKING:
+    from ndnps.placement.network import Link, Network
+
+    from .netns import Netns
+    from .spec import Scenario
+
+# an app's unix socket to its node's forwarder, as the LP sees it (Mbit/s): not a limit
+LOCAL_MBPS = 1e6
+
+
+def apps(sc: "Scenario") -> list[AppNode]:
+    """Every job's PS on the PS's node, the workers round the worker nodes."""
+    nodes = sc.worker_nodes
+    return _apps(sc, lambda i: nodes[i % len(nodes)], sc.ps_node)
+
+
+def network(sc: "Scenario", bw: float) -> "Network":
+    """The file's network with each app a host beside its node (a local link: unlimited, no
+    cost), a link without bw= at `bw` Mbit/s."""
+    from ndnps.placement.network import Link, Network
+    net = sc.network
+    links = [link if link.bw is not None else replace(link, bw=bw) for link in net.links]
+    placed = apps(sc)
+    links += [Link(a.name, a.forwarder, LOCAL_MBPS, cost=0.0) for a in placed]
+    return Network([a.name for a in placed], list(net.switches), links, net.name,
+                   relays=list(net.relays), fib=True)
+
+
+def conditions(sc: "Scenario", link: "Link") -> dict[str, float]:
+    """A link's emulation as the forwarders' faces take it: the file's values, [links]'
+    where the file gives none."""
+    d = sc.links
+    table = {"loss": d.loss if link.loss is None else link.loss / 100,
+             "delay_ms": d.delay_ms if link.delay_ms is None else link.delay_ms,
+             "jitter_ms": d.jitter_ms if link.jitter_ms is None else link.jitter_ms,
+             "rate_mbps": d.rate_mbps if link.bw is None else link.bw}
+    return {k: v for k, v in table.items() if v}
+
+
+def plan(sc: "Scenario") -> Plan:
+    """A forwarder per node (and per [switches] entry), the apps on theirs, the routes; the
+    faces locally now, with --netns once the veths exist (`join`)."""
+    net = network(sc, 1.0)                  # routes only: capacities do not matter
+    placed = apps(sc)
+    names = sc.network.switches + sc.network.relays
+    nodes = {n: ForwarderNode(n, host=n, udp=NDN_PORT) if sc.netns else
+             ForwarderNode(n, udp=free_port()) for n in names}
+    host_links = []
+    for link in sc.network.links:
+        if sc.netns:
+            host_links.append((link.a, link.b))
+        else:
+            a, b = nodes[link.a], nodes[link.b]
+            _join(a, b, f"udp4://127.0.0.1:{b.udp}", f"udp4://127.0.0.1:{a.udp}",
+                  conditions(sc, link), sc.links.reliability)
+    at = {**{n: n for n in sc.network.switches}, **{a.name: a.forwarder for a in placed}}
+    for name, node_of in at.items():
+        for f, node in nodes.items():
+            if f != node_of:            # (an app's own node: the app registers its prefix)
+                node.routes.append((f"/{name}", net.next_hop(f, name)))
+    return Plan(nodes, placed, host_links)
+
+
+def join(plan: Plan, sc: "Scenario", netns: "Netns") -> list[str]:
+    """With --netns, once the veths exist (`netns.links`, in `plan.host_links`' order): the
+    faces over them, each with its link's delay, jitter and loss, and its rate by tbf on both
+    ends ([links] queue_bytes, burst and by default queue as [bottleneck]'s). Notes for the
+    run's summary."""
+    by_ends = {frozenset((link.a, link.b)): link for link in sc.network.links}
+    burst = sc.bottleneck.burst_bytes
+    queue = int(sc.links.queue_bytes) or sc.bottleneck.queue_bytes
+    limited = 0
+    for veth in netns.links:
+        table = conditions(sc, by_ends[frozenset((veth.a, veth.b))])
+        rate = table.pop("rate_mbps", 0.0)
+        if rate:
+            for host, dev in ((veth.a, veth.dev_a), (veth.b, veth.dev_b)):
+                try:
+                    netns.tbf(host, dev, rate, burst, queue)
+                except RuntimeError as e:
+                    raise NetnsUnavailable(f"cannot limit link {veth.a}:{veth.b} at {host}: "
+                                           f"{e}") from None
+            limited += 1
+        _join(plan.forwarders[veth.a], plan.forwarders[veth.b],
+              f"udp4://{veth.addr_b}:{NDN_PORT}", f"udp4://{veth.addr_a}:{NDN_PORT}", table,
+              sc.links.reliability)
+    return [f"{limited} of {len(netns.links)} links limited by tbf at their rate"] \
+        if limited else []
+
+
+def limited(sc: "Scenario") -> bool:
+    """Whether a link of the scenario's file has a rate (with --netns: tbf needed)."""
+    return sc.topology == "minindn" and any(
+        conditions(sc, link).get("rate_mbps") for link in sc.network.links)
