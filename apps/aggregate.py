@@ -65,6 +65,7 @@ class Aggregate:
         # segment contents by step — a fallback takes them here, not over its own face
         self.own = own
         self.groups = cfg.aggregation_plan()
+        self.per = messages.summable_values(bool(cfg.aggregate_via))    # values per segment
         self.stats = FetchStats()
         self.sums = SegmentFetcher(
             self._express, sec.validator, cfg.window,
@@ -123,7 +124,7 @@ class Aggregate:
         total = np.empty(self.n_params, np.float32)
         counts = np.empty(self.n_params, np.float32)
         for s, (values, k) in sums.items():
-            at = (s - 1) * messages.SUMMABLE_VALUES
+            at = (s - 1) * self.per
             total[at:at + values.size] = values
             counts[at:at + values.size] = k
         return total, counts
@@ -147,8 +148,8 @@ class Aggregate:
             t.close()
 
     def _size(self, seg: int) -> int:
-        at = (seg - 1) * messages.SUMMABLE_VALUES
-        return max(0, min(messages.SUMMABLE_VALUES, self.n_params - at))
+        at = (seg - 1) * self.per
+        return max(0, min(self.per, self.n_params - at))
 
     async def _fallback(self, step: int, workers: list[Member],
                         segs: list[int]) -> dict[int, tuple[np.ndarray, int]]:

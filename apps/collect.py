@@ -46,9 +46,9 @@ class Collect:
         """With in-network aggregation: worker w's gradient header of `step` (segment 0 alone,
         asked for as the whole gradient is without it); its values are summed on the way
         (apps/aggregate.py)."""
-        n = self.n_params
-        got = await self._collect(w, step, ref, False,
-                                  lambda parts: messages.parse_gradient_meta(parts[0], n, step))
+        n, per = self.n_params, messages.summable_values(bool(self.cfg.aggregate_via))
+        got = await self._collect(w, step, ref, False, lambda parts: messages.parse_gradient_meta(
+            parts[0], n, step, per))
         return got if isinstance(got, messages.GradientMeta) else None
 
     async def _collect(self, w: Member, step: int, ref: float, whole: bool,

@@ -218,7 +218,8 @@ class InNetwork:
                        compute: float) -> np.ndarray:
         peer, cfg = self.peer, self.peer.cfg
         v = peer.round(v)
-        parts = messages.gradient_parts(vector, v, v, loss, compute)
+        parts = messages.gradient_parts(vector, v, v, loss, compute,
+                                        per=self.aggregate.per)
         self.contents = {v: parts}
         peer.published.publish((v, "gradient"), sign_parts(
             parts, lambda s: names.collect(peer.name, cfg.ps, cfg.train, v, s),

@@ -25,8 +25,8 @@ CONTENT_KNOBS = ("window", "initial_window", "retx_suppression_ms", "retx_suppre
                  "segment_timeout",
                  "max_tries", "probe_initial", "probe_k", "probe_min", "probe_max", "gap_delay",
                  "tail_delay", "register_interval", "register_timeout", "register_tries",
-                 "collect_lifetime", "ps_timeout", "aggregate_at", "device_ms", "device_time",
-                 "layer_seconds")
+                 "collect_lifetime", "ps_timeout", "aggregate_at", "aggregate_via", "device_ms",
+                 "device_time", "layer_seconds")
 
 
 class Training(Protocol):

@@ -123,6 +123,7 @@ class Gradients:
         report = job.push_meter.report(base)
         push = report.to_wire() if report is not None else None
         aggregated = bool(job.knobs.get("aggregate_at"))
+        per = messages.summable_values(bool(job.knobs.get("aggregate_via")))
 
         def name_of(s: int):
             return names.collect(job.gpu, job.ps, job.train, step, s)
@@ -130,8 +131,8 @@ class Gradients:
         def sign(v: np.ndarray, signer: Signer) -> list[bytes]:
             # aggregation on: a header segment, then summable value segments (messages)
             if aggregated:
-                return sign_parts(messages.gradient_parts(v, step, base, loss, compute, push),
-                                  name_of, signer)
+                return sign_parts(messages.gradient_parts(v, step, base, loss, compute, push,
+                                                          per=per), name_of, signer)
             return sign_segments(messages.gradient_blob(v, step, base, loss, compute, push),
                                  name_of, signer)
 

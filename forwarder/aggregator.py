@@ -11,12 +11,16 @@ ApplicationParameters) is a group `at` this node:
 2. it expresses, from its own face, each member's Interest: a worker's collect
    `/<gpu>/<ps>/<train>/<version>/<seg>`, a sub-group's `*aggregate*` (hint: its node);
 3. each Data that comes back is checked (HMAC under the training's key, a summable segment of
-   as many contributors as the member stands for) and added to the slot's fixed-point sum
-   (order-free: ndnps.ndn.summable); a forgery or a bad segment is rejected and counted and
-   the member stays missing;
-4. once every worker of the plan is in, it answers the Interest with one Data, the sum, signed
-   under the training's key (its CongestionMark set if any contribution had one), and frees the
-   slot; the Content Store keeps it for retransmissions.
+   as many contributors as the member stands for: a worker's float32 values, a sub-group's
+   exact partial sum — the sub-plans it asks for carry the Exact flag) and added to the slot's
+   fixed-point sum (exact and order-free: ndnps.ndn.summable); a forgery or a bad segment is
+   rejected and counted and the member stays missing;
+4. once every worker of the plan is in, it answers the Interest with one Data, the sum —
+   exact (int64) if the plan asks for it (its requester adds it to others), else float32
+   rounded once from the exact total — signed under the training's key (its CongestionMark set
+   if any contribution had one), and frees the slot; the Content Store keeps it for
+   retransmissions. A sum too large for one packet (an exact sum of too long a segment) is
+   Nacked instead (counted: oversize): its requester collects those workers itself.
 
 A sub-group's Nack makes this node collect that group's workers itself (counted: fallbacks); a
 worker's Nack, a refused value, or the slot's deadline (a member that never answers) drops the
@@ -41,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Union
 
 from ndnps.ndn import summable
@@ -50,8 +54,8 @@ from ndnps.ndn.aggregation import (AggregatorConfig, Group, application_paramete
                                    decode_plan, encode_plan, signed_data, verified_content)
 from ndnps.ndn.markers import AGGREGATE_COMPONENT
 from ndnps.ndn.packet import Data, Interest, encode_interest, new_nonce
-from ndnps.ndn.tlv import (GENERIC_COMPONENT, PARAMS_DIGEST, DecodeError, component_offsets,
-                           decode_nonneg, encode_tlv, name_to_str, read_tl)
+from ndnps.ndn.tlv import (GENERIC_COMPONENT, MAX_PACKET_SIZE, PARAMS_DIGEST, DecodeError,
+                           component_offsets, decode_nonneg, encode_tlv, name_to_str, read_tl)
 
 from .tables.aggregator_pool import AggregatorPool, SlotKey
 
@@ -71,6 +75,7 @@ class AggregationCounters:
     member_interests: int = 0     # Interests expressed to members (retransmissions too)
     late: int = 0                 # member Data after their sum was done or dropped
     overlaps: int = 0             # new slots claimed while another training's were live in range
+    oversize: int = 0             # sums too large for one packet: Nacked (abandoned too)
 
 
 @dataclass
@@ -81,7 +86,8 @@ class _Pending:
     marked: bool = False
     expressed: dict[bytes, tuple[str, ...]] = field(default_factory=dict)  # name -> workers
     faces: set[int] = field(default_factory=set)        # the faces that asked for it
-    subplans: dict[bytes, Group] = field(default_factory=dict)   # sub-group's name -> it
+    # a sub-group's Interest name -> (its node, its plan's wire: the Exact flag set)
+    subplans: dict[bytes, tuple[str, bytes]] = field(default_factory=dict)
 
 
 @dataclass
@@ -206,9 +212,12 @@ class Aggregation:
         try:
             if content is None:
                 raise summable.SummableError("bad signature")
-            _, contributors = summable.decode(content)
+            _, contributors = summable.parse(content)
             if contributors != len(workers):
                 raise summable.SummableError("contributors differ from the plan")
+            # a worker's own values are float32; a sub-group's sum exact, or it lost a rounding
+            if summable.is_exact(content) != (data.name in p.subplans):
+                raise summable.SummableError("a float32 partial sum, or exact worker values")
         except summable.SummableError:
             self.counters.rejected += 1     # a forgery or a bad segment: the member stays missing
             return []
@@ -223,8 +232,11 @@ class Aggregation:
             p.marked = True
         if slot is None or not slot.complete:
             return []
-        answer = signed_data(p.interest.name, slot.acc.result(), t.config.key,
+        answer = signed_data(p.interest.name, slot.acc.result(p.plan.exact), t.config.key,
                              t.config.key_name)
+        if len(answer) > MAX_PACKET_SIZE:
+            self.counters.oversize += 1     # no packet can carry it: its requester sums
+            return self._abandon(key, now)
         self.counters.answered += 1
         self.pool.release(key, now)
         self._drop(t, key)
@@ -325,8 +337,9 @@ class Aggregation:
     def _member(self, t: _Training, key: SlotKey, p: _Pending, member: str | Group) -> bytes:
         """Record a member's Interest name (expressed by _express)."""
         if isinstance(member, Group):
-            name = aggregation.full_name(name_of(t, p), encode_plan(member))
-            p.subplans[name] = member
+            plan = encode_plan(replace(member, exact=True))     # a sum this node adds again
+            name = aggregation.full_name(name_of(t, p), plan)
+            p.subplans[name] = (member.at, plan)
             workers = member.workers()
         else:
             name = encode_tlv(GENERIC_COMPONENT, member.encode()) + t.config.training + p.tail
@@ -344,8 +357,7 @@ class Aggregation:
                 continue
             sub = p.subplans.get(name)
             if sub is not None:
-                wire, _ = aggregation.encode_interest(name_of(t, p),
-                                                      encode_plan(sub), sub.at, lifetime,
+                wire, _ = aggregation.encode_interest(name_of(t, p), sub[1], sub[0], lifetime,
                                                       new_nonce())
             else:
                 wire = _interest(name, lifetime)
@@ -392,7 +404,7 @@ class Aggregation:
 
 
 def _combine(acc: summable.FixedPointSum | None, content: bytes) -> summable.FixedPointSum:
-    values, _ = summable.decode(content)
+    values, _ = summable.parse(content)
     if acc is None:
         acc = summable.FixedPointSum(values.size)
     acc.add(content)

@@ -7,7 +7,11 @@ both read them.
   Interests `/<gpu>/<ps>/<train>/<version>/<seg>` the node expresses) and sub-groups (to which
   it expresses `*aggregate*` Interests of its own)::
 
-      Group  = 0x80 len  At (0x81 len utf-8)  (Worker (0x82 len utf-8) | Group)*
+      Group  = 0x80 len  At (0x81 len utf-8)  [Exact (0x89 0)]  (Worker (0x82 len utf-8) | Group)*
+
+  Exact: the group's sum is wanted exact (ndnps.ndn.summable EXACT, int64 fixed point), not
+  rounded to float32: its requester adds it to others. An aggregator sets it on the sub-plans it
+  asks for; the PS never sets it (it only averages the root's sum).
 
 * The **configuration** `/localhost/nfd/aggregators/add` installs (its ApplicationParameters):
   the training's prefix, this forwarder's node name, the training's HMAC key and key name,
@@ -40,6 +44,7 @@ SLOTS: Final = 0x85
 TIMEOUT_MS: Final = 0x86
 NODE: Final = 0x87
 FIRST: Final = 0x88               # optional (absent: 0), so older encodings still decode
+EXACT: Final = 0x89               # a group's flag: answer its sum exact (summable.EXACT)
 
 HMAC_WITH_SHA256: Final = 4
 MAX_MEMBERS: Final = 256          # workers under one plan (the slots' contributor bitmap)
@@ -53,6 +58,7 @@ MAX_TIMEOUT: Final = 60.0         # s
 class Group:
     at: str
     members: tuple["Member", ...]
+    exact: bool = False           # its sum answered exact (its requester adds it to others)
 
     def workers(self) -> tuple[str, ...]:
         """Every worker under this group, depth first, in plan order."""
@@ -85,6 +91,8 @@ def _encode_group(group: Group, depth: int) -> bytes:
     if not group.members:
         raise ValueError(f"group at {group.at!r} has no members")
     parts = [encode_tlv(AT, _text(group.at))]
+    if group.exact:
+        parts.append(bytes((EXACT, 0)))
     for m in group.members:
         parts.append(_encode_group(m, depth + 1) if isinstance(m, Group)
                      else encode_tlv(WORKER, _text(m)))
@@ -107,11 +115,14 @@ def _decode_group(buf: bytes | memoryview, off: int, end: int, depth: int) -> Gr
     if depth > MAX_DEPTH:
         raise DecodeError("plan nested too deep")
     at = None
+    exact = False
     members: list[Member] = []
     while off < end:
         typ, voff, vend = read_tl(buf, off, end)
         if typ == AT and at is None:
             at = _decode_text(buf[voff:vend])
+        elif typ == EXACT and at is not None and not exact and not members and voff == vend:
+            exact = True
         elif typ == WORKER and at is not None:
             members.append(_decode_text(buf[voff:vend]))
         elif typ == GROUP and at is not None:
@@ -121,7 +132,7 @@ def _decode_group(buf: bytes | memoryview, off: int, end: int, depth: int) -> Gr
         off = vend
     if at is None or not members:
         raise DecodeError("a group needs a node and members")
-    return Group(at, tuple(members))
+    return Group(at, tuple(members), exact)
 
 
 def _decode_text(raw: bytes | memoryview) -> str:

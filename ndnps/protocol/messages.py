@@ -141,10 +141,22 @@ def parse_gradient(blob: bytes, n_params: int, step: int) -> Gradient:
 # With aggregation on, a gradient of step s is segment 0, a small header (GradientMeta: what
 # the PS wants of each worker — base version, loss, compute time, push report — and how many
 # value segments follow), then segments 1..S, the flat float32 vector cut into summable
-# segments (ndnps.ndn.summable) of SUMMABLE_VALUES values each: a forwarder adds segment i of
-# every worker without reading anything else, and the PS asks for the sums.
+# segments (ndnps.ndn.summable) of summable_values(...) values each: a forwarder adds segment i
+# of every worker without reading anything else, and the PS asks for the sums.
+#
+# A segment's sum must fit one Data too. The PS's is float32, as the workers' values; but with
+# sub-groups (aggregate_via) a sub-group's partial sum travels exact, 8 octets a value: then a
+# segment holds half as many values, so that every segment's Content — a worker's, a sum, an
+# exact partial sum — stays within SEGMENT_SIZE, the envelope every Data of the protocol has.
 
 SUMMABLE_VALUES = (SEGMENT_SIZE - summable.HEADER_SIZE) // 4       # 1997: a segment each
+SUMMABLE_VALUES_EXACT = (SEGMENT_SIZE - summable.HEADER_SIZE) // 8  # 998: exact sums fit too
+
+
+def summable_values(partial_sums: bool) -> int:
+    """Values per summable segment: fewer when partial sums cross a wire (the training has
+    aggregate_via: their exact values take 8 octets each)."""
+    return SUMMABLE_VALUES_EXACT if partial_sums else SUMMABLE_VALUES
 
 
 @dataclass
@@ -158,11 +170,12 @@ class GradientMeta:
 
 
 def gradient_parts(vector: np.ndarray, step: int, base_version: int, loss: float,
-                   compute: float, push: dict | None = None) -> list[bytes]:
-    """The segments' contents of an aggregatable gradient: the header, then the values."""
+                   compute: float, push: dict | None = None, *, per: int) -> list[bytes]:
+    """The segments' contents of an aggregatable gradient: the header, then the values,
+    `per` a segment (summable_values)."""
     v = np.asarray(vector, np.float32).reshape(-1)
-    values = [summable.encode(v[i:i + SUMMABLE_VALUES])
-              for i in range(0, v.size, SUMMABLE_VALUES)] or [summable.encode(v)]
+    values = [summable.encode(v[i:i + per])
+              for i in range(0, v.size, per)] or [summable.encode(v)]
     extra = {} if push is None else {"push": push}
     head = encode_tensors([], kind="gradient-meta", step=int(step),
                           base_version=int(base_version), loss=float(loss),
@@ -170,21 +183,22 @@ def gradient_parts(vector: np.ndarray, step: int, base_version: int, loss: float
     return [head, *values]
 
 
-def value_segments(n_params: int) -> int:
-    """How many value segments an aggregatable gradient of `n_params` values has."""
-    return max(1, -(-n_params // SUMMABLE_VALUES))
+def value_segments(n_params: int, per: int) -> int:
+    """How many value segments an aggregatable gradient of `n_params` values has, `per` a
+    segment."""
+    return max(1, -(-n_params // per))
 
 
-def parse_gradient_meta(blob: bytes, n_params: int, step: int) -> GradientMeta:
+def parse_gradient_meta(blob: bytes, n_params: int, step: int, per: int) -> GradientMeta:
     tensors, meta = decode_tensors(blob)
     if meta.get("kind") != "gradient-meta" or meta.get("step") != step or tensors:
         raise CodecError(f"not the gradient header of step {step}")
     base, segments = meta.get("base_version"), meta.get("segments")
     if not isinstance(base, int) or base < 0:
         raise CodecError("bad base_version")
-    if segments != value_segments(n_params):
+    if segments != value_segments(n_params, per):
         raise CodecError(f"{segments} value segments, the model needs "
-                         f"{value_segments(n_params)}")
+                         f"{value_segments(n_params, per)}")
     return GradientMeta(step, base, float(meta.get("loss", 0.0)),
                         float(meta.get("compute", 0.0)), segments, meta.get("push"))
 

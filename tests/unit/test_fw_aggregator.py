@@ -14,8 +14,8 @@ from ndn.encoding import (Component, InterestParam, MetaInfo, Name, make_data, m
 from forwarder.mgmt import Management
 from ndnps.client.security import HmacSigner
 from ndnps.ndn import summable
-from ndnps.ndn.aggregation import (AggregatorConfig, Group, encode_interest, encode_plan,
-                                   verified_content)
+from ndnps.ndn.aggregation import (AggregatorConfig, Group, application_parameters,
+                                   decode_plan, encode_interest, encode_plan, verified_content)
 from ndnps.ndn.packet import NACK_CONGESTION, NACK_NO_ROUTE, decode_interest
 from ndnps.ndn.tlv import encode_tlv
 
@@ -36,6 +36,14 @@ def ask(b: Bench, face: int, plan: Group, version: int = 3, seg: int = 1) -> tup
     wire, full = encode_interest(agg_name(version, seg), encode_plan(plan), plan.at, 4000)
     return ([(f, parse_out(w)) for f, w in b.fw.on_receive(face, wire)],
             Name.to_str(Name.from_bytes(encode_tlv(7, full))))
+
+
+def exact_sum(values: list[float]) -> bytes:
+    """The exact partial sum of one float32 value per worker (summable.EXACT)."""
+    acc = summable.FixedPointSum(1)
+    for v in values:
+        acc.add(summable.encode(np.array([v])))
+    return acc.result(exact=True)
 
 
 def contribution(worker: str, values, version: int = 3, seg: int = 1, key: bytes = KEY,
@@ -146,17 +154,23 @@ def test_a_sub_groups_sum_counts_for_its_workers():
     b.route("/agg2", down)
     out, full = ask(b, ps, Group("edge", ("w1", Group("agg2", ("w2", "w3")))))
     sub = next(p for x, p in out if x == down)
+    # the sub-plan asks for an exact sum: this node adds it to others
+    assert decode_plan(application_parameters(sub.net)) == Group("agg2", ("w2", "w3"), True)
     subname = Name.from_str(sub.name)
-    partial = bytes(make_data(subname, MetaInfo(), summable.encode(np.array([3.0]), 2),
+    partial = bytes(make_data(subname, MetaInfo(), exact_sum([1.0, 2.0]),
                               signer=HmacSigner(KEY, KEY_NAME)))
-    wrong = bytes(make_data(subname, MetaInfo(), summable.encode(np.array([3.0]), 1),
+    wrong = bytes(make_data(subname, MetaInfo(), exact_sum([3.0]),
                             signer=HmacSigner(KEY, KEY_NAME)))
-    assert b.rx(down, wrong) == []                       # says 1 contributor, stands for 2
-    assert b.fw.aggregation.counters.rejected == 1
-    # it took the PIT entry: the member stays missing until the requester asks again
-    b.later(0.2)
-    out, _ = ask(b, ps, Group("edge", ("w1", Group("agg2", ("w2", "w3")))))
-    assert sorted(x for x, _ in out) == sorted([down, f["w1"]])
+    rounded = bytes(make_data(subname, MetaInfo(), summable.encode(np.array([3.0]), 2),
+                              signer=HmacSigner(KEY, KEY_NAME)))
+    # says 1 contributor, stands for 2; a float32 partial sum (not exact)
+    for n, bad in enumerate((wrong, rounded), 1):
+        assert b.rx(down, bad) == []
+        assert b.fw.aggregation.counters.rejected == n
+        # it took the PIT entry: the member stays missing until the requester asks again
+        b.later(0.2)
+        out, _ = ask(b, ps, Group("edge", ("w1", Group("agg2", ("w2", "w3")))))
+        assert sorted(x for x, _ in out) == sorted([down, f["w1"]])
     assert b.rx(down, partial) == []
     (_, sent), = b.rx(f["w1"], contribution("w1", [1.0]))
     values, contributors = summable.decode(verified_content(sent.net, KEY))
@@ -277,3 +291,46 @@ def test_a_sum_made_after_its_requester_left_is_cached_for_the_retransmission(b)
     out, full = ask(b, ps, Group("agg", ("w1", "w2")))
     assert [(x, p.kind, p.name) for x, p in out] == [(ps, "D", full)]   # from the CS
     assert b.fw.aggregation.counters.member_interests == 2
+
+
+def test_an_exact_plan_is_answered_exact_and_the_root_float32_from_the_same_total():
+    # a sub-aggregator asked for an exact sum answers int64; its parent adds it and answers
+    # the PS float32: the bytes of the one-level sum, where a float32 partial sum was not
+    vals = {"w1": 64.0, "w2": 0.142, "w3": -62.0}
+    one = summable.FixedPointSum(1)
+    for v in vals.values():
+        one.add(summable.encode(np.array([v])))
+    sub = Bench()
+    sub.fw.configure_aggregator(AggregatorConfig(TRAINING, "agg2", KEY, KN))
+    ps, f = setup(sub, ("w1", "w2"))
+    _, full = ask(sub, ps, Group("agg2", ("w1", "w2"), exact=True))
+    sub.rx(f["w1"], contribution("w1", [vals["w1"]]))
+    (_, sent), = sub.rx(f["w2"], contribution("w2", [vals["w2"]]))
+    partial = verified_content(sent.net, KEY)
+    assert sent.name == full and summable.is_exact(partial)
+    edge = Bench()
+    edge.fw.configure_aggregator(AggregatorConfig(TRAINING, "edge", KEY, KN))
+    ps, f = setup(edge, ("w3",))
+    down = edge.face()
+    edge.route("/agg2", down)
+    out, full = ask(edge, ps, Group("edge", (Group("agg2", ("w1", "w2")), "w3")))
+    asked = next(p for x, p in out if x == down)
+    answer = bytes(make_data(Name.from_str(asked.name), MetaInfo(), partial,
+                             signer=HmacSigner(KEY, KEY_NAME)))
+    assert edge.rx(down, answer) == []
+    (_, sent), = edge.rx(f["w3"], contribution("w3", [vals["w3"]]))
+    root = verified_content(sent.net, KEY)
+    assert not summable.is_exact(root) and root == one.result()
+
+
+def test_an_exact_sum_too_large_for_a_packet_is_nacked(b):
+    # a segment of 1997 values (a one-level training's) summed exact: 16 KB, no packet holds
+    # it; the requester is Nacked and collects those workers itself
+    ps, f = setup(b)
+    ask(b, ps, Group("agg", ("w1", "w2"), exact=True))
+    b.rx(f["w1"], contribution("w1", np.ones(1997)))
+    out = [(x, p) for x, p in b.rx(f["w2"], contribution("w2", np.ones(1997)))]
+    assert [(x, p.kind, p.reason) for x, p in out] == [(ps, "N", NACK_CONGESTION)]
+    c = b.fw.aggregation.counters
+    assert (c.oversize, c.abandoned, c.answered) == (1, 1, 0)
+    assert len(b.fw.aggregation.pool) == 0

@@ -13,7 +13,7 @@ from ndn.encoding import parse_data, parse_interest
 from ndn.security import DigestSha256Signer
 
 from ndnps.client.security import HmacSigner, Security
-from ndnps.ndn.aggregation import (AT, FIRST, GROUP, HMAC_WITH_SHA256, KEY, KEY_NAME,
+from ndnps.ndn.aggregation import (AT, EXACT, FIRST, GROUP, HMAC_WITH_SHA256, KEY, KEY_NAME,
                                    MAX_DEPTH, MAX_MEMBERS, MAX_NAME, MAX_SLOTS, NODE, SLOTS,
                                    TIMEOUT_MS, WORKER,
                                    AggregatorConfig, Group, application_parameters,
@@ -56,6 +56,17 @@ def test_a_nested_plan_round_trips_and_lists_workers_depth_first_in_plan_order()
     # non-ASCII names are UTF-8, counted in octets
     utf = Group("nœud", ("ouvrier-é", "w" * MAX_NAME))
     assert decode_plan(encode_plan(utf)) == utf
+
+
+def test_the_exact_flag_round_trips_after_the_node():
+    plan = Group("leaf1", ("w1", Group("rack", ("w2", "w3"), exact=True)), exact=True)
+    wire = encode_plan(plan)
+    assert wire.startswith(encode_tlv(GROUP, b"")[:1]) and \
+        wire[2:].startswith(encode_tlv(AT, b"leaf1") + bytes((EXACT, 0)))
+    assert decode_plan(wire) == plan and decode_plan(wire).exact
+    # without it: the plan's bytes are what they were, and its digest (the name) differs
+    assert encode_plan(Group("root", ("w1",))) == group(at(b"root"), worker(b"w1"))
+    assert not decode_plan(GOOD).exact
 
 
 def test_the_deepest_plan_allowed_round_trips():
@@ -130,6 +141,10 @@ GOOD = encode_plan(Group("root", ("w1", Group("leaf", ("w2",)))))
     group(at(b"root"), worker(b"w1"), group(at(b"leaf"), worker(b"w1"))),
     group(at(b"root"), *(worker(f"w{i}".encode()) for i in range(MAX_MEMBERS + 1))),
     encode_plan(nested(MAX_DEPTH))[:-1],
+    group(bytes((EXACT, 0)), at(b"root"), worker(b"w1")),   # Exact before AT
+    group(at(b"root"), worker(b"w1"), bytes((EXACT, 0))),   # Exact after a member
+    group(at(b"root"), bytes((EXACT, 0)) * 2, worker(b"w1")),   # twice
+    group(at(b"root"), encode_tlv(EXACT, b"\x01"), worker(b"w1")),   # not empty
 ])
 def test_malformed_plans_are_refused_on_decode(wire):
     with pytest.raises(DecodeError):
@@ -157,7 +172,7 @@ def plans(draw, depth: int = 1) -> Group:
             members.append(draw(plans(depth + 1)))
         else:
             members.append(draw(names_st))
-    return Group(draw(names_st), tuple(members))
+    return Group(draw(names_st), tuple(members), draw(st.booleans()))
 
 
 @settings(max_examples=150, deadline=None)

@@ -1,16 +1,19 @@
-"""Summable gradient segments (ndnps/ndn/summable.py): the format, the refusals, and sums that
-do not depend on the order their parts arrive in."""
+"""Summable gradient segments (ndnps/ndn/summable.py): the format (float32 and exact int64
+values), the refusals, and sums that do not depend on the order their parts arrive in nor on
+how they were grouped: a tree of exact partial sums, with any of its groups fallen back, gives
+the root the bytes of a one-level sum."""
 from __future__ import annotations
 
 import itertools
+import random
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ndnps.ndn.summable import (HEADER_SIZE, VALUE_LIMIT, FixedPointSum, SummableError, decode,
-                                encode)
+from ndnps.ndn.summable import (EXACT, FRACTION_BITS, HEADER_SIZE, MAX_CONTRIBUTORS, VALUE_LIMIT,
+                                FixedPointSum, SummableError, decode, encode, is_exact, parse)
 
 
 def test_round_trip():
@@ -25,7 +28,8 @@ def test_round_trip():
     (b"NSG1", "shorter than the header"),
     (b"XXXX" + encode(np.ones(2))[4:], "not a summable segment"),
     (encode(np.ones(2))[:-1], "octets of values for count 2"),
-    (encode(np.ones(2))[:6] + b"\x02" + encode(np.ones(2))[7:], "unknown value type"),
+    (encode(np.ones(2))[:6] + b"\x03" + encode(np.ones(2))[7:], "unknown value type"),
+    (encode(np.ones(2))[:6] + b"\x02" + encode(np.ones(2))[7:], "octets of values for count 2"),
     (encode(np.ones(2))[:4] + b"\x00\x00" + encode(np.ones(2))[6:], "contributors 0"),
 ])
 def test_malformed_segments_are_refused(bad, why):
@@ -49,6 +53,47 @@ def test_a_sum_refuses_what_it_cannot_hold_and_stays_unchanged():
         FixedPointSum(2).result()
 
 
+def test_an_exact_sum_is_the_accumulator_itself():
+    s = FixedPointSum(3)
+    s.add(encode(np.array([1.5, -2.0, 2.0 ** -30], np.float32)))
+    s.add(encode(np.array([0.25, 1.0, 0.0], np.float32)))
+    exact = s.result(exact=True)
+    assert len(exact) == HEADER_SIZE + 8 * 3 and is_exact(exact)
+    assert exact[6] == EXACT and not is_exact(s.result())
+    ints, n = parse(exact)
+    assert n == 2 and ints.dtype == np.int64
+    assert ints.tolist() == [int(1.75 * 2 ** FRACTION_BITS), -(2 ** FRACTION_BITS), 2 ** 10]
+    # the PS reads float32 sums only: an exact one is a partial sum for an aggregator
+    with pytest.raises(SummableError, match="exact partial sum"):
+        decode(exact)
+    # added to another sum as it is: nothing rounded
+    top = FixedPointSum(3)
+    top.add(exact)
+    assert top.result(exact=True)[12:] == exact[12:] and top.contributors == 2
+
+
+def test_an_exact_sum_out_of_bounds_is_refused_and_the_sum_unchanged():
+    s = FixedPointSum(1)
+    s.add(encode(np.array([1.0])))
+    limit = 1 << (63 - 15)                       # VALUE_LIMIT on the grid, per contributor
+    for values, n in (([limit], 1), ([-limit], 1), ([3 * limit], 3), ([-(1 << 63)], 5)):
+        bad = b"NSG1" + n.to_bytes(2, "little") + bytes((EXACT, 0)) + (1).to_bytes(4, "little") \
+            + np.array(values, "<i8").tobytes()
+        with pytest.raises(SummableError, match="magnitude"):
+            s.add(bad)
+    assert (s.contributors, decode(s.result())[0].tolist()) == (1, [1.0])
+    ok = b"NSG1" + (3).to_bytes(2, "little") + bytes((EXACT, 0)) + (1).to_bytes(4, "little") \
+        + np.array([3 * limit - 1], "<i8").tobytes()
+    s.add(ok)
+    assert s.contributors == 4
+    # the most a sum may stand for: any int64 but the one whose magnitude is 2^63
+    full = FixedPointSum(1)
+    full.add(b"NSG1" + MAX_CONTRIBUTORS.to_bytes(2, "little") + bytes((EXACT, 0)) +
+             (1).to_bytes(4, "little") + np.array([(1 << 63) - 1], "<i8").tobytes())
+    with pytest.raises(SummableError, match="too many contributors"):
+        full.add(encode(np.array([0.0])))
+
+
 values = st.lists(st.floats(-100.0, 100.0, width=32, allow_subnormal=False), min_size=1,
                   max_size=6)
 
@@ -56,7 +101,7 @@ values = st.lists(st.floats(-100.0, 100.0, width=32, allow_subnormal=False), min
 @settings(max_examples=60, deadline=None)
 @given(st.lists(values, min_size=2, max_size=5).filter(
     lambda vs: len({len(v) for v in vs}) == 1))
-def test_the_sum_is_the_same_in_every_order_and_by_any_tree(vectors):
+def test_the_sum_is_the_same_in_every_order(vectors):
     parts = [encode(np.array(v, dtype=np.float32)) for v in vectors]
     results = set()
     for order in itertools.permutations(parts):
@@ -70,18 +115,84 @@ def test_the_sum_is_the_same_in_every_order_and_by_any_tree(vectors):
     got, n = decode(flat)
     assert n == len(vectors)
     assert np.allclose(got, exact, rtol=1e-6, atol=1e-9)
-    # summed in two levels (an aggregator, then the edge): the same sum up to the rounding of
-    # the partial sum to float32
-    left = FixedPointSum(len(vectors[0]))
-    for p in parts[:2]:
-        left.add(p)
-    top = FixedPointSum(len(vectors[0]))
-    top.add(left.result())
-    for p in parts[2:]:
-        top.add(p)
-    two, n2 = decode(top.result())
-    # the partial sum's float32 rounding is relative to it, not to the total (64 + 0.142 - 62:
-    # 64.142 rounds by 4e-6, which the total 2.142 keeps)
-    partial = np.abs(np.sum(np.array(vectors[:2], dtype=np.float64), axis=0))
-    assert n2 == len(vectors) and np.all(np.abs(two - exact) <= 1e-6 + 1e-6 * np.abs(exact)
-                                         + 2.0 ** -23 * partial)
+
+
+def summed(tree, parts: dict[str, bytes], rng: random.Random, size: int, top: bool) -> bytes:
+    """How a plan's node sums `tree` = (fallen_back, members): its members in a random order,
+    a sub-group either asked (its exact partial sum) or fallen back (its workers added here,
+    as an aggregator does when a sub-group is Nacked). The root answers float32."""
+    acc = FixedPointSum(size)
+    for m in rng.sample(tree[1], len(tree[1])):
+        if isinstance(m, str):
+            acc.add(parts[m])
+        elif m[0]:                                  # fallen back: its workers, one by one
+            for w in rng.sample(leaves(m), len(leaves(m))):
+                acc.add(parts[w])
+        else:
+            acc.add(summed(m, parts, rng, size, False))
+    return acc.result(exact=not top)
+
+
+def leaves(tree) -> list[str]:
+    return [w for m in tree[1] for w in ([m] if isinstance(m, str) else leaves(m))]
+
+
+def trees(workers: list[str], rng: random.Random, depth: int = 0):
+    """A random plan over `workers`: nested groups (up to 4 levels), each may fall back."""
+    members: list = []
+    rest = workers[:]
+    rng.shuffle(rest)
+    while rest:
+        if depth < 3 and len(rest) > 1 and rng.random() < 0.4:
+            k = rng.randint(1, len(rest))
+            members.append(trees(rest[:k], rng, depth + 1))
+            rest = rest[k:]
+        else:
+            members.append(rest.pop())
+    return (rng.random() < 0.3, members)
+
+
+# float32 values across every scale the grid meets: exact ones, and ones below 2^-17 that the
+# grid rounds (the same way wherever they are added)
+scaled = st.tuples(st.floats(-1.0, 1.0, width=32, allow_subnormal=False),
+                   st.integers(-60, 7)).map(lambda t: float(np.float32(t[0] * 2.0 ** t[1])))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 12).flatmap(lambda n: st.tuples(
+    st.integers(1, 8).flatmap(lambda k: st.lists(st.lists(scaled, min_size=k, max_size=k),
+                                                 min_size=n, max_size=n)),
+    st.randoms(use_true_random=False))))
+def test_any_tree_of_exact_partial_sums_with_any_fallbacks_gives_the_one_level_bytes(case):
+    vectors, rng = case
+    size = len(vectors[0])
+    parts = {f"w{i}": encode(np.array(v, np.float32)) for i, v in enumerate(vectors)}
+    one = FixedPointSum(size)                       # the PS's own sum of every worker
+    for w in parts:
+        one.add(parts[w])
+    reference = one.result()
+    for _ in range(4):                              # trees, orders, fallbacks
+        tree = trees(list(parts), rng)
+        assert summed(tree, parts, rng, size, True) == reference
+    # and it is the float32 rounding of the exact total of the values on the grid
+    grid = np.sum([np.rint(np.array(v, np.float64) * 2.0 ** FRACTION_BITS) for v in vectors],
+                  axis=0)
+    assert decode(reference)[0].tolist() == (grid / 2.0 ** FRACTION_BITS).astype(
+        np.float32).tolist()
+
+
+def test_a_float32_partial_sum_would_not_be_exact():
+    # what the exact type is for: the same tree with the partial sum rounded to float32 (as
+    # before it existed) misses the one-level bytes
+    a, b, c = (np.array([v], np.float32) for v in (64.0, 0.142, -62.0))
+    one = FixedPointSum(1)
+    for v in (a, b, c):
+        one.add(encode(v))
+    left = FixedPointSum(1)
+    left.add(encode(a))
+    left.add(encode(b))
+    for partial in (left.result(), left.result(exact=True)):
+        top = FixedPointSum(1)
+        top.add(partial)
+        top.add(encode(c))
+        assert (top.result() == one.result()) == is_exact(partial)
