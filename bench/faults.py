@@ -15,6 +15,12 @@ Fault cases (`python -m ndnps.scenario SCENARIO --out DIR --plain --set ...`, on
                       at version 40 — an unplanned exit, recorded; continue carries the job
     runner-killed     sync-sgd: the runner itself killed (SIGKILL) at version 20: no child
                       may outlive it (checked by pid for 10 s)
+    peer-unplanned    ring.toml, on_peer_loss = "re-form": peer w3 killed by hand at version
+                      20; the others re-form and finish with identical parameters
+    stage-unplanned   hetero.toml (small): stage m2-mid killed by hand at version 5; the
+                      pipeline stops, the runner exits 3 naming the stage
+    controller-unplanned  multi-job.toml: the share controller killed by hand at version 3 of
+                      job "big"; every job finishes, its rounds the ordinary way
     loss-0 ... -20    lossy.toml with links.loss = 0, 0.05, 0.1, 0.2 (every link, both ways)
                       and links.reliability = false: end-to-end recovery alone
     loss-10+lp, -20+lp  the same with NDNLPv2 link reliability on every link (the default)
@@ -88,8 +94,13 @@ class Case:
     exact: bool = True               # every version has every gradient: reference parameters
     expect: dict = field(default_factory=dict)            # summary key -> check
     # done by hand while the run goes on, once the PS reaches a version: "kill-worker:w2@40"
-    # (SIGKILL that worker's process, unannounced), "kill-runner@20" (SIGKILL the runner)
+    # (SIGKILL that worker's process, unannounced), "kill-runner@20" (SIGKILL the runner),
+    # "kill-controller@3" (the share controller)
     during: str | None = None
+    recorder: str = "ps"             # whose metrics say the version (PS-less: a peer, a stage)
+    # PS-less and sharing cases are judged by what their job promises, not the PS's ledger:
+    # {"runner_exit": 0 | 3, "role": the unplanned exit's role, "reformed": [lost peers]}
+    psless: dict | None = None
 
 
 # the shortened chaos run (the integration test uses the same): every kind of fault, sooner
@@ -98,6 +109,11 @@ CHAOS_SHORT = ["training.epochs=40",       # time for a restarted worker to star
                "restart_after = 1.5 }",
                "faults.kill=[{ ps = true, at_version = 50, restart_after = 1.0 }, "
                "{ forwarder = \"fwd\", at_version = 85, restart_after = 1.0 }]"]
+
+# the hetero scenario, small and quick: a stage silent for 6 s stops the others (a stage
+# slow to start on a loaded host is not taken for one lost)
+HETERO_SMALL = ["training.hidden=[64,64,64,64,64]", "pipeline.device_scale=2.0",
+                "training.epochs=30", "training.worker_timeout=6.0"]
 
 CASES = [
     Case("worker-continue", "worker w2 killed at version 40, not restarted "
@@ -139,6 +155,18 @@ CASES = [
                  "workers_rejoined": ("==", 0), "workers_lost_at_end": ("==", ["w2"])}),
     Case("runner-killed", "the runner itself killed (SIGKILL) at version 20",
          "sync-sgd", ["training.epochs=50"], ["training.epochs=50"], during="kill-runner@20"),
+    Case("peer-unplanned", "ring peer w3 killed by hand (SIGKILL) at version 20 "
+                           "(on_peer_loss = re-form)",
+         "ring", ['training.on_peer_loss="re-form"'],
+         ['training.on_peer_loss="re-form"', "training.worker_timeout=3.0"], exact=False,
+         during="kill-worker:w3@20", recorder="w1",
+         psless={"runner_exit": 0, "role": "peer", "reformed": ["w3"]}),
+    Case("stage-unplanned", "pipeline stage m2-mid killed by hand (SIGKILL) at version 5",
+         "hetero", HETERO_SMALL, HETERO_SMALL, exact=False, during="kill-worker:m2-mid@5",
+         recorder="m1-fast", psless={"runner_exit": 3, "role": "stage"}),
+    Case("controller-unplanned", "the share controller killed by hand (SIGKILL) at version 3",
+         "multi-job", [], [], exact=False, during="kill-controller@3", recorder="big",
+         psless={"runner_exit": 0, "role": "controller"}),
     *[Case(f"loss-{p}{'+lp' if lp else ''}",
            f"{p}% loss on every link, both directions"
            + (", NDNLPv2 link reliability" if lp else ", end-to-end recovery alone"),
@@ -157,7 +185,7 @@ CASES = [
 # ---- one run ------------------------------------------------------------------------------------
 
 def launch(scenario: str, sets: list[str], out: Path, timeout: float,
-           during: str | None = None) -> dict:
+           during: str | None = None, recorder: str = "ps") -> dict:
     """The runner as a child process, exactly as a user starts it; a run that overstays is
     sent SIGTERM (the runner stops every process it started), then SIGKILL.  `during`: see
     Case (what was done goes into the result: "done_by_hand")."""
@@ -172,7 +200,7 @@ def launch(scenario: str, sets: list[str], out: Path, timeout: float,
     res: dict[str, Any] = {}
     try:
         if during:
-            res["done_by_hand"] = by_hand(during, proc, out, t0 + timeout)
+            res["done_by_hand"] = by_hand(during, proc, out, t0 + timeout, recorder)
         rc = proc.proc.wait(max(1.0, t0 + timeout - time.monotonic()))
     except subprocess.TimeoutExpired:
         rc = None
@@ -209,11 +237,12 @@ def _kill(pid: int) -> None:
         pass
 
 
-def by_hand(action: str, runner, out: Path, deadline: float) -> dict:
-    """Wait until the PS's metrics reach the action's version, then do it."""
+def by_hand(action: str, runner, out: Path, deadline: float, recorder: str = "ps") -> dict:
+    """Wait until the recorder's metrics (the PS's, or a PS-less job's first peer or stage)
+    reach the action's version, then do it."""
     what, _, at = action.partition("@")
     version = int(at)
-    metrics = out / "metrics" / "ps.jsonl"
+    metrics = out / "metrics" / f"{recorder}.jsonl"
     while time.monotonic() < deadline and runner.poll() is None:
         recs = jsonl_records(metrics) if metrics.exists() else []
         if any(r.get("version", -1) >= version for r in recs if "event" not in r):
@@ -230,12 +259,13 @@ def by_hand(action: str, runner, out: Path, deadline: float) -> dict:
         survivors = [p for p in children if p in processes_of(out)]
         return {"action": action, "children": len(children), "survivors": len(survivors),
                 "gone_after_s": round(time.monotonic() - t0, 2)}
-    worker = what.split(":", 1)[1]
+    mark = (b"-m\0apps.controller\0" if what == "kill-controller"
+            else f"--name\0{what.split(':', 1)[1]}\0".encode())
     pids = []
     for pid in processes_of(out):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f"--name\0{worker}\0".encode() in f.read():
+                if mark in f.read():
                     pids.append(pid)
         except OSError:
             continue
@@ -256,6 +286,78 @@ def judge_runner_killed(launched: dict) -> dict:
                     f"by 10 s")
     res.update(ok=not fail, failures=fail)
     return res
+
+
+def judge_psless(want: dict, run_dir: Path, launched: dict) -> dict:
+    """A PS-less or shared-aggregator run with a process killed by hand: the runner's exit
+    code, the unplanned exit under its true role with its policy's action, what the job
+    promises (re-formed without the lost peer, identical parameters; or a stop naming it;
+    every job finished), and no process left."""
+    done = launched.get("done_by_hand") or {}
+    res: dict = {"runner_exit": launched["rc"], "wall_s": round(launched["wall"], 1)}
+    fail: list[str] = []
+    if "skipped" in done:
+        fail.append(f"not done: {done['skipped']}")
+    if launched["rc"] != want["runner_exit"]:
+        fail.append(f"runner exit {launched['rc']}, expected {want['runner_exit']}")
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError) as e:
+        res.update(ok=False, failures=fail + [f"no summary.json ({e})"])
+        return res
+    res["exit_codes"] = summary.get("exit_codes", {})
+    if summary.get("error"):     # its one-line reason, without the log tail's path
+        res["error"] = summary["error"].splitlines()[0].split("; last lines of")[0][:300]
+    unplanned = summary.get("unplanned_exits") or []
+    res["unplanned_exits"] = [{k: u.get(k) for k in ("who", "role", "t", "how", "action")}
+                              for u in unplanned]
+    roles = [u.get("role") for u in unplanned]
+    if roles != [want["role"]]:
+        fail.append(f"unplanned exits recorded as {roles}, expected [{want['role']!r}]")
+    for key in ("final_accuracy", "versions", "parameters_identical", "reformed"):
+        res[key] = summary.get(key)
+    if "reformed" in want:
+        lost = [p for r in summary.get("reformed") or [] for p in r.get("lost", [])]
+        if lost != want["reformed"]:
+            fail.append(f"re-formed without {lost}, expected {want['reformed']}")
+        if summary.get("parameters_identical") is not True:
+            fail.append("the peers' parameters differ")
+    if want["runner_exit"] == 3 and unplanned and \
+            f"{unplanned[0]['node']} ({unplanned[0]['how']}, unplanned)" not in \
+            summary.get("error", ""):
+        fail.append("the stop does not name the process lost")
+    if want["role"] == "controller":
+        share = summary.get("share") or {}
+        # the runner's exit 0 says every job's PS (or first peer) finished
+        res["jobs"] = {ps: {k: job.get(k) for k in ("versions", "final_accuracy", "rounds")}
+                       for ps, job in (share.get("jobs") or {}).items()}
+        if not res["jobs"]:
+            fail.append("no share block in summary.json")
+        for key in ("ina_overlap_violations", "decision_mismatches"):
+            if share.get(key):
+                fail.append(f"{key} = {share[key]}")
+    left = processes_of(run_dir)
+    if left:
+        fail.append(f"{len(left)} processes outlived the run")
+    res.update(ok=not fail, failures=fail, psless=True)
+    return res
+
+
+def _psless_evidence(r: dict) -> str:
+    parts = []
+    for re in r.get("reformed") or []:
+        parts.append(f"re-formed without {', '.join(re['lost'])} at version {re['version']} "
+                     f"({len(re['peers'])} peers)")
+    if r.get("reformed") and r.get("parameters_identical") is not None:
+        parts.append("parameters identical at every peer" if r["parameters_identical"]
+                     else "parameters differ")
+    for ps, job in (r.get("jobs") or {}).items():
+        parts.append(f"{ps}: {job.get('versions')} versions, accuracy {_f(job.get('final_accuracy'))}")
+    if r.get("runner_exit") == 3 and r.get("error"):
+        parts.append(r["error"][:200])
+    parts.append("no process left" if not any("outlived" in f for f in r.get("failures", []))
+                 else "processes left")
+    return "; ".join(parts)
 
 
 def reference(run_dir: Path) -> dict:
@@ -355,6 +457,8 @@ def judge(case: Case, run_dir: Path, launched: dict) -> dict:
     import numpy as np
     if case.during and case.during.startswith("kill-runner"):
         return judge_runner_killed(launched)
+    if case.psless is not None:
+        return judge_psless(case.psless, run_dir, launched)
     fail: list[str] = []
     res: dict = {"runner_exit": launched["rc"], "wall_s": round(launched["wall"], 1)}
     if launched["rc"] != 0:
@@ -470,7 +574,7 @@ def run_case(case: Case, quick: bool, base: Path) -> dict:
     out = base / case.name
     log(f"faults {case.name}: python -m ndnps.scenario {case.scenario} "
         + " ".join(f"--set '{s}'" for s in sets))
-    launched = launch(case.scenario, sets, out, RUN_TIMEOUT + 120, case.during)
+    launched = launch(case.scenario, sets, out, RUN_TIMEOUT + 120, case.during, case.recorder)
     res = judge(case, out, launched)
     res.update(fault=case.fault, scenario=case.scenario, sets=sets, exact=case.exact,
                command=f"python -m ndnps.scenario {case.scenario} --plain "
@@ -722,6 +826,11 @@ def table_rows(sec: dict) -> list[tuple[str, ...]]:
                         "-", "-", gone, f"{r.get('wall_s')}",
                         "pass" if r["ok"] else "**FAIL**: " + "; ".join(r["failures"])))
             continue
+        if r.get("psless"):
+            out.append((f"`{name}`: {r['fault']}", _outcome(r), _f(r.get("final_accuracy")),
+                        "-", "-", _psless_evidence(r), f"{r.get('wall_s')}",
+                        "pass" if r["ok"] else "**FAIL**: " + "; ".join(r["failures"])))
+            continue
         led = r.get("ledger", {})
         redone = f"{led.get('redone', 0)}"
         if r.get("ps_restarts"):
@@ -782,6 +891,11 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
         if "children" in r or "skipped" in r:
             out.append((f"{name}: {r['fault']}", f"{r.get('survivors')} of "
                         f"{r.get('children')} children alive 10 s after", "none",
+                        "met" if r["ok"] else "FAILED: " + "; ".join(r["failures"])))
+            continue
+        if r.get("psless"):
+            out.append((f"{name}: {r['fault']}", f"{_outcome(r)}; {_psless_evidence(r)}",
+                        "the role's own policy; nothing left running",
                         "met" if r["ok"] else "FAILED: " + "; ".join(r["failures"])))
             continue
         target = ("params = reference" if r.get("exact") else

@@ -532,7 +532,7 @@ class SegmentTransfer:
             rejected = self.rejections.get(seg, 0) >= tries
             if tries >= limit and (patience is None or rejected
                                    or now - self.first_sent[seg] >= patience):
-                self._fail(FetchError(self._why(seg), rejected=rejected))
+                self._fail(FetchError(self._why(seg, now), rejected=rejected))
                 return
         if seg in self.missing:
             self.queue.appendleft(seg)
@@ -595,7 +595,7 @@ class SegmentTransfer:
             self.stale.add(seg)
             if self.max_rejected is not None and self.rejections[seg] >= self.max_rejected:
                 self.tries[seg] = self.tries.get(seg, 0) + 1
-                self._fail(FetchError(self._why(seg), rejected=True))
+                self._fail(FetchError(self._why(seg, now), rejected=True))
             else:
                 self._retry(seg, now)
         return self._take()
@@ -606,14 +606,17 @@ class SegmentTransfer:
             self._fail(exc)
         return self._take()
 
-    def _why(self, seg: int) -> str:
-        """Why segment `seg` could not be fetched, for people."""
+    def _why(self, seg: int, now: float) -> str:
+        """Why segment `seg` could not be fetched, for people: the tries it had and over how
+        long (more than the limit when the patience had not passed: the module's docstring)."""
         name, tries = self.label(seg), self.tries[seg]
+        first = self.first_sent.get(seg)
+        over = f" over {now - first:.2f} s" if first is not None else ""
         if self.rejections.get(seg, 0) >= tries:
-            return (f"{name}: no valid Data after {tries} tries: every answer failed its "
+            return (f"{name}: no valid Data after {tries} tries{over}: every answer failed its "
                     f"signature check (is the key the producer's?)")
         last = self.last_failure.get(seg, "no answer")
-        return f"{name}: no valid Data after {tries} tries (the last: {last})"
+        return f"{name}: no valid Data after {tries} tries{over} (the last: {last})"
 
     def on_data(self, flight: Flight, content: bytes, final: int | None,
                 now: float, marked: bool = False, declined: bool = False) -> list[Action]:

@@ -35,16 +35,22 @@ def _die_with(parent: int) -> Callable[[], None]:
     return preexec
 
 
-def _start_ticks(pid: int) -> str | None:
-    """A process's start time (clock ticks since boot, /proc/<pid>/stat field 22): with the
-    pid, it names one process for the machine's uptime (pids are reused, this pair is not)."""
+def _stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command name (field 3, the state, first)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode()
     except OSError:
         return None
     # the command name (field 2) is in parentheses and may hold spaces: split after it
-    return stat[stat.rindex(")") + 2:].split()[19]
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def _start_ticks(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot, /proc/<pid>/stat field 22): with the
+    pid, it names one process for the machine's uptime (pids are reused, this pair is not)."""
+    fields = _stat(pid)
+    return fields[19] if fields else None
 
 
 def owner_tag(pid: int | None = None) -> str:
@@ -55,9 +61,11 @@ def owner_tag(pid: int | None = None) -> str:
 
 
 def owner_alive(tag: str) -> bool:
-    """Whether the process `tag` (from owner_tag) is still running."""
+    """Whether the process `tag` (from owner_tag) is still running: a zombie (dead, not yet
+    reaped by its parent) is not."""
     pid, _, ticks = tag.partition(".")
-    return pid.isdigit() and _start_ticks(int(pid)) == ticks
+    fields = _stat(int(pid)) if pid.isdigit() else None
+    return fields is not None and fields[19] == ticks and fields[0] != "Z"
 
 
 class ProcessFailed(RuntimeError):

@@ -24,6 +24,7 @@ import argparse
 import json
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,11 +34,11 @@ from typing import TYPE_CHECKING
 
 from forwarder.status import fetch_status
 
-from . import baseline, ina, minindn, pipeline, report, share, spec, topology
+from . import baseline, ina, minindn, pipeline, reaper, report, share, spec, topology
 from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
 from .netns import Netns, NetnsUnavailable, check_available, remove_stale
 from .metrics import RUN_T0_ENV, read_metrics
-from .process import (ManagedProcess, ProcessFailed, owner_alive, owner_tag, unix_socket_accepts,
+from .process import (ManagedProcess, ProcessFailed, owner_tag, unix_socket_accepts,
                       wait_until)
 from .spec import Scenario, ScenarioError
 
@@ -92,19 +93,6 @@ def _to_toml(doc: dict) -> str:
 
 
 MAX_SOCKET_PATH = 100        # bytes; the kernel's limit is 108 with the terminating NUL
-SOCKET_DIR_PREFIX = "ndnps-sock-"
-
-
-def remove_stale_socket_dirs() -> list[Path]:
-    """Short socket directories (`ndnps-sock-<owner tag>-*` in the temp dir) of runs that no
-    longer run: killed outright, they could not remove them."""
-    stale = []
-    for d in Path(tempfile.gettempdir()).glob(f"{SOCKET_DIR_PREFIX}*"):
-        tag = d.name[len(SOCKET_DIR_PREFIX):].rsplit("-", 1)[0]
-        if d.is_dir() and "." in tag and not owner_alive(tag):
-            shutil.rmtree(d, ignore_errors=True)
-            stale.append(d)
-    return stale
 
 
 class Runner:
@@ -137,6 +125,7 @@ class Runner:
         # every app's role by name ("ps", "worker", "peer", "stage"): an unplanned exit goes
         # to its own role's policy, and its record says which it was
         self.roles: dict[str, str] = {}
+        self.reaper: subprocess.Popen | None = None     # ndnps.lab.reaper, once needed
 
     # ---- set-up ----------------------------------------------------------------------------------
 
@@ -197,6 +186,7 @@ class Runner:
         plan = topology.plan_hosts(self.sc)
         for ns in remove_stale():
             self.notes.append(f"removed network namespace {ns}, left by a run that was killed")
+        self._reap_if_killed()
         self.netns = Netns.owned()
         for name in plan.forwarders:
             self.netns.add_host(name)
@@ -333,9 +323,11 @@ class Runner:
         longest = max(len(f"{name}.sock") for name in plan.forwarders)
         if len(str(self.socket_dir)) + 1 + longest > MAX_SOCKET_PATH:
             # a unix socket path has 108 bytes: a run directory that deep gets short ones
-            # (removed at shutdown; or by a later run, should this one be killed outright)
-            remove_stale_socket_dirs()
-            self.socket_dir = Path(tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{owner_tag()}-"))
+            # (removed at shutdown; or by its reaper, should this one be killed outright)
+            reaper.remove_stale_socket_dirs()
+            self._reap_if_killed()
+            self.socket_dir = Path(tempfile.mkdtemp(
+                prefix=f"{reaper.SOCKET_DIR_PREFIX}{owner_tag()}-"))
         for name, node in plan.forwarders.items():
             conf = self.run_dir / "config" / f"{name}.toml"
             conf.write_text(node.config(self.run_dir, tables, self.sc.trace_interval,
@@ -698,6 +690,11 @@ class Runner:
                     labels[str(face["id"])] = peer
             status["labels"] = labels         # apps' faces included, though they are gone
             (self.run_dir / "traces" / f"{name}-status.json").write_text(json.dumps(status, indent=1))
+
+    def _reap_if_killed(self) -> None:
+        """Before making what would outlive a runner killed outright: its reaper (once)."""
+        if self.reaper is None:
+            self.reaper = reaper.start(owner_tag())
 
     def shutdown(self) -> None:
         # apps first, then forwarders (which flush their traces on SIGTERM)

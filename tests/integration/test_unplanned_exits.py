@@ -84,7 +84,7 @@ def test_a_ring_peer_killed_goes_to_on_peer_loss_and_the_others_re_form(tmp_path
 def test_a_pipeline_stage_killed_stops_the_run_with_exit_3_naming_the_stage(tmp_path):
     code, text, s = kill_mid_run(
         tmp_path, "hetero", ["training.hidden=[64,64,64,64,64]", "pipeline.device_scale=2.0",
-                             "training.epochs=50", "training.worker_timeout=3.0"],
+                             "training.epochs=50", "training.worker_timeout=6.0"],
         "m1-fast", ["--name", "m2-mid"], timeout=150)
     assert code == 3 and s["ok"] is False, text[-3000:]
     (rec,) = s["unplanned_exits"]

@@ -113,6 +113,7 @@ async def test_content_interest_is_held_until_the_assignment_is_over():
 # ---- step 4: registration ----------------------------------------------------------------------
 
 @pytest.mark.asyncio
+@pytest.mark.looptime       # register_timeout decides the retry: a fake clock, not the host's load
 async def test_registration_is_retried_until_confirmed_and_removed_on_leaving():
     lost = []
 
@@ -420,13 +421,16 @@ async def test_ps_answers_probes_for_kept_versions_only():
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime       # a timer decides it: the loop's clock is fake, however loaded the host
 async def test_registration_is_refreshed_periodically():
     net = MemNet()
     (w1,), tasks = await started(net, "w1")
-    ps = ParameterServer(config(workers=["w1"], register_interval=0.05, max_versions=400),
-                         net.app())
+    # each step a 20 ms device: the training outlasts the 0.5 s (compute takes no fake time)
+    ps = ParameterServer(config(workers=["w1"], register_interval=0.05, max_versions=400,
+                                device_ms=20.0), net.app())
     run = asyncio.create_task(ps.run())
     await asyncio.sleep(0.5)
+    assert ps.counters.removes == 0                # still training
     assert ps.counters.registrations >= 5          # one insert, then a refresh every 50 ms
     run.cancel()
     stop(*tasks, w1.job_task)

@@ -99,8 +99,25 @@ def test_tries_are_bounded_and_the_failure_says_why():
     now += f.life
     t.on_expired(f, now)
     assert isinstance(t.error, FetchError)
-    assert "/obj/seg=0: no valid Data after 3 tries (the last: no answer)" in str(t.error)
+    assert "/obj/seg=0: no valid Data after 3 tries over 1.40 s (the last: no answer)" \
+        in str(t.error)
     assert t.finished and t.next_timer() is None
+
+
+def test_with_a_patience_the_tries_go_on_until_it_passes_and_the_failure_says_so():
+    """The PS's sums: 3 tries *and* collect_lifetime since the first (fetch.py's docstring);
+    a quick path has more than 3 by then, and the message says how many and over how long."""
+    t = transfer(path(max_fast=0, max_tries=3, patience=1.0))
+    (f,) = sent(t.want([0], 0.0))
+    now, expiries = 0.0, 0
+    while t.error is None:
+        now += 0.1                                   # each expires soon: a quick path
+        out = t.on_expired(f, now)
+        expiries += 1
+        if t.error is None:
+            (f,) = sent(out)
+    assert expiries > 3 and now >= 1.0
+    assert f"no valid Data after {expiries} tries over {now:.2f} s" in str(t.error)
 
 
 def test_a_nack_pauses_the_segment_then_asks_again():
