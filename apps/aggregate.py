@@ -5,7 +5,8 @@ value segments (ndnps.protocol.messages); the PS collects every live worker's he
 collected whole gradients (apps/collect.py, ``Collect.meta``: once all are in, all are
 computed), then asks the plan's root — its edge forwarder, ``aggregate_at`` — for the sum of
 each value segment: ``/*aggregate*/<ps>/<train>/<step>/<seg>`` with the plan in the Interest's
-ApplicationParameters and a ForwardingHint naming the edge (ndnps.ndn.aggregation), fetched
+ApplicationParameters, signed under the training's key (an aggregator claims slots only for
+plans so signed), and a ForwardingHint naming the edge (ndnps.ndn.aggregation), fetched
 windowed with loss recovery by a fetcher of its own (few tries, short patience: a sum that
 does not come is better made here than waited for).
 
@@ -23,6 +24,8 @@ others (the PS divides each value by the gradients it is the sum of).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 from typing import Any, Callable
 
@@ -76,6 +79,9 @@ class Aggregate:
             suppression_max=cfg.retx_suppression_max_ms / 1000,
             patience=cfg.collect_lifetime, initial_window=cfg.initial_window)
         self._plan_wire = b""
+        # the plans are signed under the training's key (validate() makes aggregate_at need one)
+        self._mac = hmac.new(sec.key or b"", digestmod=hashlib.sha256)
+        self._key_name = b"".join(bytes(c) for c in names.key(cfg.ps, cfg.train))
         # the last call's sums all came back or were declined (a Nack frees the slot): no
         # slot of it may still be held in the network (the share controller's release)
         self.clean = True
@@ -189,7 +195,7 @@ class Aggregate:
         answers FALLBACK (the segment is summed here) instead of failing the fetch."""
         wire, full = aggregation.encode_interest(b"".join(bytes(c) for c in name),
                                                  self._plan_wire, self.cfg.aggregate_at,
-                                                 lifetime)
+                                                 lifetime, self._mac, self._key_name)
         inner = self.app.express_wire([bytes(c) for c in read_components(full, 0, len(full))],
                                       wire, lifetime, validator, must_be_fresh=True)
         outer: asyncio.Future = asyncio.get_running_loop().create_future()

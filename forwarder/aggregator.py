@@ -3,13 +3,22 @@
 A forwarder configured as an aggregator for a training (management: `aggregators/add`, local
 faces only) answers an Interest `/*aggregate*/<ps>/<train>/<version>/<seg>/<params-digest>`
 whose ForwardingHint names this node and whose plan (ndnps.ndn.aggregation, in the Interest's
-ApplicationParameters) is a group `at` this node:
+ApplicationParameters) is a group `at` this node, signed under the training's key:
+
+0. the Interest must be a signed Interest (NDN packet format v0.3) under the key this node was
+   configured with, its name's ParametersSha256DigestComponent right (ndnps.ndn.aggregation.
+   signed_plan); one that is not — unsigned, forged, another key, a wrong digest — is counted
+   (unauthorised) and dropped, no slot claimed: not Nacked, since a Nack ends the PIT entry
+   that a forgery copying a genuine name shares with the genuine Interest. A genuine one of a
+   version older than the training's last push (a replay: that push freed its slots) is
+   Nacked and counted (stale);
 
 1. it takes the segment's slot in its pool (tables/aggregator_pool: hashed by segment; a slot
    held by another segment is unavailable: the Interest is Nacked (Congestion) at once, the
    requester falls back to the members' plain collects, and the collision is counted);
 2. it expresses, from its own face, each member's Interest: a worker's collect
-   `/<gpu>/<ps>/<train>/<version>/<seg>`, a sub-group's `*aggregate*` (hint: its node);
+   `/<gpu>/<ps>/<train>/<version>/<seg>`, a sub-group's `*aggregate*` (hint: its node; signed
+   as the PS signs its own);
 3. each Data that comes back is checked (HMAC under the training's key, a summable segment of
    as many contributors as the member stands for: a worker's float32 values, a sub-group's
    exact partial sum — the sub-plans it asks for carry the Exact flag) and added to the slot's
@@ -50,8 +59,8 @@ from typing import Union
 
 from ndnps.ndn import summable
 from ndnps.ndn import aggregation
-from ndnps.ndn.aggregation import (AggregatorConfig, Group, application_parameters,
-                                   decode_plan, encode_plan, signed_data, verified_content)
+from ndnps.ndn.aggregation import (AggregatorConfig, Group, decode_plan, encode_plan,
+                                   signed_data, signed_plan, verified_content)
 from ndnps.ndn.markers import AGGREGATE_COMPONENT
 from ndnps.ndn.packet import Data, Interest, encode_interest, new_nonce
 from ndnps.ndn.tlv import (GENERIC_COMPONENT, MAX_PACKET_SIZE, PARAMS_DIGEST, DecodeError,
@@ -76,6 +85,9 @@ class AggregationCounters:
     late: int = 0                 # member Data after their sum was done or dropped
     overlaps: int = 0             # new slots claimed while another training's were live in range
     oversize: int = 0             # sums too large for one packet: Nacked (abandoned too)
+    unauthorised: int = 0         # aggregate Interests for this node not signed under the
+                                  # training's key (or a wrong digest): dropped, no slot
+    stale: int = 0                # genuine ones of a version before the last push: Nacked
 
 
 @dataclass
@@ -86,7 +98,7 @@ class _Pending:
     marked: bool = False
     expressed: dict[bytes, tuple[str, ...]] = field(default_factory=dict)  # name -> workers
     faces: set[int] = field(default_factory=set)        # the faces that asked for it
-    # a sub-group's Interest name -> (its node, its plan's wire: the Exact flag set)
+    # a sub-group's Interest name -> (its node, its signed elements: the Exact flag set)
     subplans: dict[bytes, tuple[str, bytes]] = field(default_factory=dict)
 
 
@@ -96,7 +108,7 @@ class _Training:
     pending: dict[SlotKey, _Pending] = field(default_factory=dict)
     pushed: int = -1              # the newest version whose push freed older slots
     overlaps: int = 0             # its new slots claimed while another's were live in its range
-    mac: hmac.HMAC | None = None  # keyed once, copied per contribution
+    mac: hmac.HMAC = field(init=False)   # keyed once, copied per packet
     hint: bytes = b""             # this node as a ForwardingHint name's value
     uri: str = ""                 # its name, for the status and the overlap records
 
@@ -161,15 +173,22 @@ class Aggregation:
         t, tail = found
         if t.hint not in interest.forwarding_hint:
             return None
+        signed = signed_plan(interest.wire, interest.name, t.mac, t.config.key_name)
+        if signed is None:
+            self.counters.unauthorised += 1     # dropped: no slot, no Nack (see above)
+            return []
         try:
-            plan = decode_plan(application_parameters(interest.wire) or b"")
+            plan = decode_plan(signed)
             key = _slot_key(t.config.training, tail)
         except DecodeError:
             return None                     # not ours to read: forwarded by its hint
         if plan.at != t.config.node:
             return None
-        self.counters.interests += 1
         self._now = now
+        if key.version < t.pushed:
+            self.counters.stale += 1            # its version's slots were freed by a push
+            return [("nack", interest)]
+        self.counters.interests += 1
         p = t.pending.get(key)
         if p is not None:
             if p.interest.name != interest.name:
@@ -208,7 +227,7 @@ class Aggregation:
         training, key, workers = got
         t = self.trainings[training]
         p = t.pending[key]
-        content = verified_content(data.wire, t.mac or t.config.key)
+        content = verified_content(data.wire, t.mac)
         try:
             if content is None:
                 raise summable.SummableError("bad signature")
@@ -232,7 +251,7 @@ class Aggregation:
             p.marked = True
         if slot is None or not slot.complete:
             return []
-        answer = signed_data(p.interest.name, slot.acc.result(p.plan.exact), t.config.key,
+        answer = signed_data(p.interest.name, slot.acc.result(p.plan.exact), t.mac,
                              t.config.key_name)
         if len(answer) > MAX_PACKET_SIZE:
             self.counters.oversize += 1     # no packet can carry it: its requester sums
@@ -338,8 +357,9 @@ class Aggregation:
         """Record a member's Interest name (expressed by _express)."""
         if isinstance(member, Group):
             plan = encode_plan(replace(member, exact=True))     # a sum this node adds again
-            name = aggregation.full_name(name_of(t, p), plan)
-            p.subplans[name] = (member.at, plan)
+            name, signed = aggregation.signed_parameters(name_of(t, p), plan, t.mac,
+                                                         t.config.key_name)
+            p.subplans[name] = (member.at, signed)
             workers = member.workers()
         else:
             name = encode_tlv(GENERIC_COMPONENT, member.encode()) + t.config.training + p.tail
@@ -357,8 +377,7 @@ class Aggregation:
                 continue
             sub = p.subplans.get(name)
             if sub is not None:
-                wire, _ = aggregation.encode_interest(name_of(t, p), sub[1], sub[0], lifetime,
-                                                      new_nonce())
+                wire = aggregation.assemble_interest(name, sub[1], sub[0], lifetime, new_nonce())
             else:
                 wire = _interest(name, lifetime)
             self.counters.member_interests += 1

@@ -148,7 +148,9 @@ def print_status(status: dict) -> None:
         print(f"aggregation: sums {a['answered']} of {a['interests']} asked, collisions "
               f"{a['collisions']}, rejected {a['rejected']}, sub-group fallbacks "
               f"{a['fallbacks']}, abandoned {a['abandoned']}, member Interests "
-              f"{a['member_interests']}, late {a['late']}, overlaps {a.get('overlaps', 0)}")
+              f"{a['member_interests']}, late {a['late']}, overlaps {a.get('overlaps', 0)}, "
+              f"oversize {a.get('oversize', 0)}, unauthorised plans "
+              f"{a.get('unauthorised', 0)}, stale {a.get('stale', 0)}")
         pool = agg.get("pool")
         if pool:                                # (a forwarder before issue 26 has none)
             print(f"  pool: {pool['held']}/{pool['size']} slots held, busy "

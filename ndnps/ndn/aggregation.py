@@ -16,8 +16,11 @@ both read them.
 * The **configuration** `/localhost/nfd/aggregators/add` installs (its ApplicationParameters):
   the training's prefix, this forwarder's node name, the training's HMAC key and key name,
   its slots (a range of the forwarder's one pool: first and count) and the slots' timeout.
-* The **Interest** an aggregating node (or the PS) expresses: name + ParametersSha256Digest,
-  MustBeFresh, ForwardingHint, Nonce, InterestLifetime, ApplicationParameters (the plan).
+* The **Interest** an aggregating node (or the PS) expresses: a signed Interest of NDN packet
+  format v0.3 — name + ParametersSha256DigestComponent, MustBeFresh, ForwardingHint, Nonce,
+  InterestLifetime, ApplicationParameters (the plan), InterestSignatureInfo (HMAC-SHA256,
+  KeyLocator: the training's key name), InterestSignatureValue — and its check (`signed_plan`):
+  an aggregator claims slots only for plans signed under the training's key.
 * The **HMAC check** of a contribution and the **signature** of a sum, under the training's key
   (SignatureHmacWithSha256, as ndnps.client.security signs the training's Data).
 """
@@ -31,9 +34,10 @@ from typing import Final, Union
 
 from .packet import encode_data, encode_meta_info, encode_signature_info
 from .tlv import (APP_PARAMETERS, CONTENT, DATA, FORWARDING_HINT, GENERIC_COMPONENT, INTEREST,
-                  INTEREST_LIFETIME, MUST_BE_FRESH, NAME, NONCE, PARAMS_DIGEST, SIGNATURE_INFO, SIGNATURE_TYPE,
-                  SIGNATURE_VALUE, DecodeError, component_offsets, decode_nonneg, encode_tlv, nonneg_element,
-                  read_tl, tl)
+                  INTEREST_LIFETIME, INTEREST_SIGNATURE_INFO, INTEREST_SIGNATURE_VALUE, KEY_LOCATOR,
+                  MUST_BE_FRESH, NAME, NONCE, PARAMS_DIGEST, SIGNATURE_INFO, SIGNATURE_TYPE,
+                  SIGNATURE_VALUE, DecodeError, component_offsets, decode_nonneg, encode_tlv,
+                  nonneg_element, read_tl, tl)
 
 GROUP: Final = 0x80
 AT: Final = 0x81
@@ -217,31 +221,113 @@ class AggregatorConfig:
 # ---- the Interest -------------------------------------------------------------------------------
 
 _MUST_BE_FRESH: Final = bytes((MUST_BE_FRESH, 0))
+Key = Union[bytes, hmac.HMAC]     # the training's key, or an HMAC object keyed with it (copied)
 
 
-def encode_interest(name: bytes, plan: bytes, hint: str, lifetime_ms: int,
-                    nonce: bytes | None = None) -> tuple[bytes, bytes]:
-    """An `*aggregate*` Interest for `name` (TLV-VALUE, without digest) carrying `plan`,
-    routed toward node `hint`; MustBeFresh, as every Interest for a contribution (a cached
-    copy that was refused must not answer the retry). Returns (wire, the full name's TLV-VALUE with its
-    ParametersSha256DigestComponent: the name its Data carries)."""
+def _mac(key: Key) -> hmac.HMAC:
+    return key.copy() if isinstance(key, hmac.HMAC) else hmac.new(key, digestmod=hashlib.sha256)
+
+
+def signed_parameters(name: bytes, plan: bytes, key: Key, key_name: bytes) -> tuple[bytes, bytes]:
+    """The signed part of an `*aggregate*` Interest for `name` (TLV-VALUE, without digest)
+    carrying `plan`, in NDN packet format v0.3: ApplicationParameters, InterestSignatureInfo
+    (SignatureType 4, HMAC-SHA256; KeyLocator: `key_name`, a TLV-VALUE), InterestSignatureValue
+    (the HMAC of the name's components, the parameters and the signature info). No
+    SignatureNonce or SignatureTime: the same request signs to the same bytes, so its name —
+    whose digest covers the signature — is the same at every retransmission and from every
+    requester (a retransmission finds its pending sum, identical requests merge, the Content
+    Store answers them). Returns (the full name's TLV-VALUE, with its
+    ParametersSha256DigestComponent over these elements; the elements)."""
     params = encode_tlv(APP_PARAMETERS, plan)
-    full = _with_digest(name, params)
+    info = encode_tlv(INTEREST_SIGNATURE_INFO, b"".join((
+        nonneg_element(SIGNATURE_TYPE, HMAC_WITH_SHA256),
+        encode_tlv(KEY_LOCATOR, encode_tlv(NAME, key_name)))))
+    h = _mac(key)
+    h.update(name)
+    h.update(params)
+    h.update(info)
+    signed = b"".join((params, info, encode_tlv(INTEREST_SIGNATURE_VALUE, h.digest())))
+    return name + encode_tlv(PARAMS_DIGEST, hashlib.sha256(signed).digest()), signed
+
+
+def encode_interest(name: bytes, plan: bytes, hint: str, lifetime_ms: int, key: Key,
+                    key_name: bytes, nonce: bytes | None = None) -> tuple[bytes, bytes]:
+    """An `*aggregate*` Interest for `name` (TLV-VALUE, without digest) carrying `plan`, signed
+    under the training's `key` (`signed_parameters`), routed toward node `hint`; MustBeFresh,
+    as every Interest for a contribution (a cached copy that was refused must not answer the
+    retry). Returns (wire, the full name's TLV-VALUE with its ParametersSha256DigestComponent:
+    the name its Data carries)."""
+    full, signed = signed_parameters(name, plan, key, key_name)
+    return assemble_interest(full, signed, hint, lifetime_ms, nonce), full
+
+
+def assemble_interest(full: bytes, signed: bytes, hint: str, lifetime_ms: int,
+                      nonce: bytes | None = None) -> bytes:
+    """The Interest of `signed_parameters`' (full name, signed elements), with its own Nonce
+    (each expression of the same request has another; the signature does not cover it)."""
     hint_name = encode_tlv(NAME, encode_tlv(GENERIC_COMPONENT, _text(hint)))
-    body = b"".join((encode_tlv(NAME, full), _MUST_BE_FRESH, encode_tlv(FORWARDING_HINT, hint_name),
+    body = b"".join((encode_tlv(NAME, full), _MUST_BE_FRESH,
+                     encode_tlv(FORWARDING_HINT, hint_name),
                      encode_tlv(NONCE, nonce or os.urandom(4)),
-                     nonneg_element(INTEREST_LIFETIME, lifetime_ms), params))
-    return tl(INTEREST, len(body)) + body, full
+                     nonneg_element(INTEREST_LIFETIME, lifetime_ms), signed))
+    return tl(INTEREST, len(body)) + body
 
 
-def full_name(name: bytes, plan: bytes) -> bytes:
-    """The name (TLV-VALUE) an `*aggregate*` Interest for `name` carrying `plan` has, and its
-    Data: `name` and the plan's ParametersSha256DigestComponent."""
-    return _with_digest(name, encode_tlv(APP_PARAMETERS, plan))
+def full_name(name: bytes, plan: bytes, key: Key, key_name: bytes) -> bytes:
+    """The name (TLV-VALUE) an `*aggregate*` Interest for `name` carrying `plan` has, signed
+    under `key`, and its Data's: `name` and its ParametersSha256DigestComponent."""
+    return signed_parameters(name, plan, key, key_name)[0]
 
 
-def _with_digest(name: bytes, params: bytes) -> bytes:
-    return name + encode_tlv(PARAMS_DIGEST, hashlib.sha256(params).digest())
+def signed_plan(wire: bytes, name: bytes, key: Key, key_name: bytes) -> bytes | None:
+    """The plan of the Interest `wire` (named `name`, its Name's TLV-VALUE) when it is signed
+    under the training's `key` as `signed_parameters` signs (SignatureNonce, SignatureTime or
+    SignatureSeqNum, as other signers add them, are covered too), else None: unsigned, of
+    another signature type or KeyLocator, a wrong signature value (a forgery, another key), a
+    name whose ParametersSha256DigestComponent is not the digest of the signed elements, an
+    element after the signature, or malformed."""
+    try:
+        offsets = component_offsets(name)       # each component's end
+        last = offsets[-2] if len(offsets) > 1 else 0
+        typ, doff, dend = read_tl(name, last, len(name))
+        if typ != PARAMS_DIGEST or dend - doff != 32 or dend != len(name):
+            return None
+        typ, off, end = read_tl(wire, 0, len(wire))
+        if typ != INTEREST:
+            return None
+        while off < end:                         # to the ApplicationParameters
+            typ, voff, vend = read_tl(wire, off, end)
+            if typ == APP_PARAMETERS:
+                break
+            off = vend
+        else:
+            return None                          # unsigned: no parameters at all
+        start, plan = off, wire[voff:vend]
+        typ, ioff, iend = read_tl(wire, vend, end)
+        if typ != INTEREST_SIGNATURE_INFO:
+            return None
+        typ, soff, send = read_tl(wire, iend, end)
+        if typ != INTEREST_SIGNATURE_VALUE or send != end or send - soff != 32:
+            return None
+        if hashlib.sha256(wire[start:end]).digest() != name[doff:dend]:
+            return None
+        sig_type, locator = -1, None
+        while ioff < iend:
+            typ, voff, vend = read_tl(wire, ioff, iend)
+            if typ == SIGNATURE_TYPE:
+                sig_type = decode_nonneg(wire, voff, vend)
+            elif typ == KEY_LOCATOR:
+                ltyp, loff, lend = read_tl(wire, voff, vend)
+                locator = wire[loff:lend] if ltyp == NAME and lend == vend else None
+            ioff = vend
+        if sig_type != HMAC_WITH_SHA256 or locator != key_name:
+            return None
+        h = _mac(key)
+        h.update(name[:last])
+        h.update(wire[start:iend])
+        return plan if hmac.compare_digest(h.digest(), wire[soff:send]) else None
+    except DecodeError:
+        return None
 
 
 def application_parameters(wire: bytes) -> bytes | None:
@@ -259,11 +345,10 @@ def application_parameters(wire: bytes) -> bytes | None:
 
 # ---- contributions and sums ---------------------------------------------------------------------
 
-def verified_content(wire: bytes, key: "bytes | hmac.HMAC") -> bytes | None:
+def verified_content(wire: bytes, key: Key) -> bytes | None:
     """The Content of a Data signed with HMAC-SHA256 under `key` (the key, or an HMAC object
     keyed with it, copied per check: no re-keying per packet), or None when its signature is
     of another type or wrong (a forgery), or it is malformed."""
-    base = key if isinstance(key, hmac.HMAC) else hmac.new(key, digestmod=hashlib.sha256)
     try:
         typ, off, end = read_tl(wire, 0, len(wire))
         if typ != DATA:
@@ -282,7 +367,7 @@ def verified_content(wire: bytes, key: "bytes | hmac.HMAC") -> bytes | None:
             elif typ == SIGNATURE_VALUE:
                 if sig_type != HMAC_WITH_SHA256 or vend - voff != 32:
                     return None
-                h = base.copy()
+                h = _mac(key)
                 h.update(wire[signed_from:off])
                 return content if hmac.compare_digest(h.digest(), wire[voff:vend]) else None
             off = vend
@@ -291,13 +376,11 @@ def verified_content(wire: bytes, key: "bytes | hmac.HMAC") -> bytes | None:
     return None
 
 
-def signed_data(name: bytes, content: bytes, key: bytes, key_name: bytes,
+def signed_data(name: bytes, content: bytes, key: Key, key_name: bytes,
                 freshness_ms: int = 1000) -> bytes:
     """A Data named `name` (TLV-VALUE) carrying `content`, HMAC-signed under `key`."""
-    base = hmac.new(key, digestmod=hashlib.sha256)
-
     def sign(blocks) -> bytes:
-        h = base.copy()
+        h = _mac(key)
         for b in blocks:
             h.update(b)
         return h.digest()

@@ -1,12 +1,15 @@
 """In-network aggregation with real processes (issue 24): the `ina` tree scenario sums in the
 network (PS ingress about one model a version, accuracy as without), a pool too small falls
 back and stays correct, a forged contribution is rejected at the aggregator and counted, an
-aggregator killed mid-run makes the plan fall back without wedging the job, and whatever was
+aggregator killed mid-run makes the plan fall back without wedging the job, whatever was
 summed where — two levels, at the PS after a collision, around a killed aggregator — the
-final parameters are the same bytes."""
+final parameters are the same bytes, and forged plans sent at an aggregator during a run
+claim no slot."""
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -14,16 +17,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ndn.encoding import Component, Name
+from ndn.encoding import Component, InterestParam, Name, make_interest
 
 from forwarder.status import command, fetch_status
 from ndnps.lab import ina
 from ndnps.lab.metrics import read_metrics
 from ndnps.lab.process import ManagedProcess
+from ndnps.ndn import aggregation
 from ndnps.ndn.tlv import NAME, encode_tlv, name_from_str
+from ndnps.protocol import names
 from ndnps.protocol.config import TrainingConfig
 
 from tests.support.procfs import processes_naming
+from tests.support.rawclient import RawFace
 
 from tests.integration.test_training import (KEY, WORKERS, finish, reference_accuracy,
                                              start_workers, worker_end)
@@ -147,31 +153,63 @@ def killed_leaf(tmp_path: Path, at_version: int) -> Path:
     return path
 
 
+class LiveRun:
+    """`python -m ndnps.scenario ina ARGS --out OUT` running in the background, for a test to
+    act on while it trains; stopped (with its children) whatever happens."""
+
+    def __init__(self, out: Path, *args: str) -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        self.out, self.log = out, out.parent / f"{out.name}.log"
+        self.proc = ManagedProcess("runner", [sys.executable, "-m", "ndnps.scenario", "ina",
+                                              *args, "--out", str(out)], self.log,
+                                   cwd=str(ROOT))
+
+    def version(self) -> int:
+        """The latest version the PS applied (-1: none yet)."""
+        return max((r["version"] for r in _records(self.out / "metrics" / "ps.jsonl")
+                    if "collect_wait" in r), default=-1)
+
+    def wait_version(self, v: int, timeout: float = 200.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.version() < v:
+            assert self.running() and time.monotonic() < deadline, self.tail()
+            time.sleep(0.05)
+
+    def running(self) -> bool:
+        return self.proc.proc.poll() is None
+
+    def socket(self, forwarder: str) -> str:
+        """The unix socket forwarder `forwarder` of this run listens on."""
+        (_, cmd), = processes_naming(str(self.out / "config" / f"{forwarder}.toml"))
+        argv = cmd.split()
+        return argv[argv.index("--unix") + 1]
+
+    def finish(self, timeout: float = 240.0) -> dict:
+        assert self.proc.proc.wait(timeout) == 0, self.tail()
+        return json.loads((self.out / "summary.json").read_text())
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:]
+
+    def __enter__(self) -> "LiveRun":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.stop(grace=30.0)
+
+
 def run_removing_leaf1(out: Path, at_version: int) -> None:
     """The `ina` scenario, leaf1 told to stop aggregating (aggregators/remove) once the PS has
     applied `at_version`: from then on the root's Interests for leaf1's sub-group come back
     Nacked (leaf1 has no route for its own name) and the root collects leaf1's workers
     itself — the sub-group fallback, at every segment, whatever the timing."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    proc = ManagedProcess("runner", [sys.executable, "-m", "ndnps.scenario", "ina", *SAME,
-                                     "--out", str(out)], out.parent / "removed.log",
-                          cwd=str(ROOT))
-    try:
-        deadline = time.monotonic() + 200
-        while not any(r.get("version", -1) >= at_version and "collect_wait" in r
-                      for r in _records(out / "metrics" / "ps.jsonl")):
-            assert proc.proc.poll() is None and time.monotonic() < deadline, \
-                (out.parent / "removed.log").read_text()[-2000:]
-            time.sleep(0.1)
-        (_, cmd), = processes_naming(str(out / "config" / "leaf1.toml"))
-        sock = cmd.split()[cmd.split().index("--unix") + 1]
-        code, text = command(f"unix://{sock}", Name.from_str(
+    with LiveRun(out, *SAME) as run:
+        run.wait_version(at_version)
+        code, text = command(f"unix://{run.socket('leaf1')}", Name.from_str(
             "/localhost/nfd/aggregators/remove") + [Component.from_bytes(
                 encode_tlv(NAME, name_from_str("/ps/t1")))])
         assert code == 200, text
-        assert proc.proc.wait(240) == 0, (out.parent / "removed.log").read_text()[-2000:]
-    finally:
-        proc.stop(grace=30.0)
+        run.finish()
 
 
 def _records(path: Path) -> list[dict]:
@@ -213,3 +251,71 @@ def test_the_final_parameters_are_the_same_bytes_whatever_summed_where(tmp_path)
             if f.get("restarted")] == ["leaf1"]
     params = [runs[label][1] for label in runs]
     assert params[0].keys() == params[1].keys() and all(p == params[0] for p in params)
+
+
+KEY_NAME = b"".join(bytes(c) for c in names.key("ps", "t1"))
+
+
+def forged_plans(version: int, segments: int) -> list[bytes]:
+    """For each segment of `version`, at the root, the plan "root sums w2 alone": unsigned
+    (python-ndn adds the right digest), with an all-zero digest, and signed under another
+    key."""
+    plan = aggregation.encode_plan(aggregation.Group("root", ("w2",)))
+    out = []
+    for seg in range(1, segments + 1):
+        comps = names.aggregate("ps", "t1", version, seg)
+        name = b"".join(bytes(c) for c in comps)
+        out.append(bytes(make_interest(comps, InterestParam(
+            must_be_fresh=True, lifetime=1000, forwarding_hint=[Name.from_str("/root")]),
+            app_param=plan)))
+        hint = encode_tlv(0x1E, encode_tlv(NAME, encode_tlv(0x08, b"root")))
+        out.append(encode_tlv(0x05, encode_tlv(NAME, name + encode_tlv(0x02, bytes(32)))
+                              + b"\x12\x00" + hint + b"\x0a\x04" + os.urandom(4)
+                              + b"\x0c\x02\x03\xe8" + encode_tlv(0x24, plan)))
+        out.append(aggregation.encode_interest(name, plan, "root", 1000, b"not the key",
+                                               KEY_NAME)[0])
+    return out
+
+
+async def attack(run: LiveRun, seconds: float) -> int:
+    """Forged plans for the next versions' segments at the root, ahead of the PS's genuine
+    ones, for `seconds` or until the run ends (the PS's last version, or the root gone); how
+    many were sent."""
+    face = await RawFace.connect(run.socket("root"))
+    sent = 0
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    try:
+        while loop.time() < end and run.version() < LAST and sent < 5000:
+            v = run.version()
+            for wire in forged_plans(v + 1, 5) + forged_plans(v + 2, 5):
+                face.send(wire)
+                sent += 1
+            await face.writer.drain()
+            await asyncio.sleep(0.05)
+    except ConnectionError:
+        pass                                    # the run ended: its forwarders are gone
+    finally:
+        face.close()
+    return sent
+
+
+LAST = 50                   # versions of the attacked run (10 epochs of the tree's 8 workers)
+
+
+@pytest.mark.timeout(600)
+def test_forged_plans_at_an_aggregator_claim_nothing_during_a_real_run(tmp_path):
+    # the outside tester's attack: "root sums w2 alone", unsigned, zero-digest or under
+    # another key, for the segments of the versions about to be summed; before plans were
+    # signed it took their slots (collisions: the segments fell back to the PS)
+    with LiveRun(tmp_path / "attacked", "--plain", "--set", "training.epochs=10") as run:
+        run.wait_version(1)
+        sent = asyncio.run(attack(run, 8.0))
+        s = run.finish()
+    i = s["ina"]
+    assert sent > 300 and s["ok"] and s["versions"] == LAST and s["workers_lost"] == 0
+    root = i["forwarders"]["root"]
+    assert 0 < root["unauthorised"] <= sent
+    assert i["slot_collisions"] == 0 and i["segments_fallback"] == 0
+    assert i["subgroup_fallbacks"] == 0 and root["stale"] == 0
+    assert root["answered"] == i["segments_aggregated"] == 5 * LAST

@@ -95,7 +95,7 @@ def test_the_largest_sums_fit_one_packet():
         acc = summable.FixedPointSum(per)
         acc.add(summable.encode(np.full(per, -255.9, np.float32)))
         key_name = b"".join(bytes(c) for c in names.key(ps, train))
-        return len(aggregation.signed_data(aggregation.full_name(name, plan),
+        return len(aggregation.signed_data(aggregation.full_name(name, plan, b"k", key_name),
                                            acc.result(exact), b"k" * 32, key_name))
     exact, one_level = largest(messages.SUMMABLE_VALUES_EXACT, True), largest(E, False)
     assert exact <= one_level <= MAX_PACKET_SIZE - 400

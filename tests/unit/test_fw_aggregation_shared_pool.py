@@ -35,7 +35,7 @@ def tail(version: int, seg: int) -> bytes:
 
 def ask(training: bytes, version: int, seg: int) -> Interest:
     wire, _ = encode_interest(AGGREGATE_COMPONENT + training + tail(version, seg),
-                              encode_plan(Group("agg", ("w1", "w2"))), "agg", 4000)
+                              encode_plan(Group("agg", ("w1", "w2"))), "agg", 4000, KEY, KN)
     return decode_interest(wire, 0, len(wire))
 
 

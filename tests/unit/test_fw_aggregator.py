@@ -4,18 +4,21 @@ answered; collisions, forgeries, sub-group fallback, deadlines, retransmissions,
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import numpy as np
 import pytest
 from ndn.app_support.nfd_mgmt import parse_response
 from ndn.encoding import (Component, InterestParam, MetaInfo, Name, make_data, make_interest,
                           parse_data)
+from ndn.security import DigestSha256Signer
 
 from forwarder.mgmt import Management
 from ndnps.client.security import HmacSigner
 from ndnps.ndn import summable
 from ndnps.ndn.aggregation import (AggregatorConfig, Group, application_parameters,
-                                   decode_plan, encode_interest, encode_plan, verified_content)
+                                   decode_plan, encode_interest, encode_plan, signed_parameters,
+                                   signed_plan, verified_content)
 from ndnps.ndn.packet import NACK_CONGESTION, NACK_NO_ROUTE, decode_interest
 from ndnps.ndn.tlv import encode_tlv
 
@@ -33,7 +36,8 @@ def agg_name(version: int, seg: int) -> bytes:
 
 
 def ask(b: Bench, face: int, plan: Group, version: int = 3, seg: int = 1) -> tuple[list, str]:
-    wire, full = encode_interest(agg_name(version, seg), encode_plan(plan), plan.at, 4000)
+    wire, full = encode_interest(agg_name(version, seg), encode_plan(plan), plan.at, 4000,
+                                 KEY, KN)
     return ([(f, parse_out(w)) for f, w in b.fw.on_receive(face, wire)],
             Name.to_str(Name.from_bytes(encode_tlv(7, full))))
 
@@ -87,7 +91,7 @@ def test_members_are_collected_and_one_signed_sum_answers(b):
     assert len(b.fw.aggregation.pool) == 0       # the slot is free
     # a retransmission of the finished aggregate: the Content Store answers it
     wire, _ = encode_interest(agg_name(3, 1), encode_plan(Group("agg", ("w1", "w2"))), "agg",
-                              4000)
+                              4000, KEY, KN)
     assert [(f2, p.kind) for f2, p in b.rx(ps, wire)] == [(ps, "D")]
 
 
@@ -266,7 +270,7 @@ def test_a_retransmission_after_the_pit_entry_expired_still_reexpresses(b):
     # it comes from the face that asked, so the missing member is asked again
     ps, f = setup(b)
     wire, _ = encode_interest(agg_name(3, 1), encode_plan(Group("agg", ("w1", "w2"))), "agg",
-                              100)
+                              100, KEY, KN)
     assert len(b.rx(ps, wire)) == 2                 # lives 100 ms
     b.rx(f["w1"], contribution("w1", [1.0]))
     b.later(0.2)
@@ -281,7 +285,7 @@ def test_a_retransmission_after_the_pit_entry_expired_still_reexpresses(b):
 def test_a_sum_made_after_its_requester_left_is_cached_for_the_retransmission(b):
     ps, f = setup(b)
     wire, _ = encode_interest(agg_name(3, 1), encode_plan(Group("agg", ("w1", "w2"))), "agg",
-                              100)
+                              100, KEY, KN)
     b.rx(ps, wire)
     b.rx(f["w1"], contribution("w1", [1.0]))
     b.later(0.15)
@@ -334,3 +338,156 @@ def test_an_exact_sum_too_large_for_a_packet_is_nacked(b):
     c = b.fw.aggregation.counters
     assert (c.oversize, c.abandoned, c.answered) == (1, 1, 0)
     assert len(b.fw.aggregation.pool) == 0
+
+
+# ---- plans must be signed under the training's key ---------------------------------------------
+
+PLAN = Group("agg", ("w1", "w2"))
+HINT = [Name.from_str("/agg")]
+
+
+def genuine(version: int = 3, seg: int = 1, plan: Group = PLAN) -> bytes:
+    return encode_interest(agg_name(version, seg), encode_plan(plan), plan.at, 4000, KEY, KN)[0]
+
+
+def with_digest(name: bytes, tail: bytes, digest: bytes | None = None) -> bytes:
+    """An `*aggregate*` Interest carrying `tail` (its elements after the name) whose name ends
+    in `digest` (None: the right one, SHA-256 of the tail)."""
+    digest = hashlib.sha256(tail).digest() if digest is None else digest
+    hint = encode_tlv(0x1E, encode_tlv(7, encode_tlv(8, b"agg")))
+    body = encode_tlv(7, name + encode_tlv(2, digest)) + b"\x12\x00" + hint + \
+        b"\x0a\x04abcd\x0c\x02\x0f\xa0" + tail
+    return encode_tlv(5, body)
+
+
+def tampered_plan() -> bytes:
+    wire = bytearray(genuine())
+    at = wire.index(b"w2")
+    wire[at:at + 2] = b"w3"                     # the plan says w3: digest and signature wrong
+    return bytes(wire)
+
+
+def signed_elements() -> bytes:
+    """The genuine Interest's ApplicationParameters, InterestSignatureInfo and Value."""
+    return signed_parameters(agg_name(3, 1), encode_plan(PLAN), KEY, KN)[1]
+
+
+def redigested_plan() -> bytes:
+    """The plan tampered with and the name's digest made right: the signature is still wrong."""
+    return with_digest(agg_name(3, 1), signed_elements().replace(b"w2", b"w3"))
+
+
+FORGED = {
+    # python-ndn adds the right digest of the plan; nothing signs it
+    "unsigned": lambda: bytes(make_interest(
+        Name.from_bytes(encode_tlv(7, agg_name(3, 1))),
+        InterestParam(must_be_fresh=True, forwarding_hint=HINT), app_param=encode_plan(PLAN))),
+    "zero digest": lambda: with_digest(agg_name(3, 1), encode_tlv(0x24, encode_plan(PLAN)),
+                                       bytes(32)),
+    "another key": lambda: encode_interest(agg_name(3, 1), encode_plan(PLAN), "agg", 4000,
+                                           b"z" * 32, KN)[0],
+    "another key name": lambda: encode_interest(agg_name(3, 1), encode_plan(PLAN), "agg", 4000,
+                                                KEY, nv("/ps/other/KEY"))[0],
+    "DigestSha256": lambda: bytes(make_interest(
+        Name.from_bytes(encode_tlv(7, agg_name(3, 1))),
+        InterestParam(must_be_fresh=True, forwarding_hint=HINT), app_param=encode_plan(PLAN),
+        signer=DigestSha256Signer(for_interest=True))),
+    "plan tampered": tampered_plan,
+    "plan tampered, digest redone": redigested_plan,
+    "an element after the signature": lambda: with_digest(   # (non-critical: decoded)
+        agg_name(3, 1), signed_elements() + b"\x30\x00"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(FORGED))
+def test_a_plan_not_signed_under_the_training_key_claims_nothing_and_is_counted(b, how):
+    ps, f = setup(b)
+    out = [(x, parse_out(w)) for x, w in b.fw.on_receive(ps, FORGED[how]())]
+    agg = b.fw.aggregation
+    assert out == []                                # dropped: no member Interest, no Nack
+    assert len(agg.pool) == 0 and agg.pool.counters.claimed == 0
+    c = agg.counters
+    assert (c.unauthorised, c.interests, c.collisions, c.member_interests) == (1, 0, 0, 0)
+    assert agg.status()["counters"]["unauthorised"] == 1
+    # the genuine plan, after it, is summed as ever
+    out, _ = ask(b, ps, PLAN)
+    assert sorted(p.name for _, p in out) == ["/w1/ps/t/v=3/seg=1", "/w2/ps/t/v=3/seg=1"]
+
+
+def test_a_forgery_of_a_genuine_name_leaves_the_genuine_sum_alone(b):
+    # the forged Interest shares the genuine one's name (copied) and PIT entry: dropped, not
+    # Nacked, the genuine requester still gets its sum
+    ps, f = setup(b)
+    attacker = b.face()
+    out, full = ask(b, ps, PLAN)
+    wire = bytearray(genuine())
+    wire[-1] ^= 1                                   # the signature value
+    assert b.rx(attacker, bytes(wire)) == []
+    assert b.fw.aggregation.counters.unauthorised == 1
+    b.rx(f["w1"], contribution("w1", [1.0]))
+    sent = b.rx(f["w2"], contribution("w2", [2.0]))
+    assert (ps, "D", full) in [(x, p.kind, p.name) for x, p in sent]
+
+
+def test_a_signed_interest_as_python_ndn_signs_it_is_accepted(b):
+    # python-ndn's make_interest with the training's HmacSigner: the same bytes as ours; with a
+    # SignatureNonce and SignatureTime (as other signers add) it verifies too
+    ps, f = setup(b)
+    ours = genuine()
+    name = Name.from_bytes(encode_tlv(7, agg_name(3, 1)))
+    param = InterestParam(must_be_fresh=True, forwarding_hint=HINT, nonce=0x61626364,
+                          lifetime=4000)
+    theirs = bytes(make_interest(name, param, app_param=encode_plan(PLAN),
+                                 signer=HmacSigner(KEY, KEY_NAME)))
+    assert theirs == bytes(ours[:ours.index(b"\x0a\x04") + 2]) + b"abcd" + \
+        ours[ours.index(b"\x0a\x04") + 6:]
+
+    class WithNonceAndTime(HmacSigner):
+        def write_signature_info(self, signature_info) -> None:
+            super().write_signature_info(signature_info)
+            signature_info.signature_nonce = 0x01020304
+            signature_info.signature_time = 1_700_000_000_000
+
+    noncy = bytes(make_interest(name, param, app_param=encode_plan(PLAN),
+                                signer=WithNonceAndTime(KEY, KEY_NAME)))
+    out = b.fw.on_receive(ps, noncy)
+    assert len(out) == 2 and b.fw.aggregation.counters.unauthorised == 0
+
+
+def test_the_sub_group_interest_the_aggregator_sends_is_signed_as_the_ps_signs():
+    b = Bench()
+    b.fw.configure_aggregator(AggregatorConfig(TRAINING, "edge", KEY, KN))
+    ps, f = setup(b, ("w1",))
+    down = b.face()
+    b.route("/agg2", down)
+    out, _ = ask(b, ps, Group("edge", ("w1", Group("agg2", ("w2", "w3")))))
+    sub = next(p for x, p in out if x == down)
+    plan = signed_plan(sub.net, nv(sub.name), KEY, KN)
+    assert plan is not None and decode_plan(plan) == Group("agg2", ("w2", "w3"), True)
+    assert signed_plan(sub.net, nv(sub.name), b"z" * 32, KN) is None
+    # a sub-aggregator configured with the training's key takes it
+    leaf = Bench()
+    leaf.fw.configure_aggregator(AggregatorConfig(TRAINING, "agg2", KEY, KN))
+    up = leaf.face()
+    setup(leaf, ("w2", "w3"))
+    assert len(leaf.fw.on_receive(up, sub.net)) == 2
+    assert leaf.fw.aggregation.counters.unauthorised == 0
+
+
+def test_a_replayed_interest_of_a_version_a_push_freed_is_nacked_and_counted(b):
+    # a genuine Interest captured at version 3, replayed after the push of version 4: its
+    # slots are free, the PS has moved on; summing it again would only hold a slot
+    ps, f = setup(b)
+    old = genuine(version=3, seg=2)
+    up = b.face()
+    b.fw.ppit.insert(nv("/ps/t"), 2, ps, b.now)
+    b.rx(up, data(Name.to_str(Name.from_str("/*distribute*/ps/t") +
+                              [Component.from_version(4), Component.from_segment(0)])))
+    attacker = b.face()
+    out = [(x, parse_out(w)) for x, w in b.fw.on_receive(attacker, old)]
+    assert [(x, p.kind, p.reason) for x, p in out] == [(attacker, "N", NACK_CONGESTION)]
+    agg = b.fw.aggregation
+    assert agg.counters.stale == 1 and len(agg.pool) == 0 and agg.counters.interests == 0
+    # the current version's is summed
+    out, _ = ask(b, ps, PLAN, version=4, seg=2)
+    assert len(out) == 2

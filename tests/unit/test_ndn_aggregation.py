@@ -4,6 +4,7 @@ and the HMAC check of contributions and signature of sums."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 
 import pytest
 from hypothesis import given, settings
@@ -17,9 +18,11 @@ from ndnps.ndn.aggregation import (AT, EXACT, FIRST, GROUP, HMAC_WITH_SHA256, KE
                                    MAX_DEPTH, MAX_MEMBERS, MAX_NAME, MAX_SLOTS, NODE, SLOTS,
                                    TIMEOUT_MS, WORKER,
                                    AggregatorConfig, Group, application_parameters,
-                                   decode_plan, encode_interest, encode_plan, signed_data,
-                                   verified_content)
-from ndnps.ndn.tlv import NAME, DecodeError, encode_tlv, name_from_str, nonneg_element
+                                   decode_plan, encode_interest, encode_plan, full_name,
+                                   signed_data, signed_plan, verified_content)
+from ndnps.ndn.packet import decode_interest
+from ndnps.ndn.tlv import (NAME, PARAMS_DIGEST, DecodeError, encode_tlv, name_from_str,
+                           nonneg_element)
 from ndnps.protocol import names
 
 TRAINING = name_from_str("/ps/t1")
@@ -310,16 +313,23 @@ AGG_NAME = name_from_str("/*aggregate*/ps/t1/3/0")
 
 
 def test_the_interest_parses_with_python_ndn_and_carries_its_digest():
-    wire, full = encode_interest(AGG_NAME, PLAN, "leaf1", 1234, b"\x01\x02\x03\x04")
+    wire, full = encode_interest(AGG_NAME, PLAN, "leaf1", 1234, KEY_BYTES, KEY_VALUE,
+                                 b"\x01\x02\x03\x04")
     name, param, app_param, sig = parse_interest(wire, with_tl=True)
     assert bytes(app_param) == PLAN
     last = name[-1]
     assert Component.get_type(last) == Component.TYPE_PARAMETERS_SHA256
-    params_element = encode_tlv(0x24, PLAN)
-    assert bytes(Component.get_value(last)) == hashlib.sha256(params_element).digest()
-    # python-ndn's own notion of what the digest covers agrees
+    # the digest covers the parameters and the signature (packet format v0.3)
+    signed = wire[wire.index(encode_tlv(0x24, PLAN)):]
+    assert bytes(Component.get_value(last)) == hashlib.sha256(signed).digest()
+    # python-ndn's own notion of what the digest and the signature cover agrees
     assert bytes(sig.digest_value_buf) == hashlib.sha256(
         b"".join(bytes(p) for p in sig.digest_covered_part)).digest()
+    assert sig.signature_info.signature_type == HMAC_WITH_SHA256
+    assert Name.to_bytes(sig.signature_info.key_locator.name) == encode_tlv(NAME, KEY_VALUE)
+    assert sig.signature_info.signature_nonce is None and sig.signature_info.signature_time is None
+    assert Security(KEY_BYTES, KEY_FORMAL).verify(sig)
+    assert not Security(b"another key", KEY_FORMAL).verify(sig)
     assert b"".join(bytes(c) for c in name[:-1]) == AGG_NAME
     assert Name.to_bytes(name) == encode_tlv(NAME, full)
     assert full.startswith(AGG_NAME)
@@ -334,23 +344,109 @@ def test_the_interest_parses_with_python_ndn_and_carries_its_digest():
     assert bytes(Component.get_value(hint[0])) == b"leaf1"
 
 
-def test_the_full_name_depends_on_the_plan_and_a_nonce_is_drawn_when_not_given():
-    wire1, full1 = encode_interest(AGG_NAME, PLAN, "root", 4000)
-    wire2, full2 = encode_interest(AGG_NAME, PLAN, "root", 4000)
-    _, other = encode_interest(AGG_NAME, encode_plan(Group("root", ("w1",))), "root", 4000)
-    assert full1 == full2 and full1 != other
+def test_the_interest_is_what_python_ndn_makes_with_the_trainings_signer():
+    ours, full = encode_interest(AGG_NAME, PLAN, "leaf1", 1234, KEY_BYTES, KEY_VALUE,
+                                 b"\x01\x02\x03\x04")
+    theirs, their_name = make_interest(
+        Name.from_bytes(encode_tlv(NAME, AGG_NAME)),
+        InterestParam(must_be_fresh=True, nonce=0x01020304, lifetime=1234,
+                      forwarding_hint=[Name.from_str("/leaf1")]),
+        app_param=PLAN, signer=HmacSigner(KEY_BYTES, KEY_FORMAL), need_final_name=True)
+    assert ours == bytes(theirs) and encode_tlv(NAME, full) == Name.to_bytes(their_name)
+
+
+def test_the_full_name_depends_on_the_plan_and_key_and_a_nonce_is_drawn_when_not_given():
+    wire1, full1 = encode_interest(AGG_NAME, PLAN, "root", 4000, KEY_BYTES, KEY_VALUE)
+    wire2, full2 = encode_interest(AGG_NAME, PLAN, "root", 4000,
+                                   hmac.new(KEY_BYTES, digestmod=hashlib.sha256), KEY_VALUE)
+    _, other = encode_interest(AGG_NAME, encode_plan(Group("root", ("w1",))), "root", 4000,
+                               KEY_BYTES, KEY_VALUE)
+    _, other_key = encode_interest(AGG_NAME, PLAN, "root", 4000, b"another key", KEY_VALUE)
+    # signed without SignatureNonce or SignatureTime: the same request, the same name
+    assert full1 == full2 == full_name(AGG_NAME, PLAN, KEY_BYTES, KEY_VALUE)
+    assert len({full1, other, other_key}) == 3
     assert parse_interest(wire1)[1].nonce != parse_interest(wire2)[1].nonce   # 2^-32 chance
+    assert wire1[wire1.index(encode_tlv(0x24, PLAN)):] == wire2[wire2.index(encode_tlv(0x24,
+                                                                                        PLAN)):]
 
 
 def test_a_bad_hint_is_refused():
     with pytest.raises(ValueError):
-        encode_interest(AGG_NAME, PLAN, "", 4000)
+        encode_interest(AGG_NAME, PLAN, "", 4000, KEY_BYTES, KEY_VALUE)
     with pytest.raises(ValueError):
-        encode_interest(AGG_NAME, PLAN, "h" * (MAX_NAME + 1), 4000)
+        encode_interest(AGG_NAME, PLAN, "h" * (MAX_NAME + 1), 4000, KEY_BYTES, KEY_VALUE)
+
+
+def check(wire: bytes, key: bytes = KEY_BYTES, key_name: bytes = KEY_VALUE) -> bytes | None:
+    i = decode_interest(wire, 0, len(wire))
+    plan = signed_plan(i.wire, i.name, key, key_name)
+    return None if plan is None else bytes(plan)
+
+
+def signed_of(wire: bytes) -> bytes:
+    """An aggregate Interest's signed elements: ApplicationParameters to the end."""
+    return wire[wire.index(encode_tlv(0x24, PLAN)):]
+
+
+GENUINE = encode_interest(AGG_NAME, PLAN, "root", 4000, KEY_BYTES, KEY_VALUE)[0]
+
+
+def resigned(old: bytes, new: bytes, digest: bool = True) -> bytes:
+    """GENUINE with `old` replaced by `new` in its signed elements, the name's digest made
+    right again (or left as it was: digest False)."""
+    head, tail = GENUINE[:-len(signed_of(GENUINE))], signed_of(GENUINE).replace(old, new)
+    name = decode_interest(GENUINE, 0, len(GENUINE)).name
+    if digest:
+        name = name[:-34] + encode_tlv(PARAMS_DIGEST, hashlib.sha256(tail).digest())
+    return encode_tlv(0x05, encode_tlv(NAME, name) + head[head.index(b"\x12\x00"):] + tail)
+
+
+def test_a_genuine_plan_verifies_under_the_key_or_its_hmac_object():
+    assert check(GENUINE) == PLAN
+    i = decode_interest(GENUINE, 0, len(GENUINE))
+    keyed = hmac.new(KEY_BYTES, digestmod=hashlib.sha256)
+    assert bytes(signed_plan(i.wire, i.name, keyed, KEY_VALUE)) == PLAN
+    assert bytes(signed_plan(i.wire, i.name, keyed, KEY_VALUE)) == PLAN    # (copied, not used)
+
+
+@pytest.mark.parametrize("wire, key, key_name", [
+    (GENUINE, b"another key", KEY_VALUE),                        # another key
+    (GENUINE, KEY_BYTES, name_from_str("/ps/t2/KEY")),           # another key name
+    (resigned(b"w2", b"w4"), KEY_BYTES, KEY_VALUE),              # the plan changed
+    (resigned(b"w2", b"w4", digest=False), KEY_BYTES, KEY_VALUE),  # and the digest is wrong
+    (resigned(b"\x1b\x01\x04", b"\x1b\x01\x00"), KEY_BYTES, KEY_VALUE),  # SignatureType 0
+    (resigned(signed_of(GENUINE), signed_of(GENUINE) + b"\x30\x00"), KEY_BYTES,
+     KEY_VALUE),                                                 # an element after it
+    (resigned(signed_of(GENUINE), encode_tlv(0x24, PLAN)), KEY_BYTES, KEY_VALUE),  # no sig
+    (bytes(make_interest(Name.from_bytes(encode_tlv(NAME, AGG_NAME)), InterestParam(),
+                         app_param=PLAN)), KEY_BYTES, KEY_VALUE),  # unsigned
+    (bytes(make_interest(Name.from_bytes(encode_tlv(NAME, AGG_NAME)), InterestParam(),
+                         app_param=PLAN, signer=DigestSha256Signer(for_interest=True))),
+     KEY_BYTES, KEY_VALUE),
+    (bytes(make_interest("/ps/t1/3/0", InterestParam())), KEY_BYTES, KEY_VALUE),
+])
+def test_anything_else_does_not(wire, key, key_name):
+    assert check(wire, key, key_name) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, len(GENUINE) - 1), st.integers(1, 255))
+def test_a_changed_byte_verifies_only_where_the_signature_does_not_reach(at, flip):
+    wire = bytearray(GENUINE)
+    wire[at] ^= flip
+    try:
+        i = decode_interest(bytes(wire), 0, len(wire))
+    except DecodeError:
+        return
+    plan = signed_plan(i.wire, i.name, KEY_BYTES, KEY_VALUE)
+    # what the signature does not cover may change (the Nonce, the lifetime, the hint)
+    if plan is not None:
+        assert i.name == decode_interest(GENUINE, 0, len(GENUINE)).name
+        assert signed_of(bytes(wire)) == signed_of(GENUINE)
 
 
 def test_application_parameters():
-    wire, _ = encode_interest(AGG_NAME, PLAN, "root", 4000, b"abcd")
+    wire, _ = encode_interest(AGG_NAME, PLAN, "root", 4000, KEY_BYTES, KEY_VALUE, b"abcd")
     assert bytes(application_parameters(wire)) == PLAN
     assert decode_plan(application_parameters(wire)) == decode_plan(PLAN)
     plain = bytes(make_interest("/ps/t1/3/0", InterestParam(lifetime=4000)))
@@ -363,7 +459,7 @@ def test_application_parameters():
     bytes(make_data("/ps/t1/3/0", MetaInfo(), b"x", signer=DigestSha256Signer())),
     b"",
     b"\x05",
-    encode_interest(AGG_NAME, PLAN, "root", 4000)[0][:-3],    # truncated
+    GENUINE[:-3],                                               # truncated
 ])
 def test_application_parameters_refuses_what_is_not_an_interest(wire):
     with pytest.raises(DecodeError):
