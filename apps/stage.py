@@ -17,11 +17,11 @@ no more than the stage's 1F1B bound ahead of its forwards, a gradient once its f
 and held by the producer until made: one Interest outstanding per micro-batch is the flow
 control, and lost packets are fetched again as in every other exchange. Its own outputs it
 serves under its prefix, signed. The device's speed is made real by measuring each operation's
-CPU time, or taking the planner's profile of its layers (`device_time`), and waiting out the
-rest of the device's time (ndnps.ml.device). When every
-micro-batch is through, the stage's gradient (the mini-batch's mean) is averaged with the same
-stage of the other machines by ring all-reduce (apps/combine.py) and the optimizer steps: the
-same stage of every machine holds the same parameters (a digest per version shows it).
+CPU time (after a rehearsal that warms the caches), or taking the planner's profile of its
+layers (`device_time`), and waiting out the rest of the device's time (ndnps.ml.device). When
+every micro-batch is through, the stage's gradient (the mini-batch's mean) is averaged with the
+same stage of the other machines by ring all-reduce (apps/combine.py) and the optimizer steps:
+the same stage of every machine holds the same parameters (a digest per version shows it).
 
 Exit 0: done (``--save FILE``: the stage's parameters, .npz); 2: bad configuration; 3: a
 stage it waited for was silent for worker_timeout; 1: other errors.
@@ -252,7 +252,8 @@ class Stage:
                         await arrived.wait()
                         arrived.clear()
                         continue
-                    sent, timed = self.device.run(work.step, self._cost(op))
+                    # timed by its CPU time: rehearsed first (ndnps.ml.device: warm-up)
+                    sent, timed = self.device.run(work.step, self._cost(op), work.rehearse)
                     assert sent is not None
                     if op.kind != FORWARD and cfg.recompute:
                         recomputed += self._recompute_device(op, work)
@@ -281,7 +282,7 @@ class Stage:
             "started_at": started_at, "computed_at": computed_at, "ready_at": ready_at,
             "pipeline": pipeline_s, "sync": ready_at - computed_at,
             "busy": busy.busy, "device": busy.device, "cpu": busy.cpu, "cost": busy.cost,
-            "ops": busy.ops,
+            "work_wall": busy.work, "warm": busy.warm, "ops": busy.ops,
             "measured_factor": busy.measured_factor(),
             "peak_activation_bytes": work.peak_bytes,
             "peak_activation_bytes_kept": work.peak_full_bytes,

@@ -12,26 +12,34 @@ machines) with its layers split:
 * equal-devices: the split the planner makes when it takes every device as equally fast;
 * planned-recompute: planned, the stages recomputing their activations (memory for time);
 * planned-measured: planned, each device's time its factor × the work's CPU time as it ran
-  (`device_time = "measured"`), not × its profiled cost — the basis the PS's workers use;
+  (`device_time = "measured"`; each operation rehearsed first, untimed, so that it finds its
+  parameters in the caches: ndnps.ml.device), not × its profiled cost;
 * data-parallel: no pipeline: a PS and 6 workers (one per device), each holding the whole model
   and computing 1/6 of the 2 machines' mini-batches (the same samples per step), its device
   emulated by `--slowdown` (its factor) on the same basis as the stages' (the profiled cost of
   its gradient), synchronised by the PS (persistent push);
 * data-parallel-measured: the same, each device's time its factor × its CPU time as it ran
-  (the like-for-like baseline of planned-measured).
+  (the baseline of planned-measured; a worker's one gradient a step is not rehearsed: one
+  cold operation a step, where a stage has eight).
 
-Per variant: iteration (median steady step), samples/s, stage imbalance (max ÷ mean stage busy
-time), the planner's prediction ÷ measured, each stage's measured factor ÷ its device's,
-accuracy against the single-process reference. The variants alternate `--repeat` times; each
-figure is the median of its repeats. Separately, the integer program's solve time for 8 to 20
-layers. Targets: imbalance ≤ 1.15; prediction within 15 %; throughput ≥ 1.3 × equal-layers and
-≥ data parallel (on each basis: planned ÷ data-parallel, planned-measured ÷
-data-parallel-measured); the program solves in < 5 s for ≤ 20 layers.
+Every pipeline variant is planned from one profile: the first pipeline run's (its plan.json,
+`pipeline.profile`), so that the variants differ in what they compare, not in a profile the
+shared host's load moved. Per variant: iteration (median steady step), samples/s, stage
+imbalance (max ÷ mean stage busy time), the planner's prediction ÷ measured and the same
+prediction given each stage's compute as it ran ÷ measured (what the transfers and the event
+loops add), each stage's CPU time ÷ the profile's, each stage's measured factor ÷ its
+device's, accuracy against the single-process reference. The variants alternate `--repeat`
+times; each figure is the median of its repeats. Separately, the integer program's solve time
+for 8 to 20 layers. Targets: imbalance ≤ 1.15; prediction within 15 %; throughput ≥ 1.3 ×
+equal-layers and ≥ data parallel, on each basis (planned with profiled devices,
+planned-measured with measured ones: imbalance, prediction, ÷ data-parallel-measured); the
+program solves in < 5 s for ≤ 20 layers.
 """
 from __future__ import annotations
 
 import json
 import random
+import shutil
 import sys
 import time
 import tomllib
@@ -50,6 +58,7 @@ SETS = {"planned": [], "equal-layers": ['pipeline.split="equal-layers"'],
         "planned-measured": ['pipeline.device_time="measured"'], "data-parallel": [],
         "data-parallel-measured": ['training.device_time="measured"']}
 DATA_PARALLEL = ("data-parallel", "data-parallel-measured")
+PROFILE = "profile.json"    # in the runs' directory: the first pipeline run's plan.json
 IMBALANCE, PREDICTION, OVER_EQUAL, SOLVE = 1.15, 0.15, 1.3, 5.0
 
 
@@ -101,6 +110,9 @@ def figures(out: Path, variant: str) -> dict:
             "imbalance": rnd(p["stage_imbalance"]),
             "predicted_s": rnd(p["predicted_iteration_seconds"]),
             "predicted_vs_measured": rnd(p["predicted_vs_measured"]),
+            "run_compute_predicted_vs_measured": rnd(p.get("run_compute_predicted_vs_measured")),
+            "cpu_vs_profile": [rnd(st.get("cpu_vs_profile")) for st in p["stages"]],
+            "device_vs_profile": [rnd(st.get("device_vs_profile")) for st in p["stages"]],
             "split": [len(x) for x in p["plan"]["stage_layers"]],
             "order": [st["kind"] for st in p["stages"]],
             "speed_followed": [rnd(st["speed_followed"]) for st in p["stages"]],
@@ -120,14 +132,18 @@ def run_variant(variant: str, keep: Path, rep: int, analyse: bool) -> dict:
         if variant in DATA_PARALLEL:
             run_scenario(str(write_data_parallel(out)), SETS[variant], out)
         else:
-            run_scenario("hetero", SETS[variant], out)
+            shared = keep / PROFILE
+            run_scenario("hetero", SETS[variant] + ([f'pipeline.profile="{shared}"']
+                                                    if shared.exists() else []), out)
+            if not shared.exists():
+                shutil.copyfile(out / "plan.json", shared)
     return figures(out, variant)
 
 
 def combine(repeats: list[dict]) -> dict:
     out = dict(repeats[-1])
     for k in ("iteration_s", "samples_per_s", "imbalance", "predicted_s",
-              "predicted_vs_measured", "memory_saved"):
+              "predicted_vs_measured", "run_compute_predicted_vs_measured", "memory_saved"):
         if k in out:
             out[k] = rnd(median(r.get(k) for r in repeats))
     return out
@@ -166,6 +182,11 @@ def verdicts(res: dict) -> dict:
     if "data-parallel" in v:
         out["throughput_over_data_parallel"] = rnd(ratio(plan.get("samples_per_s"),
                                                          v["data-parallel"]["samples_per_s"]))
+    measured = v.get("planned-measured", {})
+    if measured:
+        out["measured_imbalance"] = measured.get("imbalance")
+        out["measured_prediction_error"] = rnd(abs(measured["predicted_vs_measured"] - 1)) \
+            if measured.get("predicted_vs_measured") else None
     if "data-parallel-measured" in v:
         out["measured_over_data_parallel_measured"] = rnd(ratio(
             v.get("planned-measured", {}).get("samples_per_s"),
@@ -178,6 +199,8 @@ def verdicts(res: dict) -> dict:
     out["misses"] = [m for m, bad in [
         ("imbalance", (out["imbalance"] or 9) > IMBALANCE),
         ("prediction", (out["prediction_error"] or 9) > PREDICTION),
+        ("imbalance (measured)", (out.get("measured_imbalance") or 0) > IMBALANCE),
+        ("prediction (measured)", (out.get("measured_prediction_error") or 0) > PREDICTION),
         ("over equal-layers", (out.get("throughput_over_equal-layers") or 0) < OVER_EQUAL),
         ("over data parallel", min(out.get("throughput_over_data_parallel") or 0,
                                    out.get("measured_over_data_parallel_measured") or 9) < 1.0),
@@ -196,6 +219,10 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
             ("stage imbalance (planned)", "imbalance", f"<= {IMBALANCE}", "imbalance"),
             ("|predicted ÷ measured − 1|", "prediction_error", f"<= {PREDICTION}",
              "prediction"),
+            ("stage imbalance (planned-measured)", "measured_imbalance", f"<= {IMBALANCE}",
+             "imbalance (measured)"),
+            ("|predicted ÷ measured − 1| (planned-measured)", "measured_prediction_error",
+             f"<= {PREDICTION}", "prediction (measured)"),
             ("planned ÷ equal-layers", "throughput_over_equal-layers", f">= {OVER_EQUAL}",
              "over equal-layers"),
             ("planned ÷ data parallel", "throughput_over_data_parallel", ">= 1.0",
@@ -215,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         "hetero", args, VARIANTS, ["planned", "equal-layers", "data-parallel"], run_variant,
         combine, lambda v, x: {"samples_per_s": x["samples_per_s"],
                                "iteration_s": x["iteration_s"], "imbalance": x.get("imbalance"),
-                               "predicted_vs_measured": x.get("predicted_vs_measured")})
+                               "predicted_vs_measured": x.get("predicted_vs_measured"),
+                               "run_compute_predicted_vs_measured":
+                                   x.get("run_compute_predicted_vs_measured"),
+                               "cpu_vs_profile": x.get("cpu_vs_profile")})
     if results is None:
         return 1
     results["solve_seconds"] = solve_times()

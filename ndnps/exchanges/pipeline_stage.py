@@ -66,6 +66,26 @@ class StageWork:
         self.grads_in[mb] = d
         self.machine.gradients.add(mb)
 
+    def rehearse(self) -> None:
+        """The next operation's arithmetic, its results dropped and nothing changed: a device
+        timed by its CPU time runs it first so that the timed run finds the operation's
+        parameters and inputs in the caches, as a device finds them in its own memory
+        (ndnps.ml.device, warm-up). The gradient sums are read, not added to."""
+        op = self.machine.ready()
+        if op is None:
+            return
+        if op.kind == FORWARD:
+            self.model.forward(self.inputs[op.mb], keep=not self.recompute)
+            return
+        saved = self.model.restore(self.saved[op.mb])
+        if self.model.is_last:
+            d = self.model.loss_grad(self.outputs[op.mb], self.labels[op.mb], self.batch)[1]
+        else:
+            d = self.grads_in[op.mb]
+        for k, g in self.model.backward(saved, d)[1].items():
+            if k in self.sums:
+                np.add(self.sums[k], g, out=g)
+
     def step(self) -> Sent | None:
         """Run the next operation if its inputs are here (the last stage's backward starts
         from its own loss)."""

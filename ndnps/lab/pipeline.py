@@ -15,6 +15,8 @@ and summary.json's `pipeline` block.
     device_time = "profiled"   # a device's time: factor × the work's profiled cost | "measured":
                                # × its CPU time as it ran (ndnps.ml.device says why not)
     profile_samples = 512      # the planner's pre-training (the method's a)
+    profile = ""               # a plan.json of an earlier run: plan from its profile instead
+                               # of profiling again (runs compared side by side: one profile)
     bandwidth_mbps = 120.0     # the planner's model of a transfer: bytes / bandwidth ...
     latency_ms = 2.0           # ... + latency (this machine's NDN stack: docs/hetero.md)
 
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 
 SPLITS = ("planned", "equal-layers", "equal-devices")
 KEYS = {"machines", "micro_batches", "split", "recompute", "device_scale", "device_time",
-        "profile_samples", "bandwidth_mbps", "latency_ms"}
+        "profile_samples", "profile", "bandwidth_mbps", "latency_ms"}
 DEVICE_TIMES = ("profiled", "measured")
 WARMUP_STEPS = 2            # the first steps carry start-up (as report.WARMUP_VERSIONS)
 STAGES_DIR = "stages"       # the run directory's folder of each stage's final parameters
@@ -60,6 +62,7 @@ class Pipeline:
     device_scale: float = 1.0
     device_time: str = "profiled"
     profile_samples: int = 512
+    profile: str = ""                           # a plan.json whose profile to plan from
     bandwidth_mbps: float = 120.0
     latency_ms: float = 2.0
     plan: dict[str, Any] | None = None          # made by `make_plan` before the run
@@ -110,6 +113,9 @@ def parse(doc: dict[str, Any], sc: "Scenario") -> Pipeline:
                             f"{p.device_time!r}")
     p.profile_samples = _number(table.get("profile_samples", p.profile_samples),
                                 "pipeline.profile_samples", 1, 1 << 20, True)
+    p.profile = table.get("profile", p.profile)
+    if not isinstance(p.profile, str):
+        raise ScenarioError(f"pipeline.profile: a plan.json's path, got {p.profile!r}")
     p.bandwidth_mbps = _number(table.get("bandwidth_mbps", p.bandwidth_mbps),
                                "pipeline.bandwidth_mbps", 0.001)
     p.latency_ms = _number(table.get("latency_ms", p.latency_ms), "pipeline.latency_ms", 0.0)
@@ -164,9 +170,7 @@ def training_table(p: Pipeline, training: dict[str, Any]) -> dict[str, Any]:
 def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
     """The planner on this machine: profile, order, split (ndnps.planner); the training set
     to the split `p.split` chooses. Returns the plan as written to plan.json."""
-    from ndnps.planner.partition import Device
     from ndnps.planner.plan import make_plan as plan_of
-    from ndnps.planner.plan import on_devices
     from ndnps.protocol.config import ConfigError
     _check_layers(len(t.hidden) + 1, p)
     from ndnps.ml.data import load_dataset
@@ -176,9 +180,9 @@ def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
         raise ScenarioError(f"training.batch: {n_train} samples over {p.machines} machines "
                             f"hold no mini-batch of {t.batch}")
     micro = -(-t.batch // p.micro_batches)
-    measured = profile_model(t, micro, p.profile_samples, "pipeline.profile_samples")
-    layers = on_devices(measured, p.device_scale, p.recompute)
-    devices = [Device(k, v, p.bandwidth_mbps * 1e6 / 8, p.latency_ms / 1000) for k, v in p.kinds]
+    measured = load_profile(p.profile, t, micro) if p.profile else \
+        profile_model(t, micro, p.profile_samples, "pipeline.profile_samples")
+    layers, devices = _planner_inputs(p, measured, [(k, v) for k, v in p.kinds])
     plan = plan_of(layers, devices, p.micro_batches, p.machines)
     stages = {"planned": plan.split.stages, **plan.baseline_splits}[
         {"planned": "planned", "equal-layers": "equal_layers",
@@ -203,6 +207,42 @@ def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
                            "activation_bytes": l.activation_bytes,
                            "param_bytes": l.param_bytes} for l in measured]}
     return p.plan
+
+
+def _planner_inputs(p: Pipeline, measured: list, kinds: list[tuple[str, float]]
+                    ) -> tuple[list, list]:
+    """The profile as the devices run it and the devices (`kinds` in their order), as the
+    planner takes them."""
+    from ndnps.planner.partition import Device
+    from ndnps.planner.plan import on_devices
+    return (on_devices(measured, p.device_scale, p.recompute),
+            [Device(k, v, p.bandwidth_mbps * 1e6 / 8, p.latency_ms / 1000) for k, v in kinds])
+
+
+def _layers(profile: list[dict[str, Any]]) -> list:
+    from ndnps.planner.partition import Layer
+    return [Layer(l["layer"], l["forward"], l["backward"], l["activation_bytes"],
+                  l["param_bytes"]) for l in profile]
+
+
+def load_profile(path: str, t: "TrainingConfig", micro: int) -> list:
+    """pipeline.profile: the profile in an earlier run's plan.json, checked to be this model's
+    at this micro-batch size (each layer's bytes)."""
+    key = "pipeline.profile"
+    try:
+        profile = json.loads(Path(path).read_text())["profile"]
+        layers = _layers(profile)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ScenarioError(f"{key}: {path}: not a plan.json with a profile ({e})") from None
+    from ndnps.ml.data import load_dataset
+    ds = load_dataset(t.dataset, t.seed, **t.dataset_kwargs())
+    widths = [ds.n_features, *t.hidden, ds.n_classes]
+    want = [(float(micro * b * 4), float((a + 1) * b * 4)) for a, b in zip(widths, widths[1:])]
+    if [(l.activation_bytes, l.param_bytes) for l in layers] != want:
+        raise ScenarioError(f"{key}: {path} profiles another model or micro-batch size "
+                            f"({len(layers)} layers; this one has {len(want)} at {micro} "
+                            f"samples a micro-batch)")
+    return layers
 
 
 def profile_model(t: "TrainingConfig", micro: int, samples: int = 512,
@@ -254,10 +294,13 @@ def summary(run_dir: Path, sc: "Scenario") -> dict[str, Any]:
     times = [r["t"] for r in recorder]
     iteration = _median([b - a for a, b in zip(times, times[1:])])
     kinds = t.stage_devices()
+    profiled = _profiled_step(p, t)
     stages = []
     for s, (kind, speed) in enumerate(kinds):
         column = [row[s] for row in grid]
         busy = _median([r.get("busy") for a in column for r in steady[a]])
+        cpu = _median([r.get("cpu") for a in column for r in steady[a]])
+        device = _median([r.get("device") for a in column for r in steady[a]])
         factor = next((r.get("device_factor") for a in column for r in recs[a]
                        if r.get("event") == "start"), None)
         measured = _median([r.get("measured_factor") for a in column for r in steady[a]])
@@ -269,7 +312,10 @@ def summary(run_dir: Path, sc: "Scenario") -> dict[str, Any]:
             "stage": s + 1, "kind": kind, "speed": speed, "device_factor": factor,
             "layers": (p.plan or {}).get("stage_layers", [[]] * len(kinds))[s],
             "busy_seconds": busy,
-            "cpu_seconds": _median([r.get("cpu") for a in column for r in steady[a]]),
+            "cpu_seconds": cpu,
+            # the step's CPU time (rehearsals not counted) and device time ÷ the profile's
+            "cpu_vs_profile": _ratio(cpu, profiled[s] / factor if profiled and factor else None),
+            "device_vs_profile": _ratio(device, profiled[s] if profiled else None),
             "measured_factor": measured,
             "speed_followed": measured / factor if measured and factor else None,
             "idle_fraction": 1 - busy / iteration if busy is not None and iteration else None,
@@ -281,11 +327,18 @@ def summary(run_dir: Path, sc: "Scenario") -> dict[str, Any]:
     times = [st["busy_seconds"] for st in stages if st["busy_seconds"] is not None]
     predicted = (p.plan or {}).get("predicted_seconds")
     identical, mismatches = _identical(recs, grid)
+    scales = [st["device_vs_profile"] for st in stages]
+    again = _predict(p, t, scales) if None not in scales else None
     out: dict[str, Any] = {
-        "plan": p.plan, "split": p.split, "recompute": p.recompute, "stages": stages,
+        "plan": p.plan, "split": p.split, "recompute": p.recompute,
+        "device_time": t.device_time, "stages": stages,
         "stage_imbalance": max(times) / statistics.mean(times) if times else None,
         "iteration_seconds": iteration, "predicted_iteration_seconds": predicted,
         "predicted_vs_measured": predicted / iteration if predicted and iteration else None,
+        # the prediction had it known each stage's compute as it ran: ÷ measured is what the
+        # transfers, the synchronisation and the event loops add beyond the plan's model
+        "predicted_from_run_compute": again,
+        "run_compute_predicted_vs_measured": _ratio(again, iteration),
         "samples_per_second": t.machines * t.batch / iteration if iteration else None,
         "parameters_identical": identical, "digest_mismatches": mismatches,
         "speed_followed_within_10_percent": all(
@@ -296,6 +349,38 @@ def summary(run_dir: Path, sc: "Scenario") -> dict[str, Any]:
         if sum(st["peak_activation_bytes_kept"] for st in stages) else None}
     out.update(_accuracy(run_dir, sc, recs, grid))
     return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _split_of(p: Pipeline, t: "TrainingConfig") -> tuple[Any, list]:
+    """The split run and the layers as its devices run them, rebuilt from the plan."""
+    from ndnps.planner.partition import split_by_bounds
+    assert p.plan is not None
+    layers, devices = _planner_inputs(p, _layers(p.plan["profile"]), t.stage_devices())
+    return split_by_bounds(layers, devices, t.stage_layers, p.micro_batches, p.machines), layers
+
+
+def _profiled_step(p: Pipeline, t: "TrainingConfig") -> list[float] | None:
+    """Each stage's device seconds per step as the plan's profile has them (its micro-batches'
+    rows in proportion to the profile's micro-batch)."""
+    if not p.plan or not p.plan.get("profile"):
+        return None
+    split, layers = _split_of(p, t)
+    fastest = max(d.speed for d in split.devices)
+    profiled = t.batch / -(-t.batch // p.micro_batches)     # profiled micro-batches a step
+    return [profiled * sum(layers[i].forward + layers[i].backward for i in idx)
+            * fastest / d.speed for idx, d in zip(split.stages, split.devices)]
+
+
+def _predict(p: Pipeline, t: "TrainingConfig", compute: list[float]) -> float | None:
+    from ndnps.planner.plan import predict
+    if not p.plan or not p.plan.get("profile"):
+        return None
+    split, layers = _split_of(p, t)
+    return predict(split, layers, p.micro_batches, compute)
 
 
 def _identical(recs: dict[str, list[dict]], grid: list[list[str]]) -> tuple[bool, list[int]]:

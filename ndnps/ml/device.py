@@ -7,14 +7,22 @@ others meanwhile, as a GPU kernel leaves the CPU) until it took the device's tim
     device time = factor × the work's cost,   factor = scale × fastest speed ÷ its speed
 
 The work's cost is either **measured** — its CPU time, the calling thread's, so the other
-processes competing for the cores do not count — or **profiled**: what the same work cost on
-this machine's core when the planner profiled it (ndnps.planner.profile), given by the caller.
-Measured is what a straggler's `--slowdown` uses. A pipeline's stages use profiled costs by
-default, because on this (virtual) machine the CPU time of a piece of work depends on what the
-core did before it: after the core idled for the device's wait, the same 24 × 256 × 256 layer
-costs 2 to 3.4 times its back-to-back CPU time (haltpoll idle: the vCPU is halted, and wakes
-cold), an excess of 0.1–0.3 ms per operation that `factor` then multiplies (×64 for the slow
-kind: 13 ms of pretend compute per operation). docs/hetero.md has the measurements.
+processes competing for the cores do not count (its wall time would: a work preempted halfway
+took up to 2.3 × its CPU time in wall time in the pipeline's runs) — or **profiled**: what the
+same work cost on this machine's core when the planner profiled it (ndnps.planner.profile),
+given by the caller. Measured is what a straggler's `--slowdown` uses.
+
+**Warm-up** (measured only): the CPU time of a piece of work depends on how long ago it last
+ran. The planner's profile runs its work back to back; a device's work comes after its wait,
+within which the host's other work empties the caches of its parameters whether or not this
+core idles (a 10 ms spin costs the next operation about as much as a 10 ms sleep: 1.95–2.08 ×
+against 2.26–2.44 × back to back). A real device keeps its parameters in its own memory, so
+the caller may pass `warm`: the same work's arithmetic once, untimed and thrown away (a
+stage's `StageWork.rehearse`), right before the timed run. In the hetero scenario it took
+25–42 % off each stage's CPU time per step (the slow stage, whose waits are the longest, the
+most). Its wall time counts in the device's time (the device is busy from the moment its work
+could start; the rehearsal is far shorter than the device's time). docs/hetero.md has the
+measurements.
 
 Either way the m × n devices of a heterogeneous cluster share this machine's cores and each runs
 at its own speed as long as their CPU work together fits the cores: otherwise the work's wall
@@ -42,12 +50,14 @@ def factor(speed: float, fastest: float, scale: float = 1.0) -> float:
 
 @dataclass(frozen=True)
 class Timed:
-    """One piece of work: its CPU seconds, the wall seconds it took, its cost (the CPU seconds
-    measured, or the profiled cost given) and the device's seconds (factor × cost)."""
+    """One piece of work: its CPU seconds, the wall seconds it took (its warm-up's included),
+    its cost (the CPU seconds measured, or the profiled cost given), the device's seconds
+    (factor × cost) and the wall seconds of its warm-up."""
     cpu: float
     wall: float
     device: float
     cost: float = 0.0
+    warm: float = 0.0
 
     @property
     def owed(self) -> float:
@@ -76,14 +86,18 @@ class Device:
         self._cpu, self._wall = cpu_clock, wall_clock
         self.debt = 0.0                 # s owed (negative: waited more than owed)
 
-    def run(self, work: Callable[[], T], cost: float | None = None) -> tuple[T, Timed]:
+    def run(self, work: Callable[[], T], cost: float | None = None,
+            warm: Callable[[], object] | None = None) -> tuple[T, Timed]:
         """Do `work`; its cost on this machine's core is `cost` (profiled) or, if None, its
-        CPU time (measured)."""
-        c0, w0 = self._cpu(), self._wall()
+        CPU time (measured), after `warm` (the same arithmetic, its result dropped) if given."""
+        w0 = self._wall()
+        if cost is None and warm is not None:
+            warm()
+        c0, w1 = self._cpu(), self._wall()
         out = work()
         cpu, wall = self._cpu() - c0, self._wall() - w0
         basis = cpu if cost is None else cost
-        return out, Timed(cpu, wall, basis * self.factor, basis)
+        return out, Timed(cpu, wall, basis * self.factor, basis, w1 - w0)
 
     def owe(self, t: Timed) -> float:
         """How long to wait now after work `t` (0: carry the debt)."""
@@ -112,6 +126,8 @@ class Busy:
     cost: float = 0.0
     device: float = 0.0
     busy: float = 0.0
+    work: float = 0.0               # wall seconds of the work alone (no waits, no warm-ups)
+    warm: float = 0.0               # wall seconds of the warm-ups
     ops: int = 0
 
     def add(self, t: Timed) -> None:
@@ -119,6 +135,8 @@ class Busy:
         self.cost += t.cost
         self.device += t.device
         self.busy += t.wall
+        self.work += t.wall - t.warm
+        self.warm += t.warm
         self.ops += 1
 
     def wait(self, seconds: float) -> None:

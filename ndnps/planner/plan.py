@@ -49,14 +49,21 @@ def on_devices(profile: Sequence[Layer], scale: float = 1.0,
                     * scale, recomputed=again * l.forward * scale) for l in profile]
 
 
-def predict(split: Split, layers: Sequence[Layer], micro: int) -> float:
+def predict(split: Split, layers: Sequence[Layer], micro: int,
+            compute: Sequence[float] | None = None) -> float:
     """A mini-batch's time: the 1F1B pipeline of the split's stages simulated (each stage's
     forward and backward on its device, the boundaries' transfers), each stage then
-    synchronised with the other machines from its last backward on; the last to finish."""
+    synchronised with the other machines from its last backward on; the last to finish.
+    `compute`: each stage's forward and backward × this (a run's own compute ÷ the profile's:
+    the prediction had the plan known what the run's devices took)."""
     fastest = max(d.speed for d in split.devices)
     fwd, bwd, links = [], [], []
+    scales = list(compute) if compute is not None else [1.0] * len(split.stages)
+    if len(scales) != len(split.stages):
+        raise ValueError(f"compute: one factor per stage ({len(split.stages)}), got "
+                         f"{len(scales)}")
     for s, (idx, dev) in enumerate(zip(split.stages, split.devices)):
-        slow = fastest / dev.speed
+        slow = fastest / dev.speed * scales[s]
         fwd.append(sum(layers[i].forward for i in idx) * slow)
         bwd.append(sum(layers[i].backward for i in idx) * slow)
         if s < len(split.stages) - 1:

@@ -23,6 +23,18 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 # the hetero scenario, smaller and quicker: the devices 2x this machine's core at the fastest
 QUICK = ["training.hidden=[64,64,64,64,64]", "pipeline.device_scale=2.0", "training.epochs=4"]
+# ... where the prediction is checked: devices 64x (a step ~0.1 s, as quick to run), so that
+# their compute, not the NDN transfers on a loaded host, makes most of a step
+SCALE = 64.0
+# The planner's prediction ÷ the measured step, devices timed by the profile (the scenario's
+# device_time): the compute is the profile's by construction, so the band is what the
+# transfers, the rings and the event loops on two shared cores add beyond the plan's model
+# (2 ms + bytes at 200 Mbit/s). Measured on this 2-core host: 0.91-0.99 at load 2-4, 0.83-0.84
+# with three more processes spinning on it; at scale 2 (transfers most of a step) 0.29-0.66,
+# too loose to mean anything. Below 0.6 the plan no longer models the run (stages waiting on
+# transfers, devices not keeping their time); above 1.3 the run was faster than its own
+# devices allow.
+PREDICTION_BAND = (0.6, 1.3)
 
 
 def run(out: Path, overrides: list[str], scenario: str = "hetero",
@@ -67,7 +79,7 @@ def test_the_hetero_scenario_trains_as_the_single_process_does(tmp_path, dataset
     # reference's too; chance is a tenth)
     data = ['training.dataset="synthetic"', "training.n_samples=4000", "training.lr=0.1"] \
         if dataset == "synthetic" else []
-    s = summary_of(run(out, [*QUICK, *data]), out)
+    s = summary_of(run(out, [*QUICK, f"pipeline.device_scale={SCALE}", *data]), out)
     p = check_trained(s, out, 0.8 if dataset == "digits" else 0.25)
     assert p["loss_curve"][-1] < p["loss_curve"][0]
     assert p["split"] == "planned" and p["plan"]["machines"] == 2
@@ -76,11 +88,18 @@ def test_the_hetero_scenario_trains_as_the_single_process_does(tmp_path, dataset
     assert sorted(kinds) == ["fast", "mid", "slow"] and kinds[0] == "fast"
     speeds = {"slow": 1.0, "mid": 2.0, "fast": 4.0}
     for st in p["stages"]:
-        assert st["device_factor"] == pytest.approx(2.0 * 4.0 / speeds[st["kind"]])
+        assert st["device_factor"] == pytest.approx(SCALE * 4.0 / speeds[st["kind"]])
         assert st["busy_seconds"] > 0 and st["cpu_seconds"] > 0
         assert 0 <= st["idle_fraction"] < 1
     assert p["stage_imbalance"] >= 1 and p["samples_per_second"] > 0
-    assert p["predicted_vs_measured"] > 0
+    low, high = PREDICTION_BAND
+    assert low <= p["predicted_vs_measured"] <= high, (p["predicted_vs_measured"], p["stages"])
+    # profiled devices: each stage's compute is the profile's (the prediction's own; the
+    # records' times are rounded)
+    assert p["device_time"] == "profiled"
+    assert all(st["device_vs_profile"] == pytest.approx(1.0, rel=1e-4) for st in p["stages"])
+    assert p["predicted_from_run_compute"] == pytest.approx(p["predicted_iteration_seconds"],
+                                                            rel=1e-4)
     assert p["memory_saved"] == 0.0         # nothing recomputed
 
 

@@ -19,7 +19,8 @@ def batch(seed: int = 0, n: int = 32):
     return rng.standard_normal((n, 10)).astype(np.float32), rng.integers(0, 4, n)
 
 
-def run_minibatch(model, X, y, micro: int, recompute: bool = False) -> list[StageWork]:
+def run_minibatch(model, X, y, micro: int, recompute: bool = False,
+                  rehearse: bool = False) -> list[StageWork]:
     works = [StageWork(StageModel(model, a, b), i, len(CUTS), len(X), micro, recompute)
              for i, (a, b) in enumerate(CUTS)]
     for mb, (xm, ym) in enumerate(zip(np.array_split(X, micro), np.array_split(y, micro))):
@@ -28,6 +29,8 @@ def run_minibatch(model, X, y, micro: int, recompute: bool = False) -> list[Stag
     while not all(w.finished for w in works):
         moved = False
         for i, w in enumerate(works):
+            if rehearse:
+                w.rehearse()
             sent = w.step()
             if sent is None:
                 continue
@@ -88,3 +91,21 @@ def test_gradients_before_the_end_are_refused():
     with pytest.raises(ValueError):
         w.gradients()
     assert w.step() is None                     # nothing handed in yet
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_a_rehearsal_before_every_operation_changes_nothing(recompute):
+    """A device timed by its CPU time rehearses each operation first (ndnps.ml.device's
+    warm-up): the same gradients, the same loss, bit for bit, and the same bytes held."""
+    model = MLP(10, [16] * 6, 4, 3)
+    X, y = batch(3)
+    plain = run_minibatch(model, X, y, 4, recompute)
+    warmed = run_minibatch(model, X, y, 4, recompute, rehearse=True)
+    for a, b in zip(plain, warmed):
+        assert (a.loss, a.peak_bytes, a.peak_full_bytes) == (b.loss, b.peak_bytes,
+                                                            b.peak_full_bytes)
+        for k, g in a.gradients().items():
+            np.testing.assert_array_equal(g, b.gradients()[k])
+    idle = StageWork(StageModel(model, 0, 1), 0, 3, 8, 2)
+    idle.rehearse()                             # nothing handed in: nothing to rehearse
+    assert idle.step() is None

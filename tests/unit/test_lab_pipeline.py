@@ -189,3 +189,50 @@ def test_the_stage_parameters_saved_make_the_model(tmp_path):
     (tmp_path / pipeline.STAGES_DIR / f"{grid[0][1]}.npz").unlink()
     assert pipeline._accuracy(tmp_path, sc, {}, grid) == {
         "final_accuracy": None, "accuracy_note": f"{grid[0][1]}.npz missing"}
+
+
+def test_a_plan_may_reuse_an_earlier_runs_profile(tmp_path):
+    """pipeline.profile: runs compared side by side planned from one profile, not each from
+    its own (a shared host's noise moves a profile, and with it the split)."""
+    sc = scenario()
+    plan = pipeline.make_plan(sc.pipeline, sc.training)
+    pipeline.write_plan(tmp_path, plan)
+    again = scenario(overrides=[f"pipeline.profile=\"{tmp_path / 'plan.json'}\""])
+    plan2 = pipeline.make_plan(again.pipeline, again.training)
+    assert plan2["profile"] == plan["profile"]
+    assert plan2["stage_layers"] == plan["stage_layers"]
+    assert plan2["predicted_seconds"] == plan["predicted_seconds"]
+    assert again.training.layer_seconds == sc.training.layer_seconds
+    for overrides, message in [
+            ([f"pipeline.profile=\"{tmp_path / 'none.json'}\""], "pipeline.profile: .*none.json: "
+             "not a plan.json with a profile"),
+            ([f"pipeline.profile=\"{tmp_path / 'plan.json'}\"", "training.hidden=[16, 32, 16]"],
+             "pipeline.profile: .* profiles another model or micro-batch size"),
+            ([f"pipeline.profile=\"{tmp_path / 'plan.json'}\"", "training.batch=32"],
+             "pipeline.profile: .* profiles another model or micro-batch size")]:
+        other = scenario(overrides=overrides)
+        with pytest.raises(ScenarioError, match=message):
+            pipeline.make_plan(other.pipeline, other.training)
+    with pytest.raises(ScenarioError, match="pipeline.profile: a plan.json's path, got 3"):
+        scenario(overrides=["pipeline.profile=3"])
+
+
+def test_the_prediction_from_a_runs_own_compute():
+    """The summary's decomposition: each stage's device time per step as profiled is what a
+    profiled device spends (factor × its layers' per-sample costs × the mini-batch), and the
+    plan's simulator given the run's compute ÷ the profile's gives the plan's prediction at 1
+    and more for slower stages."""
+    sc = scenario()
+    plan = pipeline.make_plan(sc.pipeline, sc.training)
+    p, t = sc.pipeline, sc.training
+    steps = pipeline._profiled_step(p, t)
+    fastest = max(v for _, v in t.stage_devices())
+    at = 0
+    for s, ((_, speed), n) in enumerate(zip(t.stage_devices(), t.stage_layers)):
+        factor = p.device_scale * fastest / speed
+        cost = t.batch * (t.step_cost(at, at + n - 1, False) + t.step_cost(at, at + n - 1, True))
+        assert steps[s] == pytest.approx(factor * cost)
+        at += n
+    assert pipeline._predict(p, t, [1.0, 1.0]) == pytest.approx(plan["predicted_seconds"],
+                                                              abs=1e-6)     # rounded
+    assert pipeline._predict(p, t, [2.0, 1.0]) > plan["predicted_seconds"]

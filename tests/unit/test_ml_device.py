@@ -126,3 +126,25 @@ def test_an_idle_device_spends_its_credit():
     d.debt = 0.002
     d.idle()
     assert d.debt == 0.002                          # a debt is not forgiven
+
+
+def test_a_measured_work_is_warmed_up_untimed_but_within_the_device_time():
+    """The warm-up (the work's arithmetic once, thrown away) brings the caches to the work: its
+    CPU time is not the work's cost, its wall time is part of the device's."""
+    c = Clocks()
+    d = device(8.0, c)
+    warm = c.work(cpu=0.002, wall=0.003)
+    out, t = d.run(c.work(cpu=0.001, wall=0.001), warm=warm)
+    assert out == "done"
+    assert (t.cpu, t.cost) == (pytest.approx(0.001), pytest.approx(0.001))
+    assert t.device == pytest.approx(0.008)
+    assert (t.wall, t.warm) == (pytest.approx(0.004), pytest.approx(0.003))
+    assert t.owed == pytest.approx(0.004)
+    busy = Busy()
+    busy.add(t)
+    assert (busy.work, busy.warm, busy.busy) == (pytest.approx(0.001), pytest.approx(0.003),
+                                                 pytest.approx(0.004))
+    # profiled: the CPU time does not count, nothing to warm
+    calls = []
+    _, t = d.run(c.work(cpu=0.001, wall=0.001), cost=0.002, warm=lambda: calls.append(1))
+    assert calls == [] and t.warm == 0.0 and t.device == pytest.approx(0.016)

@@ -120,6 +120,24 @@ def test_the_plan_beats_its_baselines_on_a_1_2_4_cluster():
     assert out["baseline_splits"]["equal_layers"] == [[0, 1, 2], [3, 4], [5, 6]]
 
 
+def test_a_prediction_given_the_stages_compute_as_it_ran():
+    """predict's `compute`: each stage's forward and backward × its factor (a run's compute ÷
+    the profile's); at 1 the plan's own prediction, a slower slowest stage a longer step."""
+    from ndnps.exchanges.pipeline import simulate
+    from ndnps.planner.plan import predict
+    ls = layers([1.0] * 7)
+    devs = [Device("fast", 4), Device("mid", 2), Device("slow", 1)]
+    split = split_by_bounds(ls, devs, [4, 2, 1], 8)
+    base = predict(split, ls, 8)
+    assert predict(split, ls, 8, [1.0, 1.0, 1.0]) == base
+    # every stage 4 s a micro-batch (1/3 forward): doubling the last doubles its operations
+    want = simulate([4 / 3, 4 / 3, 8 / 3], [8 / 3, 8 / 3, 16 / 3], 8)
+    assert predict(split, ls, 8, [1.0, 1.0, 2.0]) == pytest.approx(max(want.finish))
+    assert predict(split, ls, 8, [1.0, 1.0, 2.0]) > base
+    with pytest.raises(ValueError, match="compute: one factor per stage"):
+        predict(split, ls, 8, [1.0, 1.0])
+
+
 def test_recomputation_costs_the_stages_but_not_the_data_parallel_baseline():
     from ndnps.planner.plan import data_parallel, on_devices
     ls = layers([1.0] * 6, params=1e4)
