@@ -19,7 +19,7 @@ core idles (a 10 ms spin costs the next operation about as much as a 10 ms sleep
 against 2.26–2.44 × back to back). A real device keeps its parameters in its own memory, so
 the caller may pass `warm`: the same work's arithmetic once, untimed and thrown away (a
 stage's `StageWork.rehearse`), right before the timed run. In the hetero scenario it took
-25–42 % off each stage's CPU time per step (the slow stage, whose waits are the longest, the
+25–45 % off each stage's CPU time per step (the slow stage, whose waits are the longest, the
 most). Its wall time counts in the device's time (the device is busy from the moment its work
 could start; the rehearsal is far shorter than the device's time). docs/hetero.md has the
 measurements.
