@@ -130,13 +130,17 @@ async def ps_main(args) -> int:
     opt = SGD(args.lr, args.momentum, args.weight_decay)
     metrics = Metrics(args.metrics, role="ps", name="ps")
     conns: dict[int, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+    mss: dict[int, int] = {}       # each connection's segment size: the path's MTU - 40 (- 12)
     all_in = asyncio.Event()
 
     async def on_conn(reader, writer):
         sock = writer.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        tcp = sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6)
+        if tcp:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         (index,) = FRAME.unpack(await reader.readexactly(FRAME.size))
+        if tcp:
+            mss[index] = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
         conns[index] = (reader, writer)
         if len(conns) == args.workers:
             all_in.set()
@@ -146,7 +150,8 @@ async def ps_main(args) -> int:
     await asyncio.wait_for(all_in.wait(), 120)
     order = sorted(conns)
     metrics.write({"event": "start", "n_params": n_params, "total_steps": total,
-                   "workers": [f"w{i + 1}" for i in order]})
+                   "workers": [f"w{i + 1}" for i in order],
+                   "mss": {f"w{i + 1}": mss[i] for i in order if i in mss}})
 
     async def push(version: int, done: bool) -> int:
         """Version `version` to every worker; the bytes written."""

@@ -191,9 +191,8 @@ class Runner:
         for name in plan.forwarders:
             self.netns.add_host(name)
         bottleneck = self.sc.topology == "bottleneck"
-        mtu = self.sc.bottleneck.mtu if bottleneck else None
-        for a, b in plan.host_links:
-            self.netns.link(a, b, mtu)
+        for a, b in plan.host_links:            # every veth at links.mtu
+            self.netns.link(a, b, self.sc.links.mtu)
         if self.sc.topology == "minindn":      # each link its own conditions: the file's
             self.notes += minindn.join(plan, self.sc, self.netns)
             return plan

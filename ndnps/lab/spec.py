@@ -11,9 +11,15 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  (default: the others; worker i on the i-th, round robin); workers defaults
                  to as many as worker_nodes (ndnps/lab/minindn.py)
     [bottleneck] rate_mbps = 100.0; queue_bytes = 1048576 (tbf limit: the kernel queue);
-                 burst_bytes = 16384 (tbf burst); mtu = 1500 (the veth's): that link
+                 burst_bytes = 16384 (tbf burst): that link; mtu: links.mtu (the same, or
+                 left out)
     [links]      loss, delay_ms, jitter_ms, rate_mbps: every link (apps' and forwarders');
                  queue_bytes: with --netns, the tbf queue rate_mbps gets on every veth;
+                 mtu = 1500 (604 to 9000, jumbo frames as training clusters run them): with
+                 --netns every veth's MTU, and the forwarders' UDP faces send datagrams up to
+                 it (less the IPv4 and UDP headers; at most an NDN packet, 8800 octets), so
+                 9000 carries every packet unfragmented; locally the forwarders' faces are on
+                 loopback (8800-octet datagrams whatever mtu says) and the apps' unix sockets;
                  reliability = true: NDNLPv2 link reliability on every link (the default
                  when a link is lossy; false turns it off) — both ends of
                  each forwarder-to-forwarder face, and every app's face (locally, where the
@@ -59,7 +65,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from forwarder.faces.udp import MIN_MTU
 from forwarder.pipelines import Limits
+from ndnps.ndn.tlv import MAX_PACKET_SIZE
 
 from ndnps.protocol import config as training_config
 from ndnps.protocol.config import TrainingConfig
@@ -102,6 +110,8 @@ class Links:
     app_faces: bool = True
     # --netns with rate_mbps: the tbf queue of every veth end, bytes (0: [bottleneck]'s)
     queue_bytes: float = 0.0
+    # --netns: every veth's MTU, and so the longest datagram of the forwarders' UDP faces
+    mtu: int = 1500
 
     def as_table(self) -> dict[str, float]:
         """The link emulation, as the forwarder's face options take it."""
@@ -110,13 +120,24 @@ class Links:
 
 
 _FLAGS = ("reliability", "app_faces")     # Links fields that are switches, not conditions
-_KERNEL = ("queue_bytes",)                 # ... that only the kernel's qdisc takes
+_KERNEL = ("queue_bytes", "mtu")          # ... that only the kernel (qdisc, veth) takes
+_EVERY_LINK = _FLAGS + ("mtu",)           # ... that both ends of every link need alike
 
 TOPOLOGIES = ("star", "tree", "bottleneck", "fat-tree", "bcube", "minindn")
 SYSTEMS = ("ndnps", "tcp")
 # the bottleneck topology's two hosts (network namespaces), each with its forwarder
 BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST = "ps-host", "workers-host"
 ETHERNET_HEADER = 14          # bytes a frame adds to the MTU on the veth (what tbf counts)
+IP_UDP_HEADERS = 20 + 8       # IPv4 and UDP: a datagram's payload is the MTU less these
+# links.mtu: a UDP face's datagrams must hold the forwarder's smallest (576); jumbo frames
+MTU_MIN, MTU_MAX = MIN_MTU + IP_UDP_HEADERS, 9000
+
+
+def udp_face_mtu(link_mtu: int) -> int:
+    """The longest datagram a forwarder's UDP face over a link of `link_mtu` sends: the MTU
+    less the IPv4 and UDP headers, at most the longest NDN packet (as NFD caps its UDP faces'
+    MTU), so that no datagram is split by IP."""
+    return min(link_mtu - IP_UDP_HEADERS, MAX_PACKET_SIZE)
 
 
 @dataclass
@@ -126,7 +147,7 @@ class Bottleneck:
     rate_mbps: float = 100.0
     queue_bytes: int = 1 << 20     # tbf `limit`: bytes queued in the kernel, then dropped
     burst_bytes: int = 16384       # tbf `burst`: the token bucket's depth
-    mtu: int = 1500                # the veth's MTU, both ends
+    mtu: int = 1500                # the veth's MTU, both ends: links.mtu
 
     @property
     def rate_bytes_per_s(self) -> float:
@@ -314,7 +335,11 @@ def parse(doc: dict[str, Any], name: str, base: Path | None = None) -> Scenario:
             raise ScenarioError(f"netns.{key}: expected true or false, got {ns[key]!r}")
     sc.netns = ns.get("enabled", False)
     sc.netem = ns.get("netem", True)
-    sc.bottleneck = _bottleneck(doc.get("bottleneck", {}), sc, ns)
+    sc.bottleneck = _bottleneck(doc.get("bottleneck", {}), sc, ns, doc.get("links", {}))
+    if sc.links.queue_bytes and sc.links.queue_bytes < sc.links.mtu + ETHERNET_HEADER:
+        raise ScenarioError(f"links.queue_bytes: {sc.links.queue_bytes:g} cannot hold one "
+                            f"full-size frame ({sc.links.mtu + ETHERNET_HEADER} octets at "
+                            f"links.mtu = {sc.links.mtu})")
 
     if not isinstance(doc.get("training", {}), dict):
         raise ScenarioError("training: expected a table")
@@ -544,13 +569,13 @@ def _jobs(entries: Any, base: dict[str, Any], default_workers: int,
     return jobs
 
 
-def _bottleneck(table: dict, sc: Scenario, ns: dict) -> Bottleneck:
+def _bottleneck(table: dict, sc: Scenario, ns: dict, links: dict) -> Bottleneck:
     """[bottleneck], for topology.kind = "bottleneck" only, which always runs in network
-    namespaces (sc.netns is set)."""
+    namespaces (sc.netns is set); `links` is the scenario's [links] as written."""
     if sc.topology != "bottleneck":
         if table:
             raise ScenarioError("bottleneck: applies to topology.kind = \"bottleneck\" only")
-        return Bottleneck()
+        return Bottleneck(mtu=sc.links.mtu)
     if ns.get("enabled") is False:
         raise ScenarioError("netns.enabled: topology.kind = \"bottleneck\" runs in network "
                             "namespaces (two hosts joined by one veth); it cannot be false")
@@ -558,7 +583,13 @@ def _bottleneck(table: dict, sc: Scenario, ns: dict) -> Bottleneck:
     b = Bottleneck()
     b.rate_mbps = _number(table.get("rate_mbps", b.rate_mbps), "bottleneck.rate_mbps", 0.001,
                           100_000.0)
-    b.mtu = _number(table.get("mtu", b.mtu), "bottleneck.mtu", 576, 65535, True)
+    b.mtu = sc.links.mtu
+    if "mtu" in table:                  # the older key for the one link's MTU: links.mtu's
+        mtu = _number(table["mtu"], "bottleneck.mtu", MTU_MIN, MTU_MAX, True)
+        if "mtu" in links and mtu != sc.links.mtu:
+            raise ScenarioError(f"bottleneck.mtu: {mtu} disagrees with links.mtu = "
+                                f"{sc.links.mtu} (one MTU for the link: give links.mtu)")
+        b.mtu = sc.links.mtu = mtu
     frame = b.mtu + ETHERNET_HEADER        # a full-size frame must fit the bucket and the queue
     b.burst_bytes = _number(table.get("burst_bytes", b.burst_bytes), "bottleneck.burst_bytes",
                             frame, 1 << 30, True)
@@ -698,12 +729,16 @@ def check_local(sc: Scenario) -> None:
 def _links_from(table: dict, where: str) -> Links:
     links = Links()
     for f in fields(Links):
+        if f.name in _EVERY_LINK and f.name in table and where != "links":
+            raise ScenarioError(f"{where}.{f.name}: one for every link ([links] {f.name} = "
+                                "...), not for one direction of one (both ends of a link "
+                                "need the same)")
+        if f.name == "mtu":
+            if f.name in table:
+                links.mtu = _number(table["mtu"], f"{where}.mtu", MTU_MIN, MTU_MAX, True)
+            continue
         if f.name in _FLAGS:
             if f.name in table:
-                if where != "links":
-                    raise ScenarioError(f"{where}.{f.name}: a switch for every link "
-                                        f"([links] {f.name} = ...), not for one direction of "
-                                        "one (both ends of a link need the same)")
                 if not isinstance(table[f.name], bool):
                     raise ScenarioError(f"{where}.{f.name}: expected true or false, got "
                                         f"{table[f.name]!r}")

@@ -9,7 +9,9 @@ their own faces, see the runner).
 
 Netns mode (`--netns`): every host — each router forwarder, the PS and each worker — is its own
 network namespace and runs its own forwarder, as Mini-NDN runs NFD on every node; the apps use
-their host's forwarder and hosts are joined by veth pairs carrying UDP faces.
+their host's forwarder and hosts are joined by veth pairs carrying UDP faces, the veths' MTU
+`[links] mtu` and the faces' datagrams as long as it carries (`[udp] mtu` in each forwarder's
+configuration).
 
 A Mini-NDN topology file (`file = "x.conf"`): every node a forwarder, the apps on their nodes,
 each link with its own conditions, in either mode (ndnps.lab.minindn).
@@ -30,7 +32,7 @@ from forwarder.strategy import BestRoute, RetxSuppression
 CLASSIFIER = "ndnps.protocol.names:classify"
 
 from .process import free_port
-from .spec import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, Scenario
+from .spec import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, Scenario, udp_face_mtu
 
 NDN_PORT = 6363
 
@@ -51,6 +53,7 @@ class ForwarderNode:
     faces: list[Face] = field(default_factory=list)
     routes: list[tuple[str, str]] = field(default_factory=list)     # (prefix, face name)
     app_link: dict[str, float] = field(default_factory=dict)
+    udp_mtu: int | None = None            # its UDP faces' longest datagram (None: 1472)
 
     def config(self, run_dir: Path, tables: dict, trace_interval: float,
                strategy: str | None = None) -> str:
@@ -60,6 +63,8 @@ class ForwarderNode:
         if tables:
             lines.append("[tables]")
             lines += [f"{k} = {v!r}" for k, v in tables.items()]
+        if self.udp_mtu is not None:
+            lines += ["[udp]", f"mtu = {self.udp_mtu}"]
         if self.app_link:
             lines.append("[app_links]")
             lines += [f"{k} = {v!r}" for k, v in self.app_link.items()]
@@ -255,14 +260,19 @@ def route_aggregators(plan: Plan, sc: Scenario, nodes: list[str]) -> None:
 
 
 def plan_hosts(sc: Scenario) -> Plan:
-    """The netns plan of the scenario's topology."""
+    """The netns plan of the scenario's topology; every forwarder's UDP faces send datagrams
+    up to what the veths' MTU (links.mtu) carries unfragmented."""
     if sc.topology == "bcube":
         from . import fabric
-        return fabric.plan_netns(sc)
-    if sc.topology == "minindn":
+        plan = fabric.plan_netns(sc)
+    elif sc.topology == "minindn":
         from . import minindn
-        return minindn.plan(sc)
-    return plan_bottleneck(sc) if sc.topology == "bottleneck" else plan_netns(sc)
+        plan = minindn.plan(sc)
+    else:
+        plan = plan_bottleneck(sc) if sc.topology == "bottleneck" else plan_netns(sc)
+    for node in plan.forwarders.values():
+        node.udp_mtu = udp_face_mtu(sc.links.mtu)
+    return plan
 
 
 def assign_addresses(plan: Plan, addrs: list[tuple[str, str]], link: dict[str, float],

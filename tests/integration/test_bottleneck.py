@@ -60,7 +60,7 @@ def run_bottleneck(tmp_path) -> Iterator:
         except ProcessFailed as e:
             pytest.fail(str(e))
         assert code == 0, runner.tail(60)
-        return json.loads((out / "summary.json").read_text())
+        return {**json.loads((out / "summary.json").read_text()), "run_dir": str(out)}
 
     yield run
     left = []
@@ -150,3 +150,42 @@ def test_two_jobs_share_the_bottleneck_and_both_complete(run_bottleneck, system)
     low, high = sharing["share_range"]
     assert 0.5 < low <= 1 <= high < 1.5, sharing
     assert summary["bottleneck"]["qdisc_drops_over_sent"] < 0.01
+
+
+def udp_faces(run_dir: str) -> dict[str, dict]:
+    """Each forwarder's UDP face over the veth, from its final status (traces/*-status.json)."""
+    out = {}
+    for host in ("ps-host", "workers-host"):
+        status = json.loads((Path(run_dir) / "traces" / f"{host}-status.json").read_text())
+        [face] = [f for f in status["faces"] if f["remote"].startswith("udp4://10.")]
+        out[host] = face
+    return out
+
+
+@pytest.mark.timeout(400)
+def test_jumbo_frames_carry_every_packet_whole(run_bottleneck):
+    # links.mtu = 9000: the veth's MTU, the forwarders' UDP faces send datagrams of up to 8800
+    # octets (an NDN packet's longest), so no segment is fragmented on the link (NDNLPv2's
+    # counters stay at 0 both ways), where at 1500 each ~8 KB segment leaves as 6 fragments;
+    # the TCP PS runs over the same veth: its segments as long as the MTU allows
+    sets = [*SMALL, "topology.workers=4", "bottleneck.rate_mbps=1000.0",
+            "training.max_versions=6", "training.eval_every=6"]
+    jumbo = run_bottleneck(*sets, "links.mtu=9000")
+    assert jumbo["ok"] and jumbo["versions"] == 6 and jumbo["bottleneck"]["mtu"] == 9000
+    for host, face in udp_faces(jumbo["run_dir"]).items():
+        frag = face["lp_fragmentation"]
+        assert face["mtu"] == 8800, host
+        assert (frag["fragmented"], frag["fragments_out"], frag["fragments_in"],
+                frag["reassembled"]) == (0, 0, 0, 0), host
+        assert face["counters"]["out_data"] + face["counters"]["in_data"] > 0, host
+    plain = run_bottleneck(*sets)
+    faces = udp_faces(plain["run_dir"])
+    assert {f["mtu"] for f in faces.values()} == {1472}
+    assert faces["ps-host"]["lp_fragmentation"]["fragmented"] > 0          # the pushes
+    assert faces["workers-host"]["lp_fragmentation"]["reassembled"] > 0
+    tcp = run_bottleneck(*sets, "links.mtu=9000", 'run.system="tcp"')
+    start = next(json.loads(line) for line in
+                 (Path(tcp["run_dir"]) / "metrics" / "ps.jsonl").read_text().splitlines()
+                 if '"start"' in line)
+    assert tcp["ok"] and len(start["mss"]) == 4
+    assert all(1460 < mss <= 9000 - 40 for mss in start["mss"].values())

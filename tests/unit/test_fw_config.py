@@ -181,3 +181,49 @@ def test_strategies_take_nfd_instance_names_with_parameters():
     cfg = parse_config({"strategies": [{"prefix": "/", "strategy": name},
                                        {"prefix": "/ps", "strategy": "multicast"}]})
     assert cfg.strategies == {"/": name, "/ps": "multicast"}
+
+
+@pytest.mark.parametrize("udp, face_mtu, datagrams", [
+    ({}, 1472, 7),                 # the default: an Ethernet MTU of 1500
+    ({"mtu": 8800}, 8800, 1),      # a jumbo-frame link's: the longest NDN packet goes whole
+])
+def test_the_udp_faces_mtu_comes_from_the_configuration(udp, face_mtu, datagrams):
+    # what a scenario over veths of links.mtu = 9000 writes ([udp] mtu = 8800): every face
+    # toward a non-loopback peer sends an 8800-octet packet as one datagram, nothing fragmented
+    from forwarder.daemon import ForwarderDaemon
+    from forwarder.faces.udp import UdpChannel
+    from forwarder.mgmt import status_snapshot
+    from ndnps.ndn.tlv import MAX_PACKET_SIZE
+    from tests.support.fwkit import data
+
+    cfg = parse_config({"udp": udp})
+    assert cfg.udp_faces.mtu == (udp or {}).get("mtu")
+
+    class Transport:
+        def __init__(self) -> None:
+            self.sent: list[bytes] = []
+
+        def get_extra_info(self, key: str):
+            return ("10.0.0.2", 6363) if key == "sockname" else None
+
+        def sendto(self, wire: bytes, addr: tuple) -> None:
+            self.sent.append(wire)
+
+        def set_write_buffer_limits(self, high=None, low=None) -> None:
+            pass
+
+    daemon = ForwarderDaemon(cfg)
+    ch = UdpChannel(daemon, mtu=cfg.udp_faces.mtu)
+    transport = Transport()
+    ch.connection_made(transport)
+    face = ch.open_face("10.0.0.1", 6363)
+    packet = data("/big", content=b"b" * 8000)
+    packet = data("/big", content=b"b" * (8000 + MAX_PACKET_SIZE - len(packet)))
+    assert len(packet) == MAX_PACKET_SIZE
+    face.send(packet)
+    assert len(transport.sent) == datagrams and max(map(len, transport.sent)) <= face_mtu
+    [info] = [f for f in status_snapshot(daemon.fw)["faces"] if f["id"] == face.info.id]
+    assert info["mtu"] == face_mtu
+    assert info["lp_fragmentation"]["fragmented"] == (datagrams > 1)
+    with pytest.raises(ConfigError, match="udp.mtu"):
+        parse_config({"udp": {"mtu": MAX_PACKET_SIZE + 1}})

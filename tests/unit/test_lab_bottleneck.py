@@ -39,6 +39,7 @@ def test_the_shipped_scenario_is_the_issues_testbed():
     ({"bottleneck": {"burst_bytes": 1513}}, "bottleneck.burst_bytes"),
     ({"bottleneck": {"mtu": 9000, "burst_bytes": 9000}}, "bottleneck.burst_bytes"),
     ({"bottleneck": {"mtu": 100}}, "bottleneck.mtu"),
+    ({"links": {"mtu": 100}}, "links.mtu"),
     ({"bottleneck": {"rate": 10}}, "bottleneck.rate"),
     ({"bottleneck": []}, "bottleneck"),
     ({"netns": {"enabled": False}}, "netns.enabled"),
@@ -83,7 +84,7 @@ def test_two_hosts_one_link_one_udp_face_each_way(tmp_path):
     from forwarder.config import parse_config, read_toml
     sc = parse({**BOTTLENECK, "links": {"reliability": True}}, "b")
     plan = plan_hosts(sc)
-    assert plan == plan_bottleneck(sc)
+    assert plan.forwarders.keys() == plan_bottleneck(sc).forwarders.keys()
     assert sorted(plan.forwarders) == ["ps-host", "workers-host"]
     assert plan.host_links == [("ps-host", "workers-host")]
     assert {(a.name, a.role, a.forwarder) for a in plan.apps} == {
@@ -98,8 +99,68 @@ def test_two_hosts_one_link_one_udp_face_each_way(tmp_path):
     assert (to_workers.name, to_workers.uri) == ("workers-host", "udp4://10.0.0.2:6363")
     assert (to_ps.name, to_ps.uri) == ("ps-host", "udp4://10.0.0.1:6363")
     assert to_workers.reliability and to_ps.reliability
+    # datagrams of a 1500-octet link: 1472 octets (IPv4 and UDP headers), longer as fragments
+    assert {c.udp_faces.mtu for c in confs.values()} == {1472}
     assert plan.forwarders["ps-host"].routes == [(f"/w{i}", "workers-host") for i in (1, 2, 3)]
     assert plan.forwarders["workers-host"].routes == [("/ps", "ps-host")]
+
+
+@pytest.mark.parametrize("links, bottleneck, mtu, face", [
+    ({}, {}, 1500, 1472),
+    ({"mtu": 9000}, {}, 9000, 8800),         # an NDN packet's longest: nothing fragments
+    ({"mtu": 4000}, {}, 4000, 3972),
+    ({}, {"mtu": 9000}, 9000, 8800),         # the older key alone
+    ({"mtu": 9000}, {"mtu": 9000}, 9000, 8800),
+])
+def test_links_mtu_is_the_veths_and_the_forwarders_udp_faces(tmp_path, links, bottleneck, mtu,
+                                                              face):
+    from forwarder.config import parse_config, read_toml
+    sc = parse({**BOTTLENECK, "links": links, "bottleneck": bottleneck}, "b")
+    assert sc.links.mtu == sc.bottleneck.mtu == mtu
+    plan = plan_hosts(sc)
+    assign_addresses(plan, [("10.0.0.1", "10.0.0.2")], {}, False)
+    for name, node in plan.forwarders.items():
+        (tmp_path / f"{name}.toml").write_text(node.config(tmp_path, {}, 1.0))
+        assert parse_config(read_toml(tmp_path / f"{name}.toml")).udp_faces.mtu == face
+    # every topology in namespaces, each forwarder of it
+    tree = parse({"topology": {"kind": "tree", "workers": 2}, "netns": {"enabled": True},
+                  "links": links}, "t")
+    assert {n.udp_mtu for n in plan_hosts(tree).forwarders.values()} == {
+        face if "mtu" in links else 1472}
+
+
+@pytest.mark.parametrize("doc, key", [
+    ({"links": {"mtu": 9001}}, "links.mtu"),
+    ({"links": {"mtu": 603}}, "links.mtu"),                  # datagrams shorter than 576
+    ({"links": {"mtu": 1500.5}}, "links.mtu"),
+    ({"links": {"mtu": "jumbo"}}, "links.mtu"),
+    ({"links": {"mtu": True}}, "links.mtu"),
+    ({"links": {"mtu": 9000}, "bottleneck": {"mtu": 1500}}, "bottleneck.mtu"),   # disagree
+    ({"links": {"mtu": 1500}, "bottleneck": {"mtu": 9000}}, "bottleneck.mtu"),
+    ({"bottleneck": {"mtu": 10000}}, "bottleneck.mtu"),
+    ({"links": {"mtu": 9000}, "bottleneck": {"burst_bytes": 9000}}, "bottleneck.burst_bytes"),
+    ({"links": {"mtu": 9000}, "bottleneck": {"queue_bytes": 9013}}, "bottleneck.queue_bytes"),
+    ({"links": {"mtu": 9000, "rate_mbps": 10, "queue_bytes": 9000}}, "links.queue_bytes"),
+])
+def test_bad_mtus_name_the_key(doc, key):
+    with pytest.raises(ScenarioError) as e:
+        parse({**BOTTLENECK, "training": {"dataset": "synthetic"}, **doc}, "bad")
+    assert str(e.value).startswith(key + ":")
+
+
+def test_one_mtu_for_every_link():
+    doc = {"topology": {"kind": "tree", "workers": 2},
+           "link": [{"from": "root", "to": "leaf1", "mtu": 9000}]}
+    with pytest.raises(ScenarioError, match=r"^link\[0\]\.mtu: one for every link"):
+        parse(doc, "bad")
+    with pytest.raises(ScenarioError, match=r"^link\[0\]\.reliability: one for every link"):
+        parse({**doc, "link": [{"from": "root", "to": "leaf1", "reliability": True}]}, "bad")
+    # the shipped scenario's MTU, replaced from the command line
+    assert load("bottleneck", ["links.mtu=9000"]).bottleneck.mtu == 9000
+    assert load("shared-bottleneck", ["links.mtu=9000"]).links.mtu == 9000
+    # the TCP PS runs over the same veth: its MTU is no link condition it lacks
+    assert load("bottleneck", ['run.system="tcp"', "links.mtu=9000"]).links.mtu == 9000
+
 
 
 TC_JSON = json.dumps([
