@@ -30,9 +30,10 @@ import logging
 from typing import Any, Callable
 
 import numpy as np
-from ndn.types import InterestNack
 
-from ndnps.client.fetcher import MIN_RTO, FetchError, FetchStats, SegmentFetcher, reorder_floor
+from ndnps.client.errors import InterestNack
+from ndnps.client.fetcher import (MIN_RTO, Declined, FetchError, FetchStats, SegmentFetcher,
+                                  reorder_floor)
 from ndnps.client.security import Security
 from ndnps.exchanges.membership import Member
 from ndnps.ndn import aggregation, summable
@@ -162,7 +163,7 @@ class Aggregate:
         """Segments `segs` collected from every worker and summed here."""
         cfg = self.cfg
 
-        async def fetch(w: Member) -> dict[int, bytes]:
+        async def fetch(w: Member) -> dict[int, bytes | memoryview]:
             if self.own is not None and w.gpu == self.own[0]:
                 mine = self.own[1](step)
                 return {s: mine[s] for s in segs}
@@ -209,7 +210,7 @@ class Aggregate:
                 # no sum this way: the PS makes it (and the fetch takes it as congestion, not
                 # as a round trip: a Nack comes back faster than any sum)
                 self.stats.nacks += 1
-                outer.set_result((name, FALLBACK, {"declined": True}))
+                outer.set_exception(Declined(FALLBACK))
             elif f.exception() is not None:
                 outer.set_exception(f.exception())      # type: ignore[arg-type]
             else:
@@ -225,13 +226,13 @@ class _Adder:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.contents: list[bytes] = []
+        self.contents: list[bytes | memoryview] = []
 
     @property
     def count(self) -> int:
         return len(self.contents)
 
-    def add(self, content: bytes) -> bool:
+    def add(self, content: bytes | memoryview) -> bool:
         """False: not one worker's segment of this size (malformed)."""
         try:
             values, k = summable.decode(content)

@@ -52,7 +52,7 @@ class Collect:
         return got if isinstance(got, messages.GradientMeta) else None
 
     async def _collect(self, w: Member, step: int, ref: float, whole: bool,
-                       parse: Callable[[list[bytes]], object]) -> object | None:
+                       parse: Callable[[list[bytes | memoryview]], object]) -> object | None:
         cfg = self.cfg
         loop = asyncio.get_running_loop()
         delay = collector.send_at(w.estimator, ref) - loop.time()

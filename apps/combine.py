@@ -26,7 +26,6 @@ import asyncio
 from typing import Any, Callable, Protocol
 
 import numpy as np
-from ndn.encoding import FormalName
 
 from ndnps.client.fetcher import FetchError, SegmentFetcher
 from ndnps.client.security import Security
@@ -36,6 +35,7 @@ from ndnps.exchanges.collective import BCube, Transfer, ring
 from ndnps.exchanges.membership import Member
 from ndnps.ndn.conventions import SEGMENT_SIZE
 from ndnps.protocol import messages, names
+from ndnps.protocol.names import FormalName
 from ndnps.protocol.config import TrainingConfig
 
 from .aggregate import Aggregate

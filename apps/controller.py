@@ -37,8 +37,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from ndn import utils
-
+from ndnps.client.events import now_ms
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_parts
 from ndnps.exchanges.agreement import POLICIES, Answer, Controller, Verdict
@@ -202,8 +201,8 @@ class ShareController:
 
     def _forget_expired(self) -> None:
         """Held asks whose Interest has expired (their nodes ask again)."""
-        now_ms = utils.timestamp()
-        for key in [k for k, held in self.held.items() if held[3] < now_ms]:
+        now = now_ms()
+        for key in [k for k, held in self.held.items() if held[3] < now]:
             del self.held[key]
 
     def status(self, now: float) -> dict:

@@ -13,9 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from ndn.encoding import Signer
-
-from ndnps.client.security import HmacSigner
+from ndnps.client.security import HmacSigner, Signer
 from ndnps.protocol import names
 
 FORGING_KEY = b"not-the-training-key"

@@ -11,10 +11,9 @@ import asyncio
 from typing import Any, Protocol
 
 import numpy as np
-from ndn.encoding import Signer
 
 from ndnps.client.pending import HeldInterests
-from ndnps.client.security import Security
+from ndnps.client.security import Security, Signer
 from ndnps.client.segments import sign_parts, sign_segments
 from ndnps.exchanges.buffers import Recent
 from ndnps.exchanges.push_rate import PushMeter

@@ -19,6 +19,7 @@ from ndnps.client.events import wait_event
 from ndnps.client.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, SegmentFetcher,
                                   reorder_floor)
 from ndnps.client.security import Security
+from ndnps.client.wire import Data
 from ndnps.exchanges.membership import follow
 from ndnps.exchanges.push_rate import PushMeter
 from ndnps.exchanges.subscriber import Subscriber
@@ -276,11 +277,12 @@ class Job:
 
     # ---- steps 6 and 9: receiving parameters --------------------------------------------------
 
-    def on_push(self, name, meta_info, content, sig, mark: int = 0) -> None:
+    def on_push(self, data: Data) -> None:
         """A *distribute* Data for this training (push, probe answer or confirmation)."""
+        name = data.name
         conf = names.parse_confirm(name)
         if conf is not None:
-            self.reg.on_confirm(conf, sig)
+            self.reg.on_confirm(conf, data)
             return
         d = names.parse_distribute(name)
         if d is None or (d.ps, d.train) != (self.ps, self.train):
@@ -288,15 +290,16 @@ class Job:
         if self.grads.faults.drop_push():
             self.counters.dropped_injected += 1
             return
-        if not self.sec.verify(sig):
+        if not self.sec.verify(data):
             self.counters.rejected += 1
             return
         self.counters.segments_pushed += 1
-        final = segment_number(meta_info.final_block_id)
+        final = segment_number(data.final_block_id)
+        content = data.content              # a view of the packet: the assembly joins them
         if not self.rx.asked(d.version, d.segment):     # (the answer to a recovery: not pushed)
-            self.push_meter.on_pushed(self.now(), d.version, d.segment, len(content or b""),
-                                      bool(mark), final)
-        self.rx.receive_segment(d.version, d.segment, bytes(content or b""), final, pushed=True)
+            self.push_meter.on_pushed(self.now(), d.version, d.segment, len(content),
+                                      bool(data.mark), final)
+        self.rx.receive_segment(d.version, d.segment, content, final, pushed=True)
 
     def on_version(self, p: messages.Params) -> None:
         """A new version of the parameters, decoded (the receiver calls this)."""

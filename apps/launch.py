@@ -61,9 +61,6 @@ def begin(args: argparse.Namespace, who: str) -> None:
 
 def setup_logging(level: str, who: str) -> None:
     logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s {who} %(name)s: %(message)s")
-    if level != "DEBUG":
-        # python-ndn logs every late reply and undecodable packet at WARNING
-        logging.getLogger("ndn").setLevel(logging.ERROR)
 
 
 def limit_blas_threads(n: int = 1) -> None:
@@ -149,7 +146,7 @@ async def _serve(make_app: Callable[[], App], main: Callable[[App], Coroutine[An
             await asyncio.wait({face_task, main_task}, return_when=asyncio.FIRST_COMPLETED)
             if main_task.done():
                 break
-            app.counting.shutdown()
+            app.face.close()
             log.warning("lost the connection to the forwarder at %s: reconnecting (for %.0f s "
                         "at most)", app.transport, reconnect_timeout)
             back = asyncio.create_task(reconnect(app, reconnect_timeout))

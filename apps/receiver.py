@@ -78,7 +78,8 @@ class Receiver:
         self.wake.cancel()
         self.end_recoveries(up_to=None)
 
-    def receive_segment(self, version: int, seg: int, content: bytes, final: int | None,
+    def receive_segment(self, version: int, seg: int, content: bytes | memoryview,
+                        final: int | None,
                         pushed: bool = False) -> None:
         if self.sub is None or self.job.params is None:
             return

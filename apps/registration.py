@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from ndn.types import InterestCanceled, InterestNack, InterestTimeout, NetworkError, ValidationFailure
-
+from ndnps.client.errors import (InterestCanceled, InterestNack, InterestTimeout, NetworkError,
+                                 ValidationFailure)
 from ndnps.client.events import wait_event
 from ndnps.client.fetcher import SegmentFetcher
 from ndnps.client.security import Security
+from ndnps.client.wire import Data
 from ndnps.protocol import names
 
 from .join import JobFailed
@@ -53,9 +54,9 @@ class Registration:
                         lifetime=int(job.knobs["register_timeout"] * 1000),
                         must_be_fresh=True, no_response=True)
 
-    def on_confirm(self, c: names.Training, sig) -> None:
+    def on_confirm(self, c: names.Training, data: Data) -> None:
         job = self.job
-        if (c.ps, c.train) == (job.ps, job.train) and job.sec.verify(sig):
+        if (c.ps, c.train) == (job.ps, job.train) and job.sec.verify(data):
             job.last_from_ps = job.now()
             self.confirmed.set()
 

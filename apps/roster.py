@@ -66,7 +66,7 @@ class Roster:
                 self.content.refused[gpu] = "its answer to the task failed the PS's signature check"
             return False, str(e)
         try:
-            return messages.parse_task_reply(seg.content)
+            return messages.parse_task_reply(bytes(seg.content))
         except CodecError as e:
             return False, f"malformed answer: {e}"
 

@@ -15,8 +15,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ndn.types import InterestCanceled, InterestNack, InterestTimeout, ValidationFailure
-
+from ndnps.client.errors import (InterestCanceled, InterestNack, InterestTimeout,
+                                 ValidationFailure)
 from ndnps.exchanges.agreement import Asker, Verdict
 from ndnps.protocol import names
 from ndnps.protocol.codec import CodecError, decode_tensors, encode_tensors
@@ -39,7 +39,7 @@ def ack_content() -> bytes:
     return encode_tensors([], kind="share-done")
 
 
-def parse_answer(content: bytes) -> tuple[Verdict, float]:
+def parse_answer(content: bytes | memoryview) -> tuple[Verdict, float]:
     """CodecError, ValueError: not an answer."""
     _, meta = decode_tensors(bytes(content))
     if meta.get("kind") != "share":
@@ -122,9 +122,9 @@ class Share:
                 await asyncio.sleep(max(0.0, (wake if wake is not None else now) - now))
                 continue
             try:
-                _, content, _ = await self.app.express(
+                data = await self.app.express(
                     name, self.validator, lifetime=int(LIFETIME * 1000), must_be_fresh=True)
-                verdict, retry = parse_answer(content)
+                verdict, retry = parse_answer(data.content)
                 asker.on_answer(verdict, retry, loop.time())
             except InterestNack:
                 asker.on_answer(Verdict.RETRY, NACK_WAIT, loop.time())

@@ -82,7 +82,7 @@ class ParamsServer:
 
 
 async def fetch_copy(fetcher: SegmentFetcher, ps: str, train: str, gpu: str, version: int,
-                     lifetime: float, patience: float) -> list[bytes]:
+                     lifetime: float, patience: float) -> list[bytes | memoryview]:
     """Worker side: our own copy of `version`'s segments (raises FetchError)."""
     return await fetcher.fetch(lambda s: names.params(ps, train, gpu, version, s),
                                first_lifetime=lifetime, fresh=True,

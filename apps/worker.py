@@ -29,6 +29,7 @@ from dataclasses import asdict
 
 from ndnps.client.fetcher import reorder_floor
 from ndnps.client.security import Security
+from ndnps.client.wire import Data
 from ndnps.lab.metrics import MetricsWriter
 from ndnps.protocol import messages, names
 from ndnps.protocol.config import ConfigError, read_table
@@ -139,9 +140,9 @@ class Worker:
             job.counters.reinserts += 1
             job.reg.send_insert()
 
-    def on_distribute(self, name, meta_info, content, sig, mark: int = 0) -> None:
+    def on_distribute(self, data: Data) -> None:
         if self.job is not None:
-            self.job.on_push(name, meta_info, content, sig, mark)
+            self.job.on_push(data)
 
 
 # ---- command line ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Waiting for an asyncio.Event with a time limit, without losing a cancellation.
+"""asyncio helpers: waiting for an event with a time limit without losing a cancellation, and
+the millisecond clock Interest deadlines are counted on.
 
 On Python 3.11, ``asyncio.wait_for(event.wait(), t)`` returns normally when the event is set in
 the same loop iteration as the waiting task is cancelled: the cancellation is lost (fixed in
@@ -7,6 +8,7 @@ collected its step then ran on until ps_timeout.  ``asyncio.timeout`` has no suc
 from __future__ import annotations
 
 import asyncio
+import time
 
 
 async def wait_event(event: asyncio.Event, timeout: float) -> bool:
@@ -19,3 +21,13 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
         return True
     except TimeoutError:
         return event.is_set()           # set in the very iteration the time ran out
+
+
+def now_ms() -> int:
+    """Milliseconds on the running event loop's clock (monotonic; a test's fake clock follows
+    it): the clock of a received Interest's deadline (`ctx["deadline"]`) and of everything
+    that holds Interests until then.  Outside a running loop, the same monotonic clock."""
+    try:
+        return int(asyncio.get_running_loop().time() * 1000)
+    except RuntimeError:
+        return int(time.monotonic() * 1000)

@@ -5,20 +5,22 @@ per-segment RTO, time-bounded tries — read there) with the app's ``express``, 
 window among those towards one producer: ``flow_of``) and offers the usual shapes of fetch (one
 segment, a whole object, an object its producer holds until it exists).
 
-``express`` is ``NDNApp.express`` or anything with its signature and exceptions, returning an
-awaitable (run in a Task) or a Future (``App.express_future``: no Task per Interest; one
-cancelled by anything but the transfer was cancelled by the face's shutdown: FaceDown).
+``express`` is ``App.express_future`` (the pending entry's own future: no Task per Interest)
+or anything with its signature returning an awaitable of a Data (``ndnps.client.wire.Data``)
+or raising ``ndnps.client.errors``' exceptions (run in a Task); one cancelled by anything
+but the transfer, or ended by the face's closing (InterestCanceled), is FaceDown: asked again
+without backoff once the face is back.  ``Declined`` is an express's way of saying "no Data,
+but the owner stands in for it" (a Nacked `*aggregate*` sum the PS makes itself).
+
+A segment's content is handed on as a view of the packet it arrived in (``Segment.content``):
+the consumer's join is its one copy.
 """
 from __future__ import annotations
 
 import asyncio
 import weakref
 from functools import partial
-from typing import Awaitable, Callable, Hashable, Iterable
-
-from ndn.encoding import FormalName, Name
-from ndn.types import (InterestCanceled, InterestNack, InterestTimeout, NetworkError,
-                       ValidationFailure)
+from typing import Awaitable, Callable, Hashable, Iterable, Sequence
 
 from ndnps.exchanges.fetch import (LINK_REPAIR, MAX_FAST, MIN_RTO, PATIENCE, REORDER_FLOOR,
                                    SUPPRESSION_MARGIN, TLP_FLOOR, Action, Cancel, FetchError,
@@ -29,18 +31,33 @@ from ndnps.ndn.conventions import segment_number
 from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX
 from ndnps.ndn.rto import RtoEstimator
 
-from .app import FaceDown
+from ndnps.ndn.packet import Bytes
+from ndnps.ndn.tlv import name_to_str
+
+from .errors import (FaceDown, InterestCanceled, InterestNack, InterestTimeout, NetworkError,
+                     ValidationFailure)
 from .wakeup import Wakeup
 
 __all__ = ["LINK_REPAIR", "MIN_RTO", "REORDER_FLOOR", "SUPPRESSION_MARGIN", "TLP_FLOOR",
-           "FetchError", "FetchStats", "Segment", "SegmentFetcher", "Transfer", "reorder_floor"]
+           "Declined", "FetchError", "FetchStats", "Segment", "SegmentFetcher", "Transfer",
+           "reorder_floor"]
 
-Express = Callable[..., Awaitable[tuple]]
-NameOf = Callable[[int], FormalName]
-FlowOf = Callable[[FormalName], Hashable]
+Name = Sequence[Bytes]
+Express = Callable[..., Awaitable]
+NameOf = Callable[[int], Name]
+FlowOf = Callable[[Name], Hashable]
 
 
-def producer_prefix(name: FormalName) -> Hashable:
+class Declined(NetworkError):
+    """No Data came, but a refusal the owner handles itself: the segment lands with
+    `content` as the owner says (ndnps.exchanges.fetch's `on_data(declined=True)`)."""
+
+    def __init__(self, content: bytes = b"") -> None:
+        super().__init__("declined")
+        self.content = content
+
+
+def producer_prefix(name: Name) -> Hashable:
     """The flow of a name: its first component, the prefix its producer registers (ndnps
     producers register one component: /<ps>, /<gpu>)."""
     return bytes(name[0]) if name else None
@@ -58,7 +75,7 @@ class Transfer:
         self.name_of = name_of
         self.on_segment = on_segment
         self.loop = asyncio.get_running_loop()
-        self.core = SegmentTransfer(fetcher, lambda s: Name.to_str(name_of(s)),
+        self.core = SegmentTransfer(fetcher, lambda s: name_to_str(b"".join(name_of(s))),
                                     flow=fetcher.flow_of(name_of(0)), **kw)
         self.wake = Wakeup(self.loop.time, self._on_timer)
         self.done: asyncio.Future = self.loop.create_future()
@@ -167,33 +184,38 @@ class Transfer:
         if task.cancelled():
             if core.flights.get(flight.seg) is not flight:
                 return                              # we cancelled it (superseded)
-            # not by us: the face shut down (python-ndn cancels every pending future)
-            exc: BaseException | None = FaceDown()
+            exc: BaseException | None = FaceDown()  # not by us: the face is gone
         else:
             exc = task.exception()
         if exc is None:
-            _, content, ctx = task.result()
-            meta, mark, declined = (ctx.get("meta_info"), ctx.get("congestion_mark", 0),
-                                    ctx.get("declined", False)) \
-                if isinstance(ctx, dict) else (None, 0, False)
-            final = segment_number(meta.final_block_id) if meta is not None else None
-            self._apply(core.on_data(flight, bytes(content or b""), final, now,
-                                     marked=bool(mark), declined=bool(declined)))
-            arrived, core.arrived = core.arrived, []
-            for segment in arrived:
-                if self.on_segment is not None:
-                    self.on_segment(segment)        # (may close the transfer)
-            self._do(core.settle(now))
-        elif isinstance(exc, FaceDown):
+            data = task.result()
+            self._landed(flight, data.content, segment_number(data.final_block_id),
+                         data.mark, False, now)
+        elif isinstance(exc, Declined):
+            self._landed(flight, exc.content, None, 0, True, now)
+        elif isinstance(exc, (FaceDown, InterestCanceled)):
             self._do(core.on_face_down(flight, now))
-        elif isinstance(exc, (InterestTimeout, InterestCanceled, NetworkError)):
+        elif isinstance(exc, InterestTimeout):
             self._do(core.on_expired(flight, now))
         elif isinstance(exc, InterestNack):
             self._do(core.on_nack(flight, exc.reason, now))
         elif isinstance(exc, ValidationFailure):
             self._do(core.on_rejected(flight, now))
+        elif isinstance(exc, NetworkError):
+            self._do(core.on_expired(flight, now))
         else:
             self._do(core.on_failed(flight, exc))
+
+    def _landed(self, flight: Flight, content: bytes | memoryview, final: int | None, mark: int,
+                declined: bool, now: float) -> None:
+        core = self.core
+        self._apply(core.on_data(flight, content, final, now, marked=bool(mark),
+                                 declined=declined))
+        arrived, core.arrived = core.arrived, []
+        for segment in arrived:
+            if self.on_segment is not None:
+                self.on_segment(segment)            # (may close the transfer)
+        self._do(core.settle(now))
 
 
 class SegmentFetcher(FetchPath):
@@ -227,7 +249,7 @@ class SegmentFetcher(FetchPath):
         """A transfer to drive by hand (``want``, ``have``, ``await run()``)."""
         return Transfer(self, name_of, **kw)
 
-    async def fetch_one(self, name: FormalName, lifetime: float | None = None,
+    async def fetch_one(self, name: Name, lifetime: float | None = None,
                         tries: int | None = None, held: bool = False, fresh: bool = False,
                         max_lifetime: float | None = None, deadline: float | None = None,
                         prompt: bool = False) -> Segment:
@@ -251,11 +273,11 @@ class SegmentFetcher(FetchPath):
         t.want(numbers)
         return await t.run()
 
-    async def fetch(self, name_of: NameOf, have: dict[int, bytes] | None = None,
+    async def fetch(self, name_of: NameOf, have: dict[int, bytes | memoryview] | None = None,
                     final: int | None = None, first_lifetime: float | None = None,
                     first_tries: int | None = None, fresh: bool = False,
                     max_lifetime: float | None = None,
-                    max_rejected: int | None = None) -> list[bytes]:
+                    max_rejected: int | None = None) -> list[bytes | memoryview]:
         """The whole object: segment 0 first unless the count is known (``final``), then the
         missing rest windowed.  ``have`` holds segments already received (e.g. pushed).
         ``first_lifetime``/``first_tries``: the first segment may be held by its producer;
@@ -279,7 +301,7 @@ class SegmentFetcher(FetchPath):
 
     async def fetch_held(self, name_of: NameOf, last_hint: int | None, lifetime: float,
                          max_lifetime: float, deadline: float, fresh: bool = True,
-                         whole: bool = True) -> tuple[list[bytes], float, float]:
+                         whole: bool = True) -> tuple[list[bytes | memoryview], float, float]:
         """An object whose producer holds Interests until it exists (a gradient being
         computed).  Segment 0 and, when ``last_hint`` says how many there were last time, up
         to ``window`` - 1 more are wanted at once, as many as the congestion window allows
@@ -301,7 +323,7 @@ class SegmentFetcher(FetchPath):
         return [got[s].content for s in range(t.final + 1)], t.ready_at, t.ready_wait
 
 
-def names_segment(name: FormalName) -> int:
+def names_segment(name: Name) -> int:
     """The segment number a name ends with (0 if it ends with none)."""
     n = segment_number(bytes(name[-1])) if name else None
     return 0 if n is None else n

@@ -7,16 +7,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Callable, Generic, Hashable, TypeVar
 
-from ndn import utils
+from .events import now_ms
 
 Reply = Callable[[bytes], object]
 K = TypeVar("K", bound=Hashable)          # what the producer holds an Interest under
 
 
 class HeldInterests(Generic[K]):
-    def __init__(self, limit: int = 1024, clock: Callable[[], int] = utils.timestamp) -> None:
+    def __init__(self, limit: int = 1024, clock: Callable[[], int] = now_ms) -> None:
         self.limit = limit
-        self._clock = clock                      # milliseconds, like python-ndn's deadlines
+        self._clock = clock                      # ms, the clock of an Interest's deadline
         self._held: OrderedDict[K, list[tuple[Reply, int]]] = OrderedDict()
         self._count = 0
         self.answered = 0

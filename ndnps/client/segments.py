@@ -1,54 +1,37 @@
 """A producer's side of a segmented object: a blob cut into signed Data packets (content
-<= SEGMENT_SIZE, FinalBlockId on every one).  The receiver's side (Assembly) is sans-I/O, in
-ndnps.exchanges.buffers."""
+<= SEGMENT_SIZE, FinalBlockId on every one), written by the base's fixed-shape encoder
+(``ndnps.ndn.packet.encode_data``: MetaInfo and SignatureInfo encoded once per object, each
+segment's content copied once, into its packet).  The receiver's side (Assembly) is
+sans-I/O, in ndnps.exchanges.buffers."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ndn.encoding import FormalName, MetaInfo, Name, Signer, make_data
-
 from ndnps.ndn import packet
-from ndnps.ndn.conventions import SEGMENT_SIZE, segment, segment_component
+from ndnps.ndn.conventions import SEGMENT_SIZE, segment_component
+from ndnps.ndn.packet import Bytes
 
-from .security import DigestSigner, HmacSigner
+from .security import Signer
 
-# Signers whose wire form ndnps.client.wire reproduces byte for byte (tests/unit/test_wire.py)
-_FIXED_SHAPE_SIGNERS = (HmacSigner, DigestSigner)
+NameOf = Callable[[int], Sequence[Bytes]]
 
 
-def sign_segments(blob: bytes, name_of: Callable[[int], FormalName], signer: Signer,
+def sign_segments(blob: Bytes, name_of: NameOf, signer: Signer,
                   freshness_ms: int | None = None, size: int = SEGMENT_SIZE) -> list[bytes]:
-    """The wire Data packets of `blob`, segment i named `name_of(i)`.
-
-    With our own signers the packets are written by the fixed-shape encoder (MetaInfo and
-    SignatureInfo encoded once per object, ~4x cheaper than python-ndn's make_data, the same
-    bytes); any other signer goes through make_data."""
+    """The wire Data packets of `blob`, segment i named `name_of(i)` (conventions.segment's
+    cut, as views of the blob: nothing copied until the packets are written)."""
     if size <= 0:
         raise ValueError("max_size must be positive")
-    if type(signer) not in _FIXED_SHAPE_SIGNERS:
-        return sign_parts(segment(blob, size), name_of, signer, freshness_ms)
-    # conventions.segment's cut, as views: the content is copied once, into the packet
     mv = memoryview(blob).cast("B")
-    views: list[bytes | memoryview] = [mv[i:i + size] for i in range(0, len(mv), size)] or [b""]
+    views: list[Bytes] = [mv[i:i + size] for i in range(0, len(mv), size)] or [b""]
     return sign_parts(views, name_of, signer, freshness_ms)
 
 
-def sign_parts(parts: Sequence[bytes | memoryview], name_of: Callable[[int], FormalName],
-               signer: Signer, freshness_ms: int | None = None) -> list[bytes]:
+def sign_parts(parts: Sequence[Bytes], name_of: NameOf, signer: Signer,
+               freshness_ms: int | None = None) -> list[bytes]:
     """The wire Data packets of an object already cut: part i is segment i's content (each
     at most SEGMENT_SIZE), named `name_of(i)`, FinalBlockId on every one."""
-    if type(signer) not in _FIXED_SHAPE_SIGNERS:
-        meta = MetaInfo(freshness_period=freshness_ms,
-                        final_block_id=segment_component(len(parts) - 1))
-        return [bytes(make_data(name_of(i), meta, bytes(part), signer=signer))
-                for i, part in enumerate(parts)]
     meta_wire = packet.encode_meta_info(freshness_ms, segment_component(len(parts) - 1))
     info, sign = signer.signature_info, signer.sign
-    out = []
-    for i, part in enumerate(parts):
-        name = name_of(i)
-        try:
-            out.append(packet.encode_data(name, meta_wire, part, info, sign))
-        except TypeError:                     # a NonStrictName (str components, ...)
-            out.append(packet.encode_data(Name.normalize(name), meta_wire, part, info, sign))
-    return out
+    return [packet.encode_data(name_of(i), meta_wire, part, info, sign)
+            for i, part in enumerate(parts)]

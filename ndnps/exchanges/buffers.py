@@ -16,13 +16,15 @@ class Assembly:
 
     def __init__(self, key) -> None:
         self.key = key
-        self.parts: dict[int, bytes] = {}
+        # as given: a received segment's Content is a view of its packet, and the join in
+        # blob() is its one copy
+        self.parts: dict[int, bytes | memoryview] = {}
         self.final: int | None = None
         self.highest = -1
         self.corrupt = False
         self.duplicates = 0
 
-    def add(self, number: int, content: bytes, final: int | None) -> bool:
+    def add(self, number: int, content: bytes | memoryview, final: int | None) -> bool:
         """Store one segment; False if it was a duplicate or is inconsistent."""
         if final is not None:
             if self.final is not None and final != self.final:
@@ -35,7 +37,7 @@ class Assembly:
         if number in self.parts:
             self.duplicates += 1
             return False
-        self.parts[number] = bytes(content)
+        self.parts[number] = content
         self.highest = max(self.highest, number)
         return True
 

@@ -160,7 +160,7 @@ class FetchStats:
 @dataclass
 class Segment:
     number: int
-    content: bytes
+    content: bytes | memoryview     # a view of the packet it came in, from the client
     final: int | None            # FinalBlockId, if the Data carried one
 
 
@@ -618,7 +618,7 @@ class SegmentTransfer:
         last = self.last_failure.get(seg, "no answer")
         return f"{name}: no valid Data after {tries} tries{over} (the last: {last})"
 
-    def on_data(self, flight: Flight, content: bytes, final: int | None,
+    def on_data(self, flight: Flight, content: bytes | memoryview, final: int | None,
                 now: float, marked: bool = False, declined: bool = False) -> list[Action]:
         """The flight's Data came (its signature checked; `marked`: it carried a
         CongestionMark); a wanted segment lands in `arrived` for the owner, who then calls

@@ -149,7 +149,8 @@ class Subscriber:
 
     # ---- segments ------------------------------------------------------------------------
 
-    def on_segment(self, now: float, producer: str, version: int, seg: int, content: bytes,
+    def on_segment(self, now: float, producer: str, version: int, seg: int,
+                   content: bytes | memoryview,
                    final: int | None, pushed: bool = False) -> list[Action]:
         """A segment of `version` came (pushed, or the answer to a fetch or probe)."""
         key = (producer, version)

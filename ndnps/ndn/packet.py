@@ -11,6 +11,7 @@ case, pays nothing for it.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Callable, Final, Sequence, Union
 
@@ -25,6 +26,8 @@ from .tlv import (
     NAME, NONCE, FORWARDING_HINT, component_offsets, decode_nonneg, encode_nonneg, encode_tlv,
     encode_varnum, read_tl,
 )
+from .tlv import (APP_PARAMETERS, INTEREST_SIGNATURE_INFO, INTEREST_SIGNATURE_VALUE,
+                  PARAMS_DIGEST)
 
 DEFAULT_LIFETIME_MS: Final = 4000
 
@@ -480,3 +483,79 @@ def encode_interest(name: Sequence[Bytes], nonce: int | None, lifetime: int | No
         parts.append(bytes((HOP_LIMIT, 1, hop_limit)))
     body = b"".join(parts)
     return tl(INTEREST, len(body)) + body
+
+
+# ---- what the apps send: Interests with ApplicationParameters, signed or not, hinted --------
+#
+# NDN packet format v0.3: the name ends with a ParametersSha256DigestComponent, the SHA-256 of
+# every element from ApplicationParameters to the end; a signed Interest's InterestSignature
+# Value covers the name's other components, ApplicationParameters and InterestSignatureInfo.
+# Byte-identical to python-ndn's make_interest (tests/unit/test_wire.py).
+
+SIGNATURE_NONCE: Final = 0x26
+SIGNATURE_TIME: Final = 0x28
+_PARAMS_DIGEST_HEAD: Final = bytes((PARAMS_DIGEST, 32))
+
+
+def encode_interest_signature_info(signature_type: int,
+                                   key_name: Sequence[Bytes] | None = None,
+                                   nonce: bytes | None = None,
+                                   time_ms: int | None = None) -> bytes:
+    """InterestSignatureInfo: SignatureType, a KeyLocator Name, SignatureNonce and
+    SignatureTime (ms since the epoch) as a command's replay protection wants them."""
+    value = bytes((SIGNATURE_TYPE, 1, signature_type))
+    if key_name is not None:
+        kl = encode_name(key_name)
+        value += tl(KEY_LOCATOR, len(kl)) + kl
+    if nonce is not None:
+        value += tl(SIGNATURE_NONCE, len(nonce)) + nonce
+    if time_ms is not None:
+        value += nonneg_element(SIGNATURE_TIME, time_ms)
+    return tl(INTEREST_SIGNATURE_INFO, len(value)) + value
+
+
+def encode_interest_full(
+        name: Sequence[Bytes], app_parameters: Bytes | None, nonce: int | None,
+        lifetime: int | None = 4000, can_be_prefix: bool = False, must_be_fresh: bool = False,
+        hop_limit: int | None = None, signature_info: bytes | None = None,
+        sign: SignFn | None = None, forwarding_hint: Sequence[Sequence[Bytes]] = ()
+) -> tuple[bytes, bytes]:
+    """Any Interest the apps send: with ApplicationParameters (signed when `signature_info`,
+    an InterestSignatureInfo element, and `sign` are given) and/or a ForwardingHint (its
+    names as encoded components).  Returns its wire and its ParametersSha256Digest
+    Component, which ends its name and its Data's (b"" without parameters).  ValueError for
+    a component of type 0 or a digest component in `name` (computed, not given)."""
+    for comp in name:
+        if not comp or comp[0] in INVALID_INTEREST_COMPONENT:
+            raise ValueError("component make_interest refuses (type 0, or a parameters digest)")
+    if nonce is not None and not 0 <= nonce <= 0xFFFFFFFF:
+        raise ValueError("nonce out of range")
+    if hop_limit is not None and not 0 <= hop_limit <= 0xFF:
+        raise ValueError("hop limit out of range")
+    tail = digest = b""
+    if app_parameters is not None:
+        params = tl(APP_PARAMETERS, len(app_parameters)) + bytes(app_parameters)
+        signed: list[Bytes] = [params]
+        if signature_info is not None and sign is not None:
+            value = sign([b"".join(name), params, signature_info])
+            signed += [signature_info, tl(INTEREST_SIGNATURE_VALUE, len(value)), value]
+        tail = b"".join(signed)
+        digest = _PARAMS_DIGEST_HEAD + hashlib.sha256(tail).digest()
+    name_value = b"".join(name) + digest
+    parts: list[Bytes] = [tl(NAME, len(name_value)), name_value]
+    if can_be_prefix:
+        parts.append(_CAN_BE_PREFIX_EL)
+    if must_be_fresh:
+        parts.append(_MUST_BE_FRESH_EL)
+    if forwarding_hint:
+        hint = b"".join(encode_name(n) for n in forwarding_hint)
+        parts.append(tl(FORWARDING_HINT, len(hint)) + hint)
+    if nonce is not None:
+        parts.append(b"\x0a\x04" + nonce.to_bytes(4, "big"))
+    if lifetime is not None:
+        parts.append(nonneg_element(INTEREST_LIFETIME, lifetime))
+    if hop_limit is not None:
+        parts.append(bytes((HOP_LIMIT, 1, hop_limit)))
+    parts.append(tail)
+    body = b"".join(parts)
+    return tl(INTEREST, len(body)) + body, digest

@@ -189,7 +189,8 @@ def value_segments(n_params: int, per: int) -> int:
     return max(1, -(-n_params // per))
 
 
-def parse_gradient_meta(blob: bytes, n_params: int, step: int, per: int) -> GradientMeta:
+def parse_gradient_meta(blob: bytes | memoryview, n_params: int, step: int,
+                        per: int) -> GradientMeta:
     tensors, meta = decode_tensors(blob)
     if meta.get("kind") != "gradient-meta" or meta.get("step") != step or tensors:
         raise CodecError(f"not the gradient header of step {step}")

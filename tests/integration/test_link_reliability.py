@@ -6,13 +6,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from ndn.appv2 import pass_all
-from ndn.encoding import Name
-from ndn.security import DigestSha256Signer
-from ndn.types import InterestTimeout
-
 from forwarder.status import fetch_status
 from ndnps.client.app import App
+from ndnps.client.errors import InterestTimeout
+from ndnps.client.security import DigestSigner, pass_all
+from ndnps.protocol import names
 from ndnps.lab.process import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -30,7 +28,7 @@ async def _open(sock: str, reliable: bool) -> tuple[App, asyncio.Task]:
 
 async def _close(apps: list[App], tasks: list[asyncio.Task]) -> None:
     for app in apps:
-        app.counting.shutdown()
+        app.shutdown()
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -48,8 +46,8 @@ async def _answered(consumer: App, prefix: str) -> int:
     async def one(i: int) -> bool:
         async with sem:
             try:
-                await consumer.express(Name.from_str(f"{prefix}/{i}"), validator=pass_all,
-                                       lifetime=2000, must_be_fresh=True)
+                await consumer.express(f"{prefix}/{i}", pass_all, lifetime=2000,
+                                       must_be_fresh=True)
                 return True
             except InterestTimeout:
                 return False
@@ -68,8 +66,8 @@ async def test_lossy_app_faces_with_link_reliability_lose_nothing(procs):
         served: list[str] = []
 
         def on_interest(name, _param, reply, _ctx):
-            served.append(Name.to_str(name))
-            reply(producer.make_data(name, b"r" * 1000, DigestSha256Signer()))
+            served.append(names.to_str(name))
+            reply(producer.make_data(name, b"r" * 1000, DigestSigner()))
 
         producer.attach_handler("/rel", on_interest)
         assert await producer.register("/rel")
@@ -90,14 +88,14 @@ async def test_lossy_app_faces_with_link_reliability_lose_nothing(procs):
         assert len([n for n in served if n.startswith("/rel/")]) == len(
             {n for n in served if n.startswith("/rel/")})
         for app in (producer, reliable):
-            counters = app.counting.reliability_counters
+            counters = app.face.reliability_counters
             for _ in range(30):             # the last Acks may still be on their way
                 if counters.acknowledged + counters.given_up >= N:
                     break
                 await asyncio.sleep(0.1)
             assert counters.acknowledged >= N - 5 and counters.malformed == 0
-        assert reliable.counting.reliability_counters.retransmitted > 0
-        assert plain.counting.reliable is None
+        assert reliable.face.reliability_counters.retransmitted > 0
+        assert plain.face.reliable is None
 
         status = _status(sock)
         faces = {f["id"]: f for f in status["faces"] if f["remote"].startswith("fd://")}

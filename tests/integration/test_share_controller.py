@@ -94,7 +94,7 @@ async def test_jobs_take_the_aggregators_in_turns_and_a_dead_controller_is_survi
         assert ps.unreachable_rounds == 2
     finally:
         for app in (a1, a2, a3):
-            app.counting.shutdown()
+            app.shutdown()
         for t in (t1, t2, t3):
             t.cancel()
         await asyncio.gather(t1, t2, t3, return_exceptions=True)

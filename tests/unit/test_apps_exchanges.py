@@ -7,12 +7,12 @@ import asyncio
 
 import numpy as np
 import pytest
-from ndn import utils
-from ndn.encoding import parse_data
 
 from apps.ps import ParameterServer
 from apps.job import Job
 from apps.worker import Worker
+from ndnps.client.events import now_ms
+from ndnps.client.wire import parse_data
 from ndnps.protocol import messages, names
 from tests.support.memnet import MemNet
 from ndnps.protocol.config import from_table
@@ -80,7 +80,7 @@ async def test_goes_on_with_those_that_accept():
 # ---- step 3: training content ----------------------------------------------------------------
 
 def content_of(ps: ParameterServer, gpu: str):
-    blob = b"".join(bytes(parse_data(w)[2]) for w in ps.content.contents[gpu])
+    blob = b"".join(bytes(parse_data(w).content) for w in ps.content.contents[gpu])
     return messages.parse_content(blob)
 
 
@@ -102,7 +102,7 @@ def test_content_carries_spec_hyper_parameters_shard_and_initial_params():
 async def test_content_interest_is_held_until_the_assignment_is_over():
     ps = ParameterServer(config(workers=["w1", "w2"]), MemNet().app())
     got = []
-    far = utils.timestamp() + 10_000
+    far = now_ms() + 10_000
     ps.content.serve(names.Content("ps", "t1", "w1", 1), got.append, {"deadline": far})
     ps.content.serve(names.Content("ps", "t1", "w9", 0), got.append, {"deadline": far})
     assert got == [] and len(ps.content.held) == 1           # w9 is no candidate: not even held
@@ -198,7 +198,7 @@ async def test_both_ends_start_their_congestion_windows_at_the_trainings_initial
 async def test_collect_is_held_then_answered_with_every_reexpression():
     job = ready_job()
     first, again, expired = [], [], []
-    now = utils.timestamp()
+    now = now_ms()
     c0 = names.Collect("w1", "ps", "t1", 0, 0)
     job.grads.answer_collect(c0, first.append, now + 2000)
     job.grads.answer_collect(c0, again.append, now + 2000)       # re-expressed, new PIT token
@@ -210,7 +210,7 @@ async def test_collect_is_held_then_answered_with_every_reexpression():
     late = []
     job.grads.answer_collect(names.Collect("w1", "ps", "t1", 0, 1), late.append, now + 2000)
     assert late == [job.grads.store.get(0)[1]]                # ready: answered at once
-    g = messages.parse_gradient(b"".join(bytes(parse_data(w)[2]) for w in job.grads.store.get(0)),
+    g = messages.parse_gradient(b"".join(bytes(parse_data(w).content) for w in job.grads.store.get(0)),
                                 job.n_params, 0)
     assert g.step == 0 and g.base_version == 0 and g.loss > 0
     job.timer.cancel()
@@ -223,7 +223,7 @@ async def test_collect_for_a_missing_version_starts_a_probe():
     started_probes = []
     job.rx.spawn_probe = lambda v, why: started_probes.append((v, why)) or True
     job.grads.answer_collect(names.Collect("w1", "ps", "t1", 3, 0), lambda w: None,
-                       utils.timestamp() + 1000)
+                       now_ms() + 1000)
     assert started_probes == [(3, "collect")] and job.counters.collect_probes == 1
 
 
@@ -239,7 +239,7 @@ async def test_collect_probe_waits_out_the_reordering_window_after_a_push_segmen
     for step in (3, 4):
         job.sub.last_push_at = job.now()                # a pushed segment just came
         job.grads.answer_collect(names.Collect("w1", "ps", "t1", step, 0), lambda w: None,
-                           utils.timestamp() + 1000)
+                           now_ms() + 1000)
     assert started_probes == [] and job.counters.collect_probes == 0
     job.newest = 3                                      # version 3 completed meanwhile
     await asyncio.sleep(0.1)
@@ -256,18 +256,18 @@ async def test_async_rewind_to_the_step_being_awaited_computes_it_again():
     await until(lambda: job.grads.store.get(0) is not None)
     got = []
     job.grads.answer_collect(names.Collect("w1", "ps", "t1", 0, 0), got.append,
-                       utils.timestamp() + 2000)
+                       now_ms() + 2000)
     assert len(got) == 1 and 0 in job.grads.sent_steps
     await until(lambda: job.sub.expected is not None)   # now waiting for a version holding 0
     job.grads.answer_collect(names.Collect("w1", "ps", "t1", 50, 0), got.append,
-                       utils.timestamp() + 2000)
+                       now_ms() + 2000)
     assert job.step == 0                            # a step never computed moves nothing
     job.rewind(0, job.now() + 1)                    # as resync() does for a resumed PS
     assert job.grads.store.get(0) is None and job.step == 0
     await until(lambda: job.grads.store.get(0) is not None)
     again = []
     job.grads.answer_collect(names.Collect("w1", "ps", "t1", 0, 0), again.append,
-                       utils.timestamp() + 2000)
+                       now_ms() + 2000)
     assert len(again) == 1 and job.step == 0
     loop.cancel()
     await asyncio.gather(loop, return_exceptions=True)
@@ -380,8 +380,7 @@ def probe_answers(job, version: int = 1):
         d = names.parse_distribute(name)
         asked.append(d.segment)
         await asyncio.sleep(0.001)
-        n, meta, content, sig = parse_data(wires[d.segment])
-        return n, content, {"meta_info": meta}
+        return parse_data(wires[d.segment])
     job.fetcher.express = express
     return parts, asked
 
@@ -551,7 +550,7 @@ async def test_resync_content_made_before_a_newer_push_takes_nobody_back():
         job.ps_restarts = 0                         # we trained with the PS before it
         job.newest, job.newest_at = 5, job.now() - 1.0
         job.grads.compute(5)
-        parts = [bytes(parse_data(w)[2]) for w in ps.content.contents["w1"]]
+        parts = [bytes(parse_data(w).content) for w in ps.content.contents["w1"]]
 
         async def fetch(*_a, **_k):
             if pushed_meanwhile:
@@ -581,7 +580,7 @@ async def test_a_collect_older_than_the_gradients_kept_is_held_for_the_rewind():
     assert job.grads.store.get(1) is None
     got = []
     job.grads.answer_collect(names.Collect("w1", "ps", "t1", 1, 0), got.append,
-                       utils.timestamp() + 2000)
+                       now_ms() + 2000)
     assert got == []
     job.rewind(1, job.now() + 1)                    # as resync() does
     job.grads.compute(1)

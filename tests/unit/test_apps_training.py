@@ -15,7 +15,7 @@ from apps.faults import Faults
 from apps.worker import Worker
 from ndnps.protocol import messages, names
 from ndnps.ml.data import load_dataset
-from tests.support.memnet import MemNet
+from tests.support.memnet import MemNet, net_of
 from ndnps.lab.metrics import MetricsWriter, read_metrics
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_segments
@@ -298,10 +298,10 @@ async def test_a_worker_unheard_while_the_ps_face_was_down_is_not_dropped(outage
                 app.reconnects += 1
             return
         for app in apps:
-            app.connected = False
+            app.face.running = False
         await asyncio.sleep(0.6)
         for app in apps:
-            app.connected = True
+            app.face.running = True
 
     ps, _, code, codes, _ = await run(cfg, drop=drop, rogue=restart)
     assert code == 0 and codes == [0, 0, 0] and ps.version == 8
@@ -321,7 +321,7 @@ async def test_a_failed_content_fetch_starts_again_while_the_ps_may_come_back():
                 and not gone:
             # the PS's routes vanish for 3 s, as when it dies and is restarted: its
             # content Interests are Nacked (no route) until then
-            routes = app.net.routes
+            routes = net_of(app).routes
             gone.extend((k, v) for k, v in routes.items() if v is app)
             for k, _ in gone:
                 del routes[k]
@@ -353,7 +353,7 @@ async def test_a_worker_gives_up_on_the_content_after_its_patience():
     def drop(kind, name, app):
         c = names.parse_content(name)
         if kind == "interest" and c is not None and c.gpu == "w2" and not gone:
-            routes = app.net.routes
+            routes = net_of(app).routes
             gone.extend((k, v) for k, v in routes.items() if v is app)
             for k, _ in gone:
                 del routes[k]

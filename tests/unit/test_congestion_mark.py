@@ -1,6 +1,6 @@
 """NDNLPv2 CongestionMark carried end to end (issue 23): the codec, the forwarder passing a
-packet's mark on to the next hop (sans-I/O, fake clock), and the app reading it on its fast
-path.  Marks are set the way a congested face sets them (ndnps.ndn.congestion), and what the
+packet's mark on to the next hop (sans-I/O, fake clock), and the app reading and counting it.
+Marks are set the way a congested face sets them (ndnps.ndn.congestion), and what the
 forwarder sends is read back by python-ndn too."""
 from __future__ import annotations
 
@@ -9,20 +9,21 @@ import asyncio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ndn.appv2 import InterestTreeNode, NDNApp, pass_all
-from ndn.encoding import InterestParam, make_interest
+from ndn.appv2 import InterestTreeNode, NDNApp
+from ndn.appv2 import pass_all as pyndn_pass_all
+from ndn.encoding import InterestParam, make_interest, parse_data
 from ndn.encoding.ndnlp_v2 import parse_lp_packet_v2
-from ndn.types import InterestNack
+from ndn.transport.dummy_face import DummyFace
 
 from forwarder.strategy import Multicast
 from ndnps.client import wire as client_wire
 from ndnps.client.app import App
-from ndnps.client.security import HmacSigner, Security
+from ndnps.client.errors import InterestNack
+from ndnps.client.security import HmacSigner, Security, pass_all
 from ndnps.ndn import tlv
 from ndnps.ndn.congestion import congestion_mark, set_congestion_mark
 from ndnps.ndn.packet import (NACK_CONGESTION, NACK_NO_ROUTE, Data, Interest, Nack, data_for,
                               decode, lp_wrap, nack_for, with_nonce, without_forwarding_hint)
-from ndnps.ndn.reliability import LpReliability
 from ndnps.protocol import names
 
 from tests.support.fwkit import (DISTRIBUTE, INSERT, Bench, data, depth, interest, lp, marked,
@@ -221,106 +222,91 @@ def test_nacks_the_forwarder_makes_are_unmarked_even_for_a_marked_interest(b):
     assert (face, parse_out(out).reason, congestion_mark(out)) == (d, NACK_NO_ROUTE, 0)
 
 
-# ---- the app reads it on its fast path ----------------------------------------------------------
+# ---- the app reads it ----------------------------------------------------------------------
 
 KEY = b"k" * 16
+SEC = Security(KEY, names.key("ps", "t1"))
 
 
 def signed(name, content=b"payload") -> bytes:
-    return bytes(App.make_data(name, content, signer=HmacSigner(KEY, names.key("ps", "t1")),
-                               freshness_period=1000))
+    return App.make_data(name, content, HmacSigner(KEY, names.key("ps", "t1")),
+                         freshness_period=1000)
 
 
-def app_up() -> App:
-    """An App whose face counts as up (nothing is sent in these tests)."""
-    app = App("unix:///nonexistent.sock")
-    app.counting.inner.running = True
+def app_up(on_distribute=None) -> App:
+    """An App whose face is up (what it sends is dropped here)."""
+    class Sink:
+        def write(self, data) -> None:
+            pass
+
+        def writelines(self, packets) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+        def get_extra_info(self, name, default=None):
+            return default
+    app = App("unix:///nonexistent.sock", on_distribute=on_distribute)
+    app.face.connection_made(Sink())                        # type: ignore[arg-type]
     return app
 
 
 @pytest.mark.parametrize("token", [None, b"\x01\x02\x03\x04"])
-async def test_a_marked_data_answers_its_interest_on_the_fast_path_with_the_mark(token):
+async def test_a_marked_data_answers_its_interest_with_the_mark(token):
     app = app_up()
-    sec = Security(KEY, names.key("ps", "t1"))
     name = names.collect("w1", "ps", "t1", 2, 0)
-    fut = app.express_future(name, sec.validator, lifetime=1000)
-    wire = lp_wrap(signed(name), token, None, 1)
-    assert app._receive_now(tlv.LP_PACKET, wire)                  # handled now, not python-ndn
-    _, content, ctx = await asyncio.wait_for(fut, 1)
-    assert bytes(content) == b"payload" and ctx["congestion_mark"] == 1
-    assert bytes(ctx["raw_packet"]) == signed(name)
+    fut = app.express_future(name, SEC.validator, lifetime=1000)
+    app.receive(lp_wrap(signed(name), token, None, 1))
+    data = await asyncio.wait_for(fut, 1)
+    assert bytes(data.content) == b"payload" and data.mark == 1
+    assert bytes(data.wire) == signed(name)
     assert app.traffic()["marks_received"] == 1
 
 
-async def test_an_unmarked_data_has_mark_zero_in_its_context():
+async def test_an_unmarked_data_has_mark_zero():
     app = app_up()
     name = names.collect("w1", "ps", "t1", 2, 1)
-    fut = app.express_future(name, Security(KEY, names.key("ps", "t1")).validator)
-    assert app._receive_now(tlv.DATA, signed(name))
-    assert (await fut)[2]["congestion_mark"] == 0
+    fut = app.express_future(name, SEC.validator)
+    app.receive(signed(name))
+    assert (await fut).mark == 0
     assert app.traffic()["marks_received"] == 0
 
 
-async def test_a_marked_push_reaches_on_distribute_with_the_values_python_ndn_gives_and_the_mark():
+async def test_a_marked_push_reaches_on_distribute_with_the_values_python_ndn_reads_and_the_mark():
     seen = []
-    app = App("unix:///nonexistent.sock", on_distribute=lambda *a: seen.append(a))
+    app = app_up(lambda d: seen.append(d))
     push = signed(names.distribute("ps", "t1", 4, 2), b"params")
-    marked_push = set_congestion_mark(push)
-    assert app._receive_now(tlv.LP_PACKET, marked_push)
-    await NDNApp._receive(app, tlv.LP_PACKET, marked_push)         # python-ndn's own path
-    (name, meta, content, sig, mark), theirs = seen
-    assert (mark, theirs[4]) == (1, 0)                              # python-ndn drops the mark
-    assert [bytes(c) for c in name] == [bytes(c) for c in theirs[0]]
-    assert meta == theirs[1] and bytes(content) == bytes(theirs[2]) == b"params"
-    assert [bytes(b) for b in sig.signature_covered_part] == \
-        [bytes(b) for b in theirs[3].signature_covered_part]
-    assert app.traffic()["marks_received"] == 1
+    app.receive(set_congestion_mark(push))
+    (d,) = seen
+    name, meta, content, sig = parse_data(push)               # python-ndn, the bare packet
+    assert d.mark == 1 and d.name == [bytes(c) for c in name]
+    assert d.freshness_period == meta.freshness_period and bytes(d.content) == b"params"
+    assert bytes(d.covered) == b"".join(bytes(b) for b in sig.signature_covered_part)
+    assert SEC.verify(d) and app.traffic()["marks_received"] == 1
 
 
-async def test_marked_frames_with_link_reliability_take_the_fast_path():
-    """The frames pass ReliableLink.receive_many first, which hands up [CongestionMark,
-    Fragment] once it has taken its own headers off."""
-    seen = []
-    app = App("unix:///nonexistent.sock", on_distribute=lambda *a: seen.append(a[4]))
-    app.counting.start_reliability()
-    sender = LpReliability()
-    loop = asyncio.get_running_loop()
-    pushes = [signed(names.distribute("ps", "t1", 4, s)) for s in range(3)]
-    frames = [sender.wrap(set_congestion_mark(pushes[0]), loop.time()),
-              sender.wrap(pushes[1], loop.time()),
-              sender.wrap(lp_wrap(pushes[2], b"tk", None, 5), loop.time())]
-    try:
-        for frame in frames:
-            app.counting._deliver(frame)
-    finally:
-        app.counting.stop_reliability()
-    assert seen == [1, 0, 5] and app.traffic()["marks_received"] == 2
-    assert not app.counting._tasks                                  # none took python-ndn's path
-
-
-async def test_marked_interests_reach_their_handler_now_unless_tokened():
+async def test_marked_interests_reach_their_handler_tokened_or_not():
     calls = []
     app = app_up()
     app.attach_handler(names.node("w1"), lambda *a: calls.append(a))
     raw = bytes(make_interest(names.collect("w1", "ps", "t1", 3, 4), InterestParam(nonce=1)))
-    assert app._receive_now(tlv.LP_PACKET, set_congestion_mark(raw)) and len(calls) == 1
-    assert bytes(calls[0][3]["raw_packet"]) == raw
-    # the reply to a tokened Interest must echo the token: python-ndn's path
-    assert not app._receive_now(tlv.LP_PACKET, lp_wrap(raw, b"tk", None, 1))
-    assert app.traffic()["marks_received"] == 1
+    app.receive(set_congestion_mark(raw))
+    app.receive(lp_wrap(raw, b"tk", None, 1))
+    assert [(bytes(c[3]["interest"].wire), c[3]["interest"].mark,
+             c[3]["interest"].pit_token) for c in calls] == [(raw, 1, None), (raw, 1, b"tk")]
+    assert app.traffic()["marks_received"] == 2
 
 
-async def test_a_marked_nack_is_python_ndns_and_nacks_as_before():
+async def test_a_marked_nack_nacks_with_its_reason():
     app = app_up()
     name = names.collect("w1", "ps", "t1", 2, 3)
     fut = app.express_future(name, pass_all, nonce=7)
-    nacked = lp_wrap(bytes(make_interest(name, InterestParam(nonce=7))), None,
-                     NACK_CONGESTION, 1)
-    assert not app._receive_now(tlv.LP_PACKET, nacked)
-    await app._receive(tlv.LP_PACKET, nacked)
+    app.receive(lp_wrap(bytes(make_interest(name, InterestParam(nonce=7))), None,
+                        NACK_CONGESTION, 1))
     with pytest.raises(InterestNack) as err:
         await fut
-    assert err.value.reason == NACK_CONGESTION
+    assert err.value.reason == NACK_CONGESTION and app.traffic()["marks_received"] == 1
 
 
 @pytest.mark.parametrize("wire", [
@@ -331,7 +317,7 @@ async def test_a_marked_nack_is_python_ndns_and_nacks_as_before():
     lp(b""), lp(None, headers=[(tlv.LP_CONGESTION_MARK, b"\x01")]),            # no network packet
     b"\x64\x05\x50\x02\x06",                                                   # truncated
 ])
-def test_other_lp_packets_are_left_to_python_ndn(wire):
+def test_other_lp_packets_are_the_general_readers(wire):
     assert client_wire.parse_lp(wire) is None
 
 
@@ -357,7 +343,7 @@ def lp_fields(draw) -> list[tuple[int, bytes]]:
     return fields
 
 
-def _reference_parse_lp(wire: bytes) -> tuple[bytes, int, bool] | None:
+def _reference_parse_lp(wire: bytes) -> tuple[bytes, int, bytes | None] | None:
     """parse_lp's rule by a plain TLV walk: [PitToken (1-32 octets)] [CongestionMark] then a
     non-empty Fragment that ends the packet, nothing else."""
     try:
@@ -375,14 +361,14 @@ def _reference_parse_lp(wire: bytes) -> tuple[bytes, int, bool] | None:
                 [t for t, _, _ in head] not in ([], [tlv.LP_PIT_TOKEN], [tlv.LP_CONGESTION_MARK],
                                                 [tlv.LP_PIT_TOKEN, tlv.LP_CONGESTION_MARK]):
             return None
-        mark, token = 0, False
+        mark, token = 0, None
         for typ, voff, vend in head:
             if typ == tlv.LP_CONGESTION_MARK:
                 mark = tlv.decode_nonneg(wire, voff, vend)
             elif not 1 <= vend - voff <= 32:
                 return None
             else:
-                token = True
+                token = wire[voff:vend]
         return wire[fstart:fend], mark, token
     except (ValueError, IndexError):
         return None
@@ -395,30 +381,31 @@ def test_parse_lp_agrees_with_a_plain_tlv_walk(fields, cut):
     for candidate in (wire, wire[:len(wire) - cut]):           # truncated ones too
         ours = client_wire.parse_lp(candidate)
         expected = _reference_parse_lp(candidate)
-        assert (None if ours is None else (bytes(ours[0]), ours[1], ours[2])) == expected
+        assert (None if ours is None else (candidate[ours[0]:ours[1]], ours[2], ours[3])) == \
+            expected
 
 
-def test_parse_lp_returns_a_view_of_the_fragment_and_the_mark():
+def test_parse_lp_returns_the_fragments_place_the_mark_and_the_token():
     inner = signed(names.collect("w1", "ps", "t1", 2, 3), bytes(8000))   # 3-octet lengths
-    for wire, expected in ((lp_wrap(inner, None, None, 1), (1, False)),
-                           (lp_wrap(inner, b"tk", None, 2), (2, True)),
-                           (lp_wrap(inner, b"tk"), (0, True))):
+    for wire, expected in ((lp_wrap(inner, None, None, 1), (1, None)),
+                           (lp_wrap(inner, b"tk", None, 2), (2, b"tk")),
+                           (lp_wrap(inner, b"tk"), (0, b"tk"))):
         parsed = client_wire.parse_lp(wire)
         assert parsed is not None
-        fragment, mark, token = parsed
-        assert isinstance(fragment, memoryview) and bytes(fragment) == inner
-        assert (mark, token) == expected
+        start, end, mark, token = parsed
+        assert wire[start:end] == inner and (mark, token) == expected
 
 
 async def test_plain_python_ndn_takes_a_marked_data_as_an_unmarked_one():
-    """python-ndn's NDNApp (not ours) on a marked Data: the same result as without the mark."""
-    app = NDNApp(face=App("unix:///nonexistent.sock").counting)
+    """python-ndn's NDNApp (an outside client) on a marked Data: the same result as without
+    the mark."""
+    app = NDNApp(face=DummyFace(None))
     name = names.collect("w1", "ps", "t1", 9, 0)
     results = []
     for wire in (signed(name), set_congestion_mark(signed(name))):
         fut = asyncio.get_running_loop().create_future()
         node = app._pit.setdefault(name, InterestTreeNode())
-        node.append_interest(fut, 2 ** 62, InterestParam(), pass_all, b"")
+        node.append_interest(fut, 2 ** 62, InterestParam(), pyndn_pass_all, b"")
         await app._receive(wire[0], wire)
         results.append(await asyncio.wait_for(fut, 1))
     (n1, c1, _), (n2, c2, _) = results

@@ -11,18 +11,17 @@ import asyncio
 import random
 
 import pytest
-from ndn.encoding import parse_data
-from ndn.types import InterestNack, InterestTimeout, ValidationFailure, ValidResult
-
 from ndnps.protocol import names
 from ndnps.protocol.codec import CodecError
 from ndnps.ndn.rto import RtoEstimator
 from ndnps.ndn.rto import BACKOFF_RTTS
-from ndnps.client.app import FaceDown
-from ndnps.client.fetcher import SUPPRESSION_MARGIN, FetchError, SegmentFetcher
+from ndnps.client.errors import (FaceDown, InterestCanceled, InterestNack, InterestTimeout,
+                                 ValidationFailure)
+from ndnps.client.fetcher import SUPPRESSION_MARGIN, Declined, FetchError, SegmentFetcher
 from ndnps.exchanges.fetch import Flight, judged_flights, nack_delay, tail_probe_wait
 from ndnps.client.security import DigestSigner, HmacSigner, Security
 from ndnps.client.segments import sign_segments
+from ndnps.client.wire import parse_data
 from ndnps.exchanges.buffers import Assembly, Recent
 from ndnps.ndn.conventions import segment_number
 
@@ -78,10 +77,10 @@ class FakeProducer:
             if what == "nack":
                 raise InterestNack(150)
             wire = (self.forged if what == "forged" else self.wires)[seg]
-            name, meta, content, sig = parse_data(wire)
-            if await validator(name, sig, {}) != ValidResult.PASS:
-                raise ValidationFailure(name, meta, content, sig, ValidResult.FAIL)
-            return name, content, {"meta_info": meta, "congestion_mark": int(what == "marked")}
+            data = parse_data(wire, mark=int(what == "marked"))
+            if not validator(data):
+                raise ValidationFailure(data)
+            return data
         finally:
             self.in_flight -= 1
 
@@ -339,10 +338,10 @@ def test_sign_segments_sizes_and_final_block_id():
     wires = sign_segments(b"a" * 20001, name_of, DigestSigner())
     assert len(wires) == 3
     for i, wire in enumerate(wires):
-        name, meta, content, _ = parse_data(wire)
-        assert names.parse_content(name).segment == i
-        assert segment_number(meta.final_block_id) == 2
-        assert len(content) <= 8000 and len(wire) <= 8800
+        data = parse_data(wire)
+        assert names.parse_content(data.name).segment == i
+        assert segment_number(data.final_block_id) == 2
+        assert len(data.content) <= 8000 and len(wire) <= 8800
     assert len(sign_segments(b"", name_of, DigestSigner())) == 1
 
 
@@ -405,8 +404,8 @@ def test_codec_error_is_a_value_error():
 @pytest.mark.asyncio
 async def test_express_futures_a_shutdown_cancelled_is_lost_and_asked_again():
     """An express that hands back Futures (App.express_future): the transfer adds callbacks,
-    no Task; a future cancelled by anything but the transfer (a face shutdown) is asked
-    again, as an Interest that never left: no timeout, no backoff."""
+    no Task; a future cancelled by anything but the transfer is asked again, as an Interest
+    that never left: no timeout, no backoff."""
     prod = FakeProducer(BLOB)
     shut: list[asyncio.Future] = []
 
@@ -422,6 +421,38 @@ async def test_express_futures_a_shutdown_cancelled_is_lost_and_asked_again():
     assert shut and shut[0].cancelled() and prod.attempts[5] == 2
     assert f.stats.timeouts == 0 and f.stats.retransmissions == 1
     assert prod.seg_lifetimes[5][1] == prod.seg_lifetimes[5][0]     # not backed off
+
+
+@pytest.mark.asyncio
+async def test_an_interest_pending_when_the_face_closed_is_asked_again_without_backoff():
+    """App ends the pending Interests of a face that closed with InterestCanceled: to the
+    fetcher that is an Interest lost with the face (FaceDown), not a timeout."""
+    prod = FakeProducer(BLOB)
+    closed = []
+
+    async def express(name, validator, **kw):
+        if names.parse_content(name).segment == 4 and not closed:
+            closed.append(kw["lifetime"])
+            raise InterestCanceled()
+        return await prod.express(name, validator, **kw)
+    f = SegmentFetcher(express, SEC.validator,
+                       rto=RtoEstimator(initial=0.05, min_rto=0.01, max_rto=0.2), window=8)
+    assert b"".join(await asyncio.wait_for(f.fetch(name_of), 10)) == BLOB
+    assert f.stats.timeouts == 0 and prod.seg_lifetimes[4][0] <= closed[0]
+
+
+@pytest.mark.asyncio
+async def test_a_declined_segment_lands_with_the_owners_content():
+    prod = FakeProducer(BLOB)
+
+    async def express(name, validator, **kw):
+        if names.parse_content(name).segment == 2:
+            raise Declined(b"stand-in")
+        return await prod.express(name, validator, **kw)
+    f = SegmentFetcher(express, SEC.validator, window=4)
+    parts = await asyncio.wait_for(f.fetch(name_of), 10)
+    assert parts[2] == b"stand-in" and b"".join(parts[3:]) == BLOB[300:]
+    assert f.stats.retransmissions == 0
 
 
 @pytest.mark.asyncio
@@ -455,12 +486,11 @@ async def test_face_down_retries_stop_at_the_deadline():
 
 @pytest.mark.asyncio
 async def test_a_first_data_without_final_block_id_is_the_whole_object():
-    from ndn.encoding import MetaInfo
-
     class NoFinal(FakeProducer):
         async def express(self, name, validator, **kw):
-            name, content, _ = await super().express(name, validator, **kw)
-            return name, content, {"meta_info": MetaInfo()}
+            data = await super().express(name, validator, **kw)
+            data.final_block_id = None
+            return data
 
     prod = NoFinal(BLOB)
     parts = await asyncio.wait_for(fetcher_for(prod, window=1).fetch(name_of), 5)

@@ -122,3 +122,12 @@ def test_no_import_cycle_between_packages():
 
     for node in graph:
         visit(node, ())
+
+
+def test_the_apps_and_their_client_stand_on_our_ndn_base_not_python_ndn():
+    """python-ndn is for the outside clients the interop tests run against our forwarder; the
+    apps, their client, the exchanges and the protocol use ndnps.ndn alone."""
+    for folder in ("ndnps/client", "ndnps/exchanges", "ndnps/protocol", "apps"):
+        for path, names in modules(folder).items():
+            wrong = {n for n in names if n == "ndn" or n.startswith("ndn.")}
+            assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"

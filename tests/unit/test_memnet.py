@@ -5,18 +5,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from ndn.security import DigestSha256Signer
-from ndn.types import InterestNack, InterestTimeout, ValidResult
-
 from forwarder.pipelines import Forwarder
+from ndnps.client.errors import InterestNack, InterestTimeout
+from ndnps.client.security import DigestSigner
 from ndnps.protocol import names
 from tests.support.memnet import MemNet
 
-SIGNER = DigestSha256Signer()
+SIGNER = DigestSigner()
 
 
-async def accept(name, sig, ctx=None):
-    return ValidResult.PASS
+def accept(_data) -> bool:
+    return True
 
 
 def producer(net: MemNet, prefix: str, content: bytes = b"x"):
@@ -46,12 +45,11 @@ async def test_an_interest_reaches_the_producer_by_its_route_and_the_data_comes_
         await consumer.express(names.node("ps") + names.node("a"), accept, lifetime=200)
     assert await prod.register(names.node("ps"))
     assert net.routes[tuple(bytes(c) for c in names.node("ps"))] is prod
-    name, content, _ = await consumer.express(names.node("ps") + names.node("a"), accept,
-                                              lifetime=200)
-    assert bytes(content) == b"hello" and len(seen) == 1
+    data = await consumer.express(names.node("ps") + names.node("a"), accept, lifetime=200)
+    assert bytes(data.content) == b"hello" and len(seen) == 1
     got = await consumer.express_future(names.node("ps") + names.node("b"), accept,
                                         must_be_fresh=True)
-    assert bytes(got[1]) == b"hello" and len(seen) == 2
+    assert bytes(got.content) == b"hello" and len(seen) == 2
     assert net.fw.counters.satisfied >= 2
     assert consumer.traffic()["packets_received"] == 3      # a Nack and two Data
 
@@ -67,7 +65,7 @@ async def test_inserted_apps_each_get_a_pushed_data_once_and_remove_prunes():
     workers = [net.app() for _ in range(3)]
     got = {w: [] for w in workers}
     for w in workers:
-        w.on_distribute = lambda name, meta, content, sig, w=w: got[w].append(bytes(content))
+        w.on_distribute = lambda data, w=w: got[w].append(bytes(data.content))
         net.interest(w, names.insert("ps", "t1"), 1000, True)
     outsider = net.app()                             # no insert: gets nothing
     outsider.on_distribute = lambda *a: pytest.fail("pushed to an app that did not insert")
@@ -112,9 +110,9 @@ async def test_the_drop_hook_loses_a_packet_on_its_way_to_an_app():
     with pytest.raises(InterestTimeout):            # the Data is lost on the way back
         await consumer.express(names.node("ps") + names.node("a"), accept, lifetime=50)
     assert lost == [("data", "/ps/a", consumer)] and len(seen) == 1
-    name, content, _ = await consumer.express(names.node("ps") + names.node("a"), accept,
-                                              must_be_fresh=True, lifetime=200)
-    assert bytes(content) == b"x" and len(seen) == 2     # MustBeFresh: the producer again
+    data = await consumer.express(names.node("ps") + names.node("a"), accept,
+                                  must_be_fresh=True, lifetime=200)
+    assert bytes(data.content) == b"x" and len(seen) == 2     # MustBeFresh: the producer again
 
 
 @pytest.mark.asyncio
@@ -132,7 +130,7 @@ async def test_the_drop_hook_tells_pushes_from_answers():
     v1 = names.distribute("ps", "t1", 1, 0)
     ps.send_data(ps.make_data(v1, b"v1", signer=SIGNER))
     await settle()
-    name, content, _ = await w2.express(v1, accept, lifetime=200)     # a probe: a CS hit
-    assert bytes(content) == b"v1" and net.fw.counters.cs_hits == 1
+    data = await w2.express(v1, accept, lifetime=200)     # a probe: a CS hit
+    assert bytes(data.content) == b"v1" and net.fw.counters.cs_hits == 1
     uri = names.to_str(v1)
     assert kinds == [("interest", "/%2Ainsert%2A/ps/t1"), ("push", uri), ("data", uri)]
