@@ -1,11 +1,11 @@
 """The forwarder program (python -m forwarder).
 
-Its per-packet core (HOT_MODULES, and the base's: ndnps.ndn.HOT_MODULES) may be compiled with
-mypyc, optionally: `python -m forwarder.compile` (needs `pip install -e '.[compiled]'` and a C
-compiler). The pure-Python modules stay the reference and the default. A compiled build is used
-only while every source it was built from is unchanged and NDNPS_FORWARDER_PURE is unset
-(ndnps.ndn.native); otherwise the sources are imported, with a warning if the build is stale,
-so an edit can never run old compiled rules.
+Its per-packet core (HOT_MODULES, and the base's: ndnps.ndn.HOT_MODULES) is compiled with mypyc
+at install (setup.py; again in place after an edit: `python -m forwarder.compile`); where no C
+compiler is, it runs as pure Python, the reference. The build is used only while every source
+it was built from is unchanged and NDNPS_PURE is unset (ndnps.ndn.native); otherwise the sources
+are imported, with a warning if the build is stale, so an edit can never run old compiled
+rules.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ HOT_MODULES = (
     "forwarder.tables.prefix_table", "forwarder.tables.fib", "forwarder.tables.pit",
     "forwarder.tables.cs", "forwarder.tables.dead_nonce_list",
     "forwarder.tables.strategy_choice", "forwarder.tables.persistent_pit",
+    "forwarder.faces.queue",
 )
 USE_COMPILED = guard(HOT_MODULES) and _BASE_COMPILED
 

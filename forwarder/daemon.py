@@ -18,7 +18,7 @@ from .face_table import INTERNAL_FACE, FaceInfo
 from .faces.base import Face
 from .faces.link import LinkParams
 from .faces.stream import StreamFace
-from .faces.udp import PERMANENT, PERSISTENT, UdpChannel
+from .faces.udp import PERMANENT, PERSISTENT, DatagramSocket, UdpChannel
 from .mgmt import MGMT_PREFIX, Management
 from .pipelines import Forwarder
 from .strategy import strategy_by_name
@@ -232,11 +232,11 @@ class ForwarderDaemon:
             _check_socket_free(cfg.unix)
         if cfg.udp:
             udp = cfg.udp_faces
-            _, self._udp = await loop.create_datagram_endpoint(
-                lambda: UdpChannel(self, udp.idle_timeout, udp.max_on_demand_faces,
+            self._udp = UdpChannel(self, udp.idle_timeout, udp.max_on_demand_faces,
                                    cfg.app_link, self.fw.faces.counters, mtu=udp.mtu,
-                                   queue=udp.queue, reassembly=udp.reassembly),
-                sock=_udp_socket(cfg.host, cfg.udp, udp.send_buffer))
+                                   queue=udp.queue, reassembly=udp.reassembly)
+            DatagramSocket(_udp_socket(cfg.host, cfg.udp, udp.send_buffer),
+                           loop).start(self._udp)
         for face_cfg in cfg.faces:
             if face_cfg.uri.startswith("tcp"):
                 # kept up by a task of its own; its first try ends before the apps may connect

@@ -48,6 +48,8 @@ class FaceSystemCounters:
     udp_faces_evicted: int = 0     # on-demand UDP faces closed to make room under the cap
     # on-demand UDP faces closed at once, their first datagram dropped as malformed or oversize
     udp_faces_rejected: int = 0
+    # datagrams the kernel refused with an error (ICMP unreachable from a peer that is down)
+    udp_send_errors: int = 0
 
 
 @dataclass

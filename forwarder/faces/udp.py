@@ -10,6 +10,14 @@ are served in turn when the socket takes datagrams again.  The channel's faces s
 socket, so a face behind a slower link holds back the others while its datagrams fill the
 kernel buffer (NFD gives each face a connected socket of its own).
 
+The channel's socket is read and written in batches (`ndnps.ndn.datagrams`: recvmmsg/sendmmsg
+where built): one wake-up reads every datagram the socket holds (up to READ_ROUNDS × BATCH), and
+their packets go up in one batch per face; what the faces send during one loop turn leaves in
+one system call at its end (at once past FLUSH_AT datagrams) — a lone packet is not held back,
+it only shares its turn's call.  When the kernel takes fewer than it was given, the rest is
+held by the channel (sent first), the channel pauses and the faces queue until the socket is
+writable again.
+
 A channel owns one listening socket. Datagrams from a new remote address open an on-demand
 face (closed after `idle_timeout` without traffic); faces toward other forwarders are created
 on the same socket, so the peer sees our well-known port as the source and recognises us.
@@ -23,10 +31,12 @@ closed. Faces made by the config or faces/create (persistent, permanent) neither
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections import OrderedDict, deque
-from typing import Callable
+from typing import Any, Callable
 
+from ndnps.ndn import datagrams
 from ndnps.ndn.congestion import set_congestion_mark
 from ndnps.ndn.fragmentation import (FragmentationCounters, Fragmenter, Reassembler,
                                      ReassemblyOptions)
@@ -51,6 +61,76 @@ MIN_MTU = 576                   # IPv4's minimum datagram: fewer octets leave no
 SEND_BUFFER_BYTES = 64 << 10
 # drop reasons (pipelines.py's, and oversize here) that make a first datagram garbage
 _GARBAGE = ("malformed", "oversize")
+READ_ROUNDS = 4                 # batches read per wake-up before other work gets its turn
+FLUSH_AT = 256                  # datagrams queued in a turn that leave at once, not at its end
+
+
+class DatagramSocket:
+    """The channel's socket on the event loop: readable -> every datagram it holds, in
+    batches, to the channel; `send` hands the kernel a batch; `wait_writable` calls the
+    channel's resume_writing once the kernel has room again."""
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop | None = None,
+                 bufsize: int = MAX_PACKET_SIZE) -> None:
+        self.sock = sock
+        self.loop = loop or asyncio.get_event_loop()
+        self.bufsize = bufsize
+        self.channel: UdpChannel | None = None
+        self._waiting = False
+        sock.setblocking(False)
+
+    def start(self, channel: "UdpChannel") -> None:
+        self.channel = channel
+        self.loop.add_reader(self.sock.fileno(), self._readable)
+        channel.connection_made(self)
+
+    def sockname(self) -> tuple:
+        return self.sock.getsockname()
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        self.loop.call_soon(callback)
+
+    def send(self, frames: list[bytes], addrs: list[Any]) -> int:
+        """How many of them the kernel took, in order; -1 if it refused the first with an
+        error (ICMP unreachable from a peer that is down: that one is dropped, as asyncio's
+        transport drops it)."""
+        try:
+            return datagrams.send_many(self.sock, frames, addrs)
+        except OSError:
+            return -1
+
+    def wait_writable(self) -> None:
+        if not self._waiting and self.sock.fileno() >= 0:
+            self._waiting = True
+            self.loop.add_writer(self.sock.fileno(), self._writable)
+
+    def _writable(self) -> None:
+        self._waiting = False
+        self.loop.remove_writer(self.sock.fileno())
+        if self.channel is not None:
+            self.channel.resume_writing()
+
+    def _readable(self) -> None:
+        channel = self.channel
+        for _ in range(READ_ROUNDS):
+            try:
+                batch = datagrams.recv_many(self.sock, self.bufsize)
+            except OSError:             # e.g. ICMP errors queued on the socket: read on
+                continue
+            if batch and channel is not None:
+                channel.datagrams_received(batch)
+            if len(batch) < datagrams.BATCH:
+                break
+
+    def close(self) -> None:
+        fd = self.sock.fileno()
+        if fd >= 0:
+            self.loop.remove_reader(fd)
+            if self._waiting:
+                self.loop.remove_writer(fd)
+            self.sock.close()
+        if self.channel is not None:
+            self.channel.connection_lost(None)
 
 
 def check_mtu(mtu: int | None) -> None:
@@ -73,8 +153,9 @@ class UdpFace(Face):
         self.on_demand = persistency == ON_DEMAND      # fixed: faces/update cannot change it
         self.last_seen = channel.clock()
         self.emu: LinkEmulator | None = None
-        assert channel.transport is not None        # faces exist once the socket is open
-        sock = channel.transport.get_extra_info("sockname")
+        assert channel.port is not None             # faces exist once the socket is open
+        sock = channel.port.sockname()
+        self.sockaddr = datagrams.sockaddr(addr[0], addr[1])
         is_local = is_loopback(addr[0]) if local is None else local
         self.info: FaceInfo = channel.owner.face_up(
             self, is_local, ip_uri("udp", addr[0], addr[1]), ip_uri("udp", sock[0], sock[1]),
@@ -108,9 +189,12 @@ class UdpFace(Face):
     def send(self, wire: bytes) -> None:
         ch = self.channel
         if self._direct and not ch.paused and len(wire) <= self._fragment_above:
-            ch.transport.sendto(wire, self.addr)        # type: ignore[union-attr]
+            ch.put(wire, self.sockaddr)
         else:
             self._send(wire)
+
+    def flush(self) -> None:
+        self.channel.flush()
 
     def _send(self, wire: bytes) -> None:
         queue = self.queue
@@ -152,13 +236,13 @@ class UdpFace(Face):
             if len(self.queue) == 1:
                 ch.ready.append(self)
         else:
-            ch.transport.sendto(frame, self.addr)       # type: ignore[union-attr]
+            ch.put(frame, self.sockaddr)
 
     def close(self) -> None:
         self.channel.close_face(self)
 
 
-class UdpChannel(asyncio.DatagramProtocol):
+class UdpChannel:
     def __init__(self, owner: FaceOwner, idle_timeout: float = IDLE_TIMEOUT,
                  max_on_demand: int = MAX_ON_DEMAND_FACES, app_link: LinkParams | None = None,
                  counters: FaceSystemCounters | None = None,
@@ -178,77 +262,162 @@ class UdpChannel(asyncio.DatagramProtocol):
         self.default_mtu = mtu or MTU_IPV4
         self.queue_options = queue if queue is not None else QueueOptions()
         self.reassembly = reassembly if reassembly is not None else ReassemblyOptions()
-        self.transport: asyncio.DatagramTransport | None = None
+        self.port: DatagramSocket | None = None
         # The socket pushed back (its kernel buffer is full): datagrams wait in their faces'
         # queues, and `ready` holds the faces with some waiting, served in turn on resume.
         self.paused = True
         self.ready: deque[UdpFace] = deque()
+        # this loop turn's datagrams (sent at its end, in one call), and those the kernel
+        # refused last time (sent first once it has room)
+        self._frames: list[bytes] = []
+        self._addrs: list[Any] = []
+        self._flush_scheduled = False
+        self._held: tuple[list[bytes], list[Any]] = ([], [])
         self.faces: dict[tuple, UdpFace] = {}
         # The on-demand ones, least recently seen first (each datagram moves its face to the
         # end): eviction takes the first, idle expiry stops at the first still in use.
         self.on_demand_faces: OrderedDict[tuple, UdpFace] = OrderedDict()
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        if self.mtu is None and ":" in str(transport.get_extra_info("sockname")[0]):
+    def connection_made(self, port: DatagramSocket) -> None:
+        self.port = port
+        if self.mtu is None and ":" in str(port.sockname()[0]):
             self.default_mtu = MTU_IPV6
-        # pause as soon as the kernel refuses a datagram (the transport then holds that one):
-        # the rest waits in the faces' queues, measured and marked
-        transport.set_write_buffer_limits(high=0)     # type: ignore[attr-defined]
         self.paused = False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.paused = True
+        self.port = None
+
+    # ---- sending ----------------------------------------------------------------------------
+
+    def put(self, frame: bytes, addr: Any) -> None:
+        """A datagram for the end of this loop turn (the channel is not paused)."""
+        self._frames.append(frame)
+        self._addrs.append(addr)
+        if len(self._frames) >= FLUSH_AT:
+            self.flush()
+        elif not self._flush_scheduled and self.port is not None:
+            self._flush_scheduled = True
+            self.port.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_scheduled = False
+        self.flush()
+
+    def flush(self) -> None:
+        """Hand the kernel this turn's datagrams now, in one call."""
+        if self._frames:
+            frames, addrs = self._frames, self._addrs
+            self._frames, self._addrs = [], []
+            self._hand_over(frames, addrs)
+
+    def _hand_over(self, frames: list[bytes], addrs: list[Any]) -> bool:
+        """Send; what the kernel does not take is held (sent first when it has room) and the
+        channel pauses. True if it took everything."""
+        port = self.port
+        while frames and port is not None:
+            n = port.send(frames, addrs)
+            if n < 0:                           # the first refused with an error: dropped
+                self.counters.udp_send_errors += 1
+                frames, addrs = frames[1:], addrs[1:]
+                continue
+            if n == len(frames):
+                return True
+            held_frames, held_addrs = self._held
+            held_frames += frames[n:]
+            held_addrs += addrs[n:]
+            self.paused = True
+            port.wait_writable()
+            return False
+        return not frames
 
     def pause_writing(self) -> None:
         self.paused = True
 
     def resume_writing(self) -> None:
+        """The kernel has room again: what it refused first, then the faces' queues."""
+        frames, addrs = self._held
+        self._held = ([], [])
         self.paused = False
+        if frames and not self._hand_over(frames, addrs):
+            return
         self._drain()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.paused = True
-
     def _drain(self) -> None:
-        """Send what waits, one datagram per face in turn, until the socket pushes back
-        (`sendto` calls pause_writing) or nothing waits."""
-        ready, transport = self.ready, self.transport
-        if transport is None:
-            return
-        now = self.clock()
-        while ready and not self.paused:
-            face = ready.popleft()
-            queue = face.queue
-            if not queue:                       # closed meanwhile
-                continue
-            wire = queue.pop(now)
-            if queue:
-                ready.append(face)
-            transport.sendto(wire, face.addr)
+        """Send what waits, one datagram per face in turn, a batch per call, until the
+        socket pushes back or nothing waits."""
+        ready = self.ready
+        while ready and not self.paused and self.port is not None:
+            now = self.clock()
+            frames: list[bytes] = []
+            addrs: list[Any] = []
+            while ready and len(frames) < datagrams.BATCH:
+                face = ready.popleft()
+                queue = face.queue
+                if not queue:                       # closed meanwhile
+                    continue
+                frames.append(queue.pop(now))
+                addrs.append(face.sockaddr)
+                if queue:
+                    ready.append(face)
+            if not self._hand_over(frames, addrs):
+                return
+
+    # ---- receiving --------------------------------------------------------------------------
 
     def datagram_received(self, data: bytes, addr: tuple) -> None:
-        key = addr[:2]
-        face = self.faces.get(key)
-        first = face is None
-        if face is None:
-            face = self.faces[key] = self.on_demand_faces[key] = UdpFace(
-                self, key, ON_DEMAND, self.app_link)
-        elif face.on_demand:
-            face.last_seen = self.clock()
-            self.on_demand_faces.move_to_end(key)
+        self.datagrams_received([(data, addr)])
+
+    def datagrams_received(self, batch: list[tuple[bytes, Any]]) -> None:
+        """One read's datagrams: each through its face's link layers, then every face's
+        packets up to the forwarder in one batch each (in arrival order per face)."""
+        arrived: dict[UdpFace, list[bytes]] = {}
+        faces, clock = self.faces, self.clock
+        for data, addr in batch:
+            key = addr[:2]
+            face = faces.get(key)
+            if face is None:
+                # a new face is judged by its first datagram alone: that one goes up now
+                face = faces[key] = self.on_demand_faces[key] = UdpFace(
+                    self, key, ON_DEMAND, self.app_link)
+                self._receive_first(face, data)
+                continue
+            if face.on_demand:
+                face.last_seen = clock()
+                self.on_demand_faces.move_to_end(key)
+            packets = arrived.get(face)
+            if packets is None:
+                packets = arrived[face] = []
+            self._link_in(face, data, packets)
+        for face, packets in arrived.items():
+            if packets and faces.get(face.addr) is face:
+                self.owner.receive_batch(face, packets)
+
+    def _receive_first(self, face: UdpFace, data: bytes) -> None:
+        """A new on-demand face's first datagram, up to the forwarder at once; then whether
+        the face stays (_admit)."""
+        packets: list[bytes] = []
+        self._link_in(face, data, packets)
+        if packets:
+            self.owner.receive_batch(face, packets)
+        self._admit(face)
+
+    def _link_in(self, face: UdpFace, data: bytes, packets: list[bytes]) -> None:
+        """One datagram through the face's link layers (emulation, reliability, reassembly):
+        the packets it completes onto `packets`."""
         if len(data) > MAX_PACKET_SIZE:
             face.info.drop("oversize")
         elif face.emu is None or face.emu.admit():
             if face.reliable is not None:
                 for wire in face.reliable.receive_many([data]):
-                    self._deliver(face, wire)
+                    self._deliver(face, wire, packets)
             elif data and data[0] == LP_PACKET:
-                self._deliver(face, data)
+                self._deliver(face, data, packets)
             else:
-                self.owner.receive(face, data)
-        if first:
-            self._admit(face)
+                packets.append(data)
 
-    def _deliver(self, face: UdpFace, wire: bytes) -> None:
-        """Up to the forwarder, through reassembly."""
+    def _deliver(self, face: UdpFace, wire: bytes, packets: list[bytes]) -> None:
+        """Through reassembly, onto the face's packets for the forwarder."""
         if wire and wire[0] == LP_PACKET:       # perhaps a fragment
             try:
                 whole = face.reassembler.receive(wire, self.clock())
@@ -258,7 +427,7 @@ class UdpChannel(asyncio.DatagramProtocol):
             if whole is None:
                 return
             wire = whole
-        self.owner.receive(face, wire)
+        packets.append(wire)
 
     def _admit(self, face: UdpFace) -> None:
         """A new on-demand face has handled its first datagram: it stays if that was a packet
@@ -319,8 +488,9 @@ class UdpChannel(asyncio.DatagramProtocol):
                 face.reassembler.expire(now)
 
     def close(self) -> None:
+        self.flush()
         for face in list(self.faces.values()):
             self.close_face(face)
         self.paused = True
-        if self.transport is not None:
-            self.transport.close()
+        if self.port is not None:
+            self.port.close()

@@ -3,12 +3,15 @@
 forwarding needs and write what the apps send (packet), NDNLPv2 link reliability, sans-I/O with
 a timer adapter given its event loop (reliability), the RTO estimator with its bounded backoff
 (rto), NFD's defaults that both sides keep to (nfd) and the protocol's marker components
-(markers); native keeps its optional compiled build honest. Nothing here imports asyncio or python-ndn, nor anything above it: `import
-forwarder.pipelines` loads this and nothing more of ndnps."""
+(markers), NDNLPv2 fragmentation (fragmentation), congestion marks (congestion) and batched
+datagram I/O (datagrams); native keeps the compiled build (made at install) honest. Nothing here
+imports asyncio or python-ndn, nor anything above it: `import forwarder.pipelines` loads this
+and nothing more of ndnps."""
 
 from .native import guard
 
-# the modules the optional compiled build covers here (ndnps.ndn.native)
+# the modules on the per-packet path, compiled with mypyc at install (setup.py, ndnps.ndn.native)
 HOT_MODULES = ("ndnps.ndn.tlv", "ndnps.ndn.packet", "ndnps.ndn.rto", "ndnps.ndn.reliability",
-               "ndnps.ndn.markers", "ndnps.ndn.nfd")
+               "ndnps.ndn.markers", "ndnps.ndn.nfd", "ndnps.ndn.fragmentation",
+               "ndnps.ndn.congestion")
 COMPILED = guard(HOT_MODULES)

@@ -1,9 +1,10 @@
-"""The optional mypyc build of the per-packet modules (`python -m forwarder.compile`): what keeps
-it honest. The extension modules lie beside their sources; a build is used only while every
-source it was built from is unchanged (MANIFEST holds their hashes) and NDNPS_FORWARDER_PURE is
-unset. Otherwise `guard` puts a finder first that imports those modules from their .py files,
-with a warning if the build is stale, so an edit can never run old compiled rules. Each package
-with compiled modules guards its own (this one in its __init__, the forwarder in its)."""
+"""The mypyc build of the per-packet modules (made at install by setup.py, again in place by
+`python -m forwarder.compile`): what keeps it honest. The extension modules lie beside their
+sources; the build is used only while every source it was built from is unchanged (MANIFEST
+holds their hashes) and NDNPS_PURE is unset — all of it or none: the modules of one mypyc group
+call each other directly. Otherwise `guard` puts a finder first that imports those modules from
+their .py files, with a warning if the build is stale, so an edit can never run old compiled
+rules. Each package with compiled modules guards its own (in its __init__)."""
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +16,8 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Final
 
-PURE_ENV: Final = "NDNPS_FORWARDER_PURE"
+PURE_ENV: Final = "NDNPS_PURE"
+OLD_PURE_ENV: Final = "NDNPS_FORWARDER_PURE"     # its earlier name, still honoured
 MANIFEST: Final = Path(__file__).with_name("_compiled.txt")
 GROUP: Final = "ndnps.ndn.core"          # mypyc's shared library: ndnps/ndn/core__mypyc*.so
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -27,6 +29,13 @@ def source_path(module: str) -> Path:
 
 def source_digest(module: str) -> str:
     return hashlib.sha256(source_path(module).read_bytes()).hexdigest()
+
+
+def _unchanged(module: str, digest: str) -> bool:
+    try:
+        return source_digest(module) == digest
+    except OSError:
+        return False
 
 
 def build_present() -> bool:
@@ -55,22 +64,28 @@ def _finder() -> _SourcesFirst:
     return f
 
 
+_verdict: dict[str, bool] = {}        # the manifest's, once per process: "usable"
+
+
 def usable(modules: tuple[str, ...]) -> bool:
     """Whether the build of `modules` may run: present, unchanged, not turned off."""
-    if os.environ.get(PURE_ENV):
+    if os.environ.get(PURE_ENV) or os.environ.get(OLD_PURE_ENV):
         return False
     try:
         recorded = dict(line.split() for line in MANIFEST.read_text().splitlines() if line)
     except (OSError, ValueError):
         return False
-    stale = [m for m in modules if recorded.get(m) != source_digest(m)]
-    if stale:
-        warnings.warn(f"the compiled core is stale ({', '.join(stale)} changed since it was "
-                      "built); running the Python sources. Rebuild with `python -m "
-                      "forwarder.compile` or remove it with --clean.", RuntimeWarning,
-                      stacklevel=3)
-        return False
-    return True
+    if any(m not in recorded for m in modules):
+        return False                        # built before these modules were compiled
+    if "usable" not in _verdict:
+        stale = [m for m in recorded if not _unchanged(m, recorded[m])]
+        _verdict["usable"] = not stale
+        if stale:
+            warnings.warn(f"the compiled core is stale ({', '.join(stale)} changed since it was "
+                          "built); running the Python sources. Rebuild with `python -m "
+                          "forwarder.compile` (or `pip install -e .`), or remove it with "
+                          "`python -m forwarder.compile --clean`.", RuntimeWarning, stacklevel=3)
+    return _verdict["usable"]
 
 
 def guard(modules: tuple[str, ...]) -> bool:

@@ -192,3 +192,73 @@ class Bench:
 
     def counters(self, face: int):
         return self.fw.faces.get(face).counters
+
+
+class FakeDatagramPort:
+    """What a UDP channel uses of its socket (forwarder.faces.udp.DatagramSocket), in memory:
+    the kernel takes `room` datagrams (None: any number) and refuses the rest until
+    `kernel_sent(n)` makes room, which then resumes the channel; `wire` is what it took, each
+    as (bytes, (host, port)). `deferred`: end-of-turn callbacks wait for `run_turn()` (the
+    channel's batching), else they run at once."""
+
+    def __init__(self, sockname: tuple = ("127.0.0.1", 6363), room: int | None = None,
+                 deferred: bool = False) -> None:
+        self._sockname = sockname
+        self.room = room
+        self.deferred = deferred
+        self.channel = None
+        self.wire: list[tuple[bytes, tuple]] = []
+        self.calls: list[int] = []                 # datagrams per send call
+        self.waiting = False
+        self.closed = False
+        self._soon: list = []
+
+    def start(self, channel) -> "FakeDatagramPort":
+        self.channel = channel
+        channel.connection_made(self)
+        return self
+
+    def sockname(self) -> tuple:
+        return self._sockname
+
+    def call_soon(self, callback) -> None:
+        if self.deferred:
+            self._soon.append(callback)
+        else:
+            callback()
+
+    def run_turn(self) -> None:
+        soon, self._soon = self._soon, []
+        for callback in soon:
+            callback()
+
+    def _peer(self, sockaddr) -> tuple:
+        for face in self.channel.faces.values():
+            if face.sockaddr == sockaddr:
+                return face.addr
+        return sockaddr
+
+    def send(self, frames: list[bytes], addrs: list) -> int:
+        n = len(frames) if self.room is None else min(self.room, len(frames))
+        if self.room is not None:
+            self.room -= n
+        self.calls.append(n)
+        self.wire += [(f, self._peer(a)) for f, a in zip(frames[:n], addrs[:n])]
+        return n
+
+    @property
+    def sent(self) -> list[tuple[bytes, tuple]]:
+        return self.wire
+
+    def wait_writable(self) -> None:
+        self.waiting = True
+
+    def kernel_sent(self, n: int) -> None:
+        """n datagrams left the kernel: room for n more (and the channel resumes)."""
+        self.room = (self.room or 0) + n
+        if self.waiting:
+            self.waiting = False
+            self.channel.resume_writing()
+
+    def close(self) -> None:
+        self.closed = True

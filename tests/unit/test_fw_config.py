@@ -194,34 +194,21 @@ def test_the_udp_faces_mtu_comes_from_the_configuration(udp, face_mtu, datagrams
     from forwarder.faces.udp import UdpChannel
     from forwarder.mgmt import status_snapshot
     from ndnps.ndn.tlv import MAX_PACKET_SIZE
-    from tests.support.fwkit import data
+    from tests.support.fwkit import FakeDatagramPort, data
 
     cfg = parse_config({"udp": udp})
     assert cfg.udp_faces.mtu == (udp or {}).get("mtu")
 
-    class Transport:
-        def __init__(self) -> None:
-            self.sent: list[bytes] = []
-
-        def get_extra_info(self, key: str):
-            return ("10.0.0.2", 6363) if key == "sockname" else None
-
-        def sendto(self, wire: bytes, addr: tuple) -> None:
-            self.sent.append(wire)
-
-        def set_write_buffer_limits(self, high=None, low=None) -> None:
-            pass
-
     daemon = ForwarderDaemon(cfg)
     ch = UdpChannel(daemon, mtu=cfg.udp_faces.mtu)
-    transport = Transport()
-    ch.connection_made(transport)
+    port = FakeDatagramPort(("10.0.0.2", 6363)).start(ch)
     face = ch.open_face("10.0.0.1", 6363)
     packet = data("/big", content=b"b" * 8000)
     packet = data("/big", content=b"b" * (8000 + MAX_PACKET_SIZE - len(packet)))
     assert len(packet) == MAX_PACKET_SIZE
     face.send(packet)
-    assert len(transport.sent) == datagrams and max(map(len, transport.sent)) <= face_mtu
+    sent = [wire for wire, _ in port.sent]
+    assert len(sent) == datagrams and max(map(len, sent)) <= face_mtu
     [info] = [f for f in status_snapshot(daemon.fw)["faces"] if f["id"] == face.info.id]
     assert info["mtu"] == face_mtu
     assert info["lp_fragmentation"]["fragmented"] == (datagrams > 1)

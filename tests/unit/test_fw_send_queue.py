@@ -1,6 +1,6 @@
 """A UDP face's send queue (forwarder/faces/queue.py) on a fake clock: bounded in octets, and
 NFD's congestion marking on the queue's delay with CoDel's control law; then the queue under a
-UDP channel whose fake socket pushes back as asyncio's transport does."""
+UDP channel whose fake socket pushes back as a kernel does."""
 from __future__ import annotations
 
 import math
@@ -15,7 +15,7 @@ from forwarder.faces.udp import UdpChannel
 from forwarder.mgmt import status_snapshot
 from ndnps.ndn.congestion import congestion_mark
 from ndnps.ndn.fragmentation import Reassembler
-from tests.support.fwkit import data, lp
+from tests.support.fwkit import FakeDatagramPort, data, lp
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -107,54 +107,11 @@ class Clock:
         return self.now
 
 
-class PushingBackTransport:
-    """asyncio's datagram transport with the write buffer limits the channel sets (high=0):
-    the kernel takes `room` datagrams, then a refused one is held and the protocol paused; as
-    the kernel drains, the held one goes and the protocol resumes (and may send again)."""
-
-    def __init__(self, protocol: UdpChannel, room: int) -> None:
-        self.protocol = protocol
-        self.room = room
-        self.wire: list[tuple[bytes, tuple]] = []       # what the kernel took, in order
-        self.held: list[tuple[bytes, tuple]] = []
-
-    def get_extra_info(self, key: str):
-        return ("10.0.0.2", 6363) if key == "sockname" else None
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        assert high == 0
-
-    def sendto(self, wire: bytes, addr: tuple) -> None:
-        if not self.held and self.room > 0:
-            self.room -= 1
-            self.wire.append((wire, addr))
-            return
-        self.held.append((wire, addr))
-        if len(self.held) == 1:
-            self.protocol.pause_writing()
-
-    def kernel_sent(self, n: int) -> None:
-        """n datagrams left the kernel: room for n more."""
-        self.room += n
-        while self.held and self.room > 0:
-            self.room -= 1
-            self.wire.append(self.held.pop(0))
-        if not self.held:
-            self.protocol.resume_writing()
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
-
-
 def channel(room: int, **queue_kw):
     daemon = ForwarderDaemon(Config())
     clock = Clock()
     ch = UdpChannel(daemon, clock=clock, queue=QueueOptions(**{"step": 0.0, **queue_kw}))
-    transport = PushingBackTransport(ch, room)
-    ch.connection_made(transport)
+    transport = FakeDatagramPort(("10.0.0.2", 6363), room=room).start(ch)
     return ch, transport, clock, daemon
 
 

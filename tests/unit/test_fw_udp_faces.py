@@ -14,6 +14,7 @@ from forwarder.faces.udp import (
 from forwarder.mgmt import status_snapshot
 from forwarder.tables.rib import CHILD_INHERIT, Route
 from ndnps.ndn.tlv import MAX_PACKET_SIZE, name_from_str
+from tests.support.fwkit import FakeDatagramPort
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -28,36 +29,13 @@ class Clock:
         return self.now
 
 
-class Transport:
-    """What the channel uses of asyncio's DatagramTransport."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[bytes, tuple]] = []
-        self.closed = False
-
-    def get_extra_info(self, key: str):
-        return ("127.0.0.1", 6363) if key == "sockname" else None
-
-    def sendto(self, data: bytes, addr: tuple) -> None:
-        self.sent.append((data, addr))
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
-
-
 def channel(max_on_demand: int = MAX_ON_DEMAND_FACES,
             idle_timeout: float = IDLE_TIMEOUT) -> tuple[UdpChannel, ForwarderDaemon, Clock]:
     daemon = ForwarderDaemon(Config())
     clock = Clock()
     ch = UdpChannel(daemon, idle_timeout, max_on_demand, counters=daemon.fw.faces.counters,
                     clock=clock)
-    ch.connection_made(Transport())
+    FakeDatagramPort().start(ch)
     return ch, daemon, clock
 
 
@@ -90,7 +68,7 @@ def test_a_good_first_datagram_keeps_its_face_and_later_garbage_is_only_dropped(
     ch.datagram_received(interest(), peer(1))
     face = ch.faces[peer(1)]
     assert face.info.counters.in_interests == 1
-    assert ch.transport.sent                                 # its Nack NoRoute went out
+    assert ch.port.sent                                      # its Nack NoRoute went out
     ch.datagram_received(GARBAGE, peer(1))
     assert ch.faces[peer(1)] is face and face.info.counters.drops["malformed"] == 1
     assert daemon.fw.faces.counters.udp_faces_rejected == 0
@@ -194,3 +172,56 @@ def test_closing_faces_leaves_no_pit_record_behind():
     assert set(entry.out_records) == set() and set(entry.in_records) == {downstream}
     ch.datagram_received(interest(), peer(4))               # evicts the downstream
     assert fw.faces.counters.udp_faces_evicted == 2 and len(fw.pit) == 0
+
+
+def test_a_turns_datagrams_leave_in_one_call_at_its_end_and_a_lone_one_is_not_held():
+    daemon = ForwarderDaemon(Config())
+    ch = UdpChannel(daemon, counters=daemon.fw.faces.counters, clock=Clock())
+    port = FakeDatagramPort(deferred=True).start(ch)
+    a, b = ch.open_face("10.0.0.1", 6363), ch.open_face("10.0.0.3", 6363)
+    for i in range(6):
+        (a if i % 2 else b).send(interest(f"/x/{i}"))
+    assert port.wire == []                             # this turn's, until its end
+    port.run_turn()
+    assert port.calls == [6] and [addr[0] for _, addr in port.wire] == \
+        ["10.0.0.3", "10.0.0.1"] * 3                   # in the order sent
+    a.send(interest("/lone"))
+    port.run_turn()
+    assert port.calls == [6, 1]                        # at the end of its own turn
+
+
+def test_one_reads_datagrams_go_up_in_one_batch_per_face_in_order():
+    ch, daemon, _ = channel()
+    seen: list[tuple[int, int]] = []
+    real = daemon.receive_batch
+    daemon.receive_batch = lambda face, wires: (seen.append((face.addr[1], len(wires))),  # type: ignore[method-assign]
+                                               real(face, wires))
+    ch.datagrams_received([(interest(f"/r/{i}"), peer(1 + i % 2)) for i in range(7)])
+    # a new face's first datagram goes up alone (it decides whether the face stays)
+    assert sorted(seen) == [(1, 1), (1, 3), (2, 1), (2, 2)]
+    seen.clear()
+    ch.datagrams_received([(interest(f"/s/{i}"), peer(1 + i % 2)) for i in range(7)])
+    assert sorted(seen) == [(1, 4), (2, 3)]
+    assert ch.faces[peer(1)].info.counters.in_interests == 8
+
+
+def test_datagrams_the_kernel_refuses_are_held_and_sent_first_when_it_has_room():
+    daemon = ForwarderDaemon(Config())
+    ch = UdpChannel(daemon, counters=daemon.fw.faces.counters, clock=Clock())
+    port = FakeDatagramPort(room=2, deferred=True).start(ch)
+    a = ch.open_face("10.0.0.1", 6363)
+    for i in range(5):
+        a.send(interest(f"/h/{i}"))
+    port.run_turn()
+    assert len(port.wire) == 2 and ch.paused and port.waiting
+    a.send(interest("/h/5"))                           # paused: waits in the face's queue
+    assert len(a.queue) == 1
+    port.kernel_sent(10)
+    names = [decoded_name(w) for w, _ in port.wire]
+    assert names == [f"/h/{i}" for i in range(6)] and not ch.paused
+
+
+def decoded_name(wire: bytes) -> str:
+    from ndnps.ndn.packet import decode
+    from ndnps.ndn.tlv import name_to_str
+    return name_to_str(decode(wire).name)               # type: ignore[union-attr]
