@@ -53,24 +53,30 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from typing import Union
+
+import numpy as np
 
 from ndnps.ndn import summable
 from ndnps.ndn import aggregation
 from ndnps.ndn.aggregation import (AggregatorConfig, Group, decode_plan, encode_plan,
                                    signed_data, signed_plan, verified_content)
 from ndnps.ndn.markers import AGGREGATE_COMPONENT
-from ndnps.ndn.packet import Data, Interest, encode_interest, new_nonce
-from ndnps.ndn.tlv import (GENERIC_COMPONENT, MAX_PACKET_SIZE, PARAMS_DIGEST, DecodeError,
-                           component_offsets, decode_nonneg, encode_tlv, name_to_str, read_tl)
+from ndnps.ndn.packet import Data, Interest, new_nonce
+from ndnps.ndn.tlv import (GENERIC_COMPONENT, INTEREST, INTEREST_LIFETIME, MAX_PACKET_SIZE,
+                           MUST_BE_FRESH, NAME, NONCE, PARAMS_DIGEST, DecodeError,
+                           component_offsets, decode_nonneg, encode_tlv, name_to_str,
+                           nonneg_element, read_tl, tl)
 
 from .tables.aggregator_pool import AggregatorPool, SlotKey
 
 Op = Union[tuple[str, bytes], tuple[str, bytes, int], tuple[str, Interest]]
 MAX_WAITING = 1 << 16        # member Interests awaited at once, over every training
 OVERLAP_LOG = 64             # overlaps recorded: the latest
+PLAN_CACHE = 64              # plans decoded, per training (a job sends one or a few)
 
 
 @dataclass
@@ -91,9 +97,22 @@ class AggregationCounters:
 
 
 @dataclass
+class _Plan:
+    """A plan as this node reads it, decoded once per training and plan bytes (every segment's
+    Interest of a version carries the same plan; its signature covers the name, so it is
+    checked per Interest, but the plan is not decoded again)."""
+    group: Group
+    workers: tuple[str, ...]
+    # each worker member's collect name but its version and segment (the name's TLV-VALUE):
+    # a member Interest is this, the segment's tail and a fixed suffix
+    prefixes: dict[str, bytes]
+    rows: int                     # the sum's batch of single workers' rows (FixedPointSum)
+
+
+@dataclass
 class _Pending:
     interest: Interest            # the aggregate Interest: its name is the answer's
-    plan: Group
+    plan: _Plan
     tail: bytes                   # version and segment components
     marked: bool = False
     expressed: dict[bytes, tuple[str, ...]] = field(default_factory=dict)  # name -> workers
@@ -111,11 +130,32 @@ class _Training:
     mac: hmac.HMAC = field(init=False)   # keyed once, copied per packet
     hint: bytes = b""             # this node as a ForwardingHint name's value
     uri: str = ""                 # its name, for the status and the overlap records
+    plans: dict[bytes, _Plan] = field(default_factory=dict)    # by the plan's bytes
+    # what follows a member Interest's name: MustBeFresh, the Nonce's TL (then 4 octets), and
+    # after them the InterestLifetime (the slots' timeout)
+    lifetime: bytes = b""
 
     def __post_init__(self) -> None:
         self.mac = hmac.new(self.config.key, digestmod=hashlib.sha256)
         self.hint = encode_tlv(GENERIC_COMPONENT, self.config.node.encode())
         self.uri = name_to_str(self.config.training)
+        self.lifetime = nonneg_element(INTEREST_LIFETIME,
+                                       max(1, int(self.config.timeout * 1000)))
+
+    def plan(self, wire: bytes | memoryview) -> _Plan:
+        """The plan of these bytes (DecodeError when malformed), decoded once."""
+        key = bytes(wire)
+        got = self.plans.get(key)
+        if got is None:
+            group = decode_plan(key)
+            prefixes = {m: encode_tlv(GENERIC_COMPONENT, m.encode()) + self.config.training
+                        for m in group.members if isinstance(m, str)}
+            rows = min(len(prefixes), summable.BATCH_ROWS)
+            if len(self.plans) >= PLAN_CACHE:
+                self.plans.clear()
+            got = self.plans[key] = _Plan(group, group.workers(), prefixes,
+                                          rows if rows > 1 else 0)
+        return got
 
 
 class Aggregation:
@@ -178,11 +218,11 @@ class Aggregation:
             self.counters.unauthorised += 1     # dropped: no slot, no Nack (see above)
             return []
         try:
-            plan = decode_plan(signed)
+            plan = t.plan(signed)
             key = _slot_key(t.config.training, tail)
         except DecodeError:
             return None                     # not ours to read: forwarded by its hint
-        if plan.at != t.config.node:
+        if plan.group.at != t.config.node:
             return None
         self._now = now
         if key.version < t.pushed:
@@ -199,7 +239,7 @@ class Aggregation:
                 return []                       # another requester: the PIT merged it
             # a requester asks again (its retransmission, whatever became of its PIT entry)
             return self._express(t, key, p, list(p.expressed))
-        workers = plan.workers()
+        workers = plan.workers
         ops: list[Op] = []
         # a slot past its deadline, not yet swept (whichever training's): ended now
         stale = self.pool.stale(key, now)
@@ -214,7 +254,7 @@ class Aggregation:
             return ops + [("nack", interest)]
         self._note_overlap(t, key, now)         # no sum was pending: a new slot
         p = t.pending[key] = _Pending(interest, plan, tail, faces={face})
-        names = [self._member(t, key, p, m) for m in plan.members]
+        names = [self._member(t, key, p, m) for m in plan.group.members]
         return ops + self._express(t, key, p, names)
 
     def on_data(self, data: Data, now: float) -> list[Op]:
@@ -231,17 +271,19 @@ class Aggregation:
         try:
             if content is None:
                 raise summable.SummableError("bad signature")
-            _, contributors = summable.parse(content)
+            values, contributors = summable.parse(content)
             if contributors != len(workers):
                 raise summable.SummableError("contributors differ from the plan")
             # a worker's own values are float32; a sub-group's sum exact, or it lost a rounding
-            if summable.is_exact(content) != (data.name in p.subplans):
+            if (values.dtype.kind == "i") != (data.name in p.subplans):
                 raise summable.SummableError("a float32 partial sum, or exact worker values")
         except summable.SummableError:
             self.counters.rejected += 1     # a forgery or a bad segment: the member stays missing
             return []
         try:
-            slot = self.pool.add(key, workers, content, _combine)
+            slot = self.pool.add(key, workers, (values, contributors, p.plan.rows), _combine)
+            done = slot is not None and slot.complete
+            total = slot.acc.result(p.plan.group.exact) if done else b""   # type: ignore[union-attr]
         except summable.SummableError:
             self.counters.rejected += 1     # values the sum cannot hold: the requester sums
             return self._abandon(key, now)
@@ -249,10 +291,9 @@ class Aggregation:
         p.expressed.pop(data.name, None)
         if data.congestion_mark:
             p.marked = True
-        if slot is None or not slot.complete:
+        if not done:
             return []
-        answer = signed_data(p.interest.name, slot.acc.result(p.plan.exact), t.mac,
-                             t.config.key_name)
+        answer = signed_data(p.interest.name, total, t.mac, t.config.key_name)
         if len(answer) > MAX_PACKET_SIZE:
             self.counters.oversize += 1     # no packet can carry it: its requester sums
             return self._abandon(key, now)
@@ -362,7 +403,10 @@ class Aggregation:
             p.subplans[name] = (member.at, signed)
             workers = member.workers()
         else:
-            name = encode_tlv(GENERIC_COMPONENT, member.encode()) + t.config.training + p.tail
+            prefix = p.plan.prefixes.get(member)
+            if prefix is None:              # a sub-group's worker, collected here after a Nack
+                prefix = encode_tlv(GENERIC_COMPONENT, member.encode()) + t.config.training
+            name = prefix + p.tail
             workers = (member,)
         p.expressed[name] = workers
         self._waiting[name] = (t.config.training, key, workers)
@@ -379,7 +423,7 @@ class Aggregation:
             if sub is not None:
                 wire = aggregation.assemble_interest(name, sub[1], sub[0], lifetime, new_nonce())
             else:
-                wire = _interest(name, lifetime)
+                wire = _interest(name, t.lifetime)
             self.counters.member_interests += 1
             ops.append(("interest", wire))
         return ops
@@ -422,11 +466,13 @@ class Aggregation:
                 self._waiting.pop(name, None)
 
 
-def _combine(acc: summable.FixedPointSum | None, content: bytes) -> summable.FixedPointSum:
-    values, _ = summable.parse(content)
+def _combine(acc: summable.FixedPointSum | None,
+             value: tuple[np.ndarray, int, int]) -> summable.FixedPointSum:
+    """Add a member's values (parsed: values, contributors, and the plan's batch of rows)."""
+    values, contributors, rows = value
     if acc is None:
-        acc = summable.FixedPointSum(values.size)
-    acc.add(content)
+        acc = summable.FixedPointSum(values.size, rows)
+    acc.add_values(values, contributors)
     return acc
 
 
@@ -445,8 +491,14 @@ def name_of(t: _Training, p: _Pending) -> bytes:
     return AGGREGATE_COMPONENT + t.config.training + p.tail
 
 
-def _interest(name: bytes, lifetime_ms: int) -> bytes:
+# a member Interest after its Name: MustBeFresh, then the Nonce's type and length
+_FRESH_NONCE = bytes((MUST_BE_FRESH, 0, NONCE, 4))
+
+
+def _interest(name: bytes, lifetime: bytes) -> bytes:
     """A collect for `name` (TLV-VALUE), MustBeFresh as the PS's own: a worker's segment
-    carries no FreshnessPeriod, so the worker answers, never a cached (maybe refused) copy."""
-    return encode_interest([name], int.from_bytes(new_nonce(), "big"), lifetime_ms,
-                           must_be_fresh=True)
+    carries no FreshnessPeriod, so the worker answers, never a cached (maybe refused) copy.
+    `lifetime`: the InterestLifetime element. The bytes ndnps.ndn.packet.encode_interest
+    writes, put together from their fixed parts."""
+    body = b"".join((tl(NAME, len(name)), name, _FRESH_NONCE, os.urandom(4), lifetime))
+    return tl(INTEREST, len(body)) + body

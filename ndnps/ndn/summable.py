@@ -40,6 +40,9 @@ MAX_CONTRIBUTORS: Final = 1 << 15
 VALUE_LIMIT: Final = float(2 ** (63 - FRACTION_BITS - 15))
 _FIXED_LIMIT: Final = 1 << (63 - 15)               # VALUE_LIMIT on the fixed-point grid
 _SCALE: Final = float(2 ** FRACTION_BITS)
+_SCALE32: Final = np.float32(_SCALE)
+# rows a batched sum adds at once: their float64 column sums stay exact (32 x 2^48 = 2^53)
+BATCH_ROWS: Final = 1 << (53 - 48)
 _DTYPE: Final[dict[int, np.dtype]] = {FLOAT32: np.dtype("<f4"), EXACT: np.dtype("<i8")}
 
 
@@ -92,20 +95,40 @@ def is_exact(content: bytes | memoryview) -> bool:
 
 
 class FixedPointSum:
-    """The running sum of summable segments of one segment number: exact, order-free."""
+    """The running sum of summable segments of one segment number: exact, order-free.
 
-    __slots__ = ("count", "contributors", "_acc")
+    With `batch` (at most BATCH_ROWS), single workers' float32 segments are not added one by
+    one but copied into a buffer of that many rows and added a buffer at a time, in a few
+    numpy calls over the whole block (what a segment's contributions cost is then mostly the
+    copy: numpy's per-call overhead, not the arithmetic, is what a 2000-value add spends). The
+    result is the same integers; a refused value among the buffered ones is found when the
+    buffer is added (by `add` when it fills, or by `result`), and then the sum is spoilt: every
+    later call raises SummableError. Without `batch` every add is checked at once and a refused
+    segment leaves the sum unchanged."""
 
-    def __init__(self, count: int) -> None:
+    __slots__ = ("count", "contributors", "_acc", "_rows", "_held", "_spoilt")
+
+    def __init__(self, count: int, batch: int = 0) -> None:
+        if not 0 <= batch <= BATCH_ROWS:
+            raise ValueError(f"batch must be within [0, {BATCH_ROWS}], got {batch}")
         self.count = count
         self.contributors = 0
         self._acc = np.zeros(count, dtype=np.int64)
+        self._rows = np.empty((batch, count), dtype=np.float32) if batch else None
+        self._held = 0
+        self._spoilt = False
 
     def add(self, content: bytes | memoryview) -> None:
         """Add one segment (a worker's float32 values, or another forwarder's partial sum,
         EXACT or float32). SummableError when it is malformed, of another length, or has
-        values this sum cannot hold; the sum is then unchanged."""
+        values this sum cannot hold (see the class for a batched sum)."""
         values, contributors = parse(content)
+        self.add_values(values, contributors)
+
+    def add_values(self, values: np.ndarray, contributors: int) -> None:
+        """`add` of a segment already parsed (`parse`'s values and contributors)."""
+        if self._spoilt:
+            raise SummableError("a value refused earlier spoilt this sum")
         if values.size != self.count:
             raise SummableError(f"{values.size} values, this sum has {self.count}")
         if self.contributors + contributors > MAX_CONTRIBUTORS:
@@ -118,22 +141,58 @@ class FixedPointSum:
                 raise SummableError(f"a value is of magnitude >= {VALUE_LIMIT:g} per "
                                     "contributor")
             self._acc += values
+        elif contributors == 1 and self._rows is not None:
+            self._rows[self._held] = values
+            self._held += 1
+            if self._held == len(self._rows):
+                self.contributors += 1
+                self._fold()
+                return
         else:
-            v = values.astype(np.float64)
-            # each original value below VALUE_LIMIT: a sum of c of them below c times it
-            if not np.all(np.abs(v) < VALUE_LIMIT * contributors):     # also false for NaN
-                raise SummableError(f"a value is NaN, infinite or of magnitude >= "
-                                    f"{VALUE_LIMIT:g} per contributor")
-            self._acc += np.rint(v * _SCALE).astype(np.int64)
+            _check_floats(values, VALUE_LIMIT * contributors)
+            # v x 2^40 is exact in float32 (a power of two), its rint too (an integer below
+            # 2^48, or one below 2^23): the same integers as in float64
+            scaled = values * _SCALE32
+            np.rint(scaled, out=scaled)
+            self._acc += scaled.astype(np.int64)
         self.contributors += contributors
+
+    def _fold(self) -> None:
+        """Add the buffered rows: scaled and rounded in place (exact, as in add_values), their
+        column sums taken in float64 — exact, since at most BATCH_ROWS integers below 2^48
+        add up below 2^53 — then into the accumulator."""
+        if not self._held:
+            return
+        assert self._rows is not None
+        rows, self._held = self._rows[:self._held], 0
+        try:
+            _check_floats(rows, VALUE_LIMIT)
+        except SummableError:
+            self._spoilt = True
+            raise
+        rows *= _SCALE32
+        np.rint(rows, out=rows)
+        self._acc += np.add.reduce(rows, axis=0, dtype=np.float64).astype(np.int64)
 
     def result(self, exact: bool = False) -> bytes:
         """The sum as a summable segment: EXACT (the accumulator itself, for a requester that
         adds it to others) or float32 (rounded from the exact total: the same bytes for the
         same total, however it was made)."""
+        if self._spoilt:
+            raise SummableError("a value refused earlier spoilt this sum")
+        self._fold()
         if not self.contributors:
             raise SummableError("nothing added")
         if exact:
             return _encode(self._acc.astype("<i8"), EXACT, self.contributors)
         return encode((self._acc.astype(np.float64) / _SCALE).astype(np.float32),
                       self.contributors)
+
+
+def _check_floats(values: np.ndarray, limit: float) -> None:
+    """SummableError unless every value's magnitude is below `limit` (NaN is not: max and min
+    carry it, and every comparison with it is false)."""
+    if values.size and not (np.maximum.reduce(values, axis=None) < limit and
+                            np.minimum.reduce(values, axis=None) > -limit):
+        raise SummableError(f"a value is NaN, infinite or of magnitude >= {VALUE_LIMIT:g} per "
+                            "contributor")

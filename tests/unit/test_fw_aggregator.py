@@ -14,7 +14,7 @@ from ndn.encoding import (Component, InterestParam, MetaInfo, Name, make_data, m
 from ndn.security import DigestSha256Signer
 
 from forwarder.mgmt import Management
-from tests.support.pyndn import HmacSigner
+from ndnps.client.security import HmacSigner
 from ndnps.ndn import summable
 from ndnps.ndn.aggregation import (AggregatorConfig, Group, application_parameters,
                                    decode_plan, encode_interest, encode_plan, signed_parameters,
@@ -491,3 +491,40 @@ def test_a_replayed_interest_of_a_version_a_push_freed_is_nacked_and_counted(b):
     # the current version's is summed
     out, _ = ask(b, ps, PLAN, version=4, seg=2)
     assert len(out) == 2
+
+
+def test_member_interests_are_the_collects_encode_interest_writes(b):
+    # built from per-plan templates (the member's name but version and segment, the fixed
+    # elements after it): byte for byte the fixed-shape encoder's collect, MustBeFresh
+    from ndnps.ndn.packet import encode_interest as encode_collect
+    from ndnps.ndn.tlv import component_offsets
+    ps, f = setup(b)
+    wire, _ = encode_interest(agg_name(3, 1), encode_plan(Group("agg", ("w1", "w2"))), "agg",
+                              4000, KEY, KN)
+    out = b.raw(ps, wire)
+    assert sorted(face for face, _ in out) == sorted(f.values())
+    for _, member in out:
+        i = decode_interest(member, 0, len(member))
+        ends = component_offsets(i.name)
+        comps = [i.name[a:e] for a, e in zip([0, *ends[:-1]], ends)]
+        assert member == encode_collect(comps, int.from_bytes(i.nonce, "big"), 1000,
+                                        must_be_fresh=True)
+    # every segment's Interest of a version carries the same plan: decoded once
+    b.raw(ps, encode_interest(agg_name(3, 2), encode_plan(Group("agg", ("w1", "w2"))), "agg",
+                              4000, KEY, KN)[0])
+    (t,) = b.fw.aggregation.trainings.values()
+    assert len(t.plans) == 1 and b.fw.aggregation.counters.member_interests == 4
+
+
+def test_a_value_the_sum_cannot_hold_among_batched_rows_abandons_the_sum(b):
+    # the workers' rows are added a batch at a time: a refused value is found then, and the
+    # sum is dropped and Nacked as when it was found at once
+    ps, f = setup(b, ("w1", "w2", "w3"))
+    ask(b, ps, Group("agg", ("w1", "w2", "w3")))
+    assert b.rx(f["w1"], contribution("w1", [np.nan, 1.0])) == []
+    assert b.rx(f["w2"], contribution("w2", [1.0, 1.0])) == []
+    (face, sent), = b.rx(f["w3"], contribution("w3", [1.0, 1.0]))
+    assert (face, sent.kind, sent.reason) == (ps, "N", NACK_CONGESTION)
+    c = b.fw.aggregation.counters
+    assert (c.rejected, c.abandoned, c.answered) == (1, 1, 0)
+    assert len(b.fw.aggregation.pool) == 0

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ndnps.ndn.summable import (EXACT, FRACTION_BITS, HEADER_SIZE, MAX_CONTRIBUTORS, VALUE_LIMIT,
-                                FixedPointSum, SummableError, decode, encode, is_exact, parse)
+from ndnps.ndn.summable import (BATCH_ROWS, EXACT, FRACTION_BITS, HEADER_SIZE, MAX_CONTRIBUTORS,
+                                VALUE_LIMIT, FixedPointSum, SummableError, decode, encode,
+                                is_exact, parse)
 
 
 def test_round_trip():
@@ -120,8 +121,10 @@ def test_the_sum_is_the_same_in_every_order(vectors):
 def summed(tree, parts: dict[str, bytes], rng: random.Random, size: int, top: bool) -> bytes:
     """How a plan's node sums `tree` = (fallen_back, members): its members in a random order,
     a sub-group either asked (its exact partial sum) or fallen back (its workers added here,
-    as an aggregator does when a sub-group is Nacked). The root answers float32."""
-    acc = FixedPointSum(size)
+    as an aggregator does when a sub-group is Nacked), its workers' rows added one by one or
+    in batches of any size (as the forwarder's aggregator adds them). The root answers
+    float32."""
+    acc = FixedPointSum(size, rng.choice([0, 2, 3, BATCH_ROWS]))
     for m in rng.sample(tree[1], len(tree[1])):
         if isinstance(m, str):
             acc.add(parts[m])
@@ -196,3 +199,42 @@ def test_a_float32_partial_sum_would_not_be_exact():
         top.add(partial)
         top.add(encode(c))
         assert (top.result() == one.result()) == is_exact(partial)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 70).flatmap(lambda n: st.tuples(
+    st.lists(st.lists(scaled, min_size=3, max_size=3), min_size=n, max_size=n),
+    st.integers(0, BATCH_ROWS))))
+def test_a_batched_sum_is_the_one_by_one_sum(case):
+    # rows held and added a block at a time, with exact partial sums and float32 sums of
+    # several between them: the same integers as adding each at once
+    vectors, batch = case
+    eager, batched = FixedPointSum(3), FixedPointSum(3, batch)
+    for i, v in enumerate(vectors):
+        part = encode(np.array(v, np.float32)) if i % 7 else \
+            encode(np.array(v, np.float32) * 2, contributors=2)
+        if i % 11 == 5:
+            inner = FixedPointSum(3)
+            inner.add(part)
+            part = inner.result(exact=True)
+        eager.add(part)
+        batched.add(part)
+    assert batched.result(exact=True) == eager.result(exact=True)
+    assert batched.result() == eager.result() and batched.contributors == eager.contributors
+
+
+def test_a_value_refused_in_a_batch_spoils_the_sum():
+    s = FixedPointSum(2, batch=3)
+    s.add(encode(np.array([1.0, 2.0])))
+    s.add(encode(np.array([np.nan, 2.0])))            # held: found when the batch is added
+    with pytest.raises(SummableError):
+        s.result()
+    for call in (s.result, lambda: s.add(encode(np.array([1.0, 1.0])))):
+        with pytest.raises(SummableError, match="spoilt"):
+            call()
+    full = FixedPointSum(1, batch=2)
+    full.add(encode(np.array([1.0])))
+    with pytest.raises(SummableError):                # the batch fills: added at once
+        full.add(encode(np.array([VALUE_LIMIT])))
+    with pytest.raises(ValueError, match="batch"):
+        FixedPointSum(1, batch=BATCH_ROWS + 1)
