@@ -4,7 +4,8 @@ limited by the kernel's tbf qdisc both ways — at N workers and R Mbit/s, alter
 with the persistent push, ndnps with unicast copies, and the plain TCP PS over the same wire.
 
     python -m bench.bottleneck [--workers 4,8,16] [--rates 100,1000] [--versions 15]
-                               [--systems persistent,unicast,tcp] [--rounds 1] [--quick]
+                               [--systems persistent,unicast,tcp] [--rounds 1] [--mtu 1500]
+                               [--quick]
                                [--jobs K] [--keep DIR] [--no-save]
 
 Needs root (network namespaces). Each run trains the 1M-parameter MLP (M = 3.95 MB) for
@@ -19,7 +20,9 @@ the warm-up. Figures per (rate, N), side by side from one run of this script:
   rest from its cache);
 - accuracy: every run's final accuracy against the TCP PS's at the same versions (the same
   sync SGD, same shards and batches: equal up to float32 summation order), and workers dropped;
-- `cpu_ms`: CPU milliseconds per iteration by role (where the time goes at 1 Gbit/s).
+- `cpu_ms`: CPU milliseconds per iteration by role, each host's forwarder apart (where the
+  time goes at 1 Gbit/s);
+- `--mtu 9000`: the link's MTU (`links.mtu`; jumbo frames carry every segment unfragmented).
 Targets at 100 Mbit/s: persistent over_wire <= 1.15, qdisc drops <= 1 %, repair <= 2 %,
 persistent_over_tcp <= 0.6 at N = 16; every run completes with no worker dropped.
 
@@ -53,11 +56,30 @@ TARGETS = {"over_wire": 1.15, "qdisc_drops": 0.01, "repair": 0.02, "persistent_o
            "accuracy_gap": 0.02, "off_equal_share": 0.2}
 
 
-def run_one(system: str, n: int, rate: float, versions: int, out: Path) -> dict:
+class HostCpuSampler(CpuSampler):
+    """CpuSampler with each host's forwarder apart ("forwarder@ps-host",
+    "forwarder@workers-host": its configuration file is named after it), so the aggregating
+    forwarder's CPU is its own."""
+
+    @staticmethod
+    def role(cmdline: str) -> str | None:
+        role = CpuSampler.role(cmdline)
+        if role == "forwarder":
+            for host in (PS_HOST, WORKERS_HOST):
+                if f"/config/{host}.toml" in cmdline:
+                    return f"forwarder@{host}"
+        return role
+
+
+PS_HOST, WORKERS_HOST = "ps-host", "workers-host"
+
+
+def run_one(system: str, n: int, rate: float, versions: int, out: Path,
+            mtu: int = 1500) -> dict:
     sets = [f"topology.workers={n}", f"bottleneck.rate_mbps={rate}",
             f"training.max_versions={versions}", f"training.eval_every={versions}",
-            *SYSTEMS[system]]
-    with CpuSampler(str(out)) as sampler:
+            *([f"links.mtu={mtu}"] if mtu != 1500 else []), *SYSTEMS[system]]
+    with HostCpuSampler(str(out)) as sampler:
         run = run_scenario(SCENARIO, sets, out, timeout=1800)
     return figures(run, system, sampler)
 
@@ -72,6 +94,7 @@ def figures(run: ScenarioRun, system: str, sampler: CpuSampler) -> dict:
         # one push and one sum cross the link: 2·M/R
         limit = 2 * s["model_bytes"] * 8 / (b["rate_mbps"] * 1e6)
     ina = s.get("ina") or {}
+    cpu = cpu_per_iteration(run, sampler)
     ps_end = s.get("ps_end") or {}
     pushed = int(ps_end.get("segments_pushed", 0) or 0)
     repaired = int(ps_end.get("probes_answered", 0) or 0)
@@ -85,12 +108,33 @@ def figures(run: ScenarioRun, system: str, sampler: CpuSampler) -> dict:
         "repair": rnd(repaired / pushed, 5) if pushed else None,
         "segments_pushed": pushed, "segments_repaired": repaired,
         "push_rate_mbps": rnd(run.ps_median("push_rate_mbps"), 1),
-        "cpu_ms": cpu_per_iteration(run, sampler),
+        "cpu_ms": cpu,
         "segments_aggregated": ina.get("segments_aggregated"),
         "segments_fallback": ina.get("segments_fallback"),
         "ps_in_over_model": rnd(s.get("ps_bytes_in_per_version_over_model")),
+        "mtu": b.get("mtu"),
         "wall_s": rnd(run.wall, 1), "notes": run.notes,
+        **(summed_where(s, cpu) if system == "ina" else {}),
     }
+
+
+def summed_where(s: dict, cpu: dict | None) -> dict:
+    """An `ina` run: where its gradients were summed (the plan's root, and whether every worker
+    was summed on the workers' side of the link), and what the workers host's forwarder summed
+    per second of its CPU — gradient bits in (N gradients a version) over its CPU seconds a
+    version, the push it fans out to the workers included: what one aggregating forwarder of
+    ours sums on this machine (at most: the fan-out costs it too)."""
+    ina = s.get("ina") or {}
+    workers = s.get("workers") or 0
+    ours = (ina.get("aggregators") or {}).get(WORKERS_HOST) or []
+    out = {"ina_root": ina.get("root"), "ina_idle": ina.get("idle") or {},
+           "summed_on_workers_side": bool(workers) and len(ours) == workers,
+           "workers_host_answered": ((ina.get("forwarders") or {}).get(WORKERS_HOST) or {})
+           .get("answered")}
+    fwd_ms = (cpu or {}).get(f"forwarder@{WORKERS_HOST}")
+    if fwd_ms and s.get("model_bytes") and workers:
+        out["aggregator_mbps"] = rnd(workers * s["model_bytes"] * 8 / 1e6 / (fwd_ms / 1000), 1)
+    return out
 
 
 def run_shared(system: str, jobs: int, n: int, rate: float, versions: int, out: Path) -> dict:
@@ -168,7 +212,8 @@ def compare(points: dict[str, list[dict]]) -> dict:
     out: dict = {}
     for system, runs in points.items():
         out[system] = {k: median(r.get(k) for r in runs) if k in (
-            "iteration_s", "over_wire", "qdisc_drops", "repair", "accuracy", "push_rate_mbps")
+            "iteration_s", "over_wire", "qdisc_drops", "repair", "accuracy", "push_rate_mbps",
+            "aggregator_mbps")
             else runs[-1].get(k) for k in runs[-1]}
         out[system]["rounds"] = len(runs)
     p, t = out.get("persistent", {}), out.get("tcp", {})
@@ -189,6 +234,9 @@ def verdicts(rate: float, n: int, c: dict) -> list[str]:
             continue
         if f.get("workers_dropped"):
             misses.append(f"{system}: {f['workers_dropped']} workers dropped")
+        if system == "ina" and "summed_on_workers_side" in f and not f["summed_on_workers_side"]:
+            misses.append(f"ina: summed at {f.get('ina_root')}, not on the workers' side "
+                          f"(idle: {f.get('ina_idle')})")
     if rate != 100:
         return misses
     p = c.get("persistent", {})
@@ -200,6 +248,11 @@ def verdicts(rate: float, n: int, c: dict) -> list[str]:
     if (c.get("accuracy_gap") or 0) > TARGETS["accuracy_gap"]:
         misses.append(f"accuracy gap {c['accuracy_gap']}")
     return misses
+
+
+def point_key(rate: float, n: int, mtu: int = 1500) -> str:
+    """A point's key in results.json: "1000M-N16", "1000M-N16-mtu9000"."""
+    return f"{rate:g}M-N{n}" + (f"-mtu{mtu}" if mtu != 1500 else "")
 
 
 def rows(sec: dict) -> list[tuple[str, str, str, str]]:
@@ -222,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--systems", default="persistent,unicast,tcp")
     p.add_argument("--jobs", type=int, default=1,
                    help="K >= 2: K jobs at once over the link (sharing), instead")
+    p.add_argument("--mtu", type=int, default=1500, help="the link's MTU (links.mtu)")
     args = p.parse_args(argv)
     workers = [int(x) for x in args.workers.split(",")]
     rates = [float(x) for x in args.rates.split(",")]
@@ -246,11 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for rate in rates:
             for n in workers:
-                key = f"{rate:g}M-N{n}"
+                key = point_key(rate, n, args.mtu)
                 points = alternate(
                     systems, args.rounds, key,
                     lambda system, i: run_one(system, n, rate, args.versions,
-                                              keep / f"{key}-{system}-{i}"),
+                                              keep / f"{key}-{system}-{i}", args.mtu),
                     lambda f: f"iteration {f.get('iteration_s')} s, over wire "
                               f"{f.get('over_wire')}, drops {f.get('qdisc_drops')}, repair "
                               f"{f.get('repair')}, accuracy {f.get('accuracy')}")

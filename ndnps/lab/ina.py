@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .spec import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, ScenarioError, _number
 
 if TYPE_CHECKING:
+    from ndnps.placement.lp import Solution
     from ndnps.placement.network import Network
     from ndnps.protocol.config import TrainingConfig
 
@@ -49,21 +50,49 @@ class Ina:
 
 @dataclass
 class InaPlan:
-    """What the placement decided: the edge, each chosen aggregator's workers, γ."""
+    """What the placement decided: the edge, each chosen aggregator's workers, γ; `direct`:
+    the edge has no worker of its own and one aggregator sums them all, so the PS asks that
+    aggregator (`root`) directly — the edge would only pass its one sum on, as an exact
+    partial sum of segments half as long; `idle`: each aggregator the placement chose and
+    then gave no worker, with the reason."""
     edge: str
     aggregators: dict[str, list[str]] = field(default_factory=dict)
     gamma: float = 0.0
     gamma_by_k: dict[int, float] = field(default_factory=dict)
     placement: list[str] = field(default_factory=list)
+    direct: bool = False
+    idle: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def root(self) -> str:
+        """The node the PS asks for every sum (the training's aggregate_at)."""
+        return next(iter(self.aggregators)) if self.direct else self.edge
 
     def aggregate_via(self) -> list[str]:
-        """The training's aggregate_via entries."""
+        """The training's aggregate_via entries (the root's sub-groups)."""
+        if self.direct:
+            return []
         return [f"{node}:{'+'.join(ws)}" for node, ws in self.aggregators.items()]
 
+    def configured(self) -> list[str]:
+        """The forwarders that sum: the root, then the sub-groups' aggregators."""
+        return [self.root, *(n for n in self.aggregators if n != self.root)]
+
+    def notes(self) -> list[str]:
+        """What the run's output says of the plan."""
+        out = [f"in-network aggregation: the placement chose {node} and gave it no worker: "
+               f"{why}" for node, why in self.idle.items()]
+        if self.direct:
+            out.append(f"in-network aggregation: every worker is summed at {self.root} and the "
+                       f"PS's edge {self.edge} has none of its own: the PS asks {self.root} "
+                       "directly")
+        return out
+
     def as_dict(self) -> dict[str, Any]:
-        return {"edge": self.edge, "placement": self.placement, "gamma": round(self.gamma, 3),
+        return {"edge": self.edge, "root": self.root, "placement": self.placement,
+                "gamma": round(self.gamma, 3),
                 "gamma_by_k": {str(k): round(g, 3) for k, g in self.gamma_by_k.items()},
-                "aggregators": self.aggregators}
+                "aggregators": self.aggregators, "idle": self.idle}
 
 
 def parse(table: Any, sc: "Scenario") -> Ina:
@@ -192,7 +221,10 @@ def network(sc: "Scenario", ina: Ina) -> "Network":
 
 
 def place(sc: "Scenario", ina: Ina) -> InaPlan:
-    """The aggregators and their workers, by [ina]'s placement."""
+    """The aggregators and their workers, by [ina]'s placement. The LP sees the scenario's
+    data plane: the PS's edge is one of our forwarders, whose capacity is the others' (it is
+    not a switch of unbounded speed), and every gradient is summed somewhere (nothing reaches
+    the PS unsummed)."""
     from ndnps.placement.greedy import greedy
     from ndnps.placement.lp import Problem, solve
     job = sc.training
@@ -207,7 +239,8 @@ def place(sc: "Scenario", ina: Ina) -> InaPlan:
     else:
         chosen = []                                 # greedy, below
     # the edge in namespaces is the PS's host forwarder; the LP's is the router it joins
-    problem = Problem(network(sc, ina), job.ps, list(job.workers), ina.capacity)
+    problem = Problem(network(sc, ina), job.ps, list(job.workers), ina.capacity,
+                      edge_capacity=ina.capacity, unsummed=False)
     if ina.placement == "greedy" and cands and ina.k:
         found = greedy(problem, ina.k)
         sol = found.best
@@ -218,12 +251,28 @@ def place(sc: "Scenario", ina: Ina) -> InaPlan:
     # in namespaces the PS's own host forwarder is the edge it asks; the router the LP takes
     # for its edge (a star's fwd, a tree's root) sums what the LP sends "to the edge"
     router_edge = sc.netns and sc.topology not in ("bottleneck", "minindn")
+    edge_workers = 0
     for w in job.workers:
         node = sol.plan.get(w, "edge")
         if node == "edge" or node == problem.edge:
+            edge_workers += 1
             if not router_edge:
                 continue
             node = problem.edge
         groups.setdefault(node, []).append(w)
+    idle = {s: _idle_reason(s, sol, ina) for s in sol.aggregators if s not in groups}
+    direct = len(groups) == 1 and (router_edge or not edge_workers)
     return InaPlan(edge(sc), groups, sol.gamma, by_k or {len(sol.aggregators): sol.gamma},
-                   list(sol.aggregators))
+                   list(sol.aggregators), direct, idle)
+
+
+def _idle_reason(node: str, sol: "Solution", ina: Ina) -> str:
+    """Why the LP's plan gives a chosen aggregator no worker: the plan cannot split a worker's
+    gradient, so each goes where the larger share of it does, never here."""
+    shares = [r.get(node, 0.0) for r in sol.rates.values()]
+    full = sum(shares) >= ina.capacity * (1 - 1e-6)
+    return (f"the LP sends it at most {max(shares, default=0.0):.3g} Mbit/s of a worker's "
+            f"γ = {sol.gamma:.3g}, never a worker's larger share, and a gradient is not split "
+            "(each worker goes where most of it does); "
+            + (f"it takes all it may, ina.capacity = {ina.capacity:g} Mbit/s" if full else
+               "more would not raise γ"))

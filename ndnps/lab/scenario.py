@@ -140,9 +140,10 @@ class Runner:
         if self.sc.ina is not None:
             # where the aggregators go, and the plan the PS sends them (ndnps.lab.ina)
             self.ina_plan = ina.place(self.sc, self.sc.ina)
-            self.sc.training.aggregate_at = self.ina_plan.edge
+            self.sc.training.aggregate_at = self.ina_plan.root
             self.sc.training.aggregate_via = self.ina_plan.aggregate_via()
             self.sc.training.validate()
+            self.notes += self.ina_plan.notes()
         if self.sc.pipeline is not None:
             # the planner on this machine: the stages and their layers, before anything runs
             pipeline.write_plan(self.run_dir,
@@ -227,7 +228,7 @@ class Runner:
             return [] if self.sc.share.policy == "never" else [self.sc.share.at]
         if t.collective == "ina" or (p is None and t.aggregate_at):
             return [t.aggregate_at]             # the peers' aggregator, or one given by hand
-        return [] if p is None else [p.edge, *p.aggregators]
+        return [] if p is None else p.configured()
 
     def configure_aggregator(self, name: str) -> None:
         """`aggregators/add` at forwarder `name` for the training (its key, the slots)."""

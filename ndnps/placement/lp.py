@@ -39,12 +39,15 @@ from .network import Network, TopologyError
 @dataclass
 class Problem:
     """What the LP is about: the network, the training's PS and workers, the aggregators'
-    processing capacity (Mbit/s of gradient input each) and the edge's (inf: unlimited)."""
+    processing capacity (Mbit/s of gradient input each) and the edge's (inf: unlimited), and
+    whether a gradient may reach the PS unsummed (z; False: every worker's gradient is summed
+    at an aggregator or at the edge, as a scenario's data plane does)."""
     network: Network
     ps: str
     workers: list[str]
     capacity: float = 400.0
     edge_capacity: float = math.inf
+    unsummed: bool = True
 
     def __post_init__(self) -> None:
         for name in [self.ps, *self.workers]:
@@ -127,6 +130,8 @@ def solve(problem: Problem, aggregators: list[str], tidy: bool = True) -> Soluti
         le([(var.v[s], 1.0), (var.t, -1.0)], 0.0)
     for w in workers:
         le([(var.y[w], 1.0), (var.t, -1.0)], 0.0)
+        if not problem.unsummed:
+            le([(var.z[w], 1.0)], 0.0)
     if math.isfinite(problem.edge_capacity):
         le([(var.y[w], 1.0) for w in workers] + [(var.v[s], 1.0) for s in aggs],
            problem.edge_capacity)

@@ -223,19 +223,21 @@ def _records(path: Path) -> list[dict]:
 def test_the_final_parameters_are_the_same_bytes_whatever_summed_where(tmp_path):
     # sums are exact until the one rounding of the total for the PS (partial sums travel as
     # int64 fixed point): two levels, a one-slot pool whose collisions the PS sums itself,
-    # leaf1 stopping (its workers summed by the root) and leaf1 killed all end in the same
-    # parameters, bit for bit
+    # leaf1 stopping (its workers summed by the root), leaf1 killed, and one leaf summing
+    # every worker (the PS asks it directly: its sum float32, no sub-group) all end in the
+    # same parameters, bit for bit
     for label, scenario, extra in (
             ("normal", "ina", ()),
             ("one-slot", "ina", ("--set", "ina.slots=1")),
-            ("killed", str(killed_leaf(tmp_path, 5)), ())):
+            ("killed", str(killed_leaf(tmp_path, 5)), ()),
+            ("direct", "ina", ("--set", "topology.leaves=1", "--set", "ina.k=1"))):
         done = subprocess.run([sys.executable, "-m", "ndnps.scenario", scenario, *SAME, *extra,
                                "--out", str(tmp_path / label)],
                               capture_output=True, text=True, timeout=280, cwd=ROOT)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     run_removing_leaf1(tmp_path / "removed", 5)
     runs = {}
-    for label in ("normal", "one-slot", "killed", "removed"):
+    for label in ("normal", "one-slot", "killed", "removed", "direct"):
         s = json.loads((tmp_path / label / "summary.json").read_text())
         assert s["ok"] and s["versions"] == 15 and s["workers_lost"] == 0, label
         with np.load(tmp_path / label / "model.npz") as z:
@@ -244,6 +246,9 @@ def test_the_final_parameters_are_the_same_bytes_whatever_summed_where(tmp_path)
     assert normal["segments_fallback"] == normal["subgroup_fallbacks"] == 0
     assert small["slot_collisions"] > 0 and small["segments_fallback"] > 0     # at the PS
     assert removed["subgroup_fallbacks"] > 0                                  # at the root
+    direct = runs["direct"][0]
+    assert (direct["root"], direct["aggregators_configured"]) == ("leaf1", ["leaf1"])
+    assert direct["segments_aggregated"] > 0 and direct["segments_fallback"] == 0
     # (a kill falls back only when it lands while sums are in flight: it compares whatever
     # it did; the removal is the deterministic sub-group fallback)
     assert [f["forwarder"] for f in json.loads((tmp_path / "killed" / "summary.json")

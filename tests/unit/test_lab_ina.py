@@ -240,6 +240,49 @@ def test_the_bottleneck_aggregates_behind_the_link():
     # 50 from each, and the rest shares what the sums leave of the link: 50 + 50 / 8
     assert plan.gamma_by_k[0] == pytest.approx(12.5)
     assert plan.gamma == pytest.approx(56.25) == plan.gamma_by_k[1]
+    # the PS's edge has no worker of its own: the PS asks the workers host directly (its sum
+    # float32, no sub-group), and only it is configured
+    assert plan.direct and plan.root == "workers-host" and plan.idle == {}
+    assert plan.aggregate_via() == [] and plan.configured() == ["workers-host"]
+    assert plan.as_dict()["root"] == "workers-host"
+    assert any("asks workers-host directly" in n for n in plan.notes())
+
+
+@pytest.mark.parametrize("rate", [10.0, 100.0, 1000.0, 10_000.0])
+@pytest.mark.parametrize("capacity", [50.0, 400.0, 1e5])
+@pytest.mark.parametrize("workers", [4, 16])
+def test_the_bottleneck_sums_on_the_workers_side_at_every_rate_and_capacity(rate, capacity,
+                                                                            workers):
+    # the edge is one of our forwarders too (the same capacity: summing there is no cheaper),
+    # and every gradient is summed somewhere: behind the link is never worse. (Where the edge
+    # was taken as unbounded, 1 Gbit/s over a 400 Mbit/s aggregator sent every worker's
+    # larger share to the edge: every gradient crossed the link, summed at the PS's host.)
+    sc = load("bottleneck", ["ina.k=1", f"bottleneck.rate_mbps={rate}",
+                             f"ina.capacity={capacity}", f"topology.workers={workers}"])
+    plan = ina.place(sc, sc.ina)
+    assert plan.aggregators == {"workers-host": sc.training.workers}
+    assert plan.direct and plan.idle == {}
+
+
+def test_an_aggregator_given_no_worker_says_why():
+    # fat-tree:4, k = 3: γ reaches the links' 100 Mbit/s with two of the three aggregators
+    # greedy chose; the third is sent half a worker's gradient at most, never the larger share
+    sc = load("ina-fat-tree")
+    plan = ina.place(sc, sc.ina)
+    assert len(plan.placement) == 3 and set(plan.idle) == set(plan.placement) - set(
+        plan.aggregators) != set()
+    for node, why in plan.idle.items():
+        assert "never a worker's larger share" in why and "more would not raise γ" in why
+        assert any(n.startswith(f"in-network aggregation: the placement chose {node} and gave "
+                                "it no worker: ") for n in plan.notes())
+    assert plan.as_dict()["idle"] == plan.idle and not plan.direct
+    # an aggregator at its capacity says so
+    from ndnps.placement.lp import Solution
+    sol = Solution(10.5, ["a"], {"w1": "edge", "w2": "edge"},
+                   {"w1": {"a": 5.0, "edge": 5.5}, "w2": {"a": 5.0, "edge": 5.5}})
+    why = ina._idle_reason("a", sol, ina.Ina(capacity=10.0))
+    assert why.startswith("the LP sends it at most 5 Mbit/s of a worker's γ = 10.5")
+    assert why.endswith("it takes all it may, ina.capacity = 10 Mbit/s")
 
 
 def test_the_network_follows_the_topology():
@@ -263,10 +306,11 @@ def test_the_network_follows_the_topology():
 def test_the_placement_is_a_valid_training_plan(scenario_name, overrides):
     sc = load(scenario_name, overrides)
     plan = ina.place(sc, sc.ina)
-    sc.training.aggregate_at = plan.edge
+    sc.training.aggregate_at = plan.root
     sc.training.aggregate_via = plan.aggregate_via()
     assert sc.training.validate() is sc.training
-    assert sc.training.aggregation_plan() == plan.aggregators
+    assert sc.training.aggregation_plan() == ({} if plan.direct else plan.aggregators)
+    assert plan.configured()[0] == plan.root
 
 
 def training(**kw) -> TrainingConfig:

@@ -61,6 +61,12 @@ def test_the_lp_gives_the_hand_computed_gamma():
     # the edge's own capacity, when given, bounds what it takes in
     edge_bound = Problem(small(), "ps", ["w1", "w2", "w3"], capacity=400, edge_capacity=120)
     assert solve(edge_bound, []).gamma == pytest.approx(50.0)
+    # ... what it cannot take reaches the PS unsummed (z), unless every gradient must be
+    # summed (a scenario's data plane): then 3γ <= 120
+    summed = Problem(small(), "ps", ["w1", "w2", "w3"], capacity=400, edge_capacity=120,
+                     unsummed=False)
+    assert solve(summed, []).gamma == pytest.approx(40.0)
+    assert all(r.keys() <= {"edge", "s"} for r in solve(summed, ["s"]).rates.values())
 
 
 def test_the_ps_its_edge_and_the_workers_are_not_candidates():
