@@ -132,7 +132,7 @@ class Gradients:
             if aggregated:
                 return sign_parts(messages.gradient_parts(v, step, base, loss, compute, push,
                                                           per=per), name_of, signer)
-            return sign_segments(messages.gradient_blob(v, step, base, loss, compute, push),
+            return sign_segments(messages.gradient_pieces(v, step, base, loss, compute, push),
                                  name_of, signer)
 
         wires = sign(vec, job.sec.signer)

@@ -303,7 +303,8 @@ class Job:
 
     def on_version(self, p: messages.Params) -> None:
         """A new version of the parameters, decoded (the receiver calls this)."""
-        self.params, self.done = np.array(p.vector), p.done
+        # the decoded view of the joined segments (read-only): the model loads copies of it
+        self.params, self.done = p.vector, p.done
         self.newest_at = self.now()
         self.aborted = p.aborted
         self.applied = max(self.applied, p.collected.get(self.gpu, -1))

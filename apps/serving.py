@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from ndnps.client.events import wait_event
 from ndnps.client.pacer import Pacer
-from ndnps.client.segments import sign_segments
+from ndnps.client.segments import Blob, sign_segments
 from ndnps.exchanges.membership import Membership
 from ndnps.exchanges.publisher import Publisher
 from ndnps.exchanges.push_rate import PushRate, PushReport
@@ -123,7 +123,7 @@ class Serving:
 
     # ---- steps 6 and 9: push, probes; the unicast baseline ------------------------------------
 
-    def sign_push(self, version: int, blob: bytes) -> list[bytes]:
+    def sign_push(self, version: int, blob: Blob) -> list[bytes]:
         cfg = self.cfg
         return sign_segments(blob, lambda s: names.distribute(cfg.ps, cfg.train, version, s),
                              self.signer, PUSH_FRESHNESS_MS)
@@ -132,12 +132,14 @@ class Serving:
         """Parameters `version` as Data: the publisher's signed push segments, or in unicast
         mode kept for each worker's copy.  Returns the push segments (None in unicast mode)."""
         collected = self.params.collected if self.cfg.mode == "async" else None
-        blob = messages.params_blob(flatten(self.params.model.params), version, done, collected,
-                                    aborted)
+        vector = flatten(self.params.model.params)
         if self.cfg.push_mode == "unicast":
-            self.unicast.publish(version, blob)
+            self.unicast.publish(version, messages.params_blob(vector, version, done, collected,
+                                                               aborted))
             return None
-        return self.publisher.publish(version, blob)
+        # the segments are cut from the vector itself: its one copy is into the packets
+        return self.publisher.publish(version, messages.params_pieces(vector, version, done,
+                                                                       collected, aborted))
 
     async def push(self, version: int, done: bool, aborted: bool = False) -> float:
         """Step 6: publish `version` and push it along the persistent PIT entry, paced.

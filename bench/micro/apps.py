@@ -28,8 +28,8 @@ pair is checked to produce the same bytes / the same values first:
 
 ``--one NAME`` runs only ndnps's loop of `receive_data` (fed in-process: 16 Data per read),
 `collect_interest` (one per read) or `express_settle`, `--n` times, with nothing else: what
-``valgrind --tool=callgrind`` counts, the instructions of a run with 2n less those of one with
-n, divided by n, is the path's cost whatever the host's load.
+``valgrind --tool=callgrind`` counts for two values of n, their difference divided by the
+difference in n, is the path's cost whatever the host's load.
 """
 from __future__ import annotations
 

@@ -264,6 +264,7 @@ class App:
     def _data_arrived(self, data: Data) -> None:
         pushed = data.key.startswith(DISTRIBUTE_COMPONENT)
         if pushed and self.on_distribute is not None:
+            data.name                            # (a malformed name: DecodeError, counted)
             try:
                 self.on_distribute(data)
             except Exception:                # the app's bug: logged, the face goes on
@@ -472,4 +473,3 @@ def _settle(entry: Pending, data: Data) -> None:
 
 def _timed_out(entry: Pending) -> None:
     entry.future.set_exception(InterestTimeout())
-

@@ -1,11 +1,12 @@
 """A producer's side of a segmented object: a blob cut into signed Data packets (content
 <= SEGMENT_SIZE, FinalBlockId on every one), written by the base's fixed-shape encoder
 (``ndnps.ndn.packet.encode_data``: MetaInfo and SignatureInfo encoded once per object, each
-segment's content copied once, into its packet).  The receiver's side (Assembly) is
+segment's content copied once, into its packet, from the blob or straight from the pieces it
+is made of: ndnps.protocol.codec.tensor_pieces).  The receiver's side (Assembly) is
 sans-I/O, in ndnps.exchanges.buffers."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Sequence, Union
 
 from ndnps.ndn import packet
 from ndnps.ndn.conventions import SEGMENT_SIZE, segment_component
@@ -14,17 +15,44 @@ from ndnps.ndn.packet import Bytes
 from .security import Signer
 
 NameOf = Callable[[int], Sequence[Bytes]]
+Blob = Union[Bytes, Sequence[Bytes]]      # a buffer, or the pieces whose join it is
 
 
-def sign_segments(blob: Bytes, name_of: NameOf, signer: Signer,
+def sign_segments(blob: Blob, name_of: NameOf, signer: Signer,
                   freshness_ms: int | None = None, size: int = SEGMENT_SIZE) -> list[bytes]:
-    """The wire Data packets of `blob`, segment i named `name_of(i)` (conventions.segment's
-    cut, as views of the blob: nothing copied until the packets are written)."""
+    """The wire Data packets of `blob` (a buffer, or the pieces whose join it is:
+    ndnps.protocol.codec.tensor_pieces), segment i named `name_of(i)`."""
+    return sign_parts(cut(blob, size), name_of, signer, freshness_ms)
+
+
+def cut(blob: Blob, size: int = SEGMENT_SIZE) -> list[Bytes]:
+    """conventions.segment's cut, as views of the blob (a segment that spans two pieces is the
+    one joined): each byte is copied once, into its packet, when the segments are signed."""
     if size <= 0:
         raise ValueError("max_size must be positive")
-    mv = memoryview(blob).cast("B")
-    views: list[Bytes] = [mv[i:i + size] for i in range(0, len(mv), size)] or [b""]
-    return sign_parts(views, name_of, signer, freshness_ms)
+    pieces = [blob] if isinstance(blob, (bytes, bytearray, memoryview)) else blob
+    out: list[Bytes] = []
+    spanning: list[Bytes] = []          # the start of a segment an earlier piece ended in
+    have = 0
+    for piece in pieces:
+        mv = memoryview(piece).cast("B")
+        pos, end = 0, len(mv)
+        if spanning:
+            pos = min(size - have, end)
+            spanning.append(mv[:pos])
+            have += pos
+            if have < size:
+                continue
+            out.append(b"".join(spanning))
+            spanning, have = [], 0
+        while end - pos >= size:
+            out.append(mv[pos:pos + size])
+            pos += size
+        if pos < end:
+            spanning, have = [mv[pos:]], end - pos
+    if spanning or not out:
+        out.append(b"".join(spanning))
+    return out
 
 
 def sign_parts(parts: Sequence[Bytes], name_of: NameOf, signer: Signer,

@@ -28,8 +28,7 @@ from ndnps.ndn.tlv import (APP_PARAMETERS, CAN_BE_PREFIX, CONTENT, CONTENT_TYPE,
                            INTEREST_LIFETIME, INTEREST_SIGNATURE_INFO, INTEREST_SIGNATURE_VALUE,
                            KEY_LOCATOR, LP_CONGESTION_MARK, LP_FRAGMENT, LP_PACKET, LP_PIT_TOKEN,
                            META_INFO, MUST_BE_FRESH, NAME, NONCE, PARAMS_DIGEST, SIGNATURE_INFO,
-                           SIGNATURE_TYPE, SIGNATURE_VALUE, DecodeError, component_offsets,
-                           decode_nonneg,
+                           SIGNATURE_TYPE, SIGNATURE_VALUE, DecodeError, decode_nonneg,
                            encode_varnum, name_from_str, read_tl, short_length)
 
 from .security import Signer
@@ -49,7 +48,13 @@ def components(value: bytes) -> list[bytes]:
     pos = 0
     end = len(value)
     while pos < end:
-        _, _, cend = read_tl(value, pos, end)
+        size = value[pos + 1] if pos + 1 < end else 255
+        if value[pos] < 253 and size < 253:           # the usual head, read inline
+            cend = pos + 2 + size
+            if cend > end:
+                raise DecodeError("name component exceeds the name")
+        else:
+            _, _, cend = read_tl(value, pos, end)
         out.append(value[pos:cend])
         pos = cend
     return out
@@ -134,27 +139,50 @@ class Data:
         return self.buf[self.value_start:self.value_end] if self.value_start != _ABSENT else b""
 
 
+def _elements(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int]]:
+    """(TLV-TYPE, value start, value end) of each element in `buf[pos:end]`, in one walk: the
+    usual heads (a 1-octet TYPE, a 1- or 3-octet LENGTH) read inline, the rest by read_tl."""
+    out = []
+    while pos < end:
+        typ = buf[pos]
+        size = buf[pos + 1] if pos + 1 < end else 255
+        if typ < 253 and size < 253:
+            s = pos + 2
+            e = s + size
+        elif typ < 253 and size == 253 and pos + 3 < end:
+            s = pos + 4
+            e = s + ((buf[pos + 2] << 8) | buf[pos + 3])
+        else:
+            typ, s, e = read_tl(buf, pos, end)
+        if e > end:
+            raise DecodeError(f"TLV 0x{typ:x} exceeds its container")
+        out.append((typ, s, e))
+        pos = e
+    return out
+
+
 def parse_data(buf: bytes, start: int = 0, end: int = -1, mark: int = 0) -> Data:
     """The Data TLV at `buf[start:end]` (`end` -1: to the end), with the CongestionMark it came
     with.  Elements in v0.3's order — Name, [MetaInfo], [Content], SignatureInfo,
     SignatureValue; unknown non-critical elements are skipped, anything else is a DecodeError
-    (an unsigned Data parses, with signature_type -1: no validator passes it)."""
+    (an unsigned Data parses, with signature_type -1: no validator passes it).  The name's
+    components are checked when first read (``Data.name``): a pending Interest is matched by
+    the Name's bytes, which cannot equal a malformed one."""
     if end < 0:
         end = len(buf)
-    typ, pos, vend = read_tl(buf, start, end)
-    if typ != DATA or vend != end:
+    outer = _elements(buf, start, end)
+    if len(outer) != 1 or outer[0][0] != DATA:
         raise DecodeError("not a Data")
-    typ, nstart, nend = read_tl(buf, pos, end)
-    if typ != NAME:
+    _, pos, _ = outer[0]
+    elements = _elements(buf, pos, end)
+    if not elements or elements[0][0] != NAME:
         raise DecodeError("Data does not start with a Name")
-    key = buf[nstart:nend]
-    component_offsets(key)                  # a malformed name is a malformed packet
-    d = Data(buf, start, end, key, mark)
+    _, nstart, nend = elements[0]
+    d = Data(buf, start, end, buf[nstart:nend], mark)
     d.signed_start = pos
     stage = 0               # 1 MetaInfo, 2 Content, 3 SignatureInfo, 4 SignatureValue seen
-    pos = nend
-    while pos < end:
-        typ, s, e = read_tl(buf, pos, end)
+    for i in range(1, len(elements)):
+        typ, s, e = elements[i]
         if typ == META_INFO and stage < 1:
             _meta_info(d, buf, s, e)
             stage = 1
@@ -172,15 +200,13 @@ def parse_data(buf: bytes, start: int = 0, end: int = -1, mark: int = 0) -> Data
             stage = 4
         elif typ < 32 or typ & 1:
             raise DecodeError(f"unexpected element 0x{typ:x} in Data")
-        pos = e
     if stage == 3:
         raise DecodeError("SignatureInfo without a SignatureValue")
     return d
 
 
 def _meta_info(d: Data, buf: bytes, pos: int, end: int) -> None:
-    while pos < end:
-        typ, s, e = read_tl(buf, pos, end)
+    for typ, s, e in _elements(buf, pos, end):
         if typ == CONTENT_TYPE:
             d.content_type = decode_nonneg(buf, s, e)
         elif typ == FRESHNESS_PERIOD:
@@ -189,21 +215,18 @@ def _meta_info(d: Data, buf: bytes, pos: int, end: int) -> None:
             d.final_block_id = buf[s:e]
         elif typ < 32 or typ & 1:
             raise DecodeError(f"unexpected element 0x{typ:x} in MetaInfo")
-        pos = e
 
 
 def _signature_info(d: Data, buf: bytes, pos: int, end: int) -> None:
     """SignatureType and a KeyLocator Name; the rest (ValidityPeriod, a KeyDigest...) is for
     signature types this client does not check."""
-    while pos < end:
-        typ, s, e = read_tl(buf, pos, end)
+    for typ, s, e in _elements(buf, pos, end):
         if typ == SIGNATURE_TYPE:
             d.signature_type = decode_nonneg(buf, s, e)
         elif typ == KEY_LOCATOR:
             ktyp, ks, ke = read_tl(buf, s, e)
             if ktyp == NAME:
                 d.key_locator = buf[ks:ke]
-        pos = e
     if d.signature_type == _ABSENT:
         raise DecodeError("SignatureInfo without a SignatureType")
 
@@ -278,48 +301,47 @@ def parse_interest(buf: bytes, start: int = 0, end: int = -1,
     ParametersSha256DigestComponent does not match (or that it lacks)."""
     if end < 0:
         end = len(buf)
-    typ, pos, vend = read_tl(buf, start, end)
-    if typ != INTEREST or vend != end:
+    outer = _elements(buf, start, end)
+    if len(outer) != 1 or outer[0][0] != INTEREST:
         raise DecodeError("not an Interest")
-    typ, nstart, nend = read_tl(buf, pos, end)
-    if typ != NAME or nstart == nend:
+    elements = _elements(buf, outer[0][1], end)
+    if not elements or elements[0][0] != NAME or elements[0][1] == elements[0][2]:
         raise DecodeError("Interest without a Name")
+    _, nstart, nend = elements[0]
     i = Interest(buf, start, end, buf[nstart:nend])
     i._name = components(i.key)             # (checked: a malformed name is a malformed packet)
     i.pit_token = pit_token
     i.mark = mark
     last = -1
     params_at = _ABSENT
-    pos = nend
-    while pos < end:
-        typ, s, e = read_tl(buf, pos, end)
+    for n in range(1, len(elements)):
+        typ, s, e = elements[n]
         rank = _INTEREST_ORDER.get(typ, -1)
         if rank < 0:
             if typ < 32 or typ & 1:
                 raise DecodeError(f"unexpected element 0x{typ:x} in Interest")
-        elif rank <= last:
+            continue
+        if rank <= last:
             raise DecodeError(f"element 0x{typ:x} out of order in Interest")
-        else:
-            last = rank
-            if typ == CAN_BE_PREFIX:
-                i.can_be_prefix = True
-            elif typ == MUST_BE_FRESH:
-                i.must_be_fresh = True
-            elif typ == NONCE:
-                if e - s != 4:
-                    raise DecodeError("Nonce must be 4 octets")
-                i.nonce = int.from_bytes(buf[s:e], "big")
-            elif typ == INTEREST_LIFETIME:
-                i.lifetime = decode_nonneg(buf, s, e)
-            elif typ == HOP_LIMIT:
-                if e - s != 1:
-                    raise DecodeError("HopLimit must be 1 octet")
-                i.hop_limit = buf[s]
-            elif typ == APP_PARAMETERS:
-                i.params_start = s
-                i.params_end = e
-                params_at = pos
-        pos = e
+        last = rank
+        if typ == CAN_BE_PREFIX:
+            i.can_be_prefix = True
+        elif typ == MUST_BE_FRESH:
+            i.must_be_fresh = True
+        elif typ == NONCE:
+            if e - s != 4:
+                raise DecodeError("Nonce must be 4 octets")
+            i.nonce = int.from_bytes(buf[s:e], "big")
+        elif typ == INTEREST_LIFETIME:
+            i.lifetime = decode_nonneg(buf, s, e)
+        elif typ == HOP_LIMIT:
+            if e - s != 1:
+                raise DecodeError("HopLimit must be 1 octet")
+            i.hop_limit = buf[s]
+        elif typ == APP_PARAMETERS:
+            i.params_start = s
+            i.params_end = e
+            params_at = s - 2 if e - s < 253 else s - 4
     if params_at != _ABSENT:
         digest = _params_digest(i.key)
         if digest is None or hashlib.sha256(memoryview(buf)[params_at:end]).digest() != digest:

@@ -8,11 +8,13 @@ peer-to-peer worker's own stream — and knows nothing of python-ndn.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence, Union
 
 from .buffers import Recent
 
-Sign = Callable[[int, bytes], list[bytes]]      # (version, blob) -> its signed segments
+# an object: its bytes, or the pieces whose join they are (ndnps.protocol.codec.tensor_pieces)
+Blob = Union[bytes, Sequence[Union[bytes, memoryview]]]
+Sign = Callable[[int, Blob], list[bytes]]       # (version, blob) -> its signed segments
 
 
 class Publisher:
@@ -21,7 +23,7 @@ class Publisher:
         self._kept: Recent[int, list[bytes]] = Recent(keep_versions)
         self.probes_answered = 0
 
-    def publish(self, version: int, blob: bytes) -> list[bytes]:
+    def publish(self, version: int, blob: Blob) -> list[bytes]:
         """Version `version` is `blob`: its signed segments, kept for probes; push them.
         Publishing a version again replaces its segments."""
         wires = self._sign(version, blob)

@@ -15,6 +15,12 @@ its sum does not match.  Not an integrity check against an attacker (the signatu
 sum, not a CRC, because it costs ~0.01 ms per 400 KB against the CRC's 0.13, each way, on the
 path of every version.  Decoding returns read-only ``np.frombuffer`` views into the blob
 (zero-copy).
+
+Straight to and from numpy buffers: ``tensor_pieces`` gives the blob as pieces — the prefix and
+header, then each tensor's own memory (a view, nothing copied) and the zero padding between —
+so a producer that cuts segments from the pieces (ndnps.client.segments) copies a tensor once,
+into its packets; ``encode_tensors`` is their join.  A receiver joins its segments once
+(views of the packets they came in) and decodes views of that.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ __all__ = [
     "CodecError",
     "MixedSegments",
     "encode_tensors",
+    "tensor_pieces",
     "decode_tensors",
     "flatten",
     "unflatten",
@@ -87,6 +94,14 @@ def unpack(buf: bytes | bytearray | memoryview) -> Any:
 
 def encode_tensors(tensors: Tensors, /, **meta: Any) -> bytes:
     """Encode named (dict) or positional (list) arrays plus msgpack-able ``meta`` into one blob."""
+    return b"".join(tensor_pieces(tensors, **meta))
+
+
+def tensor_pieces(tensors: Tensors, /, **meta: Any) -> list[bytes | memoryview]:
+    """``encode_tensors``' blob as pieces whose join it is: the prefix and header, then each
+    tensor's own memory (a view of the array: nothing copied unless the array must first be
+    made C-contiguous little-endian) and the padding between.  The arrays must not change
+    until the pieces are used."""
     if isinstance(tensors, dict):
         keys = list(tensors)
         if not all(isinstance(n, str) for n in keys):
@@ -105,14 +120,15 @@ def encode_tensors(tensors: Tensors, /, **meta: Any) -> bytes:
     parts: list[bytes | memoryview] = [header]
     pos = _PREFIX.size + len(header)
     for a in wire:
-        parts.append(b"\0" * _pad(pos))
-        pos += _pad(pos)
+        if _pad(pos):
+            parts.append(b"\0" * _pad(pos))
+            pos += _pad(pos)
         parts.append(a.reshape(-1).view(np.uint8).data)
         pos += a.nbytes
     # the header and each tensor start on a word and the padding is zeros: the sum of the parts
     # is the sum of the blob after the prefix
     total = sum(_sum64(memoryview(part)) for part in parts) & _MASK64
-    return b"".join([_PREFIX.pack(_MAGIC, len(header), total), *parts])
+    return [_PREFIX.pack(_MAGIC, len(header), total), *parts]
 
 
 def _sum64(mv: memoryview) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 from ndnps.ndn import summable
 from ndnps.ndn.conventions import SEGMENT_SIZE
 
-from .codec import CodecError, decode_tensors, encode_tensors, pack, unpack
+from .codec import CodecError, decode_tensors, encode_tensors, pack, tensor_pieces, unpack
 
 # ---- task assignment (step 2) -----------------------------------------------------------------
 
@@ -85,9 +85,16 @@ class Params:
 
 def params_blob(vector: np.ndarray, version: int, done: bool,
                 collected: dict[str, int] | None = None, aborted: bool = False) -> bytes:
-    return encode_tensors([np.asarray(vector, np.float32)], kind="params", version=int(version),
-                          done=bool(done or aborted), collected=dict(collected or {}),
-                          aborted=bool(aborted))
+    return b"".join(params_pieces(vector, version, done, collected, aborted))
+
+
+def params_pieces(vector: np.ndarray, version: int, done: bool,
+                  collected: dict[str, int] | None = None,
+                  aborted: bool = False) -> list[bytes | memoryview]:
+    """``params_blob`` as pieces (codec.tensor_pieces): the vector's own memory, not a copy."""
+    return tensor_pieces([np.asarray(vector, np.float32)], kind="params", version=int(version),
+                         done=bool(done or aborted), collected=dict(collected or {}),
+                         aborted=bool(aborted))
 
 
 def parse_params(blob: bytes, n_params: int, version: int) -> Params:
@@ -119,10 +126,16 @@ class Gradient:
 
 def gradient_blob(vector: np.ndarray, step: int, base_version: int, loss: float,
                   compute: float, push: dict | None = None) -> bytes:
+    return b"".join(gradient_pieces(vector, step, base_version, loss, compute, push))
+
+
+def gradient_pieces(vector: np.ndarray, step: int, base_version: int, loss: float,
+                    compute: float, push: dict | None = None) -> list[bytes | memoryview]:
+    """``gradient_blob`` as pieces (codec.tensor_pieces): the vector's own memory."""
     extra = {} if push is None else {"push": push}
-    return encode_tensors([np.asarray(vector, np.float32)], kind="gradient", step=int(step),
-                          base_version=int(base_version), loss=float(loss), compute=float(compute),
-                          **extra)
+    return tensor_pieces([np.asarray(vector, np.float32)], kind="gradient", step=int(step),
+                         base_version=int(base_version), loss=float(loss),
+                         compute=float(compute), **extra)
 
 
 def parse_gradient(blob: bytes, n_params: int, step: int) -> Gradient:

@@ -74,12 +74,12 @@ def _loop_time() -> float:
         return time.monotonic()
 
 
-_NETS: "weakref.WeakKeyDictionary[App, MemNet]" = weakref.WeakKeyDictionary()
+_NETS: "weakref.WeakSet[MemNet]" = weakref.WeakSet()
 
 
 def net_of(app: App) -> "MemNet":
     """The network `app` is on (for a drop hook, which is given the app)."""
-    return _NETS[app]
+    return next(net for net in _NETS if app in net.face_ids)
 
 
 def _components(value: bytes) -> list[bytes]:
@@ -127,6 +127,7 @@ class MemNet:
         self.apps: dict[int, App] = {}             # face id -> app
         self.face_ids: dict[App, int] = {}
         self.routes = Routes(self)
+        _NETS.add(self)
         self._ticked = self.fw.clock()
         self._pushed: dict[int, int] = {}          # face id -> out_distribute seen
         self.drop = drop
@@ -149,7 +150,6 @@ class MemNet:
         app = App("unix:///memnet", face=face)
         self.apps[info.id] = app
         self.face_ids[app] = info.id
-        _NETS[app] = self
         face.connection_made(MemTransport(self, info.id))     # type: ignore[arg-type]
         return app
 

@@ -259,3 +259,35 @@ def test_unpack_random_bytes_never_raises_other_errors(buf):
         unpack(buf)
     except CodecError:
         pass
+
+
+# ---- straight to numpy buffers: the blob as pieces, segments cut from them ------------------
+
+@given(st.lists(st.integers(0, 3000), max_size=5), st.integers(1, 9000),
+       st.sampled_from(["<f4", "<i2", "|u1", "<f8"]))
+@settings(max_examples=150, deadline=None)
+def test_the_pieces_join_to_the_blob_and_cut_to_its_segments(sizes, size, dtype):
+    from ndnps.client.segments import cut
+    from ndnps.protocol.codec import tensor_pieces
+    rng = np.random.default_rng(sum(sizes) + size)
+    arrays = [rng.integers(0, 100, n).astype(dtype) for n in sizes]
+    pieces = tensor_pieces(arrays, kind="x")
+    blob = encode_tensors(arrays, kind="x")
+    assert b"".join(pieces) == blob
+    assert [bytes(s) for s in cut(pieces, size)] == segment(blob, size)
+    assert [bytes(s) for s in cut(blob, size)] == segment(blob, size)
+
+
+def test_a_tensors_piece_is_its_own_memory():
+    from ndnps.protocol.codec import tensor_pieces
+    vec = np.arange(1000, dtype=np.float32)
+    pieces = tensor_pieces([vec], kind="params")
+    assert any(isinstance(p, memoryview) and np.shares_memory(np.frombuffer(p, np.float32), vec)
+               for p in pieces)
+    # a producer's segments from the pieces: the vector's bytes copied once, into the packets
+    from ndnps.client.security import DigestSigner
+    from ndnps.client.segments import sign_segments
+    from ndnps.client.wire import parse_data
+    from ndnps.protocol import names
+    wires = sign_segments(pieces, lambda s: names.distribute("ps", "t", 1, s), DigestSigner())
+    assert b"".join(parse_data(w).content for w in wires) == encode_tensors([vec], kind="params")
