@@ -19,4 +19,6 @@ BENCHMARKS: dict[str, str] = {
     "collectives": "bench.collectives", # issue 25: PS-less all-reduce (ring, ina, BCube) vs the PS
     "sharing": "bench.sharing",         # issue 26: jobs sharing one aggregator in turns
     "hetero": "bench.hetero",           # issue 27: pipeline stages split by device speed
+    "ndntools": "bench.ndntools",       # ndncatchunks through ndnps vs through NFD 24.07
+    "cpu": "bench.cpu",                 # CPU per packet per hop and role, syscalls, copies
 }

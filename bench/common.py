@@ -356,7 +356,8 @@ def cpu_per_iteration(run: "TrainingRun", sampler: CpuSampler) -> dict[str, floa
     return out
 
 
-def run_scenario(name: str, sets: list[str], out: Path, timeout: float = 2400.0) -> "ScenarioRun":
+def run_scenario(name: str, sets: list[str], out: Path, timeout: float = 2400.0,
+                 extra_env: dict[str, str] | None = None) -> "ScenarioRun":
     """One run of the scenario runner as a child process; its run directory read back.
 
     A run that failed only after the PS had finished every version is accepted, the failure
@@ -370,7 +371,8 @@ def run_scenario(name: str, sets: list[str], out: Path, timeout: float = 2400.0)
     with open(logfile, "wb") as f:
         try:
             rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=str(ROOT),
-                                env={**os.environ, **env()}, timeout=timeout).returncode
+                                env={**os.environ, **env(), **(extra_env or {})},
+                                timeout=timeout).returncode
         except subprocess.TimeoutExpired:
             rc = -1
     notes = []

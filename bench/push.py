@@ -7,7 +7,7 @@ Each point is one run of the star scenario (bench/sweep.py: one forwarder, PS + 
 processes, sync SGD on a ~100k-parameter MLP, `max_versions` versions). What is counted:
 
 - `raw` (the headline): everything the PS's face sent per version, NDN wire bytes, by the
-  PS's own counter (ndnps.client.app.CountingFace), mean over the versions after the first
+  PS's own counter (ndnps.client.face.Face), mean over the versions after the first
   WARMUP_VERSIONS (which carry the training content), ÷ model bytes (4 × parameters). It
   includes the pushed Data (names, MetaInfo, HMAC signature info and value) and the collect
   Interests the PS sends to fetch the gradients (one per worker per gradient segment).

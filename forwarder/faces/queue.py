@@ -10,7 +10,8 @@ Marking follows NFD (checkCongestionLevel) with CoDel's sojourn time (RFC 8289) 
 NFD's queue length: the queue's delay is how long its oldest datagram has waited.  Once the
 delay has stayed above `target` for a whole `interval`, the next packet to enter is marked,
 and while it stays above, the k-th mark is followed by the next interval/sqrt(k) later (CoDel's
-control law: a mark rate that grows until the senders slow down); the delay falling to the
+control law: a mark rate that grows until the senders slow down; the rule is
+ndnps.ndn.congestion.MarkingRule, which stream faces use too); the delay falling to the
 target or the queue emptying ends the episode.  Past `step` (4 targets), every packet is
 marked, as DCTCP's and L4S's step threshold: a dozen windows growing at once outrun CoDel's
 first marks (measured: 8 collect flows filled the 1 MiB queue, 89 ms, and the round trips past
@@ -20,10 +21,10 @@ fragmented (the first fragment carries it), by the face.  Time is passed in (`no
 """
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass
 
+from ndnps.ndn.congestion import MarkingRule
 from ndnps.ndn.tlv import MAX_PACKET_SIZE
 
 from ..face_table import SendQueueCounters
@@ -59,8 +60,7 @@ class SendQueue:
         self.limit = self.options.limit_bytes
         self.bytes = 0
         self._items: deque[tuple[bytes, float]] = deque()
-        self._next_mark = math.inf      # inf: the delay is not above target
-        self._marks = 0                 # marks in this episode
+        self._rule = MarkingRule(self.options.interval)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -80,24 +80,10 @@ class SendQueue:
         if not opts.marking:
             return False
         delay = self.delay(now)
-        if delay <= opts.target:
-            self._next_mark = math.inf
-            self._marks = 0
-            return False
-        if opts.step and delay > opts.step:
+        if self._rule.check(delay > opts.target, now, bool(opts.step) and delay > opts.step):
             self.counters.marked += 1
             return True
-        if self._next_mark == math.inf:
-            self._next_mark = now + opts.interval       # above target: one interval's grace
-            return False
-        if now < self._next_mark:
-            return False
-        self._marks += 1
-        # from now, not from the missed time: a packet after a lull is not followed by a burst
-        # of marks to catch up
-        self._next_mark = now + opts.interval / math.sqrt(self._marks)
-        self.counters.marked += 1
-        return True
+        return False
 
     def push(self, wire: bytes, now: float) -> None:
         self._items.append((wire, now))
@@ -111,8 +97,7 @@ class SendQueue:
         if now - since > self.counters.max_delay:
             self.counters.max_delay = now - since
         if not self._items:
-            self._next_mark = math.inf          # empty: the episode is over
-            self._marks = 0
+            self._rule.reset()                  # empty: the episode is over
         return wire
 
     def clear(self) -> None:

@@ -8,9 +8,15 @@ zero), so a peer that does not know it (python-ndn, NDNts) ignores it.
 
 Header fields are kept in increasing TLV-TYPE order, as ndn-cxx requires; the Fragment stays
 last.
+
+`MarkingRule` is when a face marks: the one rule of both face kinds, sans-I/O (the face says
+whether its queue is above its target, and when). A UDP face judges its own queue's delay
+(forwarder/faces/queue.py), a stream face the octets waiting toward its peer, as NFD does
+(forwarder/faces/stream.py).
 """
 from __future__ import annotations
 
+import math
 from typing import Final
 
 from .tlv import (LP_CONGESTION_MARK, LP_FRAGMENT, LP_PACKET, DecodeError, decode_nonneg,
@@ -64,3 +70,48 @@ def congestion_mark(wire: bytes) -> int:
         if typ == LP_FRAGMENT:
             return 0
     return 0
+
+
+class MarkingRule:
+    """NFD's checkCongestionLevel (GenericLinkService) with CoDel's control law (RFC 8289).
+
+    Asked as a packet leaves, with whether the face's queue is above its target then: once it
+    has been above for a whole `interval`, that packet is marked, and while it stays above, the
+    k-th mark is followed by the next interval/sqrt(k) later: a mark rate that grows until the
+    senders slow down. Counted from the mark, not from when it was due, so a packet after a lull
+    brings no burst of catch-up marks (NFD adds to the due time). Below the target, or `reset`
+    (the queue emptied), the episode is over and the next one starts with a whole interval's
+    grace. `every`: above a step threshold, where the packet is marked whatever the timing
+    (DCTCP's and L4S's step; the episode's timing is left alone)."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        if not interval > 0:
+            raise ValueError(f"interval must be > 0, got {interval}")
+        self.interval = interval
+        self._next_mark = math.inf      # inf: not above the target
+        self._marks = 0                 # marks in this episode
+
+    @property
+    def congested(self) -> bool:
+        """Whether an episode is going on (above the target at the last look)."""
+        return self._next_mark != math.inf
+
+    def check(self, above: bool, now: float, every: bool = False) -> bool:
+        """Whether the packet leaving now is to be marked."""
+        if not above:
+            self.reset()
+            return False
+        if every:
+            return True
+        if self._next_mark == math.inf:
+            self._next_mark = now + self.interval       # one interval's grace
+            return False
+        if now < self._next_mark:
+            return False
+        self._marks += 1
+        self._next_mark = now + self.interval / math.sqrt(self._marks)
+        return True
+
+    def reset(self) -> None:
+        self._next_mark = math.inf
+        self._marks = 0

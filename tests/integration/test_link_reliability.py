@@ -126,7 +126,7 @@ async def test_lossy_link_between_forwarders_with_reliability_from_their_config(
         apps.append(producer)
         producer.attach_handler(
             "/rel", lambda name, _p, reply, _c: reply(
-                producer.make_data(name, b"r" * 1000, DigestSha256Signer())))
+                producer.make_data(name, b"r" * 1000, DigestSigner())))
         assert await producer.register("/rel")
         consumer, t = await _open(sock_a, False)
         tasks.append(t)

@@ -14,7 +14,7 @@ from ndn.encoding import (Component, InterestParam, MetaInfo, Name, make_data, m
 from ndn.security import DigestSha256Signer
 
 from forwarder.mgmt import Management
-from ndnps.client.security import HmacSigner
+from tests.support.pyndn import HmacSigner
 from ndnps.ndn import summable
 from ndnps.ndn.aggregation import (AggregatorConfig, Group, application_parameters,
                                    decode_plan, encode_interest, encode_plan, signed_parameters,

@@ -34,11 +34,19 @@ class Owner:
 
 
 class Transport:
+    """No socket under it (fileno -1: no kernel queue to ask) and nothing left unwritten."""
+
     def __init__(self) -> None:
         self.closed = False
 
     def get_extra_info(self, key):
-        return {"sockname": "/x", "socket": type("S", (), {"fileno": lambda s: 3})()}.get(key)
+        return {"sockname": "/x", "socket": type("S", (), {"fileno": lambda s: -1})()}.get(key)
+
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
 
     def close(self) -> None:
         self.closed = True
@@ -190,9 +198,6 @@ class RecordingTransport(Transport):
     def __init__(self) -> None:
         super().__init__()
         self.writes: list[list[bytes]] = []
-
-    def get_write_buffer_size(self) -> int:
-        return 0
 
     def writelines(self, wires) -> None:
         self.writes.append(list(wires))
