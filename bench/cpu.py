@@ -142,13 +142,14 @@ def per_packet(run_dir: Path, cpu: dict[str, float | None]) -> dict[str, Any]:
     ms = {role: (None if c is None else 1000 * c) for role, c in cpu.items()}
     out["cpu_ms_per_version"] = {k: rnd(v) for k, v in ms.items()}
     us: dict[str, float | None] = {}
-    if ms.get("forwarder") is not None:
-        us["forwarder"] = rnd(1000 * ms["forwarder"] / fwd_in)
-    if ms.get("ps") is not None:
-        us["ps"] = rnd(1000 * ms["ps"] / ps_packets)
-    if ms.get("worker") is not None:
+    fwd_ms, ps_ms, w_ms = ms.get("forwarder"), ms.get("ps"), ms.get("worker")
+    if fwd_ms is not None:
+        us["forwarder"] = rnd(1000 * fwd_ms / fwd_in)
+    if ps_ms is not None:
+        us["ps"] = rnd(1000 * ps_ms / ps_packets)
+    if w_ms is not None:
         # the sampler sums the workers: each worker's network CPU, its compute taken off
-        net = ms["worker"] / len(workers) - 1000 * sum(w_compute) / len(workers)
+        net = w_ms / len(workers) - 1000 * sum(w_compute) / len(workers)
         us["worker"] = rnd(1000 * net / (sum(w_packets) / len(w_packets)))
     out["cpu_us_per_packet"] = us
     return out

@@ -220,7 +220,7 @@ class Bench:
             if fwd.poll() is not None or producer.poll() is not None:
                 raise RuntimeError(f"the forwarder or the producer exited during the run "
                                    f"({fwd.poll()}, {producer.poll()}):\n{fwd.tail(10)}")
-            stats = parse_stats(text)
+            stats: dict[str, float | bool | None] = dict(parse_stats(text))
             stats["wall_s"] = round(wall, 3)
             if hung:
                 stats["hung_after_done"] = True

@@ -92,7 +92,8 @@ class StreamFace(Face, asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.transport.set_write_buffer_limits(high=0)     # backlog in our queue, not its
+        # a backlog waits in our queue, where its delay is seen, not in the transport's buffer
+        transport.set_write_buffer_limits(high=0)   # type: ignore[attr-defined]
         raw = transport.get_extra_info("socket")
         if raw is not None:
             self._fd = raw.fileno()

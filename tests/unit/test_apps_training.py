@@ -163,7 +163,9 @@ async def test_lost_pushes_are_recovered_by_probes_and_the_run_stays_exact():
     assert ps.version == final
     assert w2.collect_probes >= 1            # whole version 3 lost: the next collect tells
     assert s3.probes >= 1                    # the final version lost: the probe timer fired
-    assert s1.gap_fetches >= 1               # a hole in version 7: fetched at once
+    # a hole in version 7: fetched at once by the gap timer, or asked for by the collect if
+    # that comes first (a race on the loop's clock; the gap rule alone: test_exchange_subscriber)
+    assert s1.gap_fetches + w1.collect_probes >= 1
     assert w2.probe_segments >= 10 and w3.probe_segments >= 10 and w1.probe_segments >= 1
 
 

@@ -66,6 +66,9 @@ class _HangUpTransport(asyncio.Transport):
         return {"peername": ("127.0.0.1", 6363), "sockname": ("127.0.0.1", 40000)}.get(
             name, default)
 
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
     def hang_up(self) -> None:
         if not self._lost:
             self._lost = True
