@@ -14,10 +14,11 @@ versions (the PS's records after the warm-up):
 - system calls and context switches per version: `perf stat -e raw_syscalls:sys_enter,
   context-switches` attached to the forwarder, the PS and one worker for a window of steady
   versions (left out, saying so, where perf or the tracepoint is missing);
-- copies of a pushed segment per process (`copies`): the push path run in one process (the PS's
-  Publisher, the forwarder's core, a worker's app on the in-memory network of the unit tests),
-  counting the allocations of at least the segment's size each pushed segment causes in each
-  part — a copy of its bytes is one such allocation.
+- copies of a segment per process part (`copies_per_segment`, bench.micro.copies): a short
+  training in one process (the real PS, forwarder core and workers on the unit tests'
+  in-memory network) under an allocation counter; the bytes written into new buffers of at
+  least 15/16 of a segment, per segment of content each part handled (its docstring says how
+  and what it cannot see).
 Writes bench/results.json key "cpu" and prints one JSON line last.
 """
 from __future__ import annotations
@@ -279,9 +280,11 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
                     f"N = {sec.get('workers')})", figure, "report", "–"))
     cps = sec.get("copies_per_segment", {})
     if cps and "error" not in cps:
-        out.append(("copies of a pushed segment, by part", ", ".join(
-            f"{k} {v}" for k, v in cps.items() if isinstance(v, (int, float))), "≤ 1 per process",
-            "–"))
+        parts = ("ps", "forwarder", "worker", "worker_model", "collect_worker",
+                 "collect_forwarder", "collect_ps", "framing")
+        out.append(("copies of a segment's bytes, by part", ", ".join(
+            f"{k} {cps[k]}" for k in parts if isinstance(cps.get(k), (int, float))),
+            "≤ 1 per process", "–"))
     return out
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from bench.common import ROOT, bench_parser, emit, fmt, log, save, stamp
 from bench.common import env as _env
 from forwarder import PURE_ENV, USE_COMPILED
+from forwarder.status import fetch_status
 from ndnps.lab.process import ManagedProcess, _die_with, unix_socket_accepts, wait_until
 
 GOODPUT_TARGET = 1.0            # ndnps ÷ NFD
@@ -158,6 +159,26 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def _faces_status(sock: str) -> dict | None:
+    """Our forwarder's faces after a run: the packets they dropped, by reason, and their send
+    queues' marks and longest wait (where a segment that timed out went)."""
+    try:
+        faces = fetch_status(f"unix://{sock}", timeout=3.0)["faces"]
+    except (OSError, RuntimeError, KeyError, ValueError):
+        return None
+    drops: dict[str, int] = {}
+    marked, max_delay = 0, 0.0
+    for face in faces:
+        for reason, n in face["counters"].get("drops", {}).items():
+            drops[reason] = drops.get(reason, 0) + n
+        q = face.get("send_queue")
+        if q:
+            marked += q.get("marked", 0)
+            max_delay = max(max_delay, q.get("max_delay", 0.0))
+    return {"forwarder_drops": drops, "forwarder_marked": marked,
+            "forwarder_max_queue_delay_ms": round(1000 * max_delay, 1)}
+
+
 class Bench:
     """One temporary folder: the file, a HOME with a signing key, and one run after another."""
 
@@ -212,6 +233,7 @@ class Bench:
             wall = time.monotonic() - t0
             child1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu1 = _cpu_seconds(fwd.pid)
+            faces = None if system == "nfd" else _faces_status(sock)
             text = (rundir / "consumer.log").read_text(errors="replace")
             if rc != 0:
                 raise RuntimeError(f"ndncatchunks through {system} exited {rc}:\n{text[-1500:]}")
@@ -228,6 +250,8 @@ class Bench:
                                             - child0.ru_utime - child0.ru_stime, 3)
             stats["forwarder_cpu_s"] = (None if cpu0 is None or cpu1 is None
                                         else round(cpu1 - cpu0, 3))
+            if faces is not None:
+                stats.update(faces)
             return stats
         finally:
             if producer is not None:
@@ -348,7 +372,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"Mbit/s  retx {res.get('retransmitted_pct', 0):5.2f} % "
                     f"(timeouts {res.get('timeouts', 0):.0f})  marks {res.get('marks', 0):.0f}  "
                     f"rtt avg {res.get('rtt_avg_ms', 0):.1f} ms  fwd cpu "
-                    f"{fmt(res.get('forwarder_cpu_s'), '.2f')} s  load {res['load']}")
+                    f"{fmt(res.get('forwarder_cpu_s'), '.2f')} s  load {res['load']}"
+                    + (f"  drops {res['forwarder_drops']}  queue max "
+                       f"{res['forwarder_max_queue_delay_ms']} ms"
+                       if "forwarder_drops" in res else ""))
     finally:
         load.append(os.getloadavg()[0])
         if not args.keep:

@@ -32,7 +32,8 @@ class FaceCounters:
 
 @dataclass
 class SendQueueCounters:
-    """A UDP face's send queue (faces/queue.py); its drops are FaceCounters.drops["queue_full"]."""
+    """A face's send queue (faces/queue.py; UDP and stream faces); its drops are
+    FaceCounters.drops["queue_full"]."""
     marked: int = 0             # packets sent with CongestionMark set by this face
     max_bytes: int = 0          # the most octets it held
     max_delay: float = 0.0      # the longest any datagram waited in it, s

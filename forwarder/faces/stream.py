@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import math
 import struct
 import termios
 import time
@@ -39,6 +40,9 @@ KERNEL_THRESHOLD = 64 << 10
 # written at a time from the queue: what the kernel does not take of it waits in the
 # transport's buffer, where no delay is measured
 DRAIN_BYTES = 64 << 10
+# s between two reads of the kernel's send queue (a system call): marks act on 100 ms, and a
+# busy face flushes every loop turn
+KERNEL_SAMPLE = 0.001
 _OUTQ = termios.TIOCOUTQ          # == SIOCOUTQ on Linux
 _INT = struct.Struct("i")
 _ZERO = bytes(_INT.size)
@@ -89,6 +93,8 @@ class StreamFace(Face, asyncio.Protocol):
         self._clock = clock
         self._paused = False              # the transport pushed back: packets wait in `queue`
         self._fd = -1                     # the socket's, for its kernel send queue
+        self._kernel_octets = 0           # its kernel send queue at the last read
+        self._kernel_at = -math.inf       # when that was
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -187,7 +193,8 @@ class StreamFace(Face, asyncio.Protocol):
         its last packet marked if the face is congested."""
         outq = self._outq
         if outq and not self._closed and self.transport is not None:
-            if self._should_mark(self._clock(), 0.0, self._backlog()):
+            now = self._clock()
+            if self.queue.options.marking and self._should_mark(now, 0.0, self._backlog(now)):
                 outq[-1] = _marked(outq[-1])
             self.transport.writelines(outq)     # may pause us (pause_writing)
         self._outq = []
@@ -206,7 +213,7 @@ class StreamFace(Face, asyncio.Protocol):
         queue = self.queue
         while queue and not self._paused and not self._closed and self.transport is not None:
             now = self._clock()
-            backlog = self._backlog()
+            backlog = self._backlog(now)
             batch: list[bytes] = []
             size = 0
             while queue and size < DRAIN_BYTES:
@@ -216,13 +223,17 @@ class StreamFace(Face, asyncio.Protocol):
                 size += len(wire)
             self.transport.writelines(batch)
 
-    def _backlog(self) -> bool:
+    def _backlog(self, now: float) -> bool:
         """Whether the transport's buffer and the socket's kernel send queue hold more than
-        `kernel_threshold` octets (NFD's StreamTransport::getSendQueueLength)."""
+        `kernel_threshold` octets (NFD's StreamTransport::getSendQueueLength); the kernel is
+        asked at most every KERNEL_SAMPLE."""
         assert self.transport is not None
         waiting = self.transport.get_write_buffer_size()
         if self._fd >= 0 and waiting <= self.kernel_threshold:
-            waiting += kernel_send_queue(self._fd)
+            if now - self._kernel_at >= KERNEL_SAMPLE:
+                self._kernel_octets = kernel_send_queue(self._fd)
+                self._kernel_at = now
+            waiting += self._kernel_octets
         return waiting > self.kernel_threshold
 
     def _should_mark(self, now: float, delay: float, backlog: bool) -> bool:

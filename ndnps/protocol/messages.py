@@ -223,6 +223,10 @@ def _one_vector(tensors, n: int | None) -> np.ndarray:
     vec = tensors[0]
     if vec.dtype != np.float32 or vec.ndim != 1 or (n is not None and vec.size != n):
         raise CodecError(f"expected a float32 vector of {n}, got {vec.dtype} {vec.shape}")
-    if not np.isfinite(vec).all():
+    # a finite sum says every value is finite, in one pass and no temporary array; a sum that
+    # overflowed (large finite values) is looked at value by value
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = vec.sum()
+    if not np.isfinite(total) and not np.isfinite(vec).all():
         raise CodecError("non-finite values")
     return vec

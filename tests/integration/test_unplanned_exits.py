@@ -99,7 +99,7 @@ def test_the_share_controller_killed_leaves_rounds_to_the_ordinary_way(tmp_path)
     with open(ROOT / "scenarios" / "multi-job.toml", "rb") as f:
         doc = tomllib.load(f)
     for job in doc["jobs"]:
-        job["epochs"] = 6
+        job["epochs"] = 2
         job.pop("target_accuracy", None)
     path = tmp_path / "multi.toml"
     path.write_text(_to_toml(doc))

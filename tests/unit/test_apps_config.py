@@ -135,6 +135,11 @@ def test_message_round_trips():
     (messages.params_blob(np.zeros(10, np.float32), 7, False)[:-1], lambda b: messages.parse_params(b, 10, 7)),
     (messages.gradient_blob(np.zeros(10, np.float32), 3, 1, 0, 0), lambda b: messages.parse_gradient(b, 10, 4)),
     (messages.gradient_blob(np.full(10, np.nan, np.float32), 3, 1, 0, 0), lambda b: messages.parse_gradient(b, 10, 3)),
+    # one value not finite among finite ones, and +inf beside -inf (their sum is NaN)
+    (messages.params_blob(np.r_[np.zeros(9, np.float32), np.float32(np.inf)], 7, False),
+     lambda b: messages.parse_params(b, 10, 7)),
+    (messages.gradient_blob(np.r_[np.full(8, 1, np.float32), np.float32(np.inf), np.float32(-np.inf)],
+                            3, 1, 0, 0), lambda b: messages.parse_gradient(b, 10, 3)),
     (encode_tensors([np.zeros(10, np.float64)], kind="gradient", step=3, base_version=0),
      lambda b: messages.parse_gradient(b, 10, 3)),
     (encode_tensors([np.zeros(10, np.float32)], kind="gradient", step=3, base_version=-1),
@@ -231,3 +236,9 @@ def test_a_metrics_line_still_being_written_is_not_read_yet(tmp_path):
     with open(path, "a") as f:          # a live writer's next record, half-way through
         f.write('{"version":3,"wor')
     assert [r["version"] for r in read_metrics(path)] == [1, 2]
+
+
+def test_large_finite_values_whose_float32_sum_overflows_are_accepted():
+    vec = np.full(10, 3e38, np.float32)          # their float32 sum is inf; each is finite
+    p = messages.parse_params(messages.params_blob(vec, 7, False), 10, 7)
+    assert np.array_equal(p.vector, vec)
