@@ -254,7 +254,9 @@ def test_ctrl_c_stops_every_process(tmp_path):
         children = _descendants(runner.pid)
         assert len(children) >= 6                    # forwarder, PS, 4 workers
         os.kill(runner.pid, signal.SIGINT)
-        assert runner.wait(60) == 130
+        code = runner.wait(60)
+        # seen once in a CI rehearsal: 0 (the run ended as if finished); its log says how
+        assert code == 130, runner.tail(60)
         time.sleep(0.5)
         assert [p for p in children if _alive(p)] == []
     finally:
