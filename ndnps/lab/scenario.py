@@ -61,6 +61,17 @@ class Interrupted(Exception):
     pass
 
 
+# the stop signals received (SIGINT, SIGTERM): the handler raises Interrupted where the runner
+# is, and records the signal, which the supervision loop looks at every turn: a raise that
+# lands in a finaliser or a callback is printed and dropped by Python, a record is not
+_SIGNALLED: list[int] = []
+
+
+def _on_stop_signal(signum: int, frame: object) -> None:
+    _SIGNALLED.append(signum)
+    raise Interrupted()
+
+
 def _to_toml(doc: dict) -> str:
     """TOML for the scenario documents we write: top-level scalars, then one [table] per
     dict, whose own dicts are written inline ({ w4 = 3.0 })."""
@@ -518,6 +529,8 @@ class Runner:
         next_look = 0.0
         faults = Faults(self, workers, display, self.t0, pss)
         while True:
+            if _SIGNALLED:
+                raise Interrupted()
             display.update()
             faults.step()
             if time.monotonic() > next_look:            # learn which face is which app
@@ -1147,14 +1160,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scenario error: --out {run_dir}: {why}", file=sys.stderr)
         return 2
 
-    def on_term(signum, frame):
-        raise Interrupted()
-    signal.signal(signal.SIGTERM, on_term)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _on_stop_signal)
     print(f"ndnps: running scenario {sc.name!r} -> {run_dir}")
     runner = Runner(sc, run_dir, live=not args.plain)
     try:
         code = runner.run()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):       # before the run's own handling
         runner.shutdown()
         print("\ninterrupted: every process stopped", file=sys.stderr)
         return 130
