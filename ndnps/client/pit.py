@@ -106,19 +106,10 @@ class PendingTable:
         """The waiting entries `data` answers, taken out of the table (ended ones dropped)."""
         key = data.key
         out: list[Pending] = []
-        digest: bytes | None = None
+        digest: list[bytes] = []          # the Data's implicit digest, computed once if asked
         exact = self.exact.pop(key, None) if self.exact else None
         if exact is not None:
-            kept: list[Pending] = []
-            for entry in exact:
-                if entry.future.done():
-                    continue
-                if entry.digest is not None and digest is None:
-                    digest = hashlib.sha256(data.wire).digest()
-                if entry.matches(digest):
-                    out.append(entry)
-                else:
-                    kept.append(entry)
+            kept = _take(exact, data, digest, out)
             if kept:
                 self.exact[key] = kept
         if self.prefixed:
@@ -130,16 +121,7 @@ class PendingTable:
                 waiting = self.prefixed.get(key[:end])
                 if waiting is None:
                     continue
-                kept = []
-                for entry in waiting:
-                    if entry.future.done():
-                        continue
-                    if entry.digest is not None and digest is None:
-                        digest = hashlib.sha256(data.wire).digest()
-                    if entry.matches(digest):
-                        out.append(entry)
-                    else:
-                        kept.append(entry)
+                kept = _take(waiting, data, digest, out)
                 if kept:
                     self.prefixed[key[:end]] = kept
                 else:
@@ -199,3 +181,20 @@ class PendingTable:
             waiting.remove(entry)
             if not waiting:
                 del table[entry.key]
+
+
+def _take(entries: list[Pending], data: Data, digest: list[bytes],
+          out: list[Pending]) -> list[Pending]:
+    """`entries` that `data` answers go to `out`; returns those still waiting (ended ones
+    dropped). `digest` holds the Data's implicit digest once an entry has asked for it."""
+    kept: list[Pending] = []
+    for entry in entries:
+        if entry.future.done():
+            continue
+        if entry.digest is not None and not digest:
+            digest.append(hashlib.sha256(data.wire).digest())
+        if entry.matches(digest[0] if digest else None):
+            out.append(entry)
+        else:
+            kept.append(entry)
+    return kept
