@@ -19,7 +19,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-PACKAGES = ("ndnps/ndn", "ndnps/client", "forwarder")      # whose HOT_MODULES are compiled
+# whose HOT_MODULES are compiled
+PACKAGES = ("ndnps/ndn", "ndnps/client", "ndnps/exchanges", "ndnps/protocol", "forwarder")
 GROUP = "ndnps.ndn.core"                 # mypyc's shared library (ndnps.ndn.native.GROUP)
 MANIFEST = Path("ndnps") / "ndn" / "_compiled.txt"
 

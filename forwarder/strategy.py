@@ -66,7 +66,7 @@ from typing import Final
 from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX, RETX_MULTIPLIER
 from ndnps.ndn.packet import NACK_NO_ROUTE, Data, Interest, Nack, less_severe
 
-from ._mypyc import mypyc_attr
+from ndnps.ndn._mypyc import mypyc_attr
 from .tables.fib import FibEntry
 from .tables.pit import PitEntry
 

@@ -12,5 +12,5 @@ from ndnps.ndn.native import guard
 
 # the modules on the per-packet path, compiled with mypyc at install with the base's (setup.py)
 HOT_MODULES = ("ndnps.client.wire", "ndnps.client.security", "ndnps.client.pit",
-               "ndnps.client.face", "ndnps.client.app")
+               "ndnps.client.face", "ndnps.client.app", "ndnps.client.segments")
 COMPILED = guard(HOT_MODULES) and _BASE_COMPILED

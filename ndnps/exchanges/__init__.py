@@ -16,3 +16,11 @@ Subscriber, the PS's roster the Membership, its serving the Publisher, its loops
     update      the rule that turns gradients into the next parameters (sync average, async
                 apply), pluggable as ps-lite's set_request_handle
 """
+
+from ndnps.ndn import COMPILED as _BASE_COMPILED
+from ndnps.ndn.native import guard
+
+# the exchanges a packet goes through, compiled with mypyc at install with the base's (setup.py)
+HOT_MODULES = ("ndnps.exchanges.buffers", "ndnps.exchanges.window", "ndnps.exchanges.fetch",
+               "ndnps.exchanges.subscriber", "ndnps.exchanges.publisher")
+COMPILED = guard(HOT_MODULES) and _BASE_COMPILED

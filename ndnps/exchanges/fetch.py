@@ -77,6 +77,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Hashable, Iterable, Protocol, Union
 
+from ndnps.ndn._mypyc import mypyc_attr
 from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX
 from ndnps.ndn.rto import BACKOFF_RTTS, RtoEstimator
 
@@ -213,6 +214,8 @@ class PathEstimates(Protocol):
     def bounded(self, wait: float) -> float: ...    # `wait`, at most a few round trips
 
 
+# ndnps.client.fetcher.SegmentFetcher, its asyncio adapter, is a subclass
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FetchPath:
     """What a fetcher's transfers share: the congestion windows (one per producer, each at
     most `window` Interests), the RTO estimator, the smallest round trip seen, the statistics

@@ -1,5 +1,5 @@
-"""`mypyc_attr` for the modules of the optional compiled core (forwarder.HOT_MODULES), without
-making mypy_extensions a dependency of the pure-Python forwarder.
+"""`mypyc_attr` for the modules of the compiled core (every package's HOT_MODULES), without
+making mypy_extensions a dependency of the pure-Python sources.
 
 mypyc reads the decorator at build time (it sees this name as mypy_extensions.mypyc_attr) and
 leaves it out of the compiled module; a pure-Python run calls it: the real one when
