@@ -121,12 +121,16 @@ def test_probe_timer_probes_the_expected_version_then_rearms_capped():
     sub.expect(10.0, "ps", 1)                            # waiting for version 1 from t=10
     fired = run_timers(sub, 11.5)
     # one probe: the next expiries find it still under way
-    assert fired == [(pytest.approx(11.0), Probe("ps", 1, pytest.approx(0.2)))]
+    ((at, probe),) = fired
+    assert at == pytest.approx(11.0) and isinstance(probe, Probe)
+    assert (probe.producer, probe.version, probe.lifetime) == ("ps", 1, pytest.approx(0.2))
     # re-armed after backoff, but capped at max(probe_min, the path's ceiling): 0.2 s
     assert sub.counters.probes == 3 and sub.timer.fired == 3
     assert sub.timer.due == pytest.approx(11.6)
     sub.probe_done("ps", 1)
-    assert sub.want("ps", 1, "timer") == [Probe("ps", 1, pytest.approx(0.2))]
+    (probe,) = sub.want("ps", 1, "timer")
+    assert isinstance(probe, Probe)
+    assert (probe.producer, probe.version, probe.lifetime) == ("ps", 1, pytest.approx(0.2))
 
 
 def test_probe_timer_stays_quiet_while_a_push_is_arriving():
