@@ -41,8 +41,13 @@ class Pacer:
                 pause = (len(wire) - self._tokens) / self.rate
                 self.waited += pause
                 await self._sleep(pause)
-                self._tokens = len(wire)
-                self._stamp = self._clock()
+                # the tokens of the time actually slept: a sleep that overshot (a loaded host
+                # wakes the loop late) is made up by the bucket, up to its capacity, rather
+                # than lost — lost, it slowed a push set at 76 Mbit/s to 45
+                now = self._clock()
+                self._tokens = min(self._capacity,
+                                   max(len(wire), self._tokens + (now - self._stamp) * self.rate))
+                self._stamp = now
             self._tokens -= len(wire)
         send(wire)
         self._since_yield += 1

@@ -202,6 +202,21 @@ async def test_pacer_limits_the_rate_and_yields():
         pacer.set_rate(-1.0)
 
 
+@pytest.mark.asyncio
+async def test_a_pacer_whose_sleeps_overshoot_keeps_its_rate():
+    """A loaded host wakes the loop late: the tokens of the time overslept are the bucket's,
+    so a push still leaves at its rate (it lost them, and a push set at 76 Mbit/s left at 45)."""
+    clock = [0.0]
+
+    async def sleep(dt):
+        clock[0] += dt + (0.002 if dt else 0.0)     # every timed sleep 2 ms late
+    pacer = Pacer(rate_mbps=8.0, burst=4, clock=lambda: clock[0], sleep=sleep)
+    await pacer.send_all([b"x" * 8000] * 100, lambda w: None)
+    # 800 kB at 1 MB/s, less the first burst's 4 x 8800: 0.765 s; with every overshoot lost
+    # (one per packet once the bucket is empty) it took 0.765 + 96 x 0.002 = 0.957 s
+    assert clock[0] == pytest.approx(0.8 - 4 * 0.0088, abs=0.005)
+
+
 def test_held_interests_bounded_and_expiring():
     now = [1000]
     held = HeldInterests(limit=3, clock=lambda: now[0])
