@@ -13,5 +13,5 @@ from .native import guard
 # the modules on the per-packet path, compiled with mypyc at install (setup.py, ndnps.ndn.native)
 HOT_MODULES = ("ndnps.ndn.tlv", "ndnps.ndn.packet", "ndnps.ndn.rto", "ndnps.ndn.reliability",
                "ndnps.ndn.markers", "ndnps.ndn.nfd", "ndnps.ndn.fragmentation",
-               "ndnps.ndn.congestion")
+               "ndnps.ndn.congestion", "ndnps.ndn.summable", "ndnps.ndn.aggregation")
 COMPILED = guard(HOT_MODULES)
