@@ -16,6 +16,8 @@ import pytest
 from ndnps.client.fetcher import LINK_REPAIR
 from ndnps.lab.process import ManagedProcess, wait_until
 
+from tests.support.procfs import namespaces_left
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SHORT = ["--set", "training.epochs=2", "--plain"]
@@ -301,7 +303,7 @@ def test_netns_run(tmp_path):
     # (before, it re-pushed its final version every second for the whole 10 s linger, 9
     # times; a loaded host may take seconds for the last worker to leave)
     assert summary["ps_end"]["final_repushes"] <= 5
-    assert not [ns for ns in _namespaces() if ns.startswith("ndnps")]
+    assert namespaces_left() == []
 
 
 def _kill(pids: list[int]) -> None:

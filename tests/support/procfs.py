@@ -1,8 +1,10 @@
 """What is left running: the live processes whose command line names a path (a run directory),
-read from /proc — a test that started a run checks that it left none."""
+read from /proc, and the network namespaces of ended runs — a test that started a run checks
+that it left none."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 
@@ -20,3 +22,14 @@ def processes_naming(text: str) -> list[tuple[int, str]]:
         if text in cmd and state != "Z":
             found.append((int(entry.name), cmd))
     return found
+
+
+def namespaces_left() -> list[str]:
+    """The network namespaces of runs that have ended (`Netns.owned` names them after their
+    owner process, now gone): what a finished run left behind. A run going on at the same time
+    (another xdist worker's) owns its namespaces and is not counted."""
+    from ndnps.lab.netns import PREFIX, owner_alive
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    names = [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+    return [ns for ns in names
+            if not owner_alive(ns[len(PREFIX):].split("-", 1)[0])]
