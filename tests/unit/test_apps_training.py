@@ -2,8 +2,9 @@
 forwarder), so every protocol path runs in milliseconds: the distributed sync run equals
 ndnps.train's reference bit for bit, lost pushes are recovered, forged gradients rejected,
 silent workers dropped.  Where a timer decides (a silent worker, a face down, a worker's
-patience) the loop's clock is fake (looptime): it jumps to the next timer when nothing is
-ready, so the outcome does not depend on how loaded the host is."""
+patience, the PS's fetch of a forged gradient) the loop's clock is fake (looptime): it jumps
+to the next timer when nothing is ready, so the outcome does not depend on how loaded the host
+is."""
 from __future__ import annotations
 
 import asyncio
@@ -182,6 +183,7 @@ async def test_injected_push_loss_flag_is_survived():
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime
 async def test_forged_gradient_is_rejected_counted_and_never_applied():
     cfg = config()
     ps, workers, code, codes, _ = await run(cfg, faults={"w3": Faults(forge_gradient_at=4)})
