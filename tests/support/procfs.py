@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -24,12 +25,19 @@ def processes_naming(text: str) -> list[tuple[int, str]]:
     return found
 
 
-def namespaces_left() -> list[str]:
+def namespaces_left(grace: float = 5.0) -> list[str]:
     """The network namespaces of runs that have ended (`Netns.owned` names them after their
-    owner process, now gone): what a finished run left behind. A run going on at the same time
-    (another xdist worker's) owns its namespaces and is not counted."""
+    owner process, now gone) still there after `grace` s: what a finished run left behind. A
+    run going on at the same time (another xdist worker's) owns its namespaces and is not
+    counted; one killed outright has its namespaces removed by its reaper within the grace."""
     from ndnps.lab.netns import PREFIX, owner_alive
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    names = [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
-    return [ns for ns in names
-            if not owner_alive(ns[len(PREFIX):].split("-", 1)[0])]
+
+    def left() -> list[str]:
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        names = [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+        return [ns for ns in names if not owner_alive(ns[len(PREFIX):].split("-", 1)[0])]
+
+    deadline = time.monotonic() + grace
+    while (found := left()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
