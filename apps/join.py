@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Callable, Protocol
 
 import numpy as np
@@ -55,7 +54,8 @@ async def fetch_content(fetcher: SegmentFetcher, ps: str, train: str, gpu: str,
     def name_of(s: int):
         return names.content(ps, train, gpu, s)
 
-    deadline = time.monotonic() + patience
+    clock = asyncio.get_running_loop().time      # the clock of the fetch's own timers
+    deadline = clock() + patience
     malformed = 0
     lifetime = CONTENT_LIFETIME
     while True:
@@ -66,7 +66,7 @@ async def fetch_content(fetcher: SegmentFetcher, ps: str, train: str, gpu: str,
             parts = await asyncio.wait_for(
                 fetcher.fetch(name_of, first_lifetime=lifetime, first_tries=17, fresh=True,
                               max_rejected=2),
-                max(0.0, deadline - time.monotonic()))
+                max(0.0, deadline - clock()))
         except asyncio.TimeoutError:
             raise JobFailed(f"no training content within {patience:g} s") from None
         except FetchError as e:
@@ -76,7 +76,7 @@ async def fetch_content(fetcher: SegmentFetcher, ps: str, train: str, gpu: str,
                     f"({fetcher.stats.rejected - rejected} Data rejected): this worker's key "
                     f"(--key, or training.key in --config) may differ from the PS's; {e}"
                 ) from None
-            if time.monotonic() >= deadline:
+            if clock() >= deadline:
                 raise JobFailed(f"no training content: {e}") from None
             lifetime = min(2 * lifetime, CONTENT_MAX_LIFETIME)
             counters.content_retries += 1
@@ -93,7 +93,7 @@ async def fetch_content(fetcher: SegmentFetcher, ps: str, train: str, gpu: str,
             # the PS that made the first segments died and a new one made the rest: not
             # malformed, and the next fetch has one PS's (within our patience)
             counters.mixed_objects += 1
-            if time.monotonic() >= deadline:
+            if clock() >= deadline:
                 raise JobFailed(f"no whole training content: {e}") from None
             log.warning("training content from two PS incarnations; refetching")
         except (CodecError, ValueError, KeyError, TypeError) as e:

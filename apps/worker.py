@@ -201,10 +201,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"worker: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE
     faults = Faults(args.drop_pushes_prob, args.forge_gradient_at, args.fault_seed)
-    # load_dataset imports scikit-learn (~1 s of CPU): do it before we say we are ready, not
-    # between accepting a task and fetching its content
-    import sklearn.datasets  # noqa: F401
-    import sklearn.model_selection  # noqa: F401
     metrics = MetricsWriter(args.metrics, role="worker", name=args.name)
     return serve_args(args, metrics,
                       lambda app: Worker(args.name, key.encode() if key else None, app,

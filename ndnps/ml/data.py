@@ -6,7 +6,11 @@ dataset locally and derives exactly the same indices as every other process.
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
+import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -34,14 +38,66 @@ class Dataset:
 
 
 def _digits(seed: int, test_size: float = 0.25) -> Dataset:
-    from sklearn.datasets import load_digits  # bundled with scikit-learn: no download
-    from sklearn.model_selection import train_test_split
+    X, y = _digits_arrays()
+    train, test = _stratified_split(y, test_size, seed)
+    return Dataset(X[train], y[train], X[test], y[test], X.shape[1], 10, "digits")
 
-    d = load_digits()
-    X = (d.data / 16.0).astype(np.float32)  # pixel counts 0..16 -> [0, 1]
-    y = d.target.astype(np.int64)
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, stratify=y, random_state=seed)
-    return Dataset(Xtr, ytr, Xte, yte, X.shape[1], 10, "digits")
+
+def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """The digits bundled with scikit-learn (no download), pixels scaled to [0, 1]: read from
+    its CSV without importing scikit-learn, whose import (scipy.stats among it) costs every
+    process that loads the data ~2 s of CPU; load_digits() when the file is not where we look."""
+    spec = importlib.util.find_spec("sklearn")
+    where = spec.submodule_search_locations if spec is not None else None
+    path = Path(where[0]) / "datasets" / "data" / "digits.csv.gz" if where else None
+    if path is not None and path.is_file():
+        with gzip.open(path, "rt") as f:
+            data = np.loadtxt(f, delimiter=",")
+        X, y = data[:, :-1], data[:, -1].astype(int)
+    else:
+        from sklearn.datasets import load_digits
+        d = load_digits()
+        X, y = d.data, d.target
+    return (X / 16.0).astype(np.float32), y.astype(np.int64)  # pixel counts 0..16 -> [0, 1]
+
+
+def _stratified_split(y: np.ndarray, test_size: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, test) indices, the very ones of scikit-learn's
+    train_test_split(..., test_size=test_size, stratify=y, random_state=seed) (its
+    StratifiedShuffleSplit, one split; tests/unit/test_data.py compares them)."""
+    rng = np.random.RandomState(seed)
+    n_test = math.ceil(test_size * len(y))
+    n_train = len(y) - n_test
+    _, y_indices, class_counts = np.unique(y, return_inverse=True, return_counts=True)
+    class_indices = np.split(np.argsort(y_indices, kind="stable"), np.cumsum(class_counts)[:-1])
+    n_i = _approximate_mode(class_counts, n_train, rng)
+    t_i = _approximate_mode(class_counts - n_i, n_test, rng)
+    train: list[int] = []
+    test: list[int] = []
+    for i, count in enumerate(class_counts):
+        perm = class_indices[i].take(rng.permutation(count), mode="clip")
+        train.extend(perm[:n_i[i]])
+        test.extend(perm[n_i[i]:n_i[i] + t_i[i]])
+    return rng.permutation(train), rng.permutation(test)
+
+
+def _approximate_mode(class_counts: np.ndarray, n_draws: int,
+                      rng: np.random.RandomState) -> np.ndarray:
+    """scikit-learn's utils.extmath._approximate_mode: `n_draws` spread over the classes in
+    proportion to their counts, the remainders' ties broken by `rng`."""
+    continuous = class_counts / class_counts.sum() * n_draws
+    floored = np.floor(continuous)
+    need_to_add = int(n_draws - floored.sum())
+    if need_to_add > 0:
+        remainder = continuous - floored
+        for value in np.sort(np.unique(remainder))[::-1]:
+            (inds,) = np.where(remainder == value)
+            add_now = min(len(inds), need_to_add)
+            floored[rng.choice(inds, size=add_now, replace=False)] += 1
+            need_to_add -= add_now
+            if need_to_add == 0:
+                break
+    return floored.astype(int)
 
 
 def _synthetic(seed: int, n_samples: int = 10000, n_features: int = 100, n_classes: int = 10,

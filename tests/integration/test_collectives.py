@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from ndnps.lab.metrics import read_metrics
-from ndnps.lab.netns import PREFIX, NetnsUnavailable, check_available
+from ndnps.lab.netns import NetnsUnavailable, check_available
 from ndnps.lab.spec import load
 from ndnps.ml.data import load_dataset
 from ndnps.ml.train import train_sync_reference
-from tests.support.procfs import processes_naming
+from tests.support.procfs import namespaces_left, processes_naming
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["training.hidden=[32]"]
@@ -151,11 +151,6 @@ def test_a_peer_killed_mid_run_stops_the_run_and_leaves_no_process(tmp_path, col
     assert processes_naming(str(out)) == []
 
 
-def _our_namespaces() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)}
-
-
 @pytest.mark.timeout(150)
 def test_bcube_in_namespaces_over_tbf_limited_links(tmp_path):
     """BCube(2, 2) with --netns: a namespace per switch and host forwarder, every veth limited
@@ -164,7 +159,6 @@ def test_bcube_in_namespaces_over_tbf_limited_links(tmp_path):
         check_available("links.rate_mbps with --netns", tbf=True)
     except NetnsUnavailable as e:
         pytest.skip(str(e))
-    before = _our_namespaces()
     r = check_run(tmp_path, "bcube", ["topology.n=2", "topology.k=2", "topology.workers=4",
                                       "training.epochs=2", "netns.enabled=true",
                                       "links.rate_mbps=50", *SMALL], 4)
@@ -174,7 +168,7 @@ def test_bcube_in_namespaces_over_tbf_limited_links(tmp_path):
     uplinks = [label for label in s["link_bytes"] if label.startswith("p") and "->s" in label]
     assert len(uplinks) == 8
     assert s["max_link_bytes_per_version"] > 0
-    assert _our_namespaces() <= before
+    assert namespaces_left() == []
 
 
 @pytest.mark.timeout(150)

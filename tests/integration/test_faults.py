@@ -201,9 +201,11 @@ def test_forwarder_killed_and_restarted_apps_reconnect_and_finish(procs):
 @pytest.mark.timeout(60)
 def test_forwarder_gone_for_good_ends_the_apps_with_exit_1(procs):
     sock = procs.forwarder()
-    workers = start_workers(procs, sock, gpus=["w1"])
+    # both give up after 2 s (--reconnect-timeout; the default, 30 s, would only be waited out)
+    workers = start_workers(procs, sock, gpus=["w1"],
+                            extra={"w1": ["--reconnect-timeout", "2"]})
     ps = start_ps(procs, sock, "--workers", "w1", "--epochs", "200", "--reconnect-timeout", "2")
     wait_until(lambda: ps_version(procs) >= 5, 60, ps, "at version 5")
     procs.by_name["fwd"].kill()
     assert ps.wait(30) == 1 and "not back within 2 s" in ps.tail()
-    assert workers["w1"].wait(60) == 1
+    assert workers["w1"].wait(30) == 1 and "not back within 2 s" in workers["w1"].tail()

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -15,6 +14,8 @@ import pytest
 
 from ndnps.client.fetcher import LINK_REPAIR
 from ndnps.lab.process import ManagedProcess, wait_until
+
+from tests.support.procfs import namespaces_left, socket_dirs_left
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,11 +102,11 @@ def test_async_sgd_short_run(tmp_path):
 @pytest.mark.timeout(200)
 def test_a_run_directory_too_deep_for_a_socket_path_still_runs(tmp_path):
     out = tmp_path.joinpath(*["deep" * 10] * 3) / "run"       # sockets would pass 108 bytes
-    before = set(Path(tempfile.gettempdir()).glob("ndnps-sock-*"))
+    stale = set(socket_dirs_left(grace=0))                   # an earlier run's, not ours
     proc = run_scenario(out, "sync-sgd", *SHORT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((out / "summary.json").read_text())["ok"] is True
-    assert set(Path(tempfile.gettempdir()).glob("ndnps-sock-*")) == before   # removed again
+    assert set(socket_dirs_left()) <= stale          # its short socket directory removed again
 
 
 @pytest.mark.timeout(200)
@@ -301,7 +302,7 @@ def test_netns_run(tmp_path):
     # (before, it re-pushed its final version every second for the whole 10 s linger, 9
     # times; a loaded host may take seconds for the last worker to leave)
     assert summary["ps_end"]["final_repushes"] <= 5
-    assert not [ns for ns in _namespaces() if ns.startswith("ndnps")]
+    assert namespaces_left() == []
 
 
 def _kill(pids: list[int]) -> None:

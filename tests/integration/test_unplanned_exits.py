@@ -99,8 +99,10 @@ def test_the_share_controller_killed_leaves_rounds_to_the_ordinary_way(tmp_path)
     with open(ROOT / "scenarios" / "multi-job.toml", "rb") as f:
         doc = tomllib.load(f)
     for job in doc["jobs"]:
-        job["epochs"] = 2
+        job["epochs"] = 1
         job.pop("target_accuracy", None)
+    # the rounds after the kill each wait one ask's lifetime (0.5 s), the first share_patience
+    doc["training"]["share_patience"] = 1.0
     path = tmp_path / "multi.toml"
     path.write_text(_to_toml(doc))
     code, text, s = kill_mid_run(tmp_path, str(path), [], "big", ["-m", "apps.controller"],

@@ -1,7 +1,10 @@
 """Whole trainings in one process: the real PS and worker code over tests.support.memnet (an in-memory
 forwarder), so every protocol path runs in milliseconds: the distributed sync run equals
 ndnps.train's reference bit for bit, lost pushes are recovered, forged gradients rejected,
-silent workers dropped."""
+silent workers dropped.  Where a timer decides (a silent worker, a face down, a worker's
+patience, the PS's fetch of a forged gradient) the loop's clock is fake (looptime): it jumps
+to the next timer when nothing is ready, so the outcome does not depend on how loaded the host
+is."""
 from __future__ import annotations
 
 import asyncio
@@ -180,6 +183,7 @@ async def test_injected_push_loss_flag_is_survived():
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime
 async def test_forged_gradient_is_rejected_counted_and_never_applied():
     cfg = config()
     ps, workers, code, codes, _ = await run(cfg, faults={"w3": Faults(forge_gradient_at=4)})
@@ -223,6 +227,7 @@ async def test_workers_with_another_key_are_not_trusted_and_say_why(tmp_path):
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime
 async def test_a_silent_worker_is_dropped_and_training_goes_on(tmp_path):
     cfg = config(min_workers=2, worker_timeout=0.6, collect_lifetime=0.2, max_versions=8)
 
@@ -239,6 +244,7 @@ async def test_a_silent_worker_is_dropped_and_training_goes_on(tmp_path):
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime
 async def test_too_many_silent_workers_end_the_job_with_exit_3():
     cfg = config(min_workers=3, worker_timeout=1.0, collect_lifetime=0.2, max_versions=8,
                  rejoin_timeout=0)                # no re-offers: nobody can come back
@@ -268,6 +274,7 @@ def cut_collects(gpu: str, step: int, seconds: float):
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime
 async def test_a_live_worker_dropped_below_min_workers_is_taken_back_not_fatal():
     """Cut off for a while (its collects lost), w2 is dropped; with min_workers = 3 the PS
     does not fail at once: the re-offer of its task brings it back and the run finishes."""
@@ -280,6 +287,7 @@ async def test_a_live_worker_dropped_below_min_workers_is_taken_back_not_fatal()
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime
 @pytest.mark.parametrize("outage", ["reconnected", "down at the deadline"])
 async def test_a_worker_unheard_while_the_ps_face_was_down_is_not_dropped(outage):
     """A forwarder restart: the PS's collect from w3 goes unanswered for longer than
@@ -311,6 +319,7 @@ async def test_a_worker_unheard_while_the_ps_face_was_down_is_not_dropped(outage
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime
 async def test_a_failed_content_fetch_starts_again_while_the_ps_may_come_back():
     """The PS that offered the task is gone while a worker fetches its content (its Data
     lost for a while): the worker asks again instead of failing its job."""
@@ -343,6 +352,7 @@ async def test_a_failed_content_fetch_starts_again_while_the_ps_may_come_back():
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime
 @pytest.mark.timeout(60)
 async def test_a_worker_gives_up_on_the_content_after_its_patience():
     """The same outage as above, for a worker told to wait 0.5 s (--content-patience, or its

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -25,6 +28,28 @@ def test_digits_shape_scale_and_split():
 def test_digits_deterministic_per_seed():
     assert _same(load_dataset("digits", 0), load_dataset("digits", 0))
     assert not _same(load_dataset("digits", 0), load_dataset("digits", 1))
+
+
+@pytest.mark.parametrize("test_size", [0.25, 0.1, 0.5])
+def test_digits_are_scikit_learns_arrays_and_split(test_size):
+    """Read without importing scikit-learn, yet load_digits()'s arrays and the very split of
+    its train_test_split(stratify=y), for any seed."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    d = load_digits()
+    X = (d.data / 16.0).astype(np.float32)
+    y = d.target.astype(np.int64)
+    for seed in range(12):
+        ds = load_dataset("digits", seed, test_size=test_size)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, stratify=y,
+                                              random_state=seed)
+        assert _same(ds, Dataset(Xtr, ytr, Xte, yte, 64, 10)), seed
+
+
+def test_loading_the_digits_imports_no_scikit_learn():
+    code = ("import sys; from ndnps.ml.data import load_dataset; load_dataset('digits', 0); "
+            "assert 'sklearn' not in sys.modules and 'scipy' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_synthetic_configurable_deterministic_and_balanced():

@@ -55,6 +55,7 @@ async def test_an_interest_reaches_the_producer_by_its_route_and_the_data_comes_
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime   # the three inserts within one retx-suppression window however loaded the host
 async def test_inserted_apps_each_get_a_pushed_data_once_and_remove_prunes():
     net = MemNet()
     ps = net.app()
