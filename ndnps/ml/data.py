@@ -62,42 +62,24 @@ def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _stratified_split(y: np.ndarray, test_size: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train, test) indices, the very ones of scikit-learn's
-    train_test_split(..., test_size=test_size, stratify=y, random_state=seed) (its
-    StratifiedShuffleSplit, one split; tests/unit/test_data.py compares them)."""
-    rng = np.random.RandomState(seed)
+    """(train, test) row indices, stratified: each class's rows shuffled by `seed` and cut in
+    the whole set's proportion — ceil(test_size x n) test rows, spread over the classes by
+    their counts, the rows left by rounding down going to the largest remainders (ties to the
+    lower label) — then each set shuffled again. Every process derives the same split from
+    (y, test_size, seed), with nothing but numpy."""
+    rng = np.random.default_rng(seed)
     n_test = math.ceil(test_size * len(y))
-    n_train = len(y) - n_test
-    _, y_indices, class_counts = np.unique(y, return_inverse=True, return_counts=True)
-    class_indices = np.split(np.argsort(y_indices, kind="stable"), np.cumsum(class_counts)[:-1])
-    n_i = _approximate_mode(class_counts, n_train, rng)
-    t_i = _approximate_mode(class_counts - n_i, n_test, rng)
-    train: list[int] = []
-    test: list[int] = []
-    for i, count in enumerate(class_counts):
-        perm = class_indices[i].take(rng.permutation(count), mode="clip")
-        train.extend(perm[:n_i[i]])
-        test.extend(perm[n_i[i]:n_i[i] + t_i[i]])
-    return rng.permutation(train), rng.permutation(test)
-
-
-def _approximate_mode(class_counts: np.ndarray, n_draws: int,
-                      rng: np.random.RandomState) -> np.ndarray:
-    """scikit-learn's utils.extmath._approximate_mode: `n_draws` spread over the classes in
-    proportion to their counts, the remainders' ties broken by `rng`."""
-    continuous = class_counts / class_counts.sum() * n_draws
-    floored = np.floor(continuous)
-    need_to_add = int(n_draws - floored.sum())
-    if need_to_add > 0:
-        remainder = continuous - floored
-        for value in np.sort(np.unique(remainder))[::-1]:
-            (inds,) = np.where(remainder == value)
-            add_now = min(len(inds), need_to_add)
-            floored[rng.choice(inds, size=add_now, replace=False)] += 1
-            need_to_add -= add_now
-            if need_to_add == 0:
-                break
-    return floored.astype(int)
+    classes, counts = np.unique(y, return_counts=True)
+    share = counts * n_test / len(y)
+    per_class = np.floor(share).astype(np.int64)
+    left = n_test - int(per_class.sum())
+    per_class[np.argsort(per_class - share, kind="stable")[:left]] += 1
+    train, test = [], []
+    for c, k in zip(classes, per_class):
+        rows = rng.permutation(np.flatnonzero(y == c))
+        test.append(rows[:k])
+        train.append(rows[k:])
+    return rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(test))
 
 
 def _synthetic(seed: int, n_samples: int = 10000, n_features: int = 100, n_classes: int = 10,

