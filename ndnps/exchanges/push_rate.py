@@ -16,11 +16,13 @@ consumers saw of each push:
 * **Decrease.**  A report of marks for a version pushed at the current rate sets the rate to
   ``backoff`` x the slower of that rate and the delivered rate: one report lands the pacer
   just under the bottleneck (a delivered rate measures it; halving would not, and one sample
-  per version is all there is).  A report of losses — more than ``LOSS_TOLERANCE`` of the
-  version's segments — while the push arrived slower than it was sent (``LAGGING``: a queue overflowed somewhere unmarked — or the consumer itself fell
-  behind, a process short of CPU reading its socket late, which its delivered rate cannot tell
-  apart; losses at the pace sent are a lossy link's, which a slower push would not cure) cuts
-  the same way but at most by half.  Reports about pushes sent before the last decrease are
+  per version is all there is) — but never below half the rate sent, as TCP's multiplicative
+  decrease: the delivered rate is one consumer's, and one stalled for a moment reports a
+  fraction of the path's.  A report of losses — more than ``LOSS_TOLERANCE`` of the
+  version's segments — while the push arrived slower than it was sent (``LAGGING``: a queue
+  overflowed somewhere unmarked — or the consumer itself fell behind, a process short of CPU
+  reading its socket late, which its delivered rate cannot tell apart; losses at the pace sent
+  are a lossy link's, which a slower push would not cure) cuts the same way.  Reports about pushes sent before the last decrease are
   ignored (they were too fast already: conservative adaptation, once per round as TCP).
 * **Increase.**  A push whose reports were clean — no marks, no losses — which the pacer
   limited (it waited for tokens) and the path kept up with (delivered at ``LAGGING`` x its rate
@@ -205,12 +207,14 @@ class PushRate:
         base = min(sent, delivered) if delivered is not None else sent
         if base == float("inf"):
             return                                    # unlimited and unmeasured: nothing to go on
+        # at most halved a round, as TCP's multiplicative decrease: the delivered rate is one
+        # consumer's, and one stalled for a moment (a process descheduled mid-push on a busy
+        # host) reports a fraction of the path's rate (seen: 69 -> 29 -> 14 Mbit/s in two
+        # versions at 100 Mbit/s, every later push twice as long)
+        half = 0.5 * sent if sent != float("inf") else 0.0
+        self.rate = self._clamp(max(self.backoff * base, half))
         if report.marked:
-            self.rate = self._clamp(self.backoff * base)
             self._good = 0.0                           # the path itself said: too fast
-        else:                                          # a loss: the path's, or the consumer's
-            half = 0.5 * sent if sent != float("inf") else 0.0
-            self.rate = self._clamp(max(self.backoff * base, half))
         self.counters.decreases += 1
         # every push sent so far went at the old rate: their reports say nothing new
         self._cut_after = max(self._pushed.keys())

@@ -147,11 +147,22 @@ def test_the_slowest_branch_sets_the_pace_within_the_floor():
     c = PushRate(initial_mbps=100.0, floor_mbps=10.0)
     c.pushing(1, limited=True)
     c.on_report(report(1, 100.0))               # a fast branch: clean
-    c.on_report(report(1, 40.0, marked=4))      # the slow branch
-    assert c.rate == pytest.approx(0.9 * 40 * MB)
+    c.on_report(report(1, 40.0, marked=4))      # the slow branch: at most halved a round
+    assert c.rate == pytest.approx(50 * MB)
     c.pushing(2, limited=True)
-    c.on_report(report(2, 2.0, marked=4))       # a pathological branch: held at the floor
+    c.on_report(report(2, 40.0, marked=4))      # then just under it
+    assert c.rate == pytest.approx(0.9 * 40 * MB)
+    for v in (3, 4, 5):                         # a pathological branch: held at the floor
+        c.pushing(v, limited=True)
+        c.on_report(report(v, 2.0, marked=4))
     assert c.rate == pytest.approx(10 * MB)
+
+
+def test_one_consumer_stalled_for_a_moment_halves_the_push_at_most():
+    c = PushRate(initial_mbps=70.0)
+    c.pushing(1, limited=True)
+    c.on_report(report(1, 5.0, marked=2))       # descheduled mid-push: 5 of the path's 70
+    assert c.rate == pytest.approx(35 * MB)
 
 
 def test_ceiling_bounds_increase():
