@@ -18,6 +18,7 @@ import pytest
 from ndnps.lab import spec
 from ndnps.lab.netns import PREFIX, NetnsUnavailable, check_available
 from ndnps.lab.process import ManagedProcess, ProcessFailed, owner_tag
+from tests.support.procfs import namespaces
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,9 +37,7 @@ def bottleneck_host() -> None:
 
 
 def _namespaces(owner: str) -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line.split()[0] for line in out.splitlines()
-            if line.startswith(f"{PREFIX}{owner}-")]
+    return [ns for ns in namespaces() if ns.startswith(f"{PREFIX}{owner}-")]
 
 
 @pytest.fixture

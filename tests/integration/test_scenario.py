@@ -15,7 +15,7 @@ import pytest
 from ndnps.client.fetcher import LINK_REPAIR
 from ndnps.lab.process import ManagedProcess, wait_until
 
-from tests.support.procfs import namespaces_left, socket_dirs_left
+from tests.support.procfs import namespaces, namespaces_left, socket_dirs_left
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -286,13 +286,13 @@ def test_netns_run(tmp_path):
                    "training")
         owner = owner_tag(killed.pid)
         children = _descendants(killed.pid)          # the reaper among them
-        assert len([ns for ns in _namespaces() if ns.startswith(f"ndnps-{owner}-")]) >= 3
+        assert len([ns for ns in namespaces() if ns.startswith(f"ndnps-{owner}-")]) >= 3
         os.kill(killed.pid, signal.SIGKILL)
         wait_until(lambda: not [p for p in children if _alive(p)], 10, what="gone")
     finally:
         killed.stop()
         _kill(children)                              # should the test fail
-    assert [ns for ns in _namespaces() if ns.startswith(f"ndnps-{owner}-")] == []
+    assert [ns for ns in namespaces() if ns.startswith(f"ndnps-{owner}-")] == []
     out = tmp_path / "run"
     proc = run_scenario(out, "tree", "--netns", "--set", "topology.workers=4", *SHORT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -309,11 +309,6 @@ def _kill(pids: list[int]) -> None:
     for pid in pids:
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
-
-
-def _namespaces() -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
 def _descendants(pid: int) -> list[int]:

@@ -31,11 +31,13 @@ def namespaces_left(grace: float = 5.0) -> list[str]:
     """The network namespaces of runs that have ended (`Netns.owned` names them after their
     owner process, now gone) still there after `grace` s: what a finished run left behind."""
     from ndnps.lab.netns import PREFIX
+    return _of_ended_runs(namespaces, PREFIX, grace)
 
-    def names() -> list[str]:
-        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        return [line.split()[0] for line in out.splitlines()]
-    return _of_ended_runs(names, PREFIX, grace)
+
+def namespaces() -> list[str]:
+    """Every network namespace's name (`ip netns list`)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
 def socket_dirs_left(grace: float = 5.0) -> list[str]:
