@@ -22,8 +22,9 @@ consumers saw of each push:
   version's segments — while the push arrived slower than it was sent (``LAGGING``: a queue
   overflowed somewhere unmarked — or the consumer itself fell behind, a process short of CPU
   reading its socket late, which its delivered rate cannot tell apart; losses at the pace sent
-  are a lossy link's, which a slower push would not cure) cuts the same way.  Reports about pushes sent before the last decrease are
-  ignored (they were too fast already: conservative adaptation, once per round as TCP).
+  are a lossy link's, which a slower push would not cure) cuts the same way.  Reports about
+  pushes sent before the last decrease are ignored (they were too fast already: conservative
+  adaptation, once per round as TCP).
 * **Increase.**  A push whose reports were clean — no marks, no losses — which the pacer
   limited (it waited for tokens) and the path kept up with (delivered at ``LAGGING`` x its rate
   at least, for most of the consumers: else a queue absorbed it, and a faster push would only
