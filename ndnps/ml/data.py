@@ -67,7 +67,7 @@ def _stratified_split(y: np.ndarray, test_size: float, seed: int) -> tuple[np.nd
     their counts, the rows left by rounding down going to the largest remainders (ties to the
     lower label) — then each set shuffled again. Every process derives the same split from
     (y, test_size, seed), with nothing but numpy."""
-    rng = _rng(_SPLIT, seed)
+    rng = np.random.default_rng(seed)
     n_test = math.ceil(test_size * len(y))
     classes, counts = np.unique(y, return_counts=True)
     share = counts * n_test / len(y)

@@ -98,8 +98,8 @@ async def test_sync_run_equals_the_reference_bit_for_bit(tmp_path):
 
 @pytest.mark.asyncio
 async def test_four_workers_digits_mlp_reaches_95_percent_like_the_reference():
-    # 10 epochs: the reference reaches 0.956 on our stratified split (0.949 at 8)
-    cfg = config(workers=["w1", "w2", "w3", "w4"], min_workers=4, epochs=10)
+    # 12 epochs: the reference reaches 0.953 on our stratified split (0.944 at 8 and 10)
+    cfg = config(workers=["w1", "w2", "w3", "w4"], min_workers=4, epochs=12)
     ps, _, code, codes, _ = await run(cfg)
     ref = reference(cfg)
     assert code == 0 and codes == [0] * 4
