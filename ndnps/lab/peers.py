@@ -4,7 +4,8 @@ records (apps/peer.py):
 * `parameters_identical`: every version's parameter digest is the same at every peer that
   made it (`digest_mismatches` lists the versions where not; the runner fails such a run;
   `versions_compared`: the versions two peers or more made); `reformed`: each epoch a lost
-  peer's collective re-formed in (its peers, the lost, the version it went on from);
+  peer's collective re-formed in (its peers, the lost, the version it went on from; what the
+  lost peer made after that version, the survivors made again without it: not compared);
 * `sync_seconds`: the median over steady versions of "from the last gradient computed to the
   last peer holding the new parameters" (max ready_at − max computed_at, one run clock);
 * `bytes_per_peer_face_per_version`: the bytes a peer sends on its face per version, by BCube
@@ -87,6 +88,9 @@ def collective_summary(run_dir: Path, job: Any, versions: int, link_bytes: dict[
                                                  ("epoch", "peers", "lost", "version", "t")})
         if "analytic_bytes_by_level" in start:
             analytics.append(start["analytic_bytes_by_level"])
+    for r in reformed.values():     # the survivors redid from r["version"] on, without the lost
+        for p in r.get("lost") or ():
+            by_peer[p] = {v: rec for v, rec in by_peer.get(p, {}).items() if v <= r["version"]}
     made = sorted({v for recs in by_peer.values() for v in recs})
     mismatches = [v for v in made
                   if len({recs[v]["digest"] for recs in by_peer.values() if v in recs}) > 1]

@@ -80,6 +80,26 @@ def test_versions_a_peer_did_not_make_are_compared_among_those_that_did(tmp_path
     assert collective_summary(tmp_path, job(), 6, {}, PEERS)["versions_compared"] == 5
 
 
+def test_a_lost_peers_versions_the_re_formed_collective_redid_are_not_compared(tmp_path):
+    """w2 finished version 5 and died; w4 was still at 4, so the survivors went on from 4 and
+    made 5 again without w2: w2's 5 is another collective's, w1's first 5 superseded."""
+    reformed = {"event": "reformed", "epoch": 1, "peers": ["w1", "w3", "w4"], "lost": ["w2"],
+                "version": 4, "t": 9.0}
+    write(tmp_path, "w2", [record(v, f"d{v}") for v in range(1, 6)], {"0": 1.0})
+    for p in ("w1", "w3", "w4"):
+        before = [record(v, f"d{v}") for v in range(1, 6 if p == "w1" else 5)]
+        write(tmp_path, p, [*before, reformed, *(record(v, f"r{v}") for v in range(5, 8))],
+              {"0": 1.0})
+    s = collective_summary(tmp_path, job(), 7, {}, PEERS)
+    assert s["parameters_identical"] is True and s["versions_compared"] == 7
+    assert s["reformed"] == [{k: reformed[k] for k in ("epoch", "peers", "lost", "version",
+                                                         "t")}]
+    # a survivor that disagrees on a redone version is still caught
+    write(tmp_path, "w3", [*(record(v, f"d{v}") for v in range(1, 5)), reformed,
+                           record(5, "odd"), record(6, "r6"), record(7, "r7")], {"0": 1.0})
+    assert collective_summary(tmp_path, job(), 7, {}, PEERS)["digest_mismatches"] == [5]
+
+
 def test_sync_seconds_is_the_median_of_last_ready_minus_last_computed_after_warm_up(tmp_path):
     # per version v: the peers compute at base + i*0.01 and are ready at base + extra
     # (the last one's), so the version's sync is max(ready) - max(computed)
