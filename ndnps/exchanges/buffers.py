@@ -94,3 +94,6 @@ class Recent(Generic[K, V]):
 
     def keys(self) -> list[K]:
         return list(self._items)
+
+    def values(self) -> list[V]:
+        return list(self._items.values())

@@ -5,7 +5,10 @@ each with its own timer:
 * a **hole** below the highest segment seen (one path delivers in order): fetched once the
   reordering window has passed (`gap_delay` at least);
 * a **quiet tail**: a push that stops short of its FinalBlockId lost its last segments, taken
-  as lost once nothing came for a few gaps between its segments (`tail_wait`);
+  as lost once nothing came for a few gaps between its segments (`tail_wait`) — and for
+  longer than the producer has been seen to pause mid-push and go on: a producer on a busy
+  host stalls tens of ms (descheduled, or serving something else), and a tail fetched then
+  duplicates the rest of a push still on its way, which congests the very path it shares;
 * the **probe timer**: armed when the subscriber asks for the next version (the worker sends
   its gradient), it fires when that version is overdue (mean + k * deviation of the past
   waits, RFC 6298's estimator, backed off but capped by a few round trips of the path), and
@@ -29,6 +32,9 @@ from .fetch import PathEstimates
 
 KEEP_VERSIONS = 4           # versions being assembled at once, per subscriber (bounded)
 SMOOTHING = 0.125           # of the gap between a push's segments (RFC 6298's alpha)
+PAUSES_KEPT = 8             # pushes whose longest mid-push pause the tail wait remembers
+PAUSE_MARGIN = 1.5          # a tail waits this x the longest pause a push went on after
+IN_PUSH = 1.0               # s: segments of one push closer than this are one push's
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,8 @@ class Subscriber:
         self.expected: Key | None = None        # the version the probe timer waits for
         self.timer_producer: str | None = None  # whose next version the probe timer asks
         self.push_gap = 0.0                     # smoothed time between a push's segments
+        self.pauses: Recent[Key, float] = Recent(PAUSES_KEPT)  # push -> its longest pause
+        self.longest_pause = 0.0                # of those
         self.last_push: Key | None = None
         self.last_push_at = 0.0
 
@@ -155,10 +163,14 @@ class Subscriber:
         """A segment of `version` came (pushed, or the answer to a fetch or probe)."""
         key = (producer, version)
         if pushed:
-            if key == self.last_push and now - self.last_push_at < 1.0:
+            gap = now - self.last_push_at
+            if key == self.last_push and gap < IN_PUSH:
                 # within one push: the gaps between versions (the training's step) made a tail
                 # wait 8 of them, up to tail_delay, where a push's segments come 0.1 ms apart
-                self.push_gap += SMOOTHING * (now - self.last_push_at - self.push_gap)
+                self.push_gap += SMOOTHING * (gap - self.push_gap)
+                if gap > (self.pauses.get(key) or 0.0):
+                    self.pauses.put(key, gap)          # the push went on after this pause
+                    self.longest_pause = max(self.pauses.values())
             self.last_push, self.last_push_at = key, now
         if version <= self.newest_of(producer):
             return []
@@ -183,11 +195,12 @@ class Subscriber:
     def tail_wait(self) -> float:
         """How long a push may go quiet short of its end before its tail is taken as lost: 8
         gaps between its segments (a paced push), or 2 round trips of the path (a queue
-        between) and the reordering window, at least a process's stall, at most
-        tail_delay."""
+        between) and the reordering window, or PAUSE_MARGIN x the longest pause the last
+        pushes went on after (measured: how long this producer stalls without loss), at
+        least a process's stall, at most tail_delay."""
         return min(self.tail_delay, max(8 * self.push_gap,
                                         2 * self.path.srtt() + self.path.reorder_floor,
-                                        self.stall))
+                                        PAUSE_MARGIN * self.longest_pause, self.stall))
 
     def accepted(self, now: float, producer: str, version: int) -> float | None:
         """The owner decoded `version` (a Complete): older versions of the producer are

@@ -109,8 +109,9 @@ class TrainingConfig:
     probe_max: float = _f(8.0, "probe timer upper bound (backoff stops there)", low=0, strict_low=True)
     gap_delay: float = _f(0.002, "wait this long after a gap in a push before fetching the hole",
                           low=0)
-    tail_delay: float = _f(0.05, "a push quiet for 8 gaps between its segments or 2 round "
-                           "trips, whichever is longer, but this long at most, short of its "
+    tail_delay: float = _f(0.5, "a push quiet for 8 gaps between its segments, 2 round "
+                           "trips, or 1.5 x the longest pause the last pushes went on after, "
+                           "whichever is longest, but this long at most, short of its "
                            "FinalBlockId: fetch the rest", low=0, strict_low=True)
     push_rate_mbps: float = _f(0.0, "pace the first push at this rate (0 = just under the "
                                "rate the workers fetched their content at, or unlimited when "

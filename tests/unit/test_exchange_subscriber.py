@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.subscriber import (Action, Complete, Corrupt, Fetch, Probe, ProbeTimer,
-                                        Subscriber)
+from ndnps.exchanges.subscriber import (PAUSES_KEPT, Action, Complete, Corrupt, Fetch, Probe,
+                                        ProbeTimer, Subscriber)
 from ndnps.ndn.rto import RtoEstimator
 
 
@@ -114,6 +114,35 @@ def test_the_tail_wait_is_bounded_by_tail_delay_and_floored_by_a_stall():
     sub.path = FakePath()
     sub.path.reorder_floor = 0.0
     assert sub.tail_wait() == 0.003
+
+
+def test_a_tail_waits_longer_than_the_pauses_the_last_pushes_went_on_after():
+    """A producer that stalled 40 ms mid-push and went on: the next push's tail is not taken
+    as lost before 1.5 x that (a fetch then would duplicate a push still coming)."""
+    sub = subscriber(tail_delay=0.5)
+    times = [0.0, 0.001, 0.002, 0.042, 0.043]            # a 40 ms stall after segment 2
+    for s, t in enumerate(times):
+        sub.on_segment(t, "ps", 1, s, b"x", 4, pushed=True)
+    sub.accepted(0.043, "ps", 1)
+    assert sub.longest_pause == pytest.approx(0.04)
+    for s in range(3):                                  # the next push goes quiet after 3
+        sub.on_segment(1.5 + s * 0.001, "ps", 2, s, b"x", 9, pushed=True)
+    assert sub.tail_wait() == pytest.approx(0.06)
+    ((when, action),) = run_timers(sub, 2.0)
+    assert when == pytest.approx(1.502 + 0.06) and action == Fetch("ps", 2, tuple(range(3, 10)),
+                                                                   "tail")
+    # the gap between two pushes is no pause of either; tail_delay still bounds the wait
+    assert sub.longest_pause == pytest.approx(0.04)
+    sub.on_segment(1.6, "ps", 3, 0, b"x", 9, pushed=True)
+    sub.on_segment(1.9, "ps", 3, 1, b"x", 9, pushed=True)     # a 300 ms stall
+    assert sub.tail_wait() == pytest.approx(0.45)
+    sub.tail_delay = 0.2
+    assert sub.tail_wait() == 0.2
+    # remembered for the last PAUSES_KEPT pushes only
+    for v in range(4, 4 + PAUSES_KEPT):
+        sub.on_segment(2.0 + v, "ps", v, 0, b"x", 9, pushed=True)
+        sub.on_segment(2.0 + v + 0.001, "ps", v, 1, b"x", 9, pushed=True)
+    assert sub.longest_pause == pytest.approx(0.001)
 
 
 def test_probe_timer_probes_the_expected_version_then_rearms_capped():
