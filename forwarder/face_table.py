@@ -35,6 +35,7 @@ class SendQueueCounters:
     """A face's send queue (faces/queue.py; UDP and stream faces); its drops are
     FaceCounters.drops["queue_full"]."""
     marked: int = 0             # packets sent with CongestionMark set by this face
+    pushes_unmarked: int = 0    # pushes to an app its rule would have marked (stream faces)
     max_bytes: int = 0          # the most octets it held
     max_delay: float = 0.0      # the longest any datagram waited in it, s
 

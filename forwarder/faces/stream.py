@@ -17,6 +17,14 @@ peer has not read yet, on TCP what it has not acknowledged; NFD's defaultCongest
 Once above for `interval` (100 ms, NFD's baseCongestionMarkingInterval), a packet leaving is
 marked, then the next interval/sqrt(k) later while it stays above; past `step` of waiting,
 every packet leaving is.
+
+A unix face (an app on this host) does not mark a *pushed* Data (`*distribute*`), as it marks
+pulled Data: the app cannot slow a push, and its face's backlog is the app's own computation
+(16 workers on two cores read their sockets between steps), not the path. Marked there, the
+workers' reports cut the push rate at 1 Gbit/s where the link sat idle (195 -> 57 Mbit/s over
+8 versions, every face between forwarders unmarked). Marks on pushes come from the faces
+between forwarders; a consumer too slow for a push still loses segments when its queue is full,
+which its reports say.
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ import time
 from typing import Callable
 
 from ndnps.ndn.congestion import MarkingRule, set_congestion_mark
+from ndnps.ndn.markers import is_pushed_data
 from ndnps.ndn.tlv import DecodeError, StreamFramer
 from .base import QUEUE_LIMIT_BYTES, Face, FaceOwner, ip_uri, is_loopback
 from .link import LinkEmulator, LinkParams
@@ -194,7 +203,8 @@ class StreamFace(Face, asyncio.Protocol):
         outq = self._outq
         if outq and not self._closed and self.transport is not None:
             now = self._clock()
-            if self.queue.options.marking and self._should_mark(now, 0.0, self._backlog(now)):
+            if self.queue.options.marking and \
+                    self._should_mark(now, 0.0, self._backlog(now), outq[-1]):
                 outq[-1] = _marked(outq[-1])
             self.transport.writelines(outq)     # may pause us (pause_writing)
         self._outq = []
@@ -217,9 +227,10 @@ class StreamFace(Face, asyncio.Protocol):
             batch: list[bytes] = []
             size = 0
             while queue and size < DRAIN_BYTES:
-                mark = self._should_mark(now, queue.delay(now), backlog)
+                delay = queue.delay(now)
                 wire = queue.pop(now)
-                batch.append(_marked(wire) if mark else wire)
+                batch.append(_marked(wire) if self._should_mark(now, delay, backlog, wire)
+                             else wire)
                 size += len(wire)
             self.transport.writelines(batch)
 
@@ -236,13 +247,17 @@ class StreamFace(Face, asyncio.Protocol):
             waiting += self._kernel_octets
         return waiting > self.kernel_threshold
 
-    def _should_mark(self, now: float, delay: float, backlog: bool) -> bool:
-        """Whether the packet leaving now, after waiting `delay` in the queue, is marked."""
+    def _should_mark(self, now: float, delay: float, backlog: bool, wire: bytes) -> bool:
+        """Whether `wire`, leaving now after waiting `delay` in the queue, is marked: when
+        the rule says so, unless it is a push to an app (the module's doc)."""
         opts = self.queue.options
         if not opts.marking:
             return False
         if self._rule.check(backlog or delay > opts.target, now,
                             bool(opts.step) and delay > opts.step):
+            if self._kind == "unix" and self._emu is None and is_pushed_data(wire):
+                self.queue.counters.pushes_unmarked += 1
+                return False
             self.queue.counters.marked += 1
             return True
         return False

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from .tlv import GENERIC_COMPONENT, encode_tlv
+from .tlv import (DATA, GENERIC_COMPONENT, LP_FRAGMENT, LP_PACKET, NAME, DecodeError,
+                  encode_tlv, read_tl)
 
 INSERT: Final = b"*insert*"
 DISTRIBUTE: Final = b"*distribute*"
@@ -30,3 +31,26 @@ MARKER_COMPONENTS: Final = (INSERT_COMPONENT, DISTRIBUTE_COMPONENT, REMOVE_COMPO
 # most names skip the startswith() tests.
 MARKER_BYTE: Final = b"*"
 assert all(m[2:3] == MARKER_BYTE for m in MARKER_COMPONENTS)
+
+
+def is_pushed_data(wire: bytes) -> bool:
+    """Whether `wire` is a Data pushed along persistent entries: a Data (bare, or an
+    LpPacket's Fragment) whose name starts with `*distribute*`.  False for anything
+    malformed."""
+    try:
+        end = len(wire)
+        typ, off, end = read_tl(wire, 0, end)
+        if typ == LP_PACKET:
+            while off < end:
+                typ, voff, off = read_tl(wire, off, end)
+                if typ == LP_FRAGMENT:
+                    typ, off, end = read_tl(wire, voff, off)
+                    break
+            else:
+                return False
+        if typ != DATA:
+            return False
+        typ, off, end = read_tl(wire, off, end)
+        return typ == NAME and wire[off:off + len(DISTRIBUTE_COMPONENT)] == DISTRIBUTE_COMPONENT
+    except (DecodeError, IndexError):
+        return False

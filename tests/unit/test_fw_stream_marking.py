@@ -272,6 +272,24 @@ def test_past_the_step_every_packet_leaving_is_marked(loop, kernel):
     assert marks == [True, True, True, False, False]        # 25 ms > step; 15 ms is not
 
 
+def test_an_apps_unix_face_does_not_mark_a_push_but_marks_pulled_data(loop, kernel):
+    """Past the step every packet leaving is due a mark; a *distribute* Data to an app (bare
+    or in an LpPacket) leaves unmarked and is counted, the app's pulled Data is marked."""
+    clock = Clock()
+    f, tr = face(clock, step=STEP)
+    pushed = data("/*distribute*/ps/t1/v1/seg0", content=b"x" * 8000)
+    tr.refuse = True
+    f.send(segment(0))
+    f.flush()
+    tr.refuse = False
+    f.send_many([pushed, segment(1), lp_wrap(pushed), segment(2)])
+    clock.now = 0.025
+    tr.drained()
+    marks = [bool(congestion_mark(w)) for w in tr.sent()[1:]]
+    assert marks == [False, True, False, True]
+    assert f.queue.counters.marked == 2 and f.queue.counters.pushes_unmarked == 2
+
+
 def test_the_queue_is_bounded_and_its_drops_counted(loop, kernel):
     clock = Clock()
     limit = sum(len(segment(i)) for i in range(1, 11))

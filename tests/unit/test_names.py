@@ -153,3 +153,17 @@ def test_a_pipeline_stages_tensors_round_trip_and_are_no_other_name():
     assert names.parse_partial(a) is None and names.parse_collect(a) is None
     with pytest.raises(names.BadName):
         names.stage_tensor("m1-fast", "t1", 1, False, -1, 0)
+
+
+def test_a_pushed_data_is_told_by_its_first_component_bare_or_in_an_lp_packet():
+    from ndnps.ndn.markers import is_pushed_data
+    from ndnps.ndn.packet import lp_wrap
+    from tests.support.fwkit import data
+    pushed = data("/*distribute*/ps/t1/v1/seg0")
+    assert is_pushed_data(pushed) and is_pushed_data(lp_wrap(pushed, pit_token=b"t"))
+    assert is_pushed_data(memoryview(pushed))
+    assert not is_pushed_data(data("/ps/t1/v1/seg0"))
+    assert not is_pushed_data(data("/ps/*distribute*/v1"))          # a marker is first only
+    assert not is_pushed_data(lp_wrap(data("/ps/x"), pit_token=b"t"))
+    for bad in (b"", b"\x06", pushed[:5], b"\x05\x03\x07\x01\x08", b"\x64\x02\x51\x00"):
+        assert not is_pushed_data(bad)
