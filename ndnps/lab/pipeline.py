@@ -1,5 +1,5 @@
-"""Pipeline + data-parallel training on devices of different speeds in a scenario (issue 27; the
-`004_…` method): the `[[device_kinds]]` and `[pipeline]` tables, the plan made before the run,
+"""Pipeline + data-parallel training on devices of different speeds in a scenario
+(docs/hetero.md): the `[[device_kinds]]` and `[pipeline]` tables, the plan made before the run,
 and summary.json's `pipeline` block.
 
     [[device_kinds]]

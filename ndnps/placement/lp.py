@@ -1,4 +1,4 @@
-"""The linear program of the placement method (its P2): for a set S of aggregating forwarders,
+"""The linear program of the placement: for a set S of aggregating forwarders,
 the largest aggregation throughput γ — the rate at which every worker can send its gradient —
 and the gradient routing that reaches it. Solved by HiGHS (`scipy.optimize.linprog`).
 
