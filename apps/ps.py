@@ -101,7 +101,7 @@ class ParameterServer:
         # in-network aggregation: the gradients' sums asked of the network (apps/aggregate.py)
         self.aggregate = Aggregate(cfg, app, self.fetcher, self.sec, self.n_params,
                                    self.counters, self.roster.drop) if cfg.aggregate_at else None
-        self.share = Share(cfg, app, cfg.ps, self.sec.validator)     # issue 26
+        self.share = Share(cfg, app, cfg.ps, self.sec.validator)     # docs/sharing.md
         self.serving = Serving(cfg, app, self, self.membership, self.content, self.sec.signer,
                                self.counters)
         self.delta = Delta()

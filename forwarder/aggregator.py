@@ -1,4 +1,4 @@
-"""The `*aggregate*` stage (issue 24, the `000_…` method's aggregators), sans-I/O.
+"""The `*aggregate*` stage (in-network aggregation's aggregators, docs/aggregation.md), sans-I/O.
 
 A forwarder configured as an aggregator for a training (management: `aggregators/add`, local
 faces only) answers an Interest `/*aggregate*/<ps>/<train>/<version>/<seg>/<params-digest>`
@@ -37,7 +37,7 @@ partial sum and Nacks the Interest: the requester falls back. A re-expressed Int
 requester's retransmission) re-expresses the members still missing. The next version's
 `*distribute*` push frees the training's older slots (the method's ACK).
 
-One slot pool per forwarder, shared by its trainings (issue 26): a training's segments hash
+One slot pool per forwarder, shared by its trainings (docs/sharing.md): a training's segments hash
 within its range of it ([first, first + slots), its configuration), its slots' deadlines are its
 own timeout. Trainings configured with the same range share those slots in time — two jobs'
 rounds at once compete for them — and disjoint ranges split the pool between them. A new slot

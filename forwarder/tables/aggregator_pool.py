@@ -1,6 +1,6 @@
-"""Aggregator slots: the memory an aggregating forwarder sums gradient segments in (the `000_…`
-method's aggregators, issue 24), sans-I/O; one pool per forwarder, shared by the trainings it
-sums for (issue 26).
+"""Aggregator slots: the memory an aggregating forwarder sums gradient segments in (in-network
+aggregation's aggregators, docs/aggregation.md), sans-I/O; one pool per forwarder, shared by the
+trainings it sums for (jobs taking turns at it: docs/sharing.md).
 
 A fixed number of slots, as a switch's register arrays: a segment's slot is chosen by hashing
 (training, segment number) within its training's *range* of the pool ([first, first + span),
