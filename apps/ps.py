@@ -1,7 +1,8 @@
 """The parameter server: ``python -m apps.ps [--config scenario.toml] [flags]``.
 
 A composition: the sans-I/O exchanges of ndnps.exchanges decide, the PS's parts do their I/O.
-Seed steps, from the PS's side (names in ndnps/protocol/names.py), and the part doing each:
+Protocol steps (numbered as in docs/design.md), from the PS's side (names in
+ndnps/protocol/names.py), and the part doing each:
 
   2  task           /<gpu>/<ps>/<train> to each candidate; accept or decline   apps/roster.py
   3  content        /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard,  apps/content.py
