@@ -35,7 +35,7 @@ A sub-group's Nack makes this node collect that group's workers itself (counted:
 worker's Nack, a refused value, or the slot's deadline (a member that never answers) drops the
 partial sum and Nacks the Interest: the requester falls back. A re-expressed Interest (the
 requester's retransmission) re-expresses the members still missing. The next version's
-`*distribute*` push frees the training's older slots (the method's ACK).
+`*distribute*` push frees the training's older slots (the push is the acknowledgement).
 
 One slot pool per forwarder, shared by its trainings (docs/sharing.md): a training's segments hash
 within its range of it ([first, first + slots), its configuration), its slots' deadlines are its

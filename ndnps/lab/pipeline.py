@@ -14,7 +14,7 @@ and summary.json's `pipeline` block.
     device_scale = 16.0        # the fastest kind is this many times slower than one core here
     device_time = "profiled"   # a device's time: factor × the work's profiled cost | "measured":
                                # × its CPU time as it ran (ndnps.ml.device says why not)
-    profile_samples = 512      # the planner's pre-training (the method's a)
+    profile_samples = 512      # the planner's pre-training (a, docs/hetero.md)
     profile = ""               # a plan.json of an earlier run: plan from its profile instead
                                # of profiling again (runs compared side by side: one profile)
     bandwidth_mbps = 120.0     # the planner's model of a transfer: bytes / bandwidth ...
