@@ -1,4 +1,5 @@
-"""The PS's side of in-network aggregation (issue 24): a step's gradients summed on the way.
+"""The PS's side of in-network aggregation (docs/aggregation.md): a step's gradients summed on the
+way.
 
 With ``aggregate_at`` set, a worker publishes its gradient as a header segment and summable
 value segments (ndnps.protocol.messages); the PS collects every live worker's header as it

@@ -1,4 +1,4 @@
-"""The PS's collect (seed step 5): /<gpu>/<ps>/<train>/<step>/<seg>, sent when
+"""The PS's collect (protocol step 5): /<gpu>/<ps>/<train>/<step>/<seg>, sent when
 ndnps.exchanges.collector says the worker's gradient will be ready, held by the worker until
 then, fetched by the PS's SegmentFetcher.  ``Collect`` owns this I/O and the retries (a
 malformed or mixed gradient is fetched again; our own face down meanwhile gives the worker

@@ -1,5 +1,5 @@
-"""How peers combine a version's gradients without a PS (issue 25): each returns the mean of
-every peer's gradient, the same bytes at every peer.
+"""How peers combine a version's gradients without a PS (docs/collectives.md): each returns the
+mean of every peer's gradient, the same bytes at every peer.
 
 * ``Scheduled`` — ring or BCube all-reduce (ndnps.exchanges.collective's schedules, driven by
   the sans-I/O ndnps.exchanges.allreduce.AllReduce): at each step a peer publishes the parts
@@ -9,7 +9,7 @@ every peer's gradient, the same bytes at every peer.
   fetch (BCube's distribute) has one name: the switch's PIT merges their Interests, or its
   Content Store answers the later ones, so the summer sends it once.
 * ``Shared`` — ``InNetwork`` or a ring round by round, as the share controller decides
-  (issue 26: several jobs taking the aggregators in turns).
+  (several jobs taking the aggregators in turns: docs/sharing.md).
 * ``InNetwork`` — every peer publishes its gradient as summable segments under the collect
   name ``/<peer>/<job>/<train>/<v>/<seg>`` and asks ``aggregate_at`` for each segment's sum
   with the same plan (apps/aggregate.py): the aggregator's PIT merges the peers' identical
@@ -231,7 +231,7 @@ class InNetwork:
 
 
 class Shared:
-    """collective = "ina" with a share controller (issue 26): each round in the network or,
+    """collective = "ina" with a share controller (docs/sharing.md): each round in the network or,
     when the controller gives the aggregators to another job, by ring all-reduce at once —
     the same at every peer, which the controller's agreement guarantees. `last`: the latest
     round's decision, for the records."""

@@ -1,6 +1,6 @@
-"""The PS's training content (seed step 3): /<ps>/<train>/<gpu>/<seg> holds the spec, the
-hyper-parameters, the worker's place (index, shard) and the current parameters and version,
-signed segments made per worker; a worker not taken is answered a refusal under that name.
+"""The PS's training content (protocol step 3, docs/design.md): /<ps>/<train>/<gpu>/<seg> holds the
+spec, the hyper-parameters, the worker's place (index, shard) and the current parameters and
+version, signed segments made per worker; a worker not taken is answered a refusal under that name.
 
 ``Content`` owns the segments made, the Interests held until they are (during the assignment,
 or while a lost worker's new content is not made yet), and the refusals' reasons.  It reads

@@ -1,5 +1,5 @@
-"""The PS's training loops (seed steps 5-7), one per mode; the update rule (exchanges.update)
-makes the next parameters, the PS pushes them.
+"""The PS's training loops (protocol steps 5-7, docs/design.md), one per mode; the update rule
+(exchanges.update) makes the next parameters, the PS pushes them.
 
 * sync (``run_sync``): all live workers' gradients of version v, averaged in worker-index order
   (the arithmetic of ndnps.ml.train.train_sync_reference), one SGD step, push v+1; with
@@ -77,7 +77,7 @@ async def run_sync(ps: Server) -> None:
             await ps.roster.quorum()
         v = ps.version
         t0 = ps.loop_time()
-        if ps.aggregate is not None:        # answered as the gradients are in (issue 26)
+        if ps.aggregate is not None:        # answered as the gradients are in
             ps.share.ask_early(v, collecting)
         live = ps.live
         # with in-network aggregation, each worker's gradient header; the values' sums after
@@ -103,7 +103,7 @@ async def run_sync(ps: Server) -> None:
         collecting = ta - t0
         shared: dict = {}
         if ps.aggregate is not None:
-            # the network's sums (if the share controller says so: issue 26); the average as
+            # the network's sums (if the share controller says so); the average as
             # the reference's, one SGD step
             decision = await ps.share.ask(v)
             shared = decision.record()

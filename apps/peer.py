@@ -1,4 +1,4 @@
-"""A peer of PS-less training (issue 25): ``python -m apps.peer --name p1 --config FILE``.
+"""A peer of PS-less training: ``python -m apps.peer --name p1 --config FILE``.
 
 Every peer reads the same ``[training]`` (its `collective` set; `workers` are the peers, in
 index order): the model, its initial parameters (the seed), its data shard (its index) and the
@@ -88,7 +88,7 @@ class Peer:
         self.published = Published(on_sent=self._sent)
         self.members = list(cfg.workers)        # the collective's peers, this epoch
         self.epoch = 0                          # re-formed collectives so far
-        self.share = Share(cfg, app, name, self.sec.validator)     # issue 26
+        self.share = Share(cfg, app, name, self.sec.validator)     # docs/sharing.md
         self.combine = self.make_combine()
         self.before: tuple | None = None        # re-form: (params, velocity) of self.version - 1
         self.version = 0

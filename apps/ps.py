@@ -1,7 +1,8 @@
 """The parameter server: ``python -m apps.ps [--config scenario.toml] [flags]``.
 
 A composition: the sans-I/O exchanges of ndnps.exchanges decide, the PS's parts do their I/O.
-Seed steps, from the PS's side (names in ndnps/protocol/names.py), and the part doing each:
+Protocol steps (numbered as in docs/design.md), from the PS's side (names in
+ndnps/protocol/names.py), and the part doing each:
 
   2  task           /<gpu>/<ps>/<train> to each candidate; accept or decline   apps/roster.py
   3  content        /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard,  apps/content.py
@@ -101,7 +102,7 @@ class ParameterServer:
         # in-network aggregation: the gradients' sums asked of the network (apps/aggregate.py)
         self.aggregate = Aggregate(cfg, app, self.fetcher, self.sec, self.n_params,
                                    self.counters, self.roster.drop) if cfg.aggregate_at else None
-        self.share = Share(cfg, app, cfg.ps, self.sec.validator)     # issue 26
+        self.share = Share(cfg, app, cfg.ps, self.sec.validator)     # docs/sharing.md
         self.serving = Serving(cfg, app, self, self.membership, self.content, self.sec.signer,
                                self.counters)
         self.delta = Delta()

@@ -57,6 +57,6 @@ class PsCounters:
     collects_redone: int = 0        # on_worker_loss = wait: gradients collected again
     checkpoints: int = 0            # checkpoint files written
     final_repushes: int = 0         # the final version pushed again while workers stayed
-    segments_aggregated: int = 0    # gradient segments whose sum the network made (issue 24)
+    segments_aggregated: int = 0    # gradient segments whose sum the network made
     segments_fallback: int = 0      # ... that the PS summed itself instead
-    segments_ordinary: int = 0      # ... summed here: the share controller said so (issue 26)
+    segments_ordinary: int = 0      # ... summed here: the share controller said so

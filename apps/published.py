@@ -1,9 +1,9 @@
-"""What a peer serves under its own prefix (issue 25): signed objects by key — a partial or
-final sum of an all-reduce step, or its gradient's summable segments for an aggregator — for
-its last few versions. An Interest for an object not published yet (the step has not opened, the
+"""What a peer serves under its own prefix (PS-less training): signed objects by key — a partial or
+final sum of an all-reduce step, or its gradient's summable segments for an aggregator — for its
+last few versions. An Interest for an object not published yet (the step has not opened, the
 gradient is being computed) is held until it is, as a worker holds the PS's collect
-(ndnps.client.pending); one for a version already forgotten gets no answer (its asker moved on
-or will time out). Bounded: `keep` versions, HeldInterests' limit."""
+(ndnps.client.pending); one for a version already forgotten gets no answer (its asker moved on or
+will time out). Bounded: `keep` versions, HeldInterests' limit."""
 from __future__ import annotations
 
 from typing import Callable

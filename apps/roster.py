@@ -1,4 +1,4 @@
-"""The PS's roster: the task's assignment (seed step 2: /<gpu>/<ps>/<train> to each candidate,
+"""The PS's roster: the task's assignment (protocol step 2: /<gpu>/<ps>/<train> to each candidate,
 accepted or declined with a reason) and the asyncio adapter around
 ndnps.exchanges.membership for workers lost and back.  Membership decides (states, offers'
 times, the quorum's grace); ``Roster`` sends the offers, runs one rejoin task per lost worker,

@@ -1,5 +1,5 @@
 """What the PS answers and sends on its face: the handlers under /<ps> and its marker names
-(seed steps 3, 4, 9, and a worker's leave), and the parameters' push (step 6).
+(protocol steps 3, 4, 9 of docs/design.md, and a worker's leave), and the parameters' push (step 6).
 
   /<ps>/<train>/<gpu>/<seg>            training content: apps/content.py's
   /<ps>/<train>/<gpu>/params/...       the unicast baseline's copies: apps/unicast.py's

@@ -1,8 +1,8 @@
-"""A job node's side of the share controller (issue 26): before each round, ask whether it uses
-the aggregators; after it, say it is over. The rules are ndnps.exchanges.agreement's `Asker`;
-this is its asyncio adapter over Interests named per node (names.share_ask / share_done: the
-PIT never merges two nodes' asks), MustBeFresh, the answers freshness zero and signed under
-the job's key.
+"""A job node's side of the share controller (docs/sharing.md): before each round, ask whether it
+uses the aggregators; after it, say it is over. The rules are ndnps.exchanges.agreement's `Asker`;
+this is its asyncio adapter over Interests named per node (names.share_ask / share_done: the PIT
+never merges two nodes' asks), MustBeFresh, the answers freshness zero and signed under the job's
+key.
 
 The controller not answering for `share_patience` makes the round go the ordinary way
 ("unreachable", logged once per outage); until it answers again each round asks for one

@@ -1,5 +1,5 @@
-"""A stage of pipeline + data-parallel training on devices of different speeds (issue 27; the
-`004_…` method): ``python -m apps.stage --name m1-fast --config FILE``.
+"""A stage of pipeline + data-parallel training on devices of different speeds (docs/hetero.md):
+``python -m apps.stage --name m1-fast --config FILE``.
 
 The training's `machines` virtual machines each hold one device of every kind; within a
 machine the model's layers run as a pipeline of stages, stage s on the device `stage_kinds[s]`

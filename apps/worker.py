@@ -1,6 +1,7 @@
 """A worker ("GPU"): ``python -m apps.worker --name w1 [--config scenario.toml] [flags]``.
 
-Seed steps, from the worker's side (names in ndnps/protocol/names.py), and where each lives:
+Protocol steps (numbered as in docs/design.md), from the worker's side (names in
+ndnps/protocol/names.py), and where each lives:
 
   2  on_task (here)       /<gpu>/<ps>/<train>: accept, or decline when busy with another one
   3  apps/join.py         /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard, parameters

@@ -7,18 +7,18 @@ Registry: benchmark name -> module with `main(argv: list[str] | None) -> int` (a
 from __future__ import annotations
 
 BENCHMARKS: dict[str, str] = {
-    "forwarder": "bench.forwarder",     # 1. exchanges/s through the forwarder vs a byte relay
-    "push": "bench.push",               # 2. PS bytes out per version / model bytes, N = 2..32
-    "tree": "bench.tree",               # 3. link bytes on the tree vs the multicast minimum
-    "iteration": "bench.iteration",     # 4. sync iteration vs TCP PS, compute, transfer
-    "loss": "bench.loss",               # 5. iteration time at 0-10% loss, probes vs retx
-    "scaling": "bench.scaling",         # 6. PS egress and iteration time as N grows to 32
-    "faults": "bench.faults",           # issue 6: faults injected -> outcome, fuzzing, bad input
-    "bottleneck": "bench.bottleneck",   # issue 23: a tbf-limited link, ndnps vs the TCP PS
-    "ina": "bench.ina",                 # issue 24: in-network aggregation, placement, bandwidth
-    "collectives": "bench.collectives", # issue 25: PS-less all-reduce (ring, ina, BCube) vs the PS
-    "sharing": "bench.sharing",         # issue 26: jobs sharing one aggregator in turns
-    "hetero": "bench.hetero",           # issue 27: pipeline stages split by device speed
+    "forwarder": "bench.forwarder",     # exchanges/s through the forwarder vs a byte relay
+    "push": "bench.push",               # PS bytes out per version / model bytes, N = 2..32
+    "tree": "bench.tree",               # link bytes on the tree vs the multicast minimum
+    "iteration": "bench.iteration",     # sync iteration vs TCP PS, compute, transfer
+    "loss": "bench.loss",               # iteration time at 0-10% loss, probes vs retx
+    "scaling": "bench.scaling",         # PS egress and iteration time as N grows to 32
+    "faults": "bench.faults",           # faults injected -> outcome, fuzzing, bad input
+    "bottleneck": "bench.bottleneck",   # a tbf-limited link, ndnps vs the TCP PS
+    "ina": "bench.ina",                 # in-network aggregation, placement, bandwidth
+    "collectives": "bench.collectives", # PS-less all-reduce (ring, ina, BCube) vs the PS
+    "sharing": "bench.sharing",         # jobs sharing one aggregator in turns
+    "hetero": "bench.hetero",           # pipeline stages split by device speed
     "ndntools": "bench.ndntools",       # ndncatchunks through ndnps vs through NFD 24.07
     "cpu": "bench.cpu",                 # CPU per packet per hop and role, syscalls, copies
 }

@@ -4,7 +4,7 @@ python -m bench --list              list them
 python -m bench --table [--markdown]  the table of bench/results.json as it stands
 
 Every benchmark writes its figures into bench/results.json (merged by key) and prints one JSON
-line last; the table gives each figure, its ratio and the target of issue 7. The
+line last; the table gives each figure, its ratio and its target. The
 micro-benchmarks (python -m bench.micro.apps | faces | pipeline) are for optimisation work and
 not registered here."""
 from __future__ import annotations

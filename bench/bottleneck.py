@@ -1,4 +1,4 @@
-"""Training over a real bottleneck (issue 23): the `bottleneck` scenario — the PS and its
+"""Training over a real bottleneck (docs/congestion.md): the `bottleneck` scenario — the PS and its
 forwarder in one network namespace, the workers and theirs in another, one veth between them
 limited by the kernel's tbf qdisc both ways — at N workers and R Mbit/s, alternating ndnps
 with the persistent push, ndnps with unicast copies, and the plain TCP PS over the same wire.
@@ -50,7 +50,7 @@ SYSTEMS = {
     "persistent": [],
     "unicast": ['training.push_mode="unicast"'],
     "tcp": ['run.system="tcp"'],
-    # persistent push, and the gradients summed on the workers' side of the link (issue 24)
+    # persistent push, and the gradients summed on the workers' side of the link (in-network aggregation)
     "ina": ["ina.k=1"],
 }
 TARGETS = {"over_wire": 1.10, "qdisc_drops": 0.01, "repair": 0.02, "persistent_over_tcp": 0.58,

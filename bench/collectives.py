@@ -1,4 +1,4 @@
-"""PS-less training against the PS (issue 25), one run, figures side by side:
+"""PS-less training (docs/collectives.md) against the PS, one run, figures side by side:
 
     python -m bench collectives [--shapes 2x2,2x3,3x2] [--systems ps,ps-ina,ring,ina,bcube]
                                 [--rate 20] [--versions 12] [--quick] [--keep DIR] [--no-save]

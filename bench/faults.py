@@ -1,4 +1,4 @@
-"""Faults injected -> outcome (issue 6): every fault case run through the scenario runner
+"""Faults injected -> outcome (docs/faults.md): every fault case run through the scenario runner
 exactly as a user runs it, and the bad-input side (fuzzing, bad-input tests), in one table.
 
     python -m bench faults [--quick] [--only NAME,...] [--keep DIR] [--no-save]

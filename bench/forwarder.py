@@ -24,7 +24,7 @@ built by `pip install -e .`; the headline) and its Python sources (NDNPS_PURE=1,
 the gain of the build, in one run. `--pure-only` runs the sources alone; an install without
 the compiled core measures them alone, saying so.
 
-Both Data sizes issue 7 asks for (100 and 8000 Content bytes) by default, one after the other.
+Both Data sizes the target is set for (100 and 8000 Content bytes) by default, one after the other.
 Writes bench/results.json (key "forwarder" -> "size_<N>", other keys kept) and prints one JSON
 line last: {"size_<N>": {"fwd_per_s": ..., "relay_per_s": ..., "ratio": ...}, ...,
 "ratio": <the smallest>, "target": 0.8}.

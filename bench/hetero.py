@@ -1,4 +1,4 @@
-"""Heterogeneous workers (issue 27), one run, the splits side by side:
+"""Heterogeneous workers (pipeline + data parallel, docs/hetero.md), one run, the splits side by side:
 
     python -m bench hetero [--repeat 2] [--variants ...] [--quick] [--keep DIR] [--no-save]
                            [--analyse DIR]

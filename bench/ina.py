@@ -1,4 +1,4 @@
-"""In-network aggregation at a few forwarders (issue 24), four parts, ratios side by side:
+"""In-network aggregation at a few forwarders (docs/aggregation.md), four parts, ratios side by side:
 
     python -m bench.ina [--parts 1,2,3,4] [--workers 4,8,16] [--rates 100,1000]
                         [--mtus 1500] [--systems persistent,ina,unicast,tcp]

@@ -20,7 +20,7 @@ For each model, side by side in one run (rounds alternate persistent, unicast, t
 
 Figures: iteration / (compute + transfer) for ndnps (compute = its own workers' median
 `compute` in that run, transfer over the unix socket) and for the TCP PS (its workers' compute,
-TCP transfer): target <= 1.05 (issue 7); ndnps / TCP PS: target <= 1.0; unicast / persistent;
+TCP transfer): target <= 1.05; ndnps / TCP PS: target <= 1.0; unicast / persistent;
 with torch, ndnps / gloo, TCP PS / gloo and gloo / (its ranks' compute + TCP transfer), reported.
 The PS's own per-version split (collect_wait, apply, push) says where an iteration goes.
 Writes bench/results.json key "iteration" -> model; the last line printed is one JSON object.

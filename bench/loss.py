@@ -25,7 +25,7 @@ repaired on its hop, `lp_*` counters), both against the same lossless run withou
 
 Two ratios to the lossless run. `span`: the PS's start to its end (`ps_span`: start-up,
 task assignment, the workers' content and registration, every version and the end) — the
-training as a user waits for it, and issue 21's measure. `mean`: iteration = seconds between
+training as a user waits for it, and the measure the loss targets are on. `mean`: iteration = seconds between
 versions at the PS after WARMUP_VERSIONS, the MEAN at loss p ÷ the mean lossless one (a
 recovery stalls one iteration, which a median would hide); medians are given too. Also the
 longest any version waited (`longest_wait_s`, the first version from the training's start)
@@ -37,10 +37,10 @@ forwarder's cache), and with link reliability `lp_retransmitted` (frames the lin
 again, apps' side), `lp_given_up` and `fw_lp_retransmitted` (the forwarders' side of every
 link that has it). While each run goes on, every process's CPU time is
 sampled from /proc (`cpu_ms_per_iteration`: CPU ms per steady iteration by role, median over
-the rounds) — what link reliability costs, and whom, apart from the wall clock. Targets: issue
-21, loss on every app face: span at 10% <= 2 x lossless end to end and <= 1.4 x with link
+the rounds) — what link reliability costs, and whom, apart from the wall clock. Targets,
+loss on every app face: span at 10% <= 2 x lossless end to end and <= 1.4 x with link
 reliability, at 20% <= 4 x and <= 2 x; no version waits more than 1 s at 20%; accuracy within
-1 point of lossless (TARGETS, printed per model); issue 7: mean iteration at 5% <= 1.15 x.
+1 point of lossless (TARGETS, printed per model); mean iteration at 5% <= 1.15 x.
 Writes bench/results.json key "loss" -> model, or model@link for the loss between forwarders
 ("per_loss": end-to-end alone, "per_loss_lp": with link reliability); the last line printed is
 one JSON object.
@@ -59,7 +59,7 @@ from bench.sweep import MODEL
 
 TARGET = 1.15
 TARGET_LOSS = 0.05
-# issue 21 (loss on every app face): the span at loss p <= x lossless, end to end and with
+# loss on every app face: the span at loss p <= x lossless, end to end and with
 # link reliability; no version waits longer than MAX_WAIT at MAX_WAIT_LOSS; accuracy within
 # ACCURACY_POINTS of lossless
 TARGETS = {"0.1": {"end_to_end": 2.0, "link_reliability": 1.4},
@@ -175,7 +175,7 @@ def measure(model: str, losses: list[float], rounds: int, quick: bool,
 
 
 def verdicts(per: dict[str, dict], per_lp: dict[str, dict]) -> dict[str, dict]:
-    """Issue 21's targets, each with the figure measured: {"span at 0.2 end_to_end":
+    """The loss targets (TARGETS), each with the figure measured: {"span at 0.2 end_to_end":
     {"figure", "target", "met"}, ...}; a loss level not measured is left out."""
     out: dict[str, dict] = {}
     for loss, bound in TARGETS.items():

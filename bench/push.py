@@ -18,7 +18,7 @@ processes, sync SGD on a ~100k-parameter MLP, `max_versions` versions). What is 
   blob: msgpack header + float32 vector, exactly what the Content fields carry) and
   `packet_overhead` (the rest of each Data: name, MetaInfo, signature, TLV headers).
 
-The target (issue 7) is 1.00 ± 0.01 for every N with the persistent PIT, against ≈ N for
+The target is 1.00 ± 0.01 for every N with the persistent PIT, against ≈ N for
 unicast; the verdict is given for raw, push_data and content alike, without bending the
 definition. Writes bench/results.json key "push"; the last line printed is one JSON object.
 """

@@ -1,4 +1,4 @@
-"""Several jobs, one aggregator (issue 26), one run, the policies side by side:
+"""Several jobs, one aggregator (time-division sharing, docs/sharing.md), one run, the policies side by side:
 
     python -m bench sharing [--repeat 3] [--variants ...] [--quick] [--keep DIR] [--no-save]
                             [--analyse DIR]
@@ -7,7 +7,7 @@ The multi-job scenario (scenarios/multi-job.toml: two PS jobs and one of in-netw
 peers, MLPs of three sizes and step times, on a two-leaf tree whose root aggregates, its pool
 fitting one job's round; links 50 Mbit/s, 5 ms) under:
 
-* td-time-saved, td-shortest: time-division, the method — the share controller's s1–s3 with
+* td-time-saved, td-shortest: time-division — the share controller's decision rule (s1–s3 of docs/sharing.md) with
   each CalcScore (ndnps.exchanges.share);
 * always-wait: a FIFO lock (a round waits for the aggregators);
 * never: no in-network aggregation (the PSs sum; the peers run a ring);

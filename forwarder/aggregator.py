@@ -1,4 +1,4 @@
-"""The `*aggregate*` stage (issue 24, the `000_…` method's aggregators), sans-I/O.
+"""The `*aggregate*` stage (in-network aggregation's aggregators, docs/aggregation.md), sans-I/O.
 
 A forwarder configured as an aggregator for a training (management: `aggregators/add`, local
 faces only) answers an Interest `/*aggregate*/<ps>/<train>/<version>/<seg>/<params-digest>`
@@ -35,9 +35,9 @@ A sub-group's Nack makes this node collect that group's workers itself (counted:
 worker's Nack, a refused value, or the slot's deadline (a member that never answers) drops the
 partial sum and Nacks the Interest: the requester falls back. A re-expressed Interest (the
 requester's retransmission) re-expresses the members still missing. The next version's
-`*distribute*` push frees the training's older slots (the method's ACK).
+`*distribute*` push frees the training's older slots (the push is the acknowledgement).
 
-One slot pool per forwarder, shared by its trainings (issue 26): a training's segments hash
+One slot pool per forwarder, shared by its trainings (docs/sharing.md): a training's segments hash
 within its range of it ([first, first + slots), its configuration), its slots' deadlines are its
 own timeout. Trainings configured with the same range share those slots in time — two jobs'
 rounds at once compete for them — and disjoint ranges split the pool between them. A new slot

@@ -152,7 +152,7 @@ def print_status(status: dict) -> None:
               f"oversize {a.get('oversize', 0)}, unauthorised plans "
               f"{a.get('unauthorised', 0)}, stale {a.get('stale', 0)}")
         pool = agg.get("pool")
-        if pool:                                # (a forwarder before issue 26 has none)
+        if pool:                                # (an older forwarder reports none)
             print(f"  pool: {pool['held']}/{pool['size']} slots held, busy "
                   f"{pool['busy_seconds']:.1f} s, claimed {pool['claimed']}, expired "
                   f"{pool['expired']}, dropped {pool['dropped']}")

@@ -1,15 +1,22 @@
 """ndnps: Named Data Networking carrying distributed training.
 
-One subpackage per concern; arrows point down only (docs/architecture.md):
+One subpackage per concern; arrows point down only (docs/architecture.md, docs/design.md):
 
-    ndn        the NDN base (TLV, packet codecs, NDNLPv2 reliability, RTO, markers): no asyncio,
-               no python-ndn; the forwarder and the client both stand on it
-    client     the asyncio client runtime on python-ndn: app/face, fetcher, segments, pacer,
+    ndn        the NDN base (TLV, packet codecs, NDNLPv2 reliability, RTO, markers, summable
+               segments): no asyncio, no python-ndn; the forwarder and the client both stand on it
+    client     the asyncio client runtime on the NDN base: app/face, fetcher, segments, pacer,
                security
     protocol   the training protocol: names, messages, tensor codec, training configuration
-    exchanges  sans-I/O state machines the apps are built from
-    ml         models, data, optimizers and update rules, the reference trainer
+    exchanges  sans-I/O state machines the apps are built from (fetching, pushes, collects,
+               update rules, all-reduce schedules, sharing decisions, pipeline schedules)
+    ml         models, data, optimizers, the reference trainer, pipeline stages, emulated devices
     lab        the experiment runner: scenarios, topology, processes, netns, metrics, report
+    placement  where in-network aggregation goes: networks, the linear program, greedy search
+    planner    pipeline stages for devices of different speeds: profile, split, plan
+    scenario   `python -m ndnps.scenario`: run a whole experiment (ndnps.lab.scenario)
+    train      `python -m ndnps.train`: the single-process reference trainer (ndnps.ml.train)
+    demo       `python -m ndnps.demo`: one Interest/Data exchange through a forwarder
 
-`python -m ndnps.scenario`, `python -m ndnps.train` and `python -m ndnps.demo` are the commands.
+`python -m ndnps.scenario`, `python -m ndnps.train`, `python -m ndnps.demo`,
+`python -m ndnps.placement` and `python -m ndnps.planner` are the commands.
 """

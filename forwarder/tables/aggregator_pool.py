@@ -1,6 +1,6 @@
-"""Aggregator slots: the memory an aggregating forwarder sums gradient segments in (the `000_…`
-method's aggregators, issue 24), sans-I/O; one pool per forwarder, shared by the trainings it
-sums for (issue 26).
+"""Aggregator slots: the memory an aggregating forwarder sums gradient segments in (in-network
+aggregation's aggregators, docs/aggregation.md), sans-I/O; one pool per forwarder, shared by the
+trainings it sums for (jobs taking turns at it: docs/sharing.md).
 
 A fixed number of slots, as a switch's register arrays: a segment's slot is chosen by hashing
 (training, segment number) within its training's *range* of the pool ([first, first + span),
@@ -11,9 +11,9 @@ or another's — is *unavailable*: the caller does not wait, the segment falls b
 edge, or the PS), and the collision is counted. A slot remembers which contributors have been
 added (a bitmap), so a contribution that comes twice — a re-expressed Interest answered again,
 a retransmission — is added once. It is freed when its sum is answered, when the next
-version's `*distribute*` push of its training goes by (the method's ACK), at its deadline (its
-training's timeout: a contributor that never answers; the partial sum is dropped and the
-caller falls back), or when its training is configured again or removed. What is summed, and
+version's `*distribute*` push of its training goes by (the push is the acknowledgement), at its
+deadline (its training's timeout: a contributor that never answers; the partial sum is dropped
+and the caller falls back), or when its training is configured again or removed. What is summed, and
 how, is the caller's (`combine(acc, value) -> acc`, acc None at first;
 ndnps.ndn.summable.FixedPointSum is meant for it): the pool holds the accumulator and never
 looks inside it.

@@ -2,8 +2,8 @@
 no key is configured; the matching checks for the receiver.
 
 Per-packet module (typed; compilable with mypyc).  The signers hash with ``hashlib``/``hmac``
-(python-ndn's hash through pycryptodome, ~6x slower on this kind of machine: DESIGN.md, known
-pitfalls).  A signer hands the fixed-shape encoders (``ndnps.ndn.packet``) its SignatureInfo
+(python-ndn's hash through pycryptodome, ~6x slower on this kind of machine: docs/design.md,
+python-ndn).  A signer hands the fixed-shape encoders (``ndnps.ndn.packet``) its SignatureInfo
 element, encoded once, and signs the covered blocks.  The check reads the signed portion and
 the SignatureValue off the received packet as parsed (``ndnps.client.wire.Data``: slices of
 the bytes that arrived, nothing re-encoded).  A receiver that has a key accepts only HMAC

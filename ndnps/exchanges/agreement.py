@@ -1,14 +1,15 @@
-"""The share controller and a job's nodes agreeing on each round (issue 26; the `001_…` method's
-steps s1–s3 and claims 5–7), sans-I/O: `Controller` (the controller's side) and `Asker` (a
+"""The share controller and a job's nodes agreeing on each round (time-division sharing of the
+aggregators, docs/sharing.md: the decision rule s1–s3 and the prepare/lock/confirm agreement),
+sans-I/O: `Controller` (the controller's side) and `Asker` (a
 node's). The I/O — Interests with per-node names, freshness-zero Data: apps/controller.py and
 apps/share.py — is the callers'. Both take events and a `now`, return what to answer or send,
 and say when to wake them (`next_wake`, then `tick(now)`).
 
-A round of job J, as the claims run it over Interest/Data:
+A round of job J, the agreement run over Interest/Data:
 
 * **prepare + lock**: before round r each node of J asks the controller (its ask names the
   node and r). A node that has asked does not start r until it has the answer: its lock. The
-  ask carries its round number: the confirmation the claims ask for.
+  ask carries its round number: the confirmation that all nodes mean the same round.
 * **check**: the controller holds the asks until every node of J has asked. Same round from
   all: it decides (ndnps.exchanges.share, s1–s3; or FIFO for "always-wait") and answers them
   all alike — the update. Different rounds, or not all within `timeout`: it aborts (RETRY,

@@ -1,5 +1,5 @@
-"""One peer's side of one all-reduce (issue 25), sans-I/O: the schedule's steps in order, what
-the peer serves and what it must fetch at each, its vector updated as the parts arrive.
+"""One peer's side of one all-reduce (docs/collectives.md), sans-I/O: the schedule's steps in order,
+what the peer serves and what it must fetch at each, its vector updated as the parts arrive.
 
 Built on ndnps.exchanges.collective's schedules (ring, BCube): at step s a peer serves the
 ranges others fetch from it (`offers`: its current values of them, final for this step once

@@ -1,5 +1,5 @@
-"""Who sends which part of the gradient to whom in a PS-less all-reduce (issue 25): the ring's
-and BCube's schedules, pure functions of the peers' count and shape (no I/O, no clock), so
+"""Who sends which part of the gradient to whom in a PS-less all-reduce (docs/collectives.md): the
+ring's and BCube's schedules, pure functions of the peers' count and shape (no I/O, no clock), so
 every rule is checked against a brute-force simulation (tests/unit/test_exchanges_collective).
 
 A *range* is a half-open interval [lo, hi) of the flat gradient's indices; `split(r, n)` cuts
@@ -11,15 +11,16 @@ far, to peer i+1, which adds it to its own; after N−1 steps peer i holds chunk
 summed over all. All-gather step s: peer i sends chunk (i + 1 − s) mod N, complete, to i+1.
 Each peer sends 2(N−1)/N of the model per version.
 
-**BCube(n, k)** (the `003_…` method, claims 1–5): n^k peers with k-digit base-n addresses; the
-level-l switch joins the n peers that differ only in digit l. The parameters are cut into k
-sets; set j is synchronised level by level in the order j, j+1, … (mod k), so the k sets keep
-all k uplinks busy at once. Reduce, depth d at level L: the peers under one level-L switch
-hold partial sums of the same range (they agree on every digit used so far); each takes the
-part of it numbered by its own digit L and adds the others' partial sums of that part. After k
-depths each peer holds a 1/n^k part of the set summed over every peer. Distribute: the depths
-in reverse, each peer sends the range it summed at that depth, complete, to the peers under the
-same switch. Every exchange crosses one switch. Per version each peer sends on its level-L face
+**BCube(n, k)** (hierarchical synchronisation after BML: Wang et al., "BML: A High-performance,
+Low-cost Gradient Synchronization Algorithm for DML Training", NeurIPS 2018): n^k peers with
+k-digit base-n addresses; the level-l switch joins the n peers that differ only in digit l. The
+parameters are cut into k sets; set j is synchronised level by level in the order j, j+1, … (mod
+k), so the k sets keep all k uplinks busy at once. Reduce, depth d at level L: the peers under one
+level-L switch hold partial sums of the same range (they agree on every digit used so far); each
+takes the part of it numbered by its own digit L and adds the others' partial sums of that part.
+After k depths each peer holds a 1/n^k part of the set summed over every peer. Distribute: the
+depths in reverse, each peer sends the range it summed at that depth, complete, to the peers under
+the same switch. Every exchange crosses one switch. Per version each peer sends on its level-L face
 2 (n−1)/n · (M/k) · Σ_d n^(−d) over the sets' depths d at L: M·2(n−1)/n · (1 + 1/n + … +
 1/n^(k−1))/k in all when every level takes each depth once.
 """
@@ -146,8 +147,8 @@ class BCube:
         """The analytic bytes a peer sends on its face of each level per version, for a
         vector of `size` values: the reduce's (n−1)/n of the range held at each depth, and
         the distribute's part, sent once when the switch merges the n−1 peers' Interests
-        for it (`merged`: NDN, one name for one part) or n−1 times (unicast, the method's
-        count: 2(n−1)/n per depth in all)."""
+        for it (`merged`: NDN, one name for one part) or n−1 times (unicast, BCube
+        synchronisation's own count: 2(n−1)/n per depth in all)."""
         per_level = {lvl: 0.0 for lvl in range(self.k)}
         copies = 1 if merged else self.n - 1
         for s in range(self.k):

@@ -2,7 +2,7 @@
 probes and unicast parameters all come through it; ndnps.client.fetcher is its asyncio
 adapter).  The segments' names are the owner's, so the producers may be one or many.
 
-python-ndn's own fetcher keeps one Interest in flight (DESIGN.md pitfall).  A
+python-ndn's own fetcher keeps one Interest in flight (docs/design.md, python-ndn).  A
 ``SegmentTransfer`` keeps Interests in flight for a set of segments that may grow (from the
 FinalBlockId of the first Data, or as the owner finds more holes), as many as its producer's
 congestion window allows (ndnps.exchanges.window: AIMD from 2 Interests up to the path's
@@ -122,13 +122,13 @@ TLP_FLOOR = 0.001           # s: added to a tail probe's wait (a process stalled
 # suppression requires (retx_spacing); with 5, a segment lost 6 times in a row (0.15 % at 10 %
 # loss per hop, one version in three) then waited 0.2 + 0.4 + 0.8 s: 10 % went from 8.1x to 4.4x
 MAX_FAST = 8
-# A segment is given up after max_tries tries, and the path's patience since its first (when
-# the caller did not set the tries): the job's wait for a silent peer (apps pass it), this by
-# default.  With tries a few round trips apart, 8 tries at 20 % loss on four hops (0.59 of them
-# fail) were over in 80 ms, 1.5 % of segments, and a training content lost; with 8 s on a
-# congested 100 Mbit/s link, 16 workers' content fetches failed and started again from scratch
-# (issue 23).  Before the first Data, Interests with a lifetime of their own (polling a producer
-# that may not be ready: the owner starts again with a longer one) wait this at most.
+# A segment is given up after max_tries tries, and the path's patience since its first (when the
+# caller did not set the tries): the job's wait for a silent peer (apps pass it), this by default.
+# With tries a few round trips apart, 8 tries at 20 % loss on four hops (0.59 of them fail) were
+# over in 80 ms, 1.5 % of segments, and a training content lost; with 8 s on a congested 100 Mbit/s
+# link, 16 workers' content fetches failed and started again from scratch (docs/congestion.md).
+# Before the first Data, Interests with a lifetime of their own (polling a producer that may not be
+# ready: the owner starts again with a longer one) wait this at most.
 PATIENCE = 8.0
 LOSS_CUTS = True            # a loss RACK detects behind a queue cuts the window (docstring)
 QUEUE_TARGET = 0.005        # s: CoDel's (and so the forwarders' marking) target queue delay

@@ -1,4 +1,4 @@
-"""Pipeline-parallel training's schedule (issue 27; the `004_…` method), sans-I/O: the
+"""Pipeline-parallel training's schedule (docs/hetero.md), sans-I/O: the
 one-forward-one-backward (1F1B, PipeDream-Flush) order of a stage's work over a mini-batch's
 micro-batches, a stage's state machine that says which operation may run next, and a simulator
 of a whole pipeline (the planner's prediction, and the tests' proof that no schedule

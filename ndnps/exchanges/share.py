@@ -1,9 +1,8 @@
-"""Time-division sharing of a forwarder's aggregators among jobs (issue 26; the `001_…`
-method), sans-I/O: the decision a share controller makes when a job's round is about to start.
-(ndnps.exchanges.agreement applies it once every node of the job has asked for the round;
-apps/controller.py is its process.)
+"""Time-division sharing of a forwarder's aggregators among jobs (docs/sharing.md), sans-I/O: the
+decision a share controller makes when a job's round is about to start. (ndnps.exchanges.agreement
+applies it once every node of the job has asked for the round; apps/controller.py is its process.)
 
-The rule (the method's steps s1–s3), for job J's round about to start at `now`:
+The rule (s1–s3 below, as docs/sharing.md numbers them), for job J's round about to start at `now`:
 
 1. another job holds the aggregators now → J runs its round the ordinary way;
 2. else, no other job's round is expected to start while J's runs (each job's next start is

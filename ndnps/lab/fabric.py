@@ -1,5 +1,5 @@
 """Data-centre fabrics in a scenario: `[topology] kind = "fat-tree"` (`k`, 4 by default; local
-runs) and `kind = "bcube"` (`n`, `k`: BCube(n, k), the `003_…` method's network; local, or
+runs) and `kind = "bcube"` (`n`, `k`: BCube(n, k), the network of BCube synchronisation; local, or
 `--netns`: every switch and host a namespace, every link a veth).
 
 Every switch of ndnps.placement's network is a forwarder (a k = 4 fat-tree: 20; BCube(n, k):

@@ -1,5 +1,5 @@
-"""In-network aggregation in a scenario (issue 24): the `[ina]` table, the scenario's topology
-as a placement network, and where the aggregators go.
+"""In-network aggregation in a scenario (docs/aggregation.md): the `[ina]` table, the scenario's
+topology as a placement network, and where the aggregators go.
 
     [ina]
     k = 2                  # aggregators besides the PS's edge forwarder (which always sums)

@@ -1,5 +1,5 @@
-"""summary.json's `collective` block for a PS-less run (issue 25), from every peer's version
-records (apps/peer.py):
+"""summary.json's `collective` block for a PS-less run (docs/collectives.md), from every peer's
+version records (apps/peer.py):
 
 * `parameters_identical`: every version's parameter digest is the same at every peer that
   made it (`digest_mismatches` lists the versions where not; the runner fails such a run;

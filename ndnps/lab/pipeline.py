@@ -1,5 +1,5 @@
-"""Pipeline + data-parallel training on devices of different speeds in a scenario (issue 27; the
-`004_…` method): the `[[device_kinds]]` and `[pipeline]` tables, the plan made before the run,
+"""Pipeline + data-parallel training on devices of different speeds in a scenario
+(docs/hetero.md): the `[[device_kinds]]` and `[pipeline]` tables, the plan made before the run,
 and summary.json's `pipeline` block.
 
     [[device_kinds]]
@@ -14,7 +14,7 @@ and summary.json's `pipeline` block.
     device_scale = 16.0        # the fastest kind is this many times slower than one core here
     device_time = "profiled"   # a device's time: factor × the work's profiled cost | "measured":
                                # × its CPU time as it ran (ndnps.ml.device says why not)
-    profile_samples = 512      # the planner's pre-training (the method's a)
+    profile_samples = 512      # the planner's pre-training (a, docs/hetero.md)
     profile = ""               # a plan.json of an earlier run: plan from its profile instead
                                # of profiling again (runs compared side by side: one profile)
     bandwidth_mbps = 120.0     # the planner's model of a transfer: bytes / bandwidth ...

@@ -160,7 +160,7 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
             # the jobs' wire rates together over one direction's rate (a duplex link: up to 2)
             sharing["link_use"] = sum(j["wire_mbps"] for j in sharing["jobs"].values()) \
                 / sc.bottleneck.rate_mbps
-    if getattr(sc, "pipeline", None) is not None:       # pipeline stages (issue 27)
+    if getattr(sc, "pipeline", None) is not None:       # pipeline stages (ndnps.lab.pipeline)
         from .pipeline import summary as pipeline_summary
         block = summary["pipeline"] = pipeline_summary(run_dir, sc)
         for key in ("final_accuracy", "parameters_identical", "digest_mismatches"):
@@ -178,7 +178,7 @@ def summarize(run_dir: Path, scenario: Any, wall_seconds: float,
                                           link_bytes(run_dir), senders,
                                           sc.topology == "bcube"))
         summary["collective"] = summary.pop("kind")
-    if getattr(sc, "share", None) is not None:      # jobs sharing an aggregator (issue 26)
+    if getattr(sc, "share", None) is not None:      # jobs sharing an aggregator (ndnps.lab.share)
         from .share import summary as share_summary
         summary["share"] = share_summary(sc.share, sc, run_dir, wall_seconds)
     if extra:
@@ -256,7 +256,7 @@ def job_summary(run_dir: Path, job: Any, run: PsRun) -> dict[str, Any]:
         "probes": sum(e.get("probes", 0) for e in workers_end.values()),
         "retransmissions": sum(e.get("retransmissions", 0)
                                for e in [end, *workers_end.values()]),
-        # faults (issue 6): what the PS saw; summary["faults"] says what was injected
+        # faults (docs/faults.md): what the PS saw; summary["faults"] says what was injected
         **fault_counts(run.records),
         "workers_lost_at_end": end.get("lost", []),
         "collects_redone": end.get("collects_redone", 0),

@@ -1048,7 +1048,7 @@ def _bottleneck_rows(b: dict | None) -> list[tuple[str, object]]:
 
 
 def _pipeline_rows(p: dict) -> list[tuple[str, object]]:
-    """The final table of a pipeline run: the stages, then the figures of issue 27."""
+    """The final table of a pipeline run: the stages, then the figures docs/hetero.md reports."""
     rows: list[tuple[str, object]] = [
         (f"stage {st['stage']}: {st['kind']} x{_fmt(st['device_factor'], '.0f')}, layers "
          f"{st['layers'][0]}-{st['layers'][-1]}" if st["layers"] else f"stage {st['stage']}",

@@ -1,8 +1,8 @@
-"""Several jobs sharing one aggregating forwarder in a scenario (issue 26): the `[share]` table,
-what it does to each job, the controller's process, and the run's invariants.
+"""Several jobs sharing one aggregating forwarder in a scenario (docs/sharing.md): the `[share]`
+table, what it does to each job, the controller's process, and the run's invariants.
 
     [share]
-    policy = "time-division"   # the method: a share controller decides each round (s1-s3);
+    policy = "time-division"   # a share controller decides each round (docs/sharing.md);
                                # "always-wait": a FIFO lock (a round waits for the aggregators);
                                # "spatial": each job 1/J of the slots, no controller (ATP-style);
                                # "never": no in-network aggregation (PS sums; peers: ring)

@@ -44,7 +44,7 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  to_version = 200, restart_after = 2.0 } adds kills drawn from the seed
     [training]   everything `python -m apps.ps --help` lists (ndnps/protocol/config.py)
     [[device_kinds]], [pipeline]
-                 pipeline + data parallel on devices of different speeds (issue 27): see
+                 pipeline + data parallel on devices of different speeds: see
                  ndnps/lab/pipeline.py
     [[jobs]]     several trainings at once, sharing the topology (e.g. two PSs and their
                  workers over one bottleneck): each entry holds [training] keys that replace

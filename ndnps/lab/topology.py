@@ -16,10 +16,10 @@ configuration).
 A Mini-NDN topology file (`file = "x.conf"`): every node a forwarder, the apps on their nodes,
 each link with its own conditions, in either mode (ndnps.lab.minindn).
 
-Bottleneck (`kind = "bottleneck"`, always in namespaces): two hosts, as the issue's testbed — the
-PS host runs the PS's forwarder and the PS, the workers host one forwarder for every worker and
-the workers — joined by one veth carrying one UDP face each way, its two ends limited by the
-kernel's tbf qdisc (the runner sets it up, `[bottleneck]`).
+Bottleneck (`kind = "bottleneck"`, always in namespaces): two hosts, the testbed of
+docs/congestion.md — the PS host runs the PS's forwarder and the PS, the workers host one forwarder
+for every worker and the workers — joined by one veth carrying one UDP face each way, its two ends
+limited by the kernel's tbf qdisc (the runner sets it up, `[bottleneck]`).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A device of another speed, emulated on this machine's CPU (issue 27; also a straggler's
+"""A device of another speed, emulated on this machine's CPU (docs/hetero.md; also a straggler's
 `--slowdown`).
 
 The numpy work is done for real, then the caller waits (sleeps: the core is free for the

@@ -1,4 +1,4 @@
-"""A DenseNet cut into pipeline stages (issue 27): stage s holds layers [first, last] and runs
+"""A DenseNet cut into pipeline stages (docs/hetero.md): stage s holds layers [first, last] and runs
 their forward and backward on one micro-batch at a time; chained, the stages compute exactly
 the whole model's loss and gradient (float32, the same operations in the same order), so a
 pipeline trains as the single process does on the same mini-batches.

@@ -1,5 +1,5 @@
-"""In-network aggregation's wire pieces (issue 24), in the base: the forwarder and the apps
-both read them.
+"""In-network aggregation's wire pieces (docs/aggregation.md), in the base: the forwarder and the
+apps both read them.
 
 * The **plan** an `*aggregate*` Interest carries in its ApplicationParameters: a tree of
   groups. A group names the node that sums (`at`: an aggregating forwarder's node name, which

@@ -1,5 +1,5 @@
 """Summable gradient segments: the Content a forwarder may add up (in-network aggregation,
-issue 24), in the base because both the apps and the forwarder read it.
+docs/aggregation.md), in the base because both the apps and the forwarder read it.
 
     b"NSG1" | u16 contributors | u8 type | u8 0 | u32 count | values
     type 1 (FLOAT32): float32 x count           a worker's gradient, or a sum for the PS

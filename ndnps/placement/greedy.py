@@ -1,4 +1,4 @@
-"""Where the k aggregators go: the method's greedy search (s11–s16) — start from none; each
+"""Where the k aggregators go: the greedy search — start from none; each
 round, solve the LP for the chosen set plus each unchosen candidate and keep the candidate with
 the best γ — and the baselines it is judged against: random sets (mean of 20), the PS's edge
 alone (no aggregator), every candidate aggregating (the upper bound), and exhaustive search

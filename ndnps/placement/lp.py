@@ -1,14 +1,14 @@
-"""The linear program of the placement method (its P2): for a set S of aggregating forwarders,
+"""The linear program of the placement: for a set S of aggregating forwarders,
 the largest aggregation throughput γ — the rate at which every worker can send its gradient —
 and the gradient routing that reaches it. Solved by HiGHS (`scipy.optimize.linprog`).
 
-The source text names the variables and constraints but its formula is an image; this is our
-reading of it (docs/placement.md):
+The variables and constraints are the placement method's; the program below is our formulation
+of them (docs/placement.md):
 
   maximise γ over
     x[w,s] ≥ 0   worker w → aggregator s ∈ S          (aggregated at s)
     y[w]   ≥ 0   worker w → the PS's edge forwarder e   (aggregated at e, which always
-                                                          aggregates, as the source's ToR)
+                                                          aggregates, as the PS's ToR)
     z[w]   ≥ 0   worker w → the PS                     (not aggregated)
     u[s]   ≥ 0   aggregator s → the PS                 (its partial sums, not aggregated again)
     v[s]   ≥ 0   aggregator s → e                      (its partial sums, aggregated at e)

@@ -226,7 +226,8 @@ def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int, bw: float = DEFAUL
 
 
 def bcube(n: int, k: int, bw: float = DEFAULT_BW) -> Network:
-    """BCube(n, k) (Guo et al.; the `003_…` method's network): n^k hosts p0… with k-digit
+    """BCube(n, k) (Guo et al., SIGCOMM 2009; the network of BCube hierarchical
+    synchronisation, docs/collectives.md): n^k hosts p0… with k-digit
     base-n addresses, k levels of n^(k−1) switches s<level>-<index> with n ports each; host p's
     level-l switch joins the hosts that differ from it only in digit l (ndnps.exchanges.
     collective.BCube numbers them alike). Every host is multi-homed: one link per level."""

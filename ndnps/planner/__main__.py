@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default="digits", choices=("digits", "synthetic"))
     p.add_argument("--micro-batches", type=int, default=4, help="k per mini-batch")
     p.add_argument("--micro-batch", type=int, default=16, help="samples per micro-batch")
-    p.add_argument("--profile-samples", type=int, default=512, help="the method's a")
+    p.add_argument("--profile-samples", type=int, default=512, help="samples the profile pre-trains the model on (a)")
     p.add_argument("--device-scale", type=float, default=1.0,
                    help="the fastest kind is this many times slower than one core here")
     p.add_argument("--recompute", action="store_true",

@@ -1,6 +1,6 @@
-"""Splitting a model's layers into pipeline stages (issue 27; the `004_…` method's steps 2–4),
-pure computation: the stages' order from the devices, and the integer program over profiled
-per-layer costs (scipy's HiGHS `milp`).
+"""Splitting a model's layers into pipeline stages (the planner's Order and Split steps,
+docs/hetero.md), pure computation: the stages' order from the devices, and the integer program over
+profiled per-layer costs (scipy's HiGHS `milp`).
 
 A profile gives each layer its forward and backward time per micro-batch on the fastest device,
 the bytes of its output activation per micro-batch (what crosses to the next stage forward, and
@@ -8,27 +8,26 @@ its gradient backward) and its parameter bytes (what a stage synchronises with t
 the other virtual machines once per mini-batch). A device of speed v computes in time
 t × (fastest speed ÷ v).
 
-**Order** (steps 2–3): were every stage's compute time equal, a device's share of the model
+**Order**: were every stage's compute time equal, a device's share of the model
 would be proportional to its speed, and its data-parallel synchronisation (same stage across
 the m machines) proportional to that share: its communication cost = share × model bytes ×
-2(m − 1)/m ÷ its bandwidth + 2(m − 1) latencies (a ring all-reduce: Device.sync). Stages go to devices by the ratio of speed (the method's first
-parameter) to that cost, largest first; ties (equal bandwidths make the ratio the same for
-every device): the fastest first.
+2(m − 1)/m ÷ its bandwidth + 2(m − 1) latencies (a ring all-reduce: Device.sync). Stages go to
+devices by the ratio of speed to that cost (the communication ratio), largest first; ties
+(equal bandwidths make the ratio the same for every device): the fastest first.
 
-**Partition** (step 4): binary x[l, s] — layer l in stage s —, contiguous stages, none empty;
-t_s = stage s's time per micro-batch (its compute on its device + its boundary's activation
-and gradient transfers), z ≥ every t_s, w ≥ each stage's synchronisation per mini-batch;
+**Partition**: binary x[l, s] — layer l in stage s —, contiguous stages, none empty; t_s = stage
+s's time per micro-batch (its compute on its device + its boundary's activation and gradient
+transfers), z ≥ every t_s, w ≥ each stage's synchronisation per mini-batch;
 minimise Σ_s t_s + (k − 1)·z + w: a micro-batch's way through every stage and back (the 1F1B
-pipeline's fill and drain), the other k − 1 at the slowest stage's pace, then the slowest
-synchronisation — the method's "slowest stage + (micro-batches − 1) × the slowest stage", with
-the fill counted stage by stage (a pipeline with one slow stage fills through the fast ones
-at their pace; the 1F1B simulator gives exactly this when the slowest stage is the last and
-every stage's backward is the same multiple of its forward, at most this when the slowest is
-earlier, and can exceed it when stages' forward : backward ratios differ: tests). Transfers
-count here as the sending stage's time; the simulator takes them as delay on the link. The
-plan's prediction simulates the 1F1B
-schedule instead (ndnps.exchanges.pipeline.simulate), each stage's synchronisation after its
-own last backward.
+pipeline's fill and drain), the other k − 1 at the slowest stage's pace, then the slowest synchronisation — the usual pipeline
+estimate "slowest stage + (micro-batches − 1) × the slowest stage", with the fill counted stage by
+stage (a pipeline with one slow stage fills through the fast ones at their pace; the 1F1B simulator
+gives exactly this when the slowest stage is the last and every stage's backward is the same
+multiple of its forward, at most this when the slowest is earlier, and can exceed it when stages'
+forward : backward ratios differ: tests). Transfers count here as the sending stage's time; the
+simulator takes them as delay on the link. The plan's prediction simulates the 1F1B schedule
+instead (ndnps.exchanges.pipeline.simulate), each stage's synchronisation after its own last
+backward.
 """
 from __future__ import annotations
 
@@ -81,7 +80,7 @@ class Split:
 
 
 def order_devices(devices: Sequence[Device], model_bytes: float, machines: int) -> list[Device]:
-    """Steps 2–3: the devices in stage order (stage 1 first)."""
+    """Order: the devices in stage order (stage 1 first)."""
     total = sum(d.speed for d in devices)
 
     def ratio(d: Device) -> float:
@@ -116,7 +115,7 @@ def objective(times: Sequence[float], syncs: Sequence[float], micro: int) -> flo
 
 def partition(layers: Sequence[Layer], devices: Sequence[Device], micro: int,
               machines: int = 1, time_limit: float = 10.0) -> Split:
-    """Step 4: the contiguous split of `layers` over `devices` (in stage order) minimising
+    """Split: the contiguous split of `layers` over `devices` (in stage order) minimising
     Σ stages + (micro − 1) × the slowest stage + the slowest synchronisation (the module's
     docstring). ValueError: fewer layers than
     stages, or no solution within `time_limit`."""

@@ -1,8 +1,8 @@
-"""The plan (issue 27; the `004_…` method's steps 2–4 put together): devices in stage order,
-the layers' split, each stage's predicted time, the iteration's predicted time (the 1F1B
-pipeline simulated, then the slowest stage's synchronisation), and the baselines beside it —
-the equal layer split, the split that takes every device as equally fast, and pure data
-parallel (every device the whole model, equal shares of the batch, as a PS gives them)."""
+"""The plan (the planner's Order, Split and Predict steps put together, docs/hetero.md): devices in
+stage order, the layers' split, each stage's predicted time, the iteration's predicted time (the
+1F1B pipeline simulated, then the slowest stage's synchronisation), and the baselines beside it —
+the equal layer split, the split that takes every device as equally fast, and pure data parallel
+(every device the whole model, equal shares of the batch, as a PS gives them)."""
 from __future__ import annotations
 
 import time

@@ -1,5 +1,5 @@
-"""Step 1 of the `004_…` method (issue 27): pre-train the model briefly on `a` samples and
-measure each layer — its forward and backward time per micro-batch, the bytes of its output
+"""The planner's first step, Profile (docs/hetero.md): pre-train the model briefly on `a` samples
+and measure each layer — its forward and backward time per micro-batch, the bytes of its output
 activation per micro-batch, its parameter bytes — as partition.Layer records."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .partition import Layer
 def profile(model: DenseNet, X: np.ndarray, y: np.ndarray, micro_batch: int, steps: int = 8,
             lr: float = 0.05, clock: Callable[[], float] = time.thread_time) -> list[Layer]:
     """Each layer of `model`, measured over `steps` SGD steps of `micro_batch` samples drawn
-    from (X, y) in order (the model is trained meanwhile: the method's pre-training). Times
+    from (X, y) in order (the model is trained meanwhile: the profile's pre-training). Times
     are CPU times (`clock`), back to back: what an emulated device scales
     (ndnps.ml.device), and what other processes on the machine do not change; a backward
     includes adding its gradients to the mini-batch's, as a pipeline stage does."""

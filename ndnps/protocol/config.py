@@ -135,7 +135,7 @@ class TrainingConfig:
     checkpoint_every: int = _f(10, "write the checkpoint every this many versions", low=1)
     ps_timeout: float = _f(60.0, "a worker that hears nothing from its PS this long gives up",
                            low=0, strict_low=True)
-    # in-network aggregation (issue 24; docs/aggregation.md)
+    # in-network aggregation (docs/aggregation.md)
     aggregate_at: str = _f("", "in-network aggregation: the node name of the PS's edge "
                            "forwarder, configured to aggregate this training (management "
                            "aggregators/add); the PS asks it for the sum of each gradient "
@@ -147,8 +147,8 @@ class TrainingConfig:
     device_ms: float = _f(0.0, "an accelerator's time per step, emulated: each gradient waits "
                           "this long before it is computed, the CPU free meanwhile (as a GPU "
                           "kernel leaves it); jobs of different step times on one machine "
-                          "(issue 26). 0: none", low=0)
-    # several jobs sharing aggregators (issue 26; docs/sharing.md)
+                          "(several jobs sharing aggregators). 0: none", low=0)
+    # several jobs sharing aggregators in turns (docs/sharing.md)
     share_controller: str = _f("", "with aggregate_at: the share controller's node name "
                                "(python -m apps.controller): before each round the job's "
                                "nodes ask it whether the round uses the aggregators; a round "
@@ -157,7 +157,7 @@ class TrainingConfig:
     share_patience: float = _f(5.0, "share_controller: s without its answer before a round "
                                "goes the ordinary way (the controller is taken as "
                                "unreachable)", low=0, strict_low=True)
-    # PS-less training (issue 25; docs/collectives.md)
+    # PS-less training (docs/collectives.md)
     collective: str = _f("", "PS-less training: the peers (`workers`, python -m apps.peer) "
                          "combine their gradients by \"ring\" all-reduce, \"ina\" (every "
                          "peer asks aggregate_at for the sums) or \"bcube\" (BCube(bcube_n, k) "
@@ -171,7 +171,7 @@ class TrainingConfig:
                            "version the furthest behind of them is at (ring and ina; a BCube "
                            "stops: its shape breaks)", choices=("stop", "re-form"))
 
-    # pipeline + data parallel on devices of different speeds (issue 27; docs/hetero.md)
+    # pipeline + data parallel on devices of different speeds (docs/hetero.md)
     machines: int = _f(0, "pipeline training: the virtual machines m, each running one stage "
                        "app (python -m apps.stage) per device kind, named m<j>-<kind> "
                        "(`workers`, machine by machine, each in stage order); the same stage "

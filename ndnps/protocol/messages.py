@@ -149,7 +149,7 @@ def parse_gradient(blob: bytes, n_params: int, step: int) -> Gradient:
                     float(meta.get("compute", 0.0)), meta.get("push"))
 
 
-# ---- gradients for in-network aggregation (issue 24) ------------------------------------------
+# ---- gradients for in-network aggregation (docs/aggregation.md) -------------------------------
 #
 # With aggregation on, a gradient of step s is segment 0, a small header (GradientMeta: what
 # the PS wants of each worker — base version, loss, compute time, push report — and how many

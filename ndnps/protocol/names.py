@@ -13,13 +13,13 @@ SegmentNameComponent (NDN naming conventions)::
                                                         is an ordinary Interest for the same name
     remove      /*remove*/<ps>/<train>                  worker -> PS: leave
     partial     /<peer>/<train>/<v>/<phase>/<set>/<level>/<part>/<s>
-                                                        PS-less all-reduce (issue 25): a peer's
-                                                        part of its set at that level, phase
-                                                        reduce (a partial sum) or gather (the
-                                                        final sum); numbers as decimal text
-    activation  /<stage>/<train>/<v>/act/<mb>/<s>     pipeline (issue 27): a stage's output for
-                                                        micro-batch mb of step v, fetched by the
-                                                        next stage of its machine
+                                                        PS-less all-reduce (docs/collectives.md):
+                                                        a peer's part of its set at that level,
+                                                        phase reduce (a partial sum) or gather
+                                                        (the final sum); numbers as decimal text
+    activation  /<stage>/<train>/<v>/act/<mb>/<s>     pipeline (docs/hetero.md): a stage's
+                                                        output for micro-batch mb of step v,
+                                                        fetched by the next stage of its machine
     backward    /<stage>/<train>/<v>/grad/<mb>/<s>    ... the gradient w.r.t. its input, fetched
                                                         by the previous stage
     aggregate   /*aggregate*/<ps>/<train>/<v>/<s>/<d>   PS or aggregator -> aggregator: the sum of
@@ -31,8 +31,8 @@ SegmentNameComponent (NDN naming conventions)::
     key         /<ps>/<train>/KEY                       KeyLocator of the training's HMAC key
     share ask   /<ctl>/share/<ps>/<train>/<node>/<r>/ask
                                                         a job's node -> the share controller
-                                                        (issue 26): round r is about to start,
-                                                        aggregators or not? (freshness 0)
+                                                        (docs/sharing.md): round r is about to
+                                                        start, aggregators or not? (freshness 0)
     share done  /<ctl>/share/<ps>/<train>/<node>/<r>/done/<clean>
                                                         ... round r is over (clean 1: every sum
                                                         it asked the network for came)

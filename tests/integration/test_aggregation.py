@@ -1,10 +1,9 @@
-"""In-network aggregation with real processes (issue 24): the `ina` tree scenario sums in the
-network (PS ingress about one model a version, accuracy as without), a pool too small falls
+"""In-network aggregation with real processes (docs/aggregation.md): the `ina` tree scenario sums
+in the network (PS ingress about one model a version, accuracy as without), a pool too small falls
 back and stays correct, a forged contribution is rejected at the aggregator and counted, an
-aggregator killed mid-run makes the plan fall back without wedging the job, whatever was
-summed where — two levels, at the PS after a collision, around a killed aggregator — the
-final parameters are the same bytes, and forged plans sent at an aggregator during a run
-claim no slot."""
+aggregator killed mid-run makes the plan fall back without wedging the job, whatever was summed
+where — two levels, at the PS after a collision, around a killed aggregator — the final parameters
+are the same bytes, and forged plans sent at an aggregator during a run claim no slot."""
 from __future__ import annotations
 
 import asyncio

@@ -1,10 +1,10 @@
-"""The bottleneck scenario with real processes in network namespaces (issue 23): the PS host
-and the workers host joined by one veth limited by tbf at 100 Mbit/s both ways. ndnps with
-N = 8 completes with the target accuracy and no worker dropped; the TCP PS baseline trains the
-same over the same wire. A smaller model than the scenario's 1M (100k parameters: 40 versions
-in seconds, not minutes); N, the link and everything else as the file says. Skipped, with the
-reason, where namespaces or the kernel's tbf cannot be made. Each runner is stopped and its
-namespaces are removed whatever happens (checked)."""
+"""The bottleneck scenario with real processes in network namespaces (docs/congestion.md): the PS
+host and the workers host joined by one veth limited by tbf at 100 Mbit/s both ways. ndnps with N =
+8 completes with the target accuracy and no worker dropped; the TCP PS baseline trains the same
+over the same wire. A smaller model than the scenario's 1M (100k parameters: 40 versions in
+seconds, not minutes); N, the link and everything else as the file says. Skipped, with the reason,
+where namespaces or the kernel's tbf cannot be made. Each runner is stopped and its namespaces are
+removed whatever happens (checked)."""
 from __future__ import annotations
 
 import json

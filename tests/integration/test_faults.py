@@ -1,8 +1,8 @@
-"""Application faults with real processes (issue 6): a worker killed with SIGKILL mid-training,
-with the PS going on without it ("continue") or waiting for it ("wait"), and a restarted worker
-of the same name rejoining at the current version; the PS killed and restarted from its
-checkpoint; the forwarder killed and restarted on the same socket. The same faults driven by a
-scenario's [faults] table through the runner: test_faults_runner.py.
+"""Application faults with real processes (docs/faults.md): a worker killed with SIGKILL
+mid-training, with the PS going on without it ("continue") or waiting for it ("wait"), and a
+restarted worker of the same name rejoining at the current version; the PS killed and restarted
+from its checkpoint; the forwarder killed and restarted on the same socket. The same faults driven
+by a scenario's [faults] table through the runner: test_faults_runner.py.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Faults in async mode, with real processes (issue 6): a worker killed with SIGKILL and
+"""Faults in async mode, with real processes (docs/faults.md): a worker killed with SIGKILL and
 restarted rejoins from the step it had reached; the PS killed and restarted resumes from its
 checkpoint, and the workers go back to the steps it recorded."""
 from __future__ import annotations

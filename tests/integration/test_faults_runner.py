@@ -1,6 +1,7 @@
 """Faults driven by a scenario's [faults] table, through the runner exactly as a user runs it
-(issue 6): a worker killed and restarted, the PS killed and resumed from its checkpoint, the forwarder killed and restarted,
-and chaos.toml shortened (a worker kill, a PS kill and a forwarder kill under 3% loss).
+(docs/faults.md): a worker killed and restarted, the PS killed and resumed from its checkpoint, the
+forwarder killed and restarted, and chaos.toml shortened (a worker kill, a PS kill and a forwarder
+kill under 3% loss).
 
 Each test reads back what the run recorded (summary.json, the PS's metrics, model.npz) and
 checks it against the single-process reference of the same training (bench/faults.py's

@@ -1,6 +1,6 @@
 """NDNLPv2 CongestionMark through a real forwarder process to clients no one here wrote
-(issue 23): python-ndn's plain NDNApp and NDNts take a marked Data and a marked Nack as they
-would take unmarked ones.
+(docs/congestion.md): python-ndn's plain NDNApp and NDNts take a marked Data and a marked Nack as
+they would take unmarked ones.
 
 No congested face is needed: the producer (a raw client) sends its Data and Nacks already
 marked, as a congested link would deliver them, and the forwarder carries the mark on to the

@@ -1,6 +1,6 @@
-"""The share controller as a process (apps/controller.py, issue 26) behind a real forwarder,
-asked by job nodes (apps/share.py) over real sockets: one decision per round for every node of
-a job, s1 (another job holds the aggregators: the ordinary way), release on done, a bad
+"""The share controller as a process (apps/controller.py) behind a real forwarder, asked by job
+nodes (apps/share.py) over real sockets: one decision per round for every node of a job, rule s1 of
+docs/sharing.md (another job holds the aggregators: the ordinary way), release on done, a bad
 configuration named, and a dead controller leaving the rounds to the ordinary way."""
 from __future__ import annotations
 

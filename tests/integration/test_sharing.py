@@ -1,7 +1,7 @@
-"""Several jobs sharing one aggregator with real processes (issue 26): the multi-job scenario
-reaches each job's target accuracy under the share controller; over a thousand rounds on lossy,
-delayed links no two jobs' rounds are in the pool at once and no job's nodes decide differently
-(both checked from the forwarder's and the nodes' own records)."""
+"""Several jobs sharing one aggregator with real processes (docs/sharing.md): the multi-job
+scenario reaches each job's target accuracy under the share controller; over a thousand rounds on
+lossy, delayed links no two jobs' rounds are in the pool at once and no job's nodes decide
+differently (both checked from the forwarder's and the nodes' own records)."""
 from __future__ import annotations
 
 import json

@@ -1,7 +1,7 @@
-"""NDNLPv2 CongestionMark carried end to end (issue 23): the codec, the forwarder passing a
-packet's mark on to the next hop (sans-I/O, fake clock), and the app reading and counting it.
-Marks are set the way a congested face sets them (ndnps.ndn.congestion), and what the
-forwarder sends is read back by python-ndn too."""
+"""NDNLPv2 CongestionMark carried end to end (docs/congestion.md): the codec, the forwarder passing
+a packet's mark on to the next hop (sans-I/O, fake clock), and the app reading and counting it.
+Marks are set the way a congested face sets them (ndnps.ndn.congestion), and what the forwarder
+sends is read back by python-ndn too."""
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,4 @@
-"""The share controller's agreement with a job's nodes (ndnps.exchanges.agreement, issue 26),
+"""The share controller's agreement with a job's nodes (ndnps.exchanges.agreement),
 on a fake clock: plain calls, no I/O."""
 from __future__ import annotations
 

@@ -74,8 +74,8 @@ def test_every_bcube_exchange_crosses_one_switch_and_the_sets_use_every_level(n,
 
 @pytest.mark.parametrize("n, k", SHAPES)
 def test_peers_under_a_switch_held_the_same_part_and_take_different_ones(n, k):
-    # the claims' rule: peers under one level-i switch summed the same part at level i−1 and
-    # sum different parts at level i
+    # BCube synchronisation's rule: peers under one level-i switch summed the same part at level
+    # i−1 and sum different parts at level i
     cube = BCube(n, k)
     size = n ** k * k * 6
     for s in range(k):

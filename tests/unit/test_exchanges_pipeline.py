@@ -1,4 +1,4 @@
-"""The 1F1B pipeline schedule (ndnps.exchanges.pipeline, issue 27): each stage's order, no
+"""The 1F1B pipeline schedule (ndnps.exchanges.pipeline): each stage's order, no
 deadlock for any number of stages and micro-batches, the 1F1B activation bound, and the
 simulator's times against the closed form."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pipeline stages running a mini-batch in memory (ndnps.exchanges.pipeline_stage, issue 27):
+"""Pipeline stages running a mini-batch in memory (ndnps.exchanges.pipeline_stage):
 the stages, driven by their 1F1B machines and handed each other's sends, compute the single
 process's mini-batch gradient; recomputation changes nothing but the bytes held; a few SGD
 steps of the pipeline equal the single process's."""

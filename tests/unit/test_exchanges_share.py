@@ -1,4 +1,4 @@
-"""The share controller's decision rule (ndnps.exchanges.share, issue 26) on crafted
+"""The share controller's decision rule (ndnps.exchanges.share) on crafted
 timelines: times are plain numbers (a fake clock)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The PS's checkpoint (issue 6): written atomically, resumed exactly (parameters, momentum,
+"""The PS's checkpoint (docs/faults.md): written atomically, resumed exactly (parameters, momentum,
 version, workers), refused when it belongs to another training or is finished."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""[faults] in scenario files (issue 6): worker kills by version, optional restart, seeded
+"""[faults] in scenario files (docs/faults.md): worker kills by version, optional restart, seeded
 random kills; every error names the key; the scenario as run round-trips through TOML."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One aggregator slot pool per forwarder, shared by its trainings (issue 26), through the
+"""One aggregator slot pool per forwarder, shared by its trainings (docs/sharing.md), through the
 `*aggregate*` stage's triggers (forwarder/aggregator.py) called plainly on a fake clock: ranges,
 time-division sharing and its overlaps, a spatial split, per-training deadlines and busy time."""
 from __future__ import annotations

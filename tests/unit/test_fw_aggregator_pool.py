@@ -110,7 +110,7 @@ def test_summable_segments_sum_in_a_slot_and_a_refused_one_is_not_recorded():
     assert n == 3 and np.array_equal(values, [1.75, 2.5])
 
 
-# ---- one pool, several trainings (issue 26) ------------------------------------------------------
+# ---- one pool, several trainings (docs/sharing.md) ---------------------------------------------
 
 A, B = b"/ps/a", b"/ps/b"
 

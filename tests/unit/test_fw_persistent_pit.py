@@ -1,4 +1,4 @@
-"""Persistent PIT rules of the forwarder (DESIGN.md, "Forwarder semantics beyond NFD"):
+"""Persistent PIT rules of the forwarder (docs/design.md, "Forwarder semantics beyond NFD"):
 `*insert*` / `*remove*` Interests and pushed `*distribute*` Data, sans-I/O on a fake clock."""
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from ndnps.ml.train import steps_per_epoch
 BOTTLENECK = {"topology": {"kind": "bottleneck", "workers": 3}}
 
 
-def test_the_shipped_scenario_is_the_issues_testbed():
+def test_the_shipped_scenario_is_the_congestion_testbed():
     sc = load("bottleneck")
     assert (sc.topology, sc.netns, sc.workers, sc.system) == ("bottleneck", True, 8, "ndnps")
     assert (sc.bottleneck.rate_mbps, sc.bottleneck.mtu) == (100.0, 1500)

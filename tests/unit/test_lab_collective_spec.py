@@ -1,4 +1,4 @@
-"""PS-less training in a scenario (training.collective, issue 25): what the spec refuses (each
+"""PS-less training in a scenario (training.collective): what the spec refuses (each
 error naming the key), the defaults it takes from the topology, the training configuration's
 own checks, and the plans — no PS app, every peer an app of role "peer", routes from every
 peer to every other (a local star, tree and BCube fabric; netns hosts)."""

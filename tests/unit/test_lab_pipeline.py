@@ -1,4 +1,4 @@
-"""A pipeline training's configuration (issue 27): the training's pipeline fields
+"""A pipeline training's configuration (docs/hetero.md): the training's pipeline fields
 (ndnps.protocol.config), the scenario's [[device_kinds]] and [pipeline] (ndnps.lab.pipeline),
 the plan the runner makes before the run, the stage app's micro-batches — every error naming
 its key."""

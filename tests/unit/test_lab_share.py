@@ -1,4 +1,4 @@
-"""Several jobs sharing one aggregator in a scenario ([share], issue 26): what the spec refuses
+"""Several jobs sharing one aggregator in a scenario ([share]): what the spec refuses
 (each error naming the key), what each policy does to the jobs, the ranges of the pool, the
 routes to the controller, and the run's invariants counted from crafted records."""
 from __future__ import annotations

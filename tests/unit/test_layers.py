@@ -1,5 +1,5 @@
-"""The house's arrows point down only (DESIGN.md): the forwarder stands on the NDN base alone,
-the base on nothing above it, and nothing imports apps/. Checked on the code itself: what
+"""The house's arrows point down only (docs/architecture.md): the forwarder stands on the NDN base
+alone, the base on nothing above it, and nothing imports apps/. Checked on the code itself: what
 `import forwarder.pipelines` loads, and every module's imports (read with ast)."""
 from __future__ import annotations
 
@@ -64,10 +64,10 @@ def test_nothing_imports_apps():
 
 SUBPACKAGES = ("ndn", "client", "protocol", "exchanges", "ml", "lab", "placement", "planner")
 
-# Who may import whom (DESIGN.md's house): each unit stands only on the ones listed. The lab
-# starts and configures forwarders, so it may read the forwarder's limits, strategies and
-# status client; the forwarder never reads the lab.  The client runtime holds the asyncio
-# adapters of sans-I/O exchanges (the fetcher drives exchanges.fetch); never the reverse.
+# Who may import whom (docs/architecture.md's house): each unit stands only on the ones listed. The
+# lab starts and configures forwarders, so it may read the forwarder's limits, strategies and
+# status client; the forwarder never reads the lab.  The client runtime holds the asyncio adapters
+# of sans-I/O exchanges (the fetcher drives exchanges.fetch); never the reverse.
 MAY_IMPORT = {
     "ndnps.ndn": set(),
     "ndnps.protocol": {"ndnps.ndn"},

@@ -1,4 +1,4 @@
-"""A device of another speed emulated on this CPU (ndnps.ml.device, issue 27): work measured in
+"""A device of another speed emulated on this CPU (ndnps.ml.device): work measured in
 CPU time, the device's time = factor × that, the rest waited out — small debts carried until
 they are worth a sleep, a longer wait credited to the next work. Fake clocks throughout."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A DenseNet cut into pipeline stages (ndnps.ml.stages, issue 27): chained, the stages give the
+"""A DenseNet cut into pipeline stages (ndnps.ml.stages): chained, the stages give the
 whole model's loss and gradient; recomputation gives the same gradients and holds less."""
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ def test_greedy_grows_gamma_and_stays_near_exhaustive_search():
     assert b["random"] <= b["exhaustive"] + 1e-9
 
 
-def test_the_command_line_prints_json_with_the_issues_keys(capsys):
+def test_the_command_line_prints_json_with_the_documented_keys(capsys):
     assert main(["--topology", "leaf-spine:2,2,2", "--k", "1", "--baselines", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {"placement", "gamma", "gamma_by_k", "plan", "baselines"} <= set(out)

@@ -1,4 +1,4 @@
-"""The planner's split (ndnps.planner.partition, issue 27) on hand-made profiles whose best
+"""The planner's split (ndnps.planner.partition) on hand-made profiles whose best
 split is known, the stages' order, and the integer program's size limit."""
 from __future__ import annotations
 
