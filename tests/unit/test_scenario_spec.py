@@ -71,6 +71,20 @@ def test_bad_values_name_the_key(doc, key):
     assert str(e.value).startswith(key)
 
 
+@pytest.mark.parametrize("item, key", [
+    ("links.loss=nan", "links.loss"), ("links.delay_ms=inf", "links.delay_ms"),
+    ("run.timeout=inf", "run.timeout"), ("forwarder.ppit_lifetime=-inf", "forwarder.ppit_lifetime"),
+    ("workers.slowdown.w1=nan", "workers.slowdown.w1"), ("training.lr=nan", "training.lr"),
+    ("training.momentum=nan", "training.momentum"), ("training.rejoin_timeout=inf",
+                                                     "training.rejoin_timeout"),
+])
+def test_nan_and_inf_are_refused_naming_the_key(item, key):
+    # nan and inf pass every `<` and `>` bound: refused where any float is parsed
+    with pytest.raises(ScenarioError) as e:
+        load("sync-sgd", [item])
+    assert str(e.value).startswith(f"{key}: expected a finite number, got ")
+
+
 def test_bad_override_syntax():
     with pytest.raises(ScenarioError, match="KEY=VALUE"):
         apply_overrides({}, ["training.epochs"])
