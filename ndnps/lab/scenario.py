@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from forwarder.status import fetch_status
 
 from . import baseline, ina, minindn, pipeline, reaper, report, share, spec, topology
-from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
+from .exitcodes import EXIT_ERROR, EXIT_JOB_FAILED, EXIT_USAGE, describe
 from .netns import Netns, NetnsUnavailable, check_available, remove_stale
 from .metrics import RUN_T0_ENV, read_metrics
 from .process import (ManagedProcess, ProcessFailed, owner_tag, unix_socket_accepts,
@@ -50,11 +50,20 @@ FAULT_POLL = 0.02            # s: the PS's version is read this often while a fa
 
 
 class RunFailed(RuntimeError):
-    pass
+    exit_code: int | None = None        # a child's own code, when its exit failed the run
 
 
 class JobStopped(RunFailed):
     """A job said its training cannot go on (an app exited 3): the runner exits 3 too."""
+    exit_code = EXIT_JOB_FAILED
+
+
+def failed_run_exit(e: Exception) -> int:
+    """The runner's exit code for a failed run: the code of the child whose own exit ended it
+    when that says why (3: the training cannot go on, 2: bad configuration), else 1 (a child
+    killed or in error, a timeout, the runner's own failure)."""
+    code = getattr(e, "exit_code", None)
+    return code if code in (EXIT_USAGE, EXIT_JOB_FAILED) else EXIT_ERROR
 
 
 class Interrupted(Exception):
@@ -493,17 +502,13 @@ class Runner:
             self.supervise(pss, workers, display)
             self.collect_status(plan)
             self.read_link_stats()
-        except JobStopped as e:
-            display.stop()
-            print(f"\nrun stopped: the training cannot go on: {e}{self._unplanned_text()}",
-                  file=sys.stderr)
-            self._write_summary(ok=False, error=str(e))
-            return EXIT_JOB_FAILED
         except (ProcessFailed, RunFailed, NetnsUnavailable) as e:
             display.stop()
-            print(f"\nrun failed: {e}{self._unplanned_text()}", file=sys.stderr)
+            code = failed_run_exit(e)
+            how = "stopped: the training cannot go on" if code == EXIT_JOB_FAILED else "failed"
+            print(f"\nrun {how}: {e}{self._unplanned_text()}", file=sys.stderr)
             self._write_summary(ok=False, error=str(e))
-            return 1
+            return code
         except Interrupted:
             display.stop()
             print("\ninterrupted: stopping every process", file=sys.stderr)
@@ -1122,8 +1127,19 @@ def _unusable_run_dir(run_dir: Path) -> str | None:
     return None
 
 
+EXIT_CODES = """exit codes:
+  0    the run finished
+  1    it failed: a child killed or in error, run.timeout, the peers' parameters differ
+  2    a bad scenario, value or flag, refused before anything starts (one line naming it),
+       or a child that refused its configuration
+  3    the training cannot go on: an app exited 3 and ended the run (the reason is the
+       first line after the progress)
+  130  interrupted (Ctrl-C, SIGTERM): every process stopped"""
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ndnps.scenario", description=__doc__,
+                                epilog=EXIT_CODES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", nargs="?", help="built-in name (see `list`), a .toml path, "
                                                "or `list`; default: the embedded sync-sgd")
