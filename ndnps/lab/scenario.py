@@ -1101,13 +1101,15 @@ def _fmt(value, fmt: str) -> str:
 
 
 def _list() -> int:
-    for name in spec.builtin_names():
+    names = spec.builtin_names()
+    width = max(map(len, names), default=0)     # the longest name, not a fixed guess
+    for name in names:
         try:
             sc = spec.load(name)
             desc = sc.description
         except ScenarioError as e:
             desc = f"(invalid: {e})"
-        print(f"{name:<14} {desc}")
+        print(f"{name:<{width}}  {desc}")
     return 0
 
 

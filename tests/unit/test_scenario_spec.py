@@ -197,3 +197,15 @@ def test_the_runner_refuses_app_faces_false_on_a_local_star_before_anything_star
     assert main(["sync-sgd", "--set", "links.loss=0.05", "--set", "links.app_faces=false",
                  "--out", str(out)]) == 2
     assert "links.app_faces" in capsys.readouterr().err and not out.exists()
+
+
+def test_list_aligns_every_description(capsys):
+    from ndnps.lab.scenario import _list
+    assert _list() == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = spec.builtin_names()
+    assert len(lines) == len(names)
+    # each description starts in the same column, after the longest name and two spaces
+    column = max(map(len, names)) + 2
+    assert all(line[:column].rstrip() == name and line[column] != " "
+               for line, name in zip(lines, names))
