@@ -58,6 +58,17 @@ class JobStopped(RunFailed):
     exit_code = EXIT_JOB_FAILED
 
 
+def bottleneck_note(sc: Scenario) -> str:
+    """What a bottleneck run measures: its accuracy, after a training cut short so that a run
+    takes minutes, reads as a broken one otherwise."""
+    t = sc.training
+    versions = f"{t.max_versions} versions" if t.max_versions else f"{t.epochs} epochs"
+    what = "each job's share of the wire and iteration time, summary.json `sharing`" \
+        if sc.jobs else "iteration time against the wire's limit, summary.json `bottleneck`"
+    return (f"{sc.name} measures the link ({what}), not the model: {versions} of training on "
+            f"{t.dataset} data end far from converged, so the accuracy is no verdict on the run")
+
+
 def failed_run_exit(e: Exception) -> int:
     """The runner's exit code for a failed run: the code of the child whose own exit ended it
     when that says why (3: the training cannot go on, 2: bad configuration), else 1 (a child
@@ -164,6 +175,8 @@ class Runner:
             self.sc.training.aggregate_via = self.ina_plan.aggregate_via()
             self.sc.training.validate()
             self.notes += self.ina_plan.notes()
+        if self.sc.topology == "bottleneck":
+            self.notes.append(bottleneck_note(self.sc))
         if self.sc.pipeline is not None:
             # the planner on this machine: the stages and their layers, before anything runs
             pipeline.write_plan(self.run_dir,
