@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -1142,6 +1143,18 @@ def _unusable_run_dir(run_dir: Path) -> str | None:
     return None
 
 
+def _refused_out(run_dir: Path) -> str | None:
+    """Why --out would be refused, looked at without making it: said beside a bad scenario
+    (every bad flag in one message), for which the runner makes no directory."""
+    if run_dir.exists():
+        return None if run_dir.is_dir() and not any(run_dir.iterdir()) else \
+            "exists and is not an empty directory"
+    parent = next(p for p in run_dir.absolute().parents if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write there ({parent} is not a writable directory)"
+    return None
+
+
 EXIT_CODES = """exit codes:
   0    the run finished
   1    it failed: a child killed or in error, run.timeout, the peers' parameters differ
@@ -1171,7 +1184,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sc = spec.load(args.scenario, args.set)
     except ScenarioError as e:
-        print(f"scenario error: {e}", file=sys.stderr)
+        why = args.out and _refused_out(args.out)
+        print(f"scenario error: {e}" + (f"; --out {args.out}: {why}" if why else ""),
+              file=sys.stderr)
         return 2
     if args.netns:
         sc.netns = True

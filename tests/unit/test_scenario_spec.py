@@ -209,3 +209,16 @@ def test_list_aligns_every_description(capsys):
     column = max(map(len, names)) + 2
     assert all(line[:column].rstrip() == name and line[column] != " "
                for line, name in zip(lines, names))
+
+
+def test_a_bad_scenario_and_a_bad_out_are_one_message(tmp_path, capsys):
+    from ndnps.lab.scenario import main
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    assert main(["--set", "links.loss=2", "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("scenario error: links.loss: ")
+    assert f"; --out {taken}: exists and is not an empty directory" in err
+    fresh = tmp_path / "new" / "run"
+    assert main(["--set", "links.loss=2", "--out", str(fresh)]) == 2
+    assert "--out" not in capsys.readouterr().err and not fresh.parent.exists()
