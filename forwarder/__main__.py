@@ -1,5 +1,5 @@
-"""python -m forwarder [flags]          run a forwarder
-python -m forwarder status [--json]     print a running forwarder's state"""
+"""python -m forwarder [flags]                     run a forwarder
+python -m forwarder status [--unix PATH] [--json]  print a running forwarder's state"""
 from __future__ import annotations
 
 import argparse
@@ -79,6 +79,13 @@ def _transport(value: str) -> str:
     return value
 
 
+def _unix_transport(path: str) -> str:
+    if not path:
+        raise argparse.ArgumentTypeError("an empty socket path")
+    # absolute: unix://rel/x.sock would read "rel" as a host
+    return _transport(f"unix://{os.path.abspath(path)}")
+
+
 def status_main(argv: list[str]) -> int:
     from ndn.encoding import DecodeError
 
@@ -86,11 +93,16 @@ def status_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m forwarder status",
                                 description="Print a running forwarder's faces, FIB, "
                                             "persistent PIT and counters.")
-    p.add_argument("--transport", default=_default_transport(), type=_transport,
-                   help="unix:///path or tcp://host:port (default: $NDN_CLIENT_TRANSPORT "
-                        f"or unix://{DEFAULT_UNIX})")
+    where = p.add_mutually_exclusive_group()
+    # --unix as the forwarder spells its socket, so its command line's flag can be copied here
+    where.add_argument("--unix", metavar="PATH", dest="transport", type=_unix_transport,
+                       help="the forwarder's unix socket, as given to its --unix (default: "
+                            f"$NDN_CLIENT_TRANSPORT or {DEFAULT_UNIX})")
+    where.add_argument("--transport", metavar="URI", dest="transport", type=_transport,
+                       help="unix:///path or tcp://host:port instead")
     p.add_argument("--json", action="store_true", help="print the raw JSON document")
-    args = p.parse_args(argv)       # a bad --transport exits 2, as every usage error
+    p.set_defaults(transport=_default_transport())
+    args = p.parse_args(argv)       # a bad --unix/--transport exits 2, as every usage error
     try:
         status = fetch_status(args.transport)
     except OSError as e:            # no socket file, refused, timed out, hung up

@@ -64,6 +64,7 @@ tables.network_region: the producer regions this forwarder is in (ForwardingHint
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -144,6 +145,8 @@ def _expect(value, types, key: str):
         raise ConfigError(f"{key}: expected {_tname(types)}, got {value!r}")
     if not isinstance(value, types):
         raise ConfigError(f"{key}: expected {_tname(types)}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):   # past every bound otherwise
+        raise ConfigError(f"{key}: expected a finite number, got {value!r}")
     return value
 
 

@@ -2,13 +2,14 @@
 processes, and show one Interest/Data exchange through the forwarder."""
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
-from .process import ManagedProcess, start_forwarder, wait_until
+from .process import ManagedProcess, ProcessFailed, start_forwarder, wait_until
 
 # Minimal python-ndn apps, run as `python -c SCRIPT ARG` (the integration tests use them too).
 PRODUCER = textwrap.dedent('''
@@ -50,7 +51,15 @@ CONSUMER = textwrap.dedent('''
 ''')
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog="python -m ndnps.demo", description=__doc__,
+        epilog="It takes a few seconds, in a temporary directory it removes; exit 0 when the "
+               "consumer got the Data, 1 (with the failing process's log tail) otherwise.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    build_parser().parse_args(argv)         # --help (no flags besides)
     workdir = Path(tempfile.mkdtemp(prefix="ndnps-demo-"))
     procs: list[ManagedProcess] = []
     try:
@@ -72,6 +81,9 @@ def main() -> int:
         from forwarder.status import fetch_status, print_status
         print_status(fetch_status(f"unix://{sock}"))
         return 0
+    except ProcessFailed as e:
+        print(f"demo failed: {e}", file=sys.stderr)
+        return 1
     finally:
         for proc in reversed(procs):
             proc.stop()

@@ -69,7 +69,12 @@ def owner_alive(tag: str) -> bool:
 
 
 class ProcessFailed(RuntimeError):
-    """A child exited badly or never became ready; the message carries its log tail."""
+    """A child exited badly or never became ready; the message carries its log tail, and
+    `exit_code` the child's own code when it had exited (None: it had not)."""
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class ManagedProcess:
@@ -104,7 +109,8 @@ class ManagedProcess:
         return "\n".join(text.splitlines()[-lines:])
 
     def fail(self, why: str) -> ProcessFailed:
-        return ProcessFailed(f"{self.name} {why}; last lines of {self.log_path}:\n{self.tail()}")
+        return ProcessFailed(f"{self.name} {why}; last lines of {self.log_path}:\n{self.tail()}",
+                             self.proc.poll())
 
     def wait(self, timeout: float) -> int:
         try:

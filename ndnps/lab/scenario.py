@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING
 from forwarder.status import fetch_status
 
 from . import baseline, ina, minindn, pipeline, reaper, report, share, spec, topology
-from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, describe
+from .exitcodes import EXIT_ERROR, EXIT_JOB_FAILED, EXIT_USAGE, describe
 from .netns import Netns, NetnsUnavailable, check_available, remove_stale
 from .metrics import RUN_T0_ENV, read_metrics
 from .process import (ManagedProcess, ProcessFailed, owner_tag, unix_socket_accepts,
@@ -50,11 +51,31 @@ FAULT_POLL = 0.02            # s: the PS's version is read this often while a fa
 
 
 class RunFailed(RuntimeError):
-    pass
+    exit_code: int | None = None        # a child's own code, when its exit failed the run
 
 
 class JobStopped(RunFailed):
     """A job said its training cannot go on (an app exited 3): the runner exits 3 too."""
+    exit_code = EXIT_JOB_FAILED
+
+
+def bottleneck_note(sc: Scenario) -> str:
+    """What a bottleneck run measures: its accuracy, after a training cut short so that a run
+    takes minutes, reads as a broken one otherwise."""
+    t = sc.training
+    versions = f"{t.max_versions} versions" if t.max_versions else f"{t.epochs} epochs"
+    what = "each job's share of the wire and iteration time, summary.json `sharing`" \
+        if sc.jobs else "iteration time against the wire's limit, summary.json `bottleneck`"
+    return (f"{sc.name} measures the link ({what}), not the model: {versions} of training on "
+            f"{t.dataset} data end far from converged, so the accuracy is no verdict on the run")
+
+
+def failed_run_exit(e: Exception) -> int:
+    """The runner's exit code for a failed run: the code of the child whose own exit ended it
+    when that says why (3: the training cannot go on, 2: bad configuration), else 1 (a child
+    killed or in error, a timeout, the runner's own failure)."""
+    code = getattr(e, "exit_code", None)
+    return code if code in (EXIT_USAGE, EXIT_JOB_FAILED) else EXIT_ERROR
 
 
 class Interrupted(Exception):
@@ -155,6 +176,8 @@ class Runner:
             self.sc.training.aggregate_via = self.ina_plan.aggregate_via()
             self.sc.training.validate()
             self.notes += self.ina_plan.notes()
+        if self.sc.topology == "bottleneck":
+            self.notes.append(bottleneck_note(self.sc))
         if self.sc.pipeline is not None:
             # the planner on this machine: the stages and their layers, before anything runs
             pipeline.write_plan(self.run_dir,
@@ -493,17 +516,13 @@ class Runner:
             self.supervise(pss, workers, display)
             self.collect_status(plan)
             self.read_link_stats()
-        except JobStopped as e:
-            display.stop()
-            print(f"\nrun stopped: the training cannot go on: {e}{self._unplanned_text()}",
-                  file=sys.stderr)
-            self._write_summary(ok=False, error=str(e))
-            return EXIT_JOB_FAILED
         except (ProcessFailed, RunFailed, NetnsUnavailable) as e:
             display.stop()
-            print(f"\nrun failed: {e}{self._unplanned_text()}", file=sys.stderr)
+            code = failed_run_exit(e)
+            how = "stopped: the training cannot go on" if code == EXIT_JOB_FAILED else "failed"
+            print(f"\nrun {how}: {e}{self._unplanned_text()}", file=sys.stderr)
             self._write_summary(ok=False, error=str(e))
-            return 1
+            return code
         except Interrupted:
             display.stop()
             print("\ninterrupted: stopping every process", file=sys.stderr)
@@ -1096,13 +1115,15 @@ def _fmt(value, fmt: str) -> str:
 
 
 def _list() -> int:
-    for name in spec.builtin_names():
+    names = spec.builtin_names()
+    width = max(map(len, names), default=0)     # the longest name, not a fixed guess
+    for name in names:
         try:
             sc = spec.load(name)
             desc = sc.description
         except ScenarioError as e:
             desc = f"(invalid: {e})"
-        print(f"{name:<14} {desc}")
+        print(f"{name:<{width}}  {desc}")
     return 0
 
 
@@ -1122,8 +1143,31 @@ def _unusable_run_dir(run_dir: Path) -> str | None:
     return None
 
 
+def _refused_out(run_dir: Path) -> str | None:
+    """Why --out would be refused, looked at without making it: said beside a bad scenario
+    (every bad flag in one message), for which the runner makes no directory."""
+    if run_dir.exists():
+        return None if run_dir.is_dir() and not any(run_dir.iterdir()) else \
+            "exists and is not an empty directory"
+    parent = next(p for p in run_dir.absolute().parents if p.exists())
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write there ({parent} is not a writable directory)"
+    return None
+
+
+EXIT_CODES = """exit codes:
+  0    the run finished
+  1    it failed: a child killed or in error, run.timeout, the peers' parameters differ
+  2    a bad scenario, value or flag, refused before anything starts (one line naming it),
+       or a child that refused its configuration
+  3    the training cannot go on: an app exited 3 and ended the run (the reason is the
+       first line after the progress)
+  130  interrupted (Ctrl-C, SIGTERM): every process stopped"""
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ndnps.scenario", description=__doc__,
+                                epilog=EXIT_CODES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", nargs="?", help="built-in name (see `list`), a .toml path, "
                                                "or `list`; default: the embedded sync-sgd")
@@ -1140,7 +1184,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sc = spec.load(args.scenario, args.set)
     except ScenarioError as e:
-        print(f"scenario error: {e}", file=sys.stderr)
+        why = args.out and _refused_out(args.out)
+        print(f"scenario error: {e}" + (f"; --out {args.out}: {why}" if why else ""),
+              file=sys.stderr)
         return 2
     if args.netns:
         sc.netns = True

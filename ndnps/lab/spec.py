@@ -59,6 +59,7 @@ Every error names the offending key; nothing starts until the whole scenario is 
 from __future__ import annotations
 
 import copy
+import math
 import random
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -245,6 +246,8 @@ def _number(value: Any, key: str, low: float = 0.0, high: float | None = None,
     if not ok or isinstance(value, bool):
         raise ScenarioError(f"{key}: expected {'an integer' if integer else 'a number'}, "
                             f"got {value!r}")
+    if not math.isfinite(value):        # TOML's nan and inf would slip past every bound
+        raise ScenarioError(f"{key}: expected a finite number, got {value!r}")
     if value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"within [{low}, {high}]"
         raise ScenarioError(f"{key}: must be {bound}, got {value!r}")

@@ -10,17 +10,19 @@ in Mini-NDN: the PS and the workers run on the nodes named (default: the PS on t
 [nodes], workers on the others), each using its node's forwarder, and every node but the PS's
 (its edge, which always aggregates) is a candidate — the workers' nodes too.
 --baselines adds random placement (mean of 20), the edge alone, every candidate, and exhaustive
-search where C(candidates, k) <= 5000. Exit 0; 2 on a bad topology or argument.
+search where C(candidates, k) <= 5000. Exit 0; 2 on a bad topology or argument (every bad flag
+named, in one line).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from .greedy import baselines, greedy
 from .lp import Problem
-from .network import TopologyError, parse_topology
+from .network import Network, TopologyError, parse_topology
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,19 +43,52 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> dict:
-    net = parse_topology(args.topology)
-    if args.k < 0:
-        raise TopologyError(f"--k: must be >= 0, got {args.k}")
+def _node(net: Network, name: str, flag: str, bad: list[str]) -> str:
+    """The node `name` an app runs on, or its reason appended to `bad` (naming `flag`)."""
+    try:
+        node = net.node(name)
+        net.edge_of(node)                       # a host or a forwarder, not a relay
+        return node
+    except TopologyError as e:
+        bad.append(f"{flag}: {e}")
+        return name
+
+
+def _apps(net: Network, args: argparse.Namespace, bad: list[str]) -> tuple[str, list[str]]:
+    """The PS's node and the workers' (--ps, --workers or the defaults)."""
     places = net.hosts or net.switches          # where apps run: hosts, or forwarder nodes
-    ps = net.node(args.ps) if args.ps else places[0]
-    workers = [net.node(w) for w in args.workers.split(",") if w] if args.workers else \
-        [h for h in places if h != ps]
+    ps = _node(net, args.ps, "--ps", bad) if args.ps else places[0]
+    workers = [_node(net, w, "--workers", bad) for w in args.workers.split(",") if w.strip()] \
+        if args.workers else [h for h in places if h != ps]
+    if ps in workers:
+        bad.append(f"--workers: {ps!r} is the PS's node")
+    if not workers:
+        bad.append("--workers: no worker node")
+    return ps, workers
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The placement; TopologyError naming every bad flag, in one message."""
+    bad: list[str] = []
+    if args.k < 0:
+        bad.append(f"--k: must be >= 0, got {args.k}")
+    if not 0 < args.capacity < math.inf:        # nan too
+        bad.append(f"--capacity: must be a finite number > 0, got {args.capacity:g}")
+    try:
+        net = parse_topology(args.topology)
+    except TopologyError as e:
+        raise TopologyError("; ".join([f"--topology: {e}", *bad])) from None
+    ps, workers = _apps(net, args, bad)
+    if bad:
+        raise TopologyError("; ".join(bad))
     problem = Problem(net, ps, workers, capacity=args.capacity)
     placement = greedy(problem, args.k)
     best = placement.best
     out = {"topology": net.name, "ps": ps, "edge": problem.edge, "workers": workers,
-           "capacity": args.capacity, "k": args.k, "placement": best.aggregators,
+           "capacity": args.capacity, "k": args.k,
+           # fewer candidates than k asked: greedy places them all (`placed` < `k`)
+           "candidates": len(problem.candidates()), "placed": len(best.aggregators),
+           "placement": best.aggregators,
            "gamma": best.gamma, "gamma_by_k": placement.gamma_by_k, "plan": best.plan,
            "rates": best.rates,
            "solve_seconds_by_k": {k: s.seconds for k, s in placement.by_k.items()}}
@@ -62,10 +97,18 @@ def run(args: argparse.Namespace) -> dict:
     return out
 
 
+def _k(out: dict) -> str:
+    """k as asked, and what was done when there were fewer candidates."""
+    if out["placed"] == out["k"]:
+        return f"k = {out['k']}"
+    return (f"k = {out['k']} asked, {out['candidates']} candidate forwarders: placing all "
+            f"{out['placed']}")
+
+
 def table(out: dict) -> str:
     lines = [f"topology {out['topology']}: PS {out['ps']} (edge {out['edge']}), "
              f"{len(out['workers'])} workers, aggregator capacity {out['capacity']:g} Mbit/s",
-             f"placement (k = {out['k']}): {', '.join(out['placement']) or '(none)'}",
+             f"placement ({_k(out)}): {', '.join(out['placement']) or '(none)'}",
              f"gamma: {out['gamma']:.2f} Mbit/s per worker", "", "k   gamma (Mbit/s)"]
     lines += [f"{k:<3} {g:.2f}" for k, g in out["gamma_by_k"].items()]
     lines += ["", "worker  sends its gradient to"]

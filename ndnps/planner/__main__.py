@@ -10,12 +10,14 @@ pre-training on --profile-samples samples), orders the devices into stages, spli
 with the integer program, and prints each stage's device, layers and predicted time, the
 predicted iteration time, and the baselines (equal layer split, a split that takes the devices
 as equal, pure data parallel). A transfer costs --latency-ms + its bytes at --bandwidth-mbps.
-Exit 0; 2 on a bad argument.
+Exit 0; 2 on a bad argument (every bad flag named in one line, before any profiling).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 
 from .partition import Device
@@ -30,12 +32,77 @@ def parse_kinds(text: str, bandwidth: float, latency: float = 0.0) -> list[Devic
             value = float(speed)
         except ValueError:
             value = -1.0
-        if not sep or not name or value <= 0:
-            raise ValueError(f"--kinds: expected name:speed (speed > 0), got {entry!r}")
+        if not sep or not name or not 0 < value < math.inf:     # nan too
+            raise ValueError(f"--kinds: expected name:speed (finite speed > 0), got {entry!r}")
         out.append(Device(name, value, bandwidth, latency))
     if len({d.name for d in out}) != len(out):
         raise ValueError("--kinds: a kind named twice")
     return out
+
+
+def parse_hidden(text: str) -> list[int]:
+    """"128,128" → sizes (ValueError naming --hidden)."""
+    try:
+        hidden = [int(h) for h in text.split(",") if h.strip()]
+    except ValueError:
+        hidden = [0]
+    if min(hidden, default=1) < 1:         # none: the MLP is one layer
+        raise ValueError(f"--hidden: expected comma-separated sizes >= 1, got {text!r}")
+    return hidden
+
+
+def _below(flag: str, value: float, low: float, strict: bool = False) -> list[str]:
+    """[why] when `value` is not a finite number >= `low` (> if `strict`), else []."""
+    if math.isfinite(value) and (value > low if strict else value >= low):
+        return []
+    return [f"{flag}: must be {'a finite number ' if isinstance(value, float) else ''}"
+            f"{'>' if strict else '>='} {low:g}, got {value:g}"]
+
+
+def _unwritable(flag: str, path: str | None) -> list[str]:
+    """[why] when `path` cannot be written, tried before the profiling, not after it."""
+    if path is None:
+        return []
+    existed = os.path.lexists(path)
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        return [f"{flag}: cannot write {path}: {e.strerror or e}"]
+    if not existed:
+        os.unlink(path)
+    return []
+
+
+def check(args: argparse.Namespace) -> tuple[list[Device], list[int]]:
+    """The devices and the hidden sizes; ValueError naming every bad flag, in one message."""
+    bad: list[str] = []
+    devices: list[Device] = []
+    hidden: list[int] = []
+    try:
+        devices = parse_kinds(args.kinds, args.bandwidth_mbps * 1e6 / 8, args.latency_ms / 1000)
+    except ValueError as e:
+        bad.append(str(e))
+    try:
+        hidden = parse_hidden(args.hidden)
+        if devices and len(hidden) + 1 < len(devices):
+            bad.append(f"--hidden: {len(hidden)} hidden layers make {len(hidden) + 1} layers, "
+                       f"fewer than the {len(devices)} --kinds (a stage needs one)")
+    except ValueError as e:
+        bad.append(str(e))
+    for flag, value in (("--machines", args.machines), ("--micro-batches", args.micro_batches),
+                        ("--micro-batch", args.micro_batch), ("--device-scale", args.device_scale)):
+        bad += _below(flag, value, 1)
+    if args.profile_samples < args.micro_batch:     # the profile needs one micro-batch
+        bad.append(f"--profile-samples: must be >= --micro-batch ({args.micro_batch}), got "
+                   f"{args.profile_samples}")
+    bad += _below("--bandwidth-mbps", args.bandwidth_mbps, 0, strict=True)
+    bad += _below("--latency-ms", args.latency_ms, 0)
+    bad += _below("--seed", args.seed, 0)
+    bad += _unwritable("--json", args.json)
+    if bad:
+        raise ValueError("; ".join(bad))
+    return devices, hidden
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,16 +145,7 @@ def table(out: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        devices = parse_kinds(args.kinds, args.bandwidth_mbps * 1e6 / 8,
-                              args.latency_ms / 1000)
-        hidden = [int(h) for h in args.hidden.split(",") if h]
-        if args.machines < 1 or args.micro_batches < 1 or args.micro_batch < 1 or \
-                len(hidden) + 1 < len(devices) or any(h < 1 for h in hidden):
-            raise ValueError("--machines, --micro-batches, --micro-batch must be >= 1 and the "
-                             "MLP needs at least as many layers as kinds")
-        if args.device_scale < 1 or args.bandwidth_mbps <= 0 or args.latency_ms < 0:
-            raise ValueError("--device-scale must be >= 1, --bandwidth-mbps > 0, "
-                             "--latency-ms >= 0")
+        devices, hidden = check(args)
     except ValueError as e:
         print(f"planner: {e}", file=sys.stderr)
         return 2
@@ -97,8 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     from .plan import make_plan, on_devices
     from .profile import profile
     ds = load_dataset(args.dataset, args.seed)
-    model = MLP(ds.n_features, hidden, ds.n_classes, args.seed)
     a = min(args.profile_samples, len(ds.X_train))
+    if a < args.micro_batch:
+        print(f"planner: --micro-batch: {args.micro_batch} samples, more than the "
+              f"{args.dataset} dataset's {a} training samples", file=sys.stderr)
+        return 2
+    model = MLP(ds.n_features, hidden, ds.n_classes, args.seed)
     measured = profile(model, ds.X_train[:a], ds.y_train[:a], args.micro_batch,
                        steps=max(2, a // args.micro_batch))
     layers = on_devices(measured, args.device_scale, args.recompute)

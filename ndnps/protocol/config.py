@@ -9,6 +9,7 @@ window, refresh interval...) in the training content, so workers need only ``key
 from __future__ import annotations
 
 import argparse
+import math
 import tomllib
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -422,6 +423,11 @@ def _check(key: str, value: Any, typ, meta) -> None:
     }[t]
     if not ok:
         raise ConfigError(f"training.{key}: expected {_type_name(t)}, got {value!r}")
+    # nan and inf (TOML's and float()'s) would slip past every bound below
+    if not all(map(math.isfinite, value if t == "list[float]" else
+                   [value] if t == "float" else [])):
+        what = "finite numbers" if t == "list[float]" else "a finite number"
+        raise ConfigError(f"training.{key}: expected {what}, got {value!r}")
     if meta.get("choices") and value not in meta["choices"]:
         raise ConfigError(f"training.{key}: must be one of {', '.join(meta['choices'])}, got {value!r}")
     low, high = meta.get("low"), meta.get("high")

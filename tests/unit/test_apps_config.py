@@ -60,6 +60,9 @@ def test_toml_table_then_flags_override(tmp_path):
     ({"n_features": 10}, "training.n_features: applies to dataset"),
     ({"colour": "red"}, "training.colour: unknown key"),
     ({"probe_min": 5.0, "probe_max": 1.0}, "training.probe_min"),
+    ({"lr": float("nan")}, "training.lr: expected a finite number, got nan"),
+    ({"weight_decay": float("inf")}, "training.weight_decay: expected a finite number, got inf"),
+    ({"layer_seconds": [1.0, float("-inf")]}, "training.layer_seconds: expected finite numbers"),
 ])
 def test_errors_name_the_offending_key(table, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("*", r"\*")):

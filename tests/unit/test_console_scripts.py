@@ -40,3 +40,14 @@ def test_the_readme_names_every_console_script():
     readme = (ROOT / "README.md").read_text()
     missing = [s for s in PROGRAMS.values() if f"`{s}`" not in readme]
     assert not missing, missing
+
+
+def test_the_demos_help_prints_help_and_starts_nothing(monkeypatch, capsys):
+    from ndnps.lab import demo
+
+    def started(*args, **kwargs):
+        raise AssertionError("--help started the demo")
+    monkeypatch.setattr(demo, "start_forwarder", started)
+    with pytest.raises(SystemExit) as exit_:
+        demo.main(["--help"])
+    assert exit_.value.code == 0 and "usage: python -m ndnps.demo" in capsys.readouterr().out

@@ -34,3 +34,24 @@ def test_transport_address():
     assert transport_address("unix:///run/nfd/nfd.sock") == (socket.AF_UNIX, "/run/nfd/nfd.sock")
     assert transport_address("tcp://10.0.0.1:6364") == (socket.AF_INET, ("10.0.0.1", 6364))
     assert transport_address("tcp4://h") == (socket.AF_INET, ("h", 6363))
+
+
+def test_unix_is_spelled_as_the_forwarder_spells_it(tmp_path, capsys):
+    # the forwarder's `--unix PATH` copied onto the status command reaches that socket
+    sock = tmp_path / "nobody.sock"
+    assert status_main(["--unix", str(sock)]) == 1
+    assert capsys.readouterr().err.startswith(
+        f"forwarder status: cannot reach a forwarder at unix://{sock}: ")
+
+
+def test_unix_relative_path_is_made_absolute(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert status_main(["--unix", "nfd.sock"]) == 1
+    assert f"at unix://{tmp_path}/nfd.sock: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--unix", ""], ["--unix", "/a", "--transport", "unix:///b"]])
+def test_unix_usage_errors(argv):
+    with pytest.raises(SystemExit) as exit_:
+        status_main(argv)
+    assert exit_.value.code == 2

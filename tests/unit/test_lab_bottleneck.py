@@ -250,3 +250,17 @@ def test_without_the_checkout_the_tcp_baseline_is_refused(monkeypatch, tmp_path)
     with pytest.raises(ScenarioError, match="^run.system: .*bench/tcp_ps.py"):
         baseline.check_available()
     assert Path(baseline.CHECKOUT) == tmp_path
+
+
+@pytest.mark.parametrize("name, versions", [("bottleneck", 60), ("shared-bottleneck", 30)])
+def test_the_runs_notes_say_it_measures_the_link_not_the_accuracy(tmp_path, name, versions):
+    # a short training of a 1M-parameter model: its accuracy alone reads as a broken run
+    sc = load(name)
+    runner = Runner(sc, tmp_path / "run", live=False)
+    runner.prepare()
+    (note,) = [n for n in runner.notes if "measures the link" in n]
+    assert note.startswith(f"{name} measures the link") and f"{versions} versions" in note
+    assert "not the model's accuracy" in sc.description
+    other = Runner(load("sync-sgd"), tmp_path / "other", live=False)
+    other.prepare()
+    assert not any("measures the link" in n for n in other.notes)

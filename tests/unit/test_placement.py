@@ -107,3 +107,33 @@ def test_the_command_line_prints_json_with_the_documented_keys(capsys):
     assert main(["--topology", "fat-tree:3", "--k", "1"]) == 2
     assert "k must be even" in capsys.readouterr().err
     assert main(["--topology", "fat-tree:4", "--k", "1", "--ps", "h99"]) == 2
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--capacity", "nan"], "--capacity"), (["--capacity", "inf"], "--capacity"),
+    (["--k", "-1"], "--k"), (["--ps", "h99"], "--ps"), (["--workers", "h2,zz"], "--workers"),
+    (["--ps", "h1", "--workers", "h1,h2"], "--workers"),
+])
+def test_every_bad_flag_is_one_line_naming_it(argv, flag, capsys):
+    assert main(["--topology", "leaf-spine:2,2,2", "--k", "1", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"placement: {flag}: ") and err.count("\n") == 1
+
+
+def test_several_bad_flags_are_one_message(capsys):
+    assert main(["--topology", "fat-tree:3", "--k", "-1", "--capacity", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert all(f"{flag}: " in err for flag in ("--topology", "--k", "--capacity"))
+
+
+def test_k_beyond_the_candidates_says_what_it_placed(capsys):
+    # leaf-spine:2,2,2 with the PS on h1: l2, s1, s2 may aggregate (l1 is the PS's edge)
+    assert main(["--topology", "leaf-spine:2,2,2", "--k", "100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["k"], out["candidates"], out["placed"], len(out["placement"])) == (100, 3, 3, 3)
+    assert main(["--topology", "leaf-spine:2,2,2", "--k", "100"]) == 0
+    assert "placement (k = 100 asked, 3 candidate forwarders: placing all 3): " in \
+        capsys.readouterr().out
+    assert main(["--topology", "leaf-spine:2,2,2", "--k", "2"]) == 0
+    assert "placement (k = 2): " in capsys.readouterr().out

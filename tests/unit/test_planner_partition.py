@@ -152,3 +152,40 @@ def test_the_command_line_refuses_bad_kinds(capsys):
     assert main(["--kinds", "slow:0,fast:4"]) == 2
     assert "--kinds" in capsys.readouterr().err
     assert main(["--kinds", "a:1,a:2"]) == 2
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--kinds", "a:1,b:nan"], "--kinds"), (["--kinds", "a:1,b:inf"], "--kinds"),
+    (["--kinds", "a:1", "--profile-samples", "0"], "--profile-samples"),
+    (["--kinds", "a:1", "--hidden", "abc"], "--hidden"),
+    (["--kinds", "a:1", "--bandwidth-mbps", "nan"], "--bandwidth-mbps"),
+    (["--kinds", "a:1", "--latency-ms", "inf"], "--latency-ms"),
+])
+def test_every_bad_flag_is_one_line_naming_it(argv, flag, capsys):
+    from ndnps.planner.__main__ import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"planner: {flag}: ") and err.count("\n") == 1
+
+
+def test_several_bad_flags_are_one_message(capsys):
+    from ndnps.planner.__main__ import main
+    assert main(["--kinds", "a:1", "--hidden", "abc", "--machines", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--hidden: " in err and "; --machines: " in err
+
+
+def test_an_unwritable_json_is_refused_before_the_profiling(tmp_path, monkeypatch, capsys):
+    import ndnps.planner.profile as profile
+    from ndnps.planner.__main__ import main
+
+    def never(*args, **kwargs):
+        raise AssertionError("profiled before checking --json")
+    monkeypatch.setattr(profile, "profile", never)
+    assert main(["--kinds", "a:1", "--json", str(tmp_path / "no" / "plan.json")]) == 2
+    assert capsys.readouterr().err.startswith("planner: --json: cannot write ")
+    assert main(["--kinds", "a:1", "--json", str(tmp_path)]) == 2       # a directory
+    # a writable path passes, and the check leaves no file behind it
+    with pytest.raises(AssertionError, match="profiled"):
+        main(["--kinds", "a:1", "--json", str(tmp_path / "plan.json")])
+    assert not (tmp_path / "plan.json").exists()

@@ -11,7 +11,8 @@ import pytest
 
 from ndnps.lab import spec
 from ndnps.lab.process import ManagedProcess, ProcessFailed
-from ndnps.lab.scenario import Faults, JobStopped, Progress, RunFailed, Runner
+from ndnps.lab.scenario import (Faults, JobStopped, Progress, RunFailed, Runner,
+                                failed_run_exit)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -104,9 +105,27 @@ def test_a_ps_that_says_the_training_cannot_go_on_fails_the_run(tmp_path, setup)
 
 def test_a_dead_ps_without_a_checkpoint_fails_the_run(tmp_path, setup):
     runner, faults = setup(ps=exited(tmp_path, "ps", -9))
-    with pytest.raises(ProcessFailed, match="ps exited with SIGKILL"):
+    with pytest.raises(ProcessFailed, match="ps exited with SIGKILL") as e:
         runner.check_exits(faults)
     assert "no checkpoint" in runner.unplanned_exits[0]["action"]
+    assert failed_run_exit(e.value) == 1
+
+
+@pytest.mark.parametrize("code, runner_code", [(3, 3), (2, 2), (1, 1), (-9, 1)])
+def test_the_run_exits_with_the_code_of_the_app_whose_exit_ended_it(tmp_path, setup, code,
+                                                                    runner_code):
+    # on_child_exit = fail: a worker's exit 3 (its PS silent) is the training's, not an error
+    runner, faults = setup('run.on_child_exit="fail"',
+                           workers={"w2": exited(tmp_path, "w2", code)})
+    with pytest.raises(ProcessFailed) as e:
+        runner.check_exits(faults)
+    assert e.value.exit_code == code and failed_run_exit(e.value) == runner_code
+
+
+def test_a_job_stopped_or_a_run_failed_on_its_own_exit_3_and_1():
+    assert failed_run_exit(JobStopped("ps exited with code 3")) == 3
+    assert failed_run_exit(RunFailed("not finished within run.timeout")) == 1
+    assert failed_run_exit(ProcessFailed("fwd was not listening within 30 s")) == 1
 
 
 def test_a_dead_ps_with_a_checkpoint_is_restarted(tmp_path, setup):

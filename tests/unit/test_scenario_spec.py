@@ -71,6 +71,20 @@ def test_bad_values_name_the_key(doc, key):
     assert str(e.value).startswith(key)
 
 
+@pytest.mark.parametrize("item, key", [
+    ("links.loss=nan", "links.loss"), ("links.delay_ms=inf", "links.delay_ms"),
+    ("run.timeout=inf", "run.timeout"), ("forwarder.ppit_lifetime=-inf", "forwarder.ppit_lifetime"),
+    ("workers.slowdown.w1=nan", "workers.slowdown.w1"), ("training.lr=nan", "training.lr"),
+    ("training.momentum=nan", "training.momentum"), ("training.rejoin_timeout=inf",
+                                                     "training.rejoin_timeout"),
+])
+def test_nan_and_inf_are_refused_naming_the_key(item, key):
+    # nan and inf pass every `<` and `>` bound: refused where any float is parsed
+    with pytest.raises(ScenarioError) as e:
+        load("sync-sgd", [item])
+    assert str(e.value).startswith(f"{key}: expected a finite number, got ")
+
+
 def test_bad_override_syntax():
     with pytest.raises(ScenarioError, match="KEY=VALUE"):
         apply_overrides({}, ["training.epochs"])
@@ -183,3 +197,28 @@ def test_the_runner_refuses_app_faces_false_on_a_local_star_before_anything_star
     assert main(["sync-sgd", "--set", "links.loss=0.05", "--set", "links.app_faces=false",
                  "--out", str(out)]) == 2
     assert "links.app_faces" in capsys.readouterr().err and not out.exists()
+
+
+def test_list_aligns_every_description(capsys):
+    from ndnps.lab.scenario import _list
+    assert _list() == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = spec.builtin_names()
+    assert len(lines) == len(names)
+    # each description starts in the same column, after the longest name and two spaces
+    column = max(map(len, names)) + 2
+    assert all(line[:column].rstrip() == name and line[column] != " "
+               for line, name in zip(lines, names))
+
+
+def test_a_bad_scenario_and_a_bad_out_are_one_message(tmp_path, capsys):
+    from ndnps.lab.scenario import main
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    assert main(["--set", "links.loss=2", "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("scenario error: links.loss: ")
+    assert f"; --out {taken}: exists and is not an empty directory" in err
+    fresh = tmp_path / "new" / "run"
+    assert main(["--set", "links.loss=2", "--out", str(fresh)]) == 2
+    assert "--out" not in capsys.readouterr().err and not fresh.parent.exists()
