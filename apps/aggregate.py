@@ -73,7 +73,7 @@ class Aggregate:
         self.per = messages.summable_values(bool(cfg.aggregate_via))    # values per segment
         self.stats = FetchStats()
         self.sums = SegmentFetcher(
-            self._express, sec.validator, cfg.window,
+            self._express, sec.validator, cfg.aggregate_window,
             RtoEstimator(cfg.segment_timeout, min_rto=max(MIN_RTO, SUM_MIN_RTO),
                          max_rto=4 * cfg.segment_timeout),
             SUM_TRIES, self.stats, reorder_floor=reorder_floor(app),

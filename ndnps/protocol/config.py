@@ -145,6 +145,12 @@ class TrainingConfig:
                                   "workers whose gradients each sums first, as "
                                   "\"<node>:<worker>+<worker>...\" (python -m ndnps.placement's "
                                   "plan); workers not listed are summed at the edge")
+    aggregate_window: int = _f(128, "with aggregate_at: most segment sums in flight from the "
+                               "PS (the cap of the sums' congestion window, from "
+                               "initial_window). A sum's round trip waits for every member's "
+                               "segment, so `window` (16) sums carried 4 MB in ~1 s at 1 "
+                               "Gbit/s; as SwitchML sizes its pool of slots in flight, keep it "
+                               "under the aggregators' slots", low=1)
     device_ms: float = _f(0.0, "an accelerator's time per step, emulated: each gradient waits "
                           "this long before it is computed, the CPU free meanwhile (as a GPU "
                           "kernel leaves it); jobs of different step times on one machine "
