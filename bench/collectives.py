@@ -67,9 +67,10 @@ def figures(system: str, out: Path) -> dict:
     (`--analyse`: the summaries of kept runs by the code as it is now)."""
     from ndnps.lab import report, spec
     from ndnps.lab.peers import busiest_link
+    from ndnps.lab.traces import link_bytes
     sc = spec.load(str(out / "scenario.toml"))
     s = report.summarize(out, sc, 0.0)
-    s["link_bytes"] = report.link_bytes(out)
+    s["link_bytes"] = link_bytes(out)
     recorder = "ps" if system.startswith("ps") else "w1"
     recs = [r for r in jsonl_records(out / "metrics" / f"{recorder}.jsonl")
             if "version" in r and "event" not in r][2:]          # start-up apart

@@ -69,7 +69,7 @@ from unittest import mock
 
 from bench.common import (ROOT, bench_parser, emit, env, jsonl_records, load_results, log, rnd,
                           save, stamp)
-from ndnps.lab.report import fault_counts
+from ndnps.lab.series import fault_counts
 
 ACCURACY_TOLERANCE = 0.03       # runs with fewer gradients in some versions (continue, chaos)
 PARAM_TOLERANCE = 1e-5          # runs that must end at the reference's parameters

@@ -90,10 +90,10 @@ def data_parallel_doc() -> dict:
 
 
 def write_data_parallel(out: Path) -> Path:
-    from ndnps.lab.scenario import _to_toml
+    from ndnps.lab.tomltext import to_toml
     path = out.parent / f"{out.name}.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_to_toml(data_parallel_doc()))
+    path.write_text(to_toml(data_parallel_doc()))
     return path
 
 

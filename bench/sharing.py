@@ -58,7 +58,7 @@ def scenario_doc() -> dict:
 def write_variant(variant: str, out: Path, job: int | None = None) -> Path:
     """The scenario file a variant runs: as shipped, but `dedicated` J times the slots and
     `exclusive` job `job` alone (started at once)."""
-    from ndnps.lab.scenario import _to_toml
+    from ndnps.lab.tomltext import to_toml
     doc = scenario_doc()
     if variant == "dedicated":
         doc["share"]["slots"] = doc["share"]["slots"] * len(doc["jobs"])
@@ -69,7 +69,7 @@ def write_variant(variant: str, out: Path, job: int | None = None) -> Path:
         doc["jobs"] = [entry]
     path = out.parent / f"{out.name}.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_to_toml(doc))
+    path.write_text(to_toml(doc))
     return path
 
 

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Callable, Final, Protocol, Sequence
 
 from ndnps.ndn.packet import Bytes, encode_signature_info
 
-if TYPE_CHECKING:                        # (wire imports this module: the signers it encodes with)
+from .signer import Signer
+
+if TYPE_CHECKING:                        # (wire knows signers by .signer's Protocol alone)
     from .wire import Data
 
 # SignatureType values (NDN packet format v0.3)
@@ -33,17 +35,6 @@ Validator = Callable[["Data"], bool]
 def pass_all(_data: "Data") -> bool:
     """The validator that accepts every Data (management answers, interop tests)."""
     return True
-
-
-class Signer(Protocol):
-    """What the encoders need of a signer: its SignatureType, its KeyLocator name (encoded
-    components, or None), the Data SignatureInfo element, and the signature of the covered
-    blocks."""
-    signature_type: int
-    key_name: list[bytes] | None
-    signature_info: bytes
-
-    def sign(self, blocks: Sequence[Bytes]) -> bytes: ...
 
 
 class _Hash(Protocol):

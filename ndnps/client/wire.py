@@ -31,7 +31,7 @@ from ndnps.ndn.tlv import (APP_PARAMETERS, CAN_BE_PREFIX, CONTENT, CONTENT_TYPE,
                            SIGNATURE_TYPE, SIGNATURE_VALUE, DecodeError, decode_nonneg,
                            encode_varnum, name_from_str, read_tl, short_length)
 
-from .security import Signer
+from .signer import Signer
 
 DEFAULT_LIFETIME: Final = 4000             # ms: an Interest's lifetime when it states none
 _MARK_TYPE: Final = encode_varnum(LP_CONGESTION_MARK)     # 3 octets; a 1-octet LENGTH follows

@@ -10,10 +10,17 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ndnps.protocol.config import TrainingConfig
 
-from .spec import ScenarioError
+from .feature import Feature, Launcher
+from .process import READY_TIMEOUT, wait_until
+from .values import ScenarioError
+
+if TYPE_CHECKING:
+    from .config import Scenario
+    from .nodes import Plan
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 MODULE = "bench.tcp_ps"
@@ -58,3 +65,76 @@ def worker_argv(t: TrainingConfig, index: int, address: str, port: int,
     """Worker `index` (its shard), connecting to the PS at `address`:`port`."""
     return [sys.executable, "-m", MODULE, "worker", *training_args(t), "--index", str(index),
             "--connect", address, "--port", str(port), "--metrics", str(metrics)]
+
+
+def check(sc: "Scenario", doc: dict[str, Any]) -> None:
+    """run.system = "tcp": bench/tcp_ps.py trains instead of ndnps, on the bottleneck's two
+    hosts: sync SGD of an MLP on the synthetic dataset, no forwarders (so no [links]
+    conditions), no faults."""
+    if sc.topology != "bottleneck":
+        raise ScenarioError("run.system: \"tcp\" (the plain TCP PS baseline) runs over the "
+                            "bottleneck topology only (topology.kind = \"bottleneck\")")
+    for t in sc.all_jobs:
+        for key, wanted in (("mode", "sync"), ("dataset", "synthetic"), ("model", "mlp")):
+            if getattr(t, key) != wanted:
+                raise ScenarioError(f"training.{key}: the TCP PS baseline (run.system = "
+                                    f"\"tcp\") trains {key} = {wanted!r} only, got "
+                                    f"{getattr(t, key)!r}")
+    for key in doc.get("links", {}):
+        if key in sc.links.as_table():
+            raise ScenarioError(f"links.{key}: the TCP PS baseline (run.system = \"tcp\") has "
+                                "no forwarders to emulate link conditions: the bottleneck's "
+                                "tbf is its link")
+    if sc.kills:
+        raise ScenarioError("faults: the TCP PS baseline (run.system = \"tcp\") has no "
+                            "fault handling")
+
+
+def launch(runner: Launcher, plan: "Plan") -> tuple[dict, dict]:
+    """Each job's bench/tcp_ps.py PS on the PS's host, listening on its end of the bottleneck,
+    then its workers on theirs, connecting over it; no forwarders. Their metrics and logs go
+    where the apps' go, under the same names."""
+    sc, run_dir, children = runner.sc, runner.run_dir, env()
+    pss, workers = {}, {}
+    listening: dict[str, tuple[str, Path]] = {}    # PS -> (its address, its port file)
+    for app in plan.apps:
+        runner.roles[app.name] = app.role
+        if app.role == "ps":
+            node = plan.forwarders[app.forwarder]
+            address = runner.address_of(str(node.host))
+            ready = listening[app.name] = (address, run_dir / "config" / f"tcp-{app.name}.port")
+            pss[app.name] = runner.spawn(app.name, runner.wrap(node) + ps_argv(
+                sc.job_of(app.name), address, ready[1],
+                run_dir / "metrics" / f"{app.name}.jsonl"), children)
+    ports = {}
+    for name, ps in pss.items():
+        port_file = listening[name][1]
+        wait_until(lambda f=port_file: f.exists() and f.read_text().strip().isdigit(),
+                   READY_TIMEOUT, ps, "listening")
+        ports[name] = int(port_file.read_text())
+    for app in plan.apps:
+        if app.role == "worker":
+            t = sc.job_of(app.name)
+            argv = runner.wrap(plan.forwarders[app.forwarder]) + worker_argv(
+                t, t.workers.index(app.name), listening[t.ps][0], ports[t.ps],
+                run_dir / "metrics" / f"{app.name}.jsonl")
+            workers[app.name] = runner.spawn(app.name, argv, children)
+    return pss, workers
+
+
+class Baseline(Feature):
+    """run.system = "tcp": the plain TCP PS trains in ndnps's stead."""
+    name = "tcp"
+
+    def active(self, sc: "Scenario") -> bool:
+        return sc.system == "tcp"
+
+    def parse(self, doc: dict[str, Any], sc: "Scenario") -> None:
+        if sc.system == "tcp":
+            check(sc, doc)
+
+    def check_host(self, sc: "Scenario") -> None:
+        check_available()
+
+    def launch(self, runner: Launcher, plan: "Plan") -> tuple[dict, dict] | None:
+        return launch(runner, plan)

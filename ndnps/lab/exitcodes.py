@@ -1,6 +1,7 @@
 """Exit codes of ndnps's programs (the apps and the scenario runner): the contract between a
 program and whoever runs it — a shell, a test, or the runner, which tells a training that
-cannot go on (EXIT_JOB_FAILED) from a process that died."""
+cannot go on (EXIT_JOB_FAILED) from a process that died; the runner's failures, which carry
+one."""
 from __future__ import annotations
 
 import signal
@@ -25,3 +26,21 @@ def describe(code: int | None) -> str:
                EXIT_JOB_FAILED: "the training cannot go on",
                EXIT_SIGNAL: "stopped by SIGTERM"}.get(code)
     return f"code {code}" + (f" ({meaning})" if meaning else "")
+
+
+class RunFailed(RuntimeError):
+    """The runner's run failed (a child's exit, a timeout, a bad set-up)."""
+    exit_code: int | None = None        # a child's own code, when its exit failed the run
+
+
+class JobStopped(RunFailed):
+    """A job said its training cannot go on (an app exited 3): the runner exits 3 too."""
+    exit_code = EXIT_JOB_FAILED
+
+
+def failed_run_exit(e: Exception) -> int:
+    """The runner's exit code for a failed run: the code of the child whose own exit ended it
+    when that says why (3: the training cannot go on, 2: bad configuration), else 1 (a child
+    killed or in error, a timeout, the runner's own failure)."""
+    code = getattr(e, "exit_code", None)
+    return code if code in (EXIT_USAGE, EXIT_JOB_FAILED) else EXIT_ERROR

@@ -19,12 +19,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .process import free_port
-from .topology import AppNode, ForwarderNode, Plan, _apps, _join
+from .values import ScenarioError
+from .nodes import AppNode, ForwarderNode, Plan, join
+from .nodes import apps as app_nodes
 
 if TYPE_CHECKING:
     from ndnps.placement.network import Network
 
-    from .spec import Scenario
+    from .config import Scenario
 
 KINDS = ("fat-tree", "bcube")
 
@@ -52,7 +54,7 @@ def network(sc: "Scenario", bw: float) -> "Network":
     net = _generated(sc, bw)
     if sc.topology == "bcube":
         return net
-    apps = [a.name for a in _apps(sc, lambda i: "", "")]
+    apps = [a.name for a in app_nodes(sc, lambda i: "", "")]
     named = dict(zip(net.hosts, apps))
     switches = set(net.switches)
     links = [Link(named.get(link.a, link.a), named.get(link.b, link.b), link.bw)
@@ -72,12 +74,13 @@ def plan(sc: "Scenario") -> Plan:
     for a in names:
         for b in net.neighbours(a):
             if b in nodes and a < b:
-                _join(nodes[a], nodes[b], f"udp4://127.0.0.1:{nodes[b].udp}",
+                join(nodes[a], nodes[b], f"udp4://127.0.0.1:{nodes[b].udp}",
                       f"udp4://127.0.0.1:{nodes[a].udp}", link, sc.links.reliability)
     if sc.topology == "bcube":
         placed = bcube_apps(sc, net)
     else:
-        placed = [AppNode(a.name, a.role, net.edge_of(a.name)) for a in _apps(sc, lambda i: "", "")]
+        placed = [AppNode(a.name, a.role, net.edge_of(a.name))
+                  for a in app_nodes(sc, lambda i: "", "")]
     _route_apps(sc, nodes, net, placed)
     return Plan(nodes, placed)
 
@@ -86,7 +89,7 @@ def bcube_apps(sc: "Scenario", net: "Network") -> list[AppNode]:
     """A BCube's apps: the workers (or peers) on its last hosts, in order, one each; a PS on
     the first host — alone when there is a host to spare, else beside the first worker (a PS
     colocated with a worker, as ps-lite and BytePS deploy it), so that n^k workers train."""
-    apps = _apps(sc, lambda i: "", "")
+    apps = app_nodes(sc, lambda i: "", "")
     workers = [a for a in apps if a.role != "ps"]
     first = len(net.hosts) - len(workers)
     hosts = net.hosts[first:]
@@ -133,3 +136,16 @@ def route(nodes: dict[str, ForwarderNode], net: "Network", name: str, at: str) -
     for f, node in nodes.items():
         if f != at:
             node.routes.append((f"/{name}", net.path(f, at)[0][1]))
+
+
+def check(sc: "Scenario") -> None:
+    """What the fabric cannot hold: more apps than hosts; a fat-tree in namespaces."""
+    pss = sum(1 for job in sc.all_jobs if not job.collective)
+    # a BCube's PS may share the first host with a worker (ndnps.lab.fabric.bcube_apps)
+    apps = len(sc.worker_names) + (0 if sc.topology == "bcube" and pss == 1 else pss)
+    if apps > hosts(sc):
+        raise ScenarioError(f"topology.workers: this {sc.topology} has {hosts(sc)} hosts, the "
+                            f"run needs {apps}")
+    if sc.netns and sc.topology == "fat-tree":
+        raise ScenarioError("topology.kind: a fat-tree runs locally (its forwarders on "
+                            "127.0.0.1), not with --netns")

@@ -21,18 +21,24 @@ the plan to the PS through the training's `aggregate_at` / `aggregate_via`.
 """
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .spec import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, ScenarioError, _number
+from . import fabric, minindn, topology
+from .feature import Feature
+from .series import ps_series
+from .values import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, ScenarioError, known_keys, number
 
 if TYPE_CHECKING:
     from ndnps.placement.lp import Solution
     from ndnps.placement.network import Network
     from ndnps.protocol.config import TrainingConfig
 
-    from .spec import Scenario
+    from .config import Scenario
+    from .nodes import Plan
 
 PLACEMENTS = ("greedy", "random", "edge-only")
 KEYS = {"k", "capacity", "slots", "timeout", "placement", "link_mbps"}
@@ -46,6 +52,8 @@ class Ina:
     timeout: float = 2.0
     placement: str | list[str] = "greedy"
     link_mbps: float = 1000.0
+    # where the aggregators went: placed before the run (`place`), not read from the table
+    plan: "InaPlan | None" = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -97,17 +105,13 @@ class InaPlan:
 
 def parse(table: Any, sc: "Scenario") -> Ina:
     """[ina], checked against the scenario (errors name the key)."""
-    if not isinstance(table, dict):
-        raise ScenarioError("ina: expected a table")
-    for key in table:
-        if key not in KEYS:
-            raise ScenarioError(f"ina.{key}: unknown key (known: {', '.join(sorted(KEYS))})")
+    known_keys(table, "ina", KEYS)
     ina = Ina()
-    ina.k = _number(table.get("k", ina.k), "ina.k", 0, 64, True)
-    ina.capacity = _number(table.get("capacity", ina.capacity), "ina.capacity", 1e-3)
-    ina.slots = _number(table.get("slots", ina.slots), "ina.slots", 1, 1 << 20, True)
-    ina.timeout = _number(table.get("timeout", ina.timeout), "ina.timeout", 0.01, 60.0)
-    ina.link_mbps = _number(table.get("link_mbps", ina.link_mbps), "ina.link_mbps", 1e-3)
+    ina.k = number(table.get("k", ina.k), "ina.k", 0, 64, True)
+    ina.capacity = number(table.get("capacity", ina.capacity), "ina.capacity", 1e-3)
+    ina.slots = number(table.get("slots", ina.slots), "ina.slots", 1, 1 << 20, True)
+    ina.timeout = number(table.get("timeout", ina.timeout), "ina.timeout", 0.01, 60.0)
+    ina.link_mbps = number(table.get("link_mbps", ina.link_mbps), "ina.link_mbps", 1e-3)
     placement = table.get("placement", ina.placement)
     routers = candidates(sc)
     if isinstance(placement, list):
@@ -164,7 +168,6 @@ def edge(sc: "Scenario") -> str:
     if sc.topology == "bottleneck":
         return BOTTLENECK_PS_HOST
     if sc.topology == "fat-tree":
-        from . import fabric
         return fabric.network(sc, 1000.0).edge_of(sc.training.ps)
     if sc.topology == "minindn":                # the PS's node, locally and in namespaces
         return sc.ps_node
@@ -180,7 +183,6 @@ def candidates(sc: "Scenario") -> list[str]:
     if sc.topology == "tree":
         return [f"leaf{i + 1}" for i in range(sc.leaves)]
     if sc.topology == "fat-tree":
-        from . import fabric
         net = fabric.network(sc, 1000.0)
         return [s for s in net.switches if s != net.edge_of(sc.training.ps)]
     if sc.topology == "minindn":
@@ -197,10 +199,8 @@ def network(sc: "Scenario", ina: Ina) -> "Network":
     job = sc.training
     links: list[Link] = []
     if sc.topology == "fat-tree":
-        from . import fabric
         return fabric.network(sc, bw)
     if sc.topology == "minindn":                # a link without bw= at [links]' rate, or ours
-        from . import minindn
         return minindn.network(sc, bw)
     if sc.topology == "bottleneck":
         a, b = BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST
@@ -276,3 +276,74 @@ def _idle_reason(node: str, sol: "Solution", ina: Ina) -> str:
             "(each worker goes where most of it does); "
             + (f"it takes all it may, ina.capacity = {ina.capacity:g} Mbit/s" if full else
                "more would not raise γ"))
+
+
+def ina_counts(run_dir: Path, end: dict, forwarders: list[str]) -> dict[str, Any]:
+    """In-network aggregation's counters: the PS's (segments the network summed, segments
+    it summed itself) and the aggregating forwarders' (from their final status)."""
+    slots = rejected = answered = fallbacks = 0
+    by_forwarder = {}
+    for name in forwarders:
+        path = run_dir / "traces" / f"{name}-status.json"
+        try:
+            agg = json.loads(path.read_text()).get("aggregation") or {}
+        except (OSError, ValueError):
+            continue
+        c = agg.get("counters", {})
+        by_forwarder[name] = c
+        slots += c.get("collisions", 0)
+        rejected += c.get("rejected", 0)
+        answered += c.get("answered", 0)
+        fallbacks += c.get("fallbacks", 0)
+    return {"segments_aggregated": end.get("segments_aggregated"),
+            "segments_fallback": end.get("segments_fallback"),
+            "slot_collisions": slots, "contributions_rejected": rejected,
+            "sums_answered": answered, "subgroup_fallbacks": fallbacks,
+            "forwarders": by_forwarder}
+
+
+class InNetwork(Feature):
+    """[ina]: aggregators placed before the run; also a training's own aggregate_at (a
+    PS-less job's aggregator, or one given by hand), configured with [ina]'s defaults."""
+    name = "ina"
+    tables = ("ina",)
+
+    def active(self, sc: "Scenario") -> bool:
+        return sc.ina is not None or bool(sc.training.aggregate_at)
+
+    def parse(self, doc: dict[str, Any], sc: "Scenario") -> None:
+        if "ina" in doc:
+            sc.ina = parse(doc["ina"], sc)
+
+    def prepare(self, sc: "Scenario", run_dir: Path) -> list[str]:
+        if sc.ina is None:
+            return []
+        # where the aggregators go, and the plan the PS sends them
+        plan = sc.ina.plan = place(sc, sc.ina)
+        sc.training.aggregate_at = plan.root
+        sc.training.aggregate_via = plan.aggregate_via()
+        sc.training.validate()
+        return plan.notes()
+
+    def routes(self, sc: "Scenario", plan: "Plan") -> None:
+        if sc.ina is not None and sc.ina.plan is not None:
+            topology.route_aggregators(plan, sc, list(sc.ina.plan.aggregators))
+
+    def aggregators(self, sc: "Scenario") -> list[str] | None:
+        if sc.ina is not None and sc.ina.plan is not None:
+            return sc.ina.plan.configured()
+        return [sc.training.aggregate_at] if sc.training.aggregate_at else []
+
+    def configure(self, sc: "Scenario", name: str, transport: str) -> bool:
+        table = sc.ina or Ina()
+        configure(transport, sc.training, name, table.slots, table.timeout)
+        return True
+
+    def summarize(self, run_dir: Path, sc: "Scenario", summary: dict[str, Any],
+                  wall_seconds: float) -> None:
+        if sc.ina is None or sc.ina.plan is None:
+            return
+        configured = self.aggregators(sc) or []
+        summary["ina"] = {**sc.ina.plan.as_dict(), "aggregators_configured": configured,
+                          **ina_counts(run_dir, ps_series(run_dir, sc.training.recorder).end,
+                                       configured)}

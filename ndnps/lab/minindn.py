@@ -23,17 +23,23 @@ paths the LP loaded are the ones the run takes.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ndnps.placement.network import TopologyError, read_minindn
 
 from .netns import NetnsUnavailable
 from .process import free_port
-from .topology import NDN_PORT, AppNode, ForwarderNode, Plan, _apps, _join
+from .values import ScenarioError
+from .nodes import NDN_PORT, AppNode, ForwarderNode, Plan
+from .nodes import join as join_faces
+from .nodes import apps as app_nodes
 
 if TYPE_CHECKING:
     from ndnps.placement.network import Link, Network
 
     from .netns import Netns
-    from .spec import Scenario
+    from .config import Scenario
 
 # an app's unix socket to its node's forwarder, as the LP sees it (Mbit/s): not a limit
 LOCAL_MBPS = 1e6
@@ -42,7 +48,7 @@ LOCAL_MBPS = 1e6
 def apps(sc: "Scenario") -> list[AppNode]:
     """Every job's PS on the PS's node, the workers round the worker nodes."""
     nodes = sc.worker_nodes
-    return _apps(sc, lambda i: nodes[i % len(nodes)], sc.ps_node)
+    return app_nodes(sc, lambda i: nodes[i % len(nodes)], sc.ps_node)
 
 
 def network(sc: "Scenario", bw: float) -> "Network":
@@ -82,7 +88,7 @@ def plan(sc: "Scenario") -> Plan:
             host_links.append((link.a, link.b))
         else:
             a, b = nodes[link.a], nodes[link.b]
-            _join(a, b, f"udp4://127.0.0.1:{b.udp}", f"udp4://127.0.0.1:{a.udp}",
+            join_faces(a, b, f"udp4://127.0.0.1:{b.udp}", f"udp4://127.0.0.1:{a.udp}",
                   conditions(sc, link), sc.links.reliability)
     at = {**{n: n for n in sc.network.switches}, **{a.name: a.forwarder for a in placed}}
     for name, node_of in at.items():
@@ -112,7 +118,7 @@ def join(plan: Plan, sc: "Scenario", netns: "Netns") -> list[str]:
                     raise NetnsUnavailable(f"cannot limit link {veth.a}:{veth.b} at {host}: "
                                            f"{e}") from None
             limited += 1
-        _join(plan.forwarders[veth.a], plan.forwarders[veth.b],
+        join_faces(plan.forwarders[veth.a], plan.forwarders[veth.b],
               f"udp4://{veth.addr_b}:{NDN_PORT}", f"udp4://{veth.addr_a}:{NDN_PORT}", table,
               sc.links.reliability)
     return [f"{limited} of {len(netns.links)} links limited by tbf at their rate"] \
@@ -123,3 +129,73 @@ def limited(sc: "Scenario") -> bool:
     """Whether a link of the scenario's file has a rate (with --netns: tbf needed)."""
     return sc.topology == "minindn" and any(
         conditions(sc, link).get("rate_mbps") for link in sc.network.links)
+
+
+def read_file(topo: dict[str, Any], sc: "Scenario", base: Path | None) -> None:
+    """[topology] file (kind "minindn"): the Mini-NDN file read (every error names its line
+    and key), and the nodes the PS and the workers run on."""
+    if sc.topology != "minindn":
+        raise ScenarioError(f"topology.kind: a topology file is kind = \"minindn\" (or leave "
+                            f"kind out), got {sc.topology!r}")
+    file = topo.get("file")
+    if not isinstance(file, str) or not file:
+        raise ScenarioError(f"topology.file: expected the path of a Mini-NDN topology file, "
+                            f"got {file!r}")
+    path = Path(file).expanduser()
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    if not path.is_file():
+        raise ScenarioError(f"topology.file: {path}: no such file")
+    try:
+        net = read_minindn(path)
+    except TopologyError as e:
+        raise ScenarioError(f"topology.file: {e}") from None
+    sc.network = net
+    sc.raw["topology"]["file"] = str(path.resolve())      # the run's copy finds it anywhere
+
+    def node(value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise ScenarioError(f"{key}: expected a node's name, got {value!r}")
+        try:
+            name = net.node(value)
+        except TopologyError as e:
+            raise ScenarioError(f"{key}: {e} (nodes: {', '.join(net.switches)})") from None
+        if name not in net.switches:
+            raise ScenarioError(f"{key}: {name!r} is one of the file's [switches], which "
+                                "forward only; apps run on [nodes]")
+        return name
+
+    sc.ps_node = node(topo.get("ps_node", net.switches[0]), "topology.ps_node")
+    others = [n for n in net.switches if n != sc.ps_node] or [sc.ps_node]
+    names = topo.get("worker_nodes", others)
+    if not isinstance(names, list) or not names:
+        raise ScenarioError(f"topology.worker_nodes: expected a list of nodes, got {names!r}")
+    sc.worker_nodes = [node(n, f"topology.worker_nodes[{i}]") for i, n in enumerate(names)]
+    if len(set(sc.worker_nodes)) != len(sc.worker_nodes):
+        raise ScenarioError(f"topology.worker_nodes: a node named twice in {names}")
+    for i, n in enumerate(sc.worker_nodes):
+        try:
+            net.path(n, sc.ps_node)
+        except TopologyError:
+            raise ScenarioError(f"topology.worker_nodes[{i}]: no path from {n!r} to the PS's "
+                                f"node {sc.ps_node!r}") from None
+
+
+def check_apps(sc: "Scenario", doc: dict[str, Any]) -> None:
+    """What a topology file's scenario cannot do: the apps' names must not be nodes' (both
+    are routed by name), PS-less training is not built on it, the links are the file's."""
+    nodes = set(sc.network.nodes)
+    for job in sc.all_jobs:
+        for key, app in [("ps", job.ps)] + [("workers", w) for w in job.workers]:
+            if app in nodes:
+                raise ScenarioError(f"training.{key}: {app!r} is also a node of topology.file "
+                                    "(the routes to the app and to the node would clash): "
+                                    "name the app otherwise")
+        if job.collective:
+            raise ScenarioError("training.collective: PS-less training on a topology file is "
+                                "not built (a PS and its workers are)")
+    if doc.get("links", {}).get("app_faces") is True:
+        raise ScenarioError("links.app_faces: on a topology file every app uses its node's "
+                            "forwarder over its local socket, as in Mini-NDN: no link to "
+                            "emulate there")
+    sc.links.app_faces = False

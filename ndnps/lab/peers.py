@@ -1,5 +1,6 @@
-"""summary.json's `collective` block for a PS-less run (docs/collectives.md), from every peer's
-version records (apps/peer.py):
+"""PS-less training (`training.collective`: ring, ina, bcube; docs/collectives.md) in a
+scenario: its defaults and checks, its peers' program, and summary.json's `collective` figures,
+from every peer's version records (apps/peer.py):
 
 * `parameters_identical`: every version's parameter digest is the same at every peer that
   made it (`digest_mismatches` lists the versions where not; the runner fails such a run;
@@ -23,9 +24,20 @@ from __future__ import annotations
 import re
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from . import fabric
+from .feature import Feature, Launch, Rows
 from .metrics import read_metrics
+from .topology import router_names
+from .traces import link_bytes
+from .values import ScenarioError, fmt
+
+if TYPE_CHECKING:
+    from ndnps.protocol.config import TrainingConfig
+
+    from .config import Scenario
+    from .nodes import AppNode
 
 _SWITCH = re.compile(r"^s(\d+)-\d+$")      # a BCube switch, s<level>-<index>
 WARMUP_VERSIONS = 2         # as report.WARMUP_VERSIONS: the first versions carry start-up
@@ -133,3 +145,123 @@ def collective_summary(run_dir: Path, job: Any, versions: int, link_bytes: dict[
                                 if analytic.get(lvl)},
         "max_link_bytes_per_version": busiest / versions if versions and busiest else None,
     }
+
+
+# ---- the scenario -------------------------------------------------------------------------------
+
+def peer_defaults(training: dict[str, Any], sc: "Scenario") -> None:
+    """A PS-less job's defaults from the topology: a BCube fabric's n; on a star, the
+    forwarder every peer shares aggregates (collective = "ina")."""
+    if training.get("collective") == "bcube" and sc.topology == "bcube":
+        training.setdefault("bcube_n", sc.n)
+    if training.get("collective") == "ina" and sc.topology in ("star", "bcube"):
+        # the forwarder every peer shares; on a BCube the first host's (docs/collectives.md)
+        training.setdefault("aggregate_at", "fwd" if sc.topology == "star" else "p0")
+
+
+def check_peers(sc: "Scenario", doc: dict[str, Any]) -> None:
+    """What a PS-less training (training.collective) cannot do."""
+    for t in sc.all_jobs:
+        if t.collective:
+            _check_peer_job(sc, doc, t)
+
+
+def _check_peer_job(sc: "Scenario", doc: dict[str, Any], t: "TrainingConfig") -> None:
+    if sc.jobs and t.collective == "bcube":
+        raise ScenarioError("jobs: a BCube's peers fill the fabric: one job")
+    if sc.system != "ndnps":
+        raise ScenarioError("run.system: the TCP baseline trains with a PS, not "
+                            "training.collective")
+    if sc.topology == "bottleneck":
+        raise ScenarioError("topology.kind: the bottleneck has one host for every worker; "
+                            "PS-less training needs a host per peer (star, tree, bcube)")
+    if t.collective == "bcube" and sc.topology == "bcube" and \
+            (t.bcube_n, t.bcube_levels()) != (sc.n, sc.k):
+        raise ScenarioError(f"training.bcube_n: the peers form BCube({t.bcube_n}, "
+                            f"{t.bcube_levels()}), the topology is BCube({sc.n}, {sc.k})")
+    if t.collective == "ina" and t.aggregate_at not in router_names(sc):
+        raise ScenarioError(f"training.aggregate_at: {t.aggregate_at!r} is not one of the "
+                            f"topology's forwarders ({', '.join(router_names(sc))})")
+    if "ina" in doc:
+        raise ScenarioError("ina: places aggregators for a PS; PS-less training with "
+                            "collective = \"ina\" aggregates at training.aggregate_at")
+    if sc.slowdown:
+        raise ScenarioError("workers.slowdown: not with PS-less training (peers run in step)")
+
+
+def senders(sc: "Scenario") -> list[str]:
+    """The name each peer's traffic leaves under in the link counts: its own, its netns host's
+    h-<peer>, its BCube host's p<i>."""
+    if sc.topology == "bcube":           # each peer's host forwarder
+        return [a.forwarder for a in fabric.bcube_apps(sc, fabric.network(sc, 1000.0))]
+    peers = sc.training.workers
+    return [f"h-{p}" for p in peers] if sc.netns else list(peers)
+
+
+def over_analytic(by_level: dict[str, float]) -> str:
+    """Bytes on a peer's face over the analytic value: one figure, or one per BCube level."""
+    if len(by_level) == 1:
+        return fmt(next(iter(by_level.values())), ".2f")
+    return ", ".join(f"level {lvl}: {fmt(v, '.2f')}" for lvl, v in by_level.items()) or "-"
+
+
+class Collective(Feature):
+    """PS-less training: peers all-reduce their gradients (ring, BCube, or at an aggregating
+    forwarder), with no PS."""
+    name = "collective"
+
+    def active(self, sc: "Scenario") -> bool:
+        return bool(sc.training.collective) and sc.pipeline is None
+
+    def training(self, doc: dict[str, Any], sc: "Scenario",
+                 table: dict[str, Any]) -> dict[str, Any]:
+        if table.get("collective"):
+            peer_defaults(table, sc)
+        return table
+
+    def parse(self, doc: dict[str, Any], sc: "Scenario") -> None:
+        if any(job.collective for job in sc.all_jobs):
+            check_peers(sc, doc)
+
+    def program(self, sc: "Scenario", run_dir: Path, app: "AppNode") -> Launch | None:
+        return Launch("peer", ["apps.peer"]) if app.role == "peer" else None
+
+    def loss_policy(self, job: "TrainingConfig", name: str, role: str) -> str | None:
+        if role != "peer":
+            return None
+        wait = f"once it is silent for training.worker_timeout = {job.worker_timeout:g} s"
+        if job.on_peer_loss == "re-form":
+            return (f"the other peers re-form without it {wait} (training.on_peer_loss = "
+                    f"'re-form')")
+        return f"the training stops {wait} (training.on_peer_loss = 'stop')"
+
+    def summarize(self, run_dir: Path, sc: "Scenario", summary: dict[str, Any],
+                  wall_seconds: float) -> None:
+        summary.update(collective_summary(run_dir, sc.training, summary["versions"],
+                                          link_bytes(run_dir), senders(sc),
+                                          sc.topology == "bcube"))
+        summary["collective"] = summary.pop("kind")
+
+    def rows(self, summary: dict[str, Any], rows: Rows) -> Rows:
+        """What a PS-less run promises: the same parameters at every peer, the bytes its
+        schedule sends, the time from the last gradient to the last peer's parameters."""
+        bcube = summary.get("bcube")
+        shape = f", BCube({bcube['n']}, {bcube['k']})" if bcube else ""
+        out: Rows = [
+            ("scenario", summary["scenario"]),
+            ("collective", f"{summary.get('collective')}, {summary.get('peers')} peers{shape}"),
+            ("final accuracy", summary["final_accuracy"]), ("versions", summary["versions"]),
+            ("model bytes", summary["model_bytes"]),
+            ("parameters identical (versions compared)",
+             f"{summary.get('parameters_identical')} ({summary.get('versions_compared')})"),
+            ("bytes on a peer's face per version / analytic",
+             over_analytic(summary.get("bytes_over_analytic") or {})),
+            ("sync (median, s)", summary.get("sync_seconds")),
+            ("iteration (median, s)", summary["iteration_seconds"]),
+            ("busiest link bytes per version", summary.get("max_link_bytes_per_version")),
+            ("retransmissions", summary["retransmissions"])]
+        if summary.get("faults") or summary.get("reformed"):
+            out += [("faults injected", len([f for f in summary.get("faults", [])
+                                             if "skipped" not in f])),
+                    ("collective re-formed", len(summary.get("reformed") or []))]
+        return out + [("wall seconds", summary["wall_seconds"])]

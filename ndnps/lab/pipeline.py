@@ -36,13 +36,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .feature import Feature, Launch, Rows
+from .figures import SERIES_COLOURS, TIME_AXIS, legend, save
+from .marks import read_summary
 from .metrics import read_metrics
-from .spec import ScenarioError, _number
+from .profiling import load_profile, profile_layers, profile_model
+from .values import ScenarioError, fmt, known_keys, number
 
 if TYPE_CHECKING:
     from ndnps.protocol.config import TrainingConfig
 
-    from .spec import Scenario
+    from .config import Scenario
+    from .nodes import AppNode
 
 SPLITS = ("planned", "equal-layers", "equal-devices")
 KEYS = {"machines", "micro_batches", "split", "recompute", "device_scale", "device_time",
@@ -90,14 +95,10 @@ def parse(doc: dict[str, Any], sc: "Scenario") -> Pipeline:
             raise ScenarioError(f"{where}.name: a name without '/' or ':', got {name!r}")
         if name in [k for k, _ in p.kinds]:
             raise ScenarioError(f"{where}.name: {name!r} named twice")
-        p.kinds.append((name, _number(entry.get("speed", 0.0), f"{where}.speed", 1e-6)))
-    if not isinstance(table, dict):
-        raise ScenarioError("pipeline: expected a table")
-    for key in table:
-        if key not in KEYS:
-            raise ScenarioError(f"pipeline.{key}: unknown key (known: {', '.join(sorted(KEYS))})")
-    p.machines = _number(table.get("machines", p.machines), "pipeline.machines", 1, 16, True)
-    p.micro_batches = _number(table.get("micro_batches", p.micro_batches),
+        p.kinds.append((name, number(entry.get("speed", 0.0), f"{where}.speed", 1e-6)))
+    known_keys(table, "pipeline", KEYS)
+    p.machines = number(table.get("machines", p.machines), "pipeline.machines", 1, 16, True)
+    p.micro_batches = number(table.get("micro_batches", p.micro_batches),
                               "pipeline.micro_batches", 1, 256, True)
     p.split = table.get("split", p.split)
     if p.split not in SPLITS:
@@ -105,20 +106,20 @@ def parse(doc: dict[str, Any], sc: "Scenario") -> Pipeline:
     p.recompute = table.get("recompute", p.recompute)
     if not isinstance(p.recompute, bool):
         raise ScenarioError(f"pipeline.recompute: expected true or false, got {p.recompute!r}")
-    p.device_scale = _number(table.get("device_scale", p.device_scale), "pipeline.device_scale",
+    p.device_scale = number(table.get("device_scale", p.device_scale), "pipeline.device_scale",
                              1.0, 1000.0)
     p.device_time = table.get("device_time", p.device_time)
     if p.device_time not in DEVICE_TIMES:
         raise ScenarioError(f"pipeline.device_time: one of {', '.join(DEVICE_TIMES)}, got "
                             f"{p.device_time!r}")
-    p.profile_samples = _number(table.get("profile_samples", p.profile_samples),
+    p.profile_samples = number(table.get("profile_samples", p.profile_samples),
                                 "pipeline.profile_samples", 1, 1 << 20, True)
     p.profile = table.get("profile", p.profile)
     if not isinstance(p.profile, str):
         raise ScenarioError(f"pipeline.profile: a plan.json's path, got {p.profile!r}")
-    p.bandwidth_mbps = _number(table.get("bandwidth_mbps", p.bandwidth_mbps),
+    p.bandwidth_mbps = number(table.get("bandwidth_mbps", p.bandwidth_mbps),
                                "pipeline.bandwidth_mbps", 0.001)
-    p.latency_ms = _number(table.get("latency_ms", p.latency_ms), "pipeline.latency_ms", 0.0)
+    p.latency_ms = number(table.get("latency_ms", p.latency_ms), "pipeline.latency_ms", 0.0)
     _check_training(doc.get("training", {}), p)
     if "jobs" in doc or "share" in doc or "ina" in doc:
         raise ScenarioError("pipeline: one job, without [share] or [ina] (not built)")
@@ -219,57 +220,6 @@ def _planner_inputs(p: Pipeline, measured: list, kinds: list[tuple[str, float]]
             [Device(k, v, p.bandwidth_mbps * 1e6 / 8, p.latency_ms / 1000) for k, v in kinds])
 
 
-def _layers(profile: list[dict[str, Any]]) -> list:
-    from ndnps.planner.partition import Layer
-    return [Layer(l["layer"], l["forward"], l["backward"], l["activation_bytes"],
-                  l["param_bytes"]) for l in profile]
-
-
-def load_profile(path: str, t: "TrainingConfig", micro: int) -> list:
-    """pipeline.profile: the profile in an earlier run's plan.json, checked to be this model's
-    at this micro-batch size (each layer's bytes)."""
-    key = "pipeline.profile"
-    try:
-        profile = json.loads(Path(path).read_text())["profile"]
-        layers = _layers(profile)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ScenarioError(f"{key}: {path}: not a plan.json with a profile ({e})") from None
-    from ndnps.ml.data import load_dataset
-    ds = load_dataset(t.dataset, t.seed, **t.dataset_kwargs())
-    widths = [ds.n_features, *t.hidden, ds.n_classes]
-    want = [(float(micro * b * 4), float((a + 1) * b * 4)) for a, b in zip(widths, widths[1:])]
-    if [(l.activation_bytes, l.param_bytes) for l in layers] != want:
-        raise ScenarioError(f"{key}: {path} profiles another model or micro-batch size "
-                            f"({len(layers)} layers; this one has {len(want)} at {micro} "
-                            f"samples a micro-batch)")
-    return layers
-
-
-def profile_model(t: "TrainingConfig", micro: int, samples: int = 512,
-                  key: str = "training.batch") -> list:
-    """The planner's profile of the training's model on this machine (ndnps.planner.profile):
-    each layer's forward and backward CPU time per micro-batch of `micro` samples, after a
-    brief pre-training on `samples` of them."""
-    from ndnps.ml.data import load_dataset
-    from ndnps.ml.models import build_model
-    from ndnps.planner.profile import profile
-    ds = load_dataset(t.dataset, t.seed, **t.dataset_kwargs())
-    a = min(samples, len(ds.X_train))
-    if a < micro:
-        raise ScenarioError(f"{key}: {a} samples hold no micro-batch of {micro}")
-    model = build_model({"n_in": ds.n_features, "n_classes": ds.n_classes,
-                         **t.model_spec()}, t.seed)
-    return profile(model, ds.X_train[:a], ds.y_train[:a], micro, steps=max(4, a // micro))
-
-
-def fill_layer_seconds(t: "TrainingConfig") -> None:
-    """A PS's job with device_time = "profiled" and no profile given: its workers' whole-model
-    step profiled on this machine at its batch (each worker's gradient is one operation)."""
-    if t.device_time == "profiled" and not t.layer_seconds and not t.machines:
-        t.layer_seconds = [c / t.batch for l in profile_model(t, t.batch)
-                           for c in (l.forward, l.backward)]
-
-
 # ---- the summary ------------------------------------------------------------------------------
 
 def _steady(records: list[dict]) -> list[dict]:
@@ -282,7 +232,7 @@ def _median(values: list[Any]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def summary(run_dir: Path, sc: "Scenario") -> dict[str, Any]:
+def pipeline_summary(run_dir: Path, sc: "Scenario") -> dict[str, Any]:
     """summary.json's `pipeline` block and the top-level figures a pipeline replaces."""
     p: Pipeline = sc.pipeline
     t = sc.training
@@ -359,7 +309,7 @@ def _split_of(p: Pipeline, t: "TrainingConfig") -> tuple[Any, list]:
     """The split run and the layers as its devices run them, rebuilt from the plan."""
     from ndnps.planner.partition import split_by_bounds
     assert p.plan is not None
-    layers, devices = _planner_inputs(p, _layers(p.plan["profile"]), t.stage_devices())
+    layers, devices = _planner_inputs(p, profile_layers(p.plan["profile"]), t.stage_devices())
     return split_by_bounds(layers, devices, t.stage_layers, p.micro_batches, p.machines), layers
 
 
@@ -447,3 +397,110 @@ def _accuracy(run_dir: Path, sc: "Scenario", recs: dict[str, list[dict]],
 
 def write_plan(run_dir: Path, plan: dict[str, Any]) -> None:
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2))
+
+
+def stage_rows(p: dict) -> list[tuple[str, object]]:
+    """The final table of a pipeline run: the stages, then the figures docs/hetero.md reports."""
+    rows: list[tuple[str, object]] = [
+        (f"stage {st['stage']}: {st['kind']} x{fmt(st['device_factor'], '.0f')}, layers "
+         f"{st['layers'][0]}-{st['layers'][-1]}" if st["layers"] else f"stage {st['stage']}",
+         f"busy {fmt(st['busy_seconds'], '.3f')} s, idle {fmt(st['idle_fraction'], '.2f')}")
+        for st in p["stages"]]
+    return rows + [
+        ("final accuracy (reference)", f"{fmt(p['final_accuracy'], '.4f')} "
+                                       f"({fmt(p.get('reference_accuracy'), '.4f')})"),
+        ("iteration (median, s; predicted)", f"{fmt(p['iteration_seconds'], '.3f')} "
+                                             f"({fmt(p['predicted_iteration_seconds'], '.3f')})"),
+        ("samples/s", fmt(p["samples_per_second"], ".1f")),
+        ("stage imbalance (max / mean busy)", fmt(p["stage_imbalance"], ".3f")),
+        ("stages identical across machines", p["parameters_identical"]),
+        ("activation memory saved (recompute)", fmt(p["memory_saved"], ".2f"))]
+
+
+def plot_loss(run_dir: Path, sc: "Scenario", path: Path) -> Path:
+    """The loss each machine's last stage computed, step by step, and the final accuracy of
+    the stages' model on the test set (the stages evaluate nothing while they train)."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    end = 0.0                               # the last step's time: where the accuracy goes
+    for i, row in enumerate(sc.training.stage_apps()):
+        last = run_dir / "metrics" / f"{row[-1]}.jsonl"
+        recs = [r for r in (read_metrics(last) if last.exists() else [])
+                if r.get("loss") is not None and "event" not in r and "t" in r]
+        ax.plot([r["t"] for r in recs], [r["loss"] for r in recs],
+                color=SERIES_COLOURS[i % len(SERIES_COLOURS)], lw=0.8,
+                label=f"training loss (machine {i + 1}, stage {row[-1]})")
+        end = max([end, *(r["t"] for r in recs)])
+    accuracy = read_summary(run_dir).get("final_accuracy")
+    handles = list(ax.get_lines())
+    if accuracy is not None:
+        ax2 = ax.twinx()
+        ax2.set_ylim(0, 1.05)
+        ax2.set_ylabel("test accuracy")
+        handles += ax2.plot([end], [accuracy], "o", color="tab:blue",
+                            label=f"final test accuracy {accuracy:.4f} (the stages' model)")
+    ax.set_xlabel(TIME_AXIS)
+    ax.set_ylabel("loss")
+    legend(ax, handles)
+    ax.set_title(f"{sc.name}: the stages' loss, and the final accuracy")
+    fig.tight_layout()
+    return save(fig, path)
+
+
+class PipelineFeature(Feature):
+    """[[device_kinds]] and [pipeline]: pipeline + data parallel on devices of different
+    speeds, planned before the run."""
+    name = "pipeline"
+    tables = ("device_kinds", "pipeline")
+    draws_loss = True
+
+    def active(self, sc: "Scenario") -> bool:
+        return sc.pipeline is not None
+
+    def training(self, doc: dict[str, Any], sc: "Scenario",
+                 table: dict[str, Any]) -> dict[str, Any]:
+        if "pipeline" not in doc and "device_kinds" not in doc:
+            return table
+        if "workers" in doc.get("training", {}):
+            raise ScenarioError("training.workers: a pipeline names its stage apps "
+                                "m<j>-<kind> itself")
+        sc.pipeline = parse(doc, sc)
+        table = training_table(sc.pipeline, table)
+        sc.workers = len(table["workers"])
+        return table
+
+    def check_host(self, sc: "Scenario") -> None:
+        if sc.netns:
+            raise ScenarioError("pipeline: on a local star, not with --netns (not built)")
+
+    def prepare(self, sc: "Scenario", run_dir: Path) -> list[str]:
+        # the planner on this machine: the stages and their layers, before anything runs
+        write_plan(run_dir, make_plan(sc.pipeline, sc.training))
+        return []
+
+    def program(self, sc: "Scenario", run_dir: Path, app: "AppNode") -> Launch | None:
+        if app.role != "peer" or not sc.job_of(app.name).machines:
+            return None
+        # a stage saves its final parameters: the model the summary evaluates
+        return Launch("stage", ["apps.stage", "--save",
+                                str(run_dir / STAGES_DIR / f"{app.name}.npz")])
+
+    def loss_policy(self, job: "TrainingConfig", name: str, role: str) -> str | None:
+        if role != "stage":
+            return None
+        return (f"the pipeline stops: it cannot go on without stage {name} (its other stages "
+                f"stop once it is silent for training.worker_timeout = {job.worker_timeout:g} s)")
+
+    def summarize(self, run_dir: Path, sc: "Scenario", summary: dict[str, Any],
+                  wall_seconds: float) -> None:
+        block = summary["pipeline"] = pipeline_summary(run_dir, sc)
+        for key in ("final_accuracy", "parameters_identical", "digest_mismatches"):
+            summary[key] = block.get(key)
+        summary["collective"] = "pipeline"
+
+    def rows(self, summary: dict[str, Any], rows: Rows) -> Rows:
+        return [("scenario", summary["scenario"]), *stage_rows(summary["pipeline"]),
+                ("wall seconds", summary["wall_seconds"])]
+
+    def plot(self, run_dir: Path, sc: "Scenario", plots: Path) -> list[Path]:
+        return [plot_loss(run_dir, sc, plots / "loss_accuracy.png")]

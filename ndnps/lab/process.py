@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+READY_TIMEOUT = 30.0        # s a process started has to say it is ready
+
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 

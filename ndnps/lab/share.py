@@ -24,17 +24,27 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ndnps.protocol.config import ConfigError
+
+from .feature import Feature, Helper, Launcher
+from .figures import TIME_AXIS, legend, save
+from .ina import configure
 from .metrics import read_metrics
-from .spec import ScenarioError, _number
+from .process import READY_TIMEOUT, wait_until
+from .series import ps_series
+from .tomltext import to_toml
+from .values import ScenarioError, known_keys, number
 
 if TYPE_CHECKING:
     from ndnps.protocol.config import TrainingConfig
 
-    from .spec import Scenario
+    from .config import Scenario
+    from .nodes import Plan
 
 CTL = "ctl"                     # the controller's node name
 POLICIES = ("time-division", "always-wait", "spatial", "never")
@@ -70,11 +80,7 @@ def default_at(sc: "Scenario") -> str:
 def parse(table: Any, sc: "Scenario") -> Share:
     """[share], checked against the scenario's topology (errors name the key); the jobs are
     checked and changed by `apply`."""
-    if not isinstance(table, dict):
-        raise ScenarioError("share: expected a table")
-    for key in table:
-        if key not in KEYS:
-            raise ScenarioError(f"share.{key}: unknown key (known: {', '.join(sorted(KEYS))})")
+    known_keys(table, "share", KEYS)
     s = Share()
     s.policy = table.get("policy", s.policy)
     if s.policy not in POLICIES:
@@ -93,14 +99,14 @@ def parse(table: Any, sc: "Scenario") -> Share:
                             f"({', '.join(routers)})")
     if sc.topology == "tree" and s.at != "root":
         raise ScenarioError("share.at: on a tree, the root (every job's traffic meets there)")
-    s.slots = _number(table.get("slots", s.slots), "share.slots", 1, 1 << 20, True)
-    s.slot_timeout = _number(table.get("slot_timeout", s.slot_timeout), "share.slot_timeout",
+    s.slots = number(table.get("slots", s.slots), "share.slots", 1, 1 << 20, True)
+    s.slot_timeout = number(table.get("slot_timeout", s.slot_timeout), "share.slot_timeout",
                              0.01, 60.0)
-    s.agree_timeout = _number(table.get("agree_timeout", s.agree_timeout),
+    s.agree_timeout = number(table.get("agree_timeout", s.agree_timeout),
                               "share.agree_timeout", 0.01, 60.0)
-    s.backoff = _number(table.get("backoff", s.backoff), "share.backoff", 0.001, 10.0)
-    s.tries = _number(table.get("tries", s.tries), "share.tries", 1, 100, True)
-    s.hold_limit = _number(table.get("hold_limit", s.hold_limit), "share.hold_limit", 0.1,
+    s.backoff = number(table.get("backoff", s.backoff), "share.backoff", 0.001, 10.0)
+    s.tries = number(table.get("tries", s.tries), "share.tries", 1, 100, True)
+    s.hold_limit = number(table.get("hold_limit", s.hold_limit), "share.hold_limit", 0.1,
                            3600.0)
     if s.policy == "spatial" and s.slots < len(sc.all_jobs):
         raise ScenarioError(f"share.slots: {s.slots} cannot be split among "
@@ -117,7 +123,6 @@ def defaults(table: Any, sc: "Scenario") -> dict[str, Any]:
 
 def apply(s: Share, sc: "Scenario") -> None:
     """Each job as the policy runs it."""
-    from ndnps.protocol.config import ConfigError
     for i, job in enumerate(sc.all_jobs):
         where = f"jobs[{i}]" if sc.jobs else "training"
         if job.collective not in ("", "ina") and not (s.policy == "never"
@@ -177,7 +182,7 @@ def _records(run_dir: Path, app: str) -> list[dict]:
     return read_metrics(path) if path.exists() else []
 
 
-def summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) -> dict[str, Any]:
+def share_summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) -> dict[str, Any]:
     """summary.json's `share`: per job its rounds by decision (an "unreachable" one: the
     controller did not answer), its nodes' asks answered RETRY, round waits, completion time;
     `decision_mismatches` (nodes of one job that chose differently for a round: must be 0),
@@ -248,3 +253,89 @@ def summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) -> dic
     done = [j["completion_seconds"] for j in jobs.values() if j["completion_seconds"]]
     out["mean_completion_seconds"] = statistics.mean(done) if done else None
     return out
+
+
+def plot(runs: dict[str, Any], sc: "Scenario", path: Path) -> Path:
+    """Each job's rounds in time, as the share controller decided them."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    styles = {"aggregate": ("tab:green", "aggregators"), "ordinary": ("tab:grey", "ordinary way"),
+              "unreachable": ("tab:red", "controller unreachable")}
+    shown: set[str] = set()
+    for i, (ps, run) in enumerate(runs.items()):
+        for how, (colour, label) in styles.items():
+            ts = [r["t"] for r in run.versions if r.get("share") == how]
+            if ts:
+                ax.plot(ts, [i] * len(ts), "|", ms=12, color=colour,
+                        label=None if how in shown else label)
+                shown.add(how)
+    ax.set_yticks(range(len(runs)), list(runs))
+    ax.set_ylim(-0.7, len(runs) - 0.3)
+    ax.set_xlabel(TIME_AXIS)
+    ax.set_title(f"{sc.name}: each round's decision ({sc.share.policy})")
+    legend(ax, [h for h in ax.get_lines() if not str(h.get_label()).startswith("_")])
+    fig.tight_layout()
+    return save(fig, path)
+
+
+class Sharing(Feature):
+    """[share]: every job aggregates at one forwarder, round by round as its policy decides."""
+    name = "share"
+    tables = ("share",)
+
+    def active(self, sc: "Scenario") -> bool:
+        return sc.share is not None
+
+    def job_defaults(self, doc: dict[str, Any], sc: "Scenario") -> dict[str, Any]:
+        # every job aggregates at [share]'s forwarder
+        return defaults(doc["share"], sc) if "share" in doc else {}
+
+    def parse(self, doc: dict[str, Any], sc: "Scenario") -> None:
+        if "share" not in doc:
+            return
+        if "ina" in doc:
+            raise ScenarioError("ina: not with [share] (it names the one aggregator the jobs "
+                                "share)")
+        sc.share = parse(doc["share"], sc)
+        apply(sc.share, sc)
+
+    def routes(self, sc: "Scenario", plan: "Plan") -> None:
+        routes(sc.share, sc, plan.forwarders)
+
+    def aggregators(self, sc: "Scenario") -> list[str] | None:
+        return [] if sc.share.policy == "never" else [sc.share.at]
+
+    def configure(self, sc: "Scenario", name: str, transport: str) -> bool:
+        s = sc.share                    # every job, in its range of the one pool
+        for job in sc.all_jobs:
+            first, slots = ranges(s, sc.all_jobs)[job.ps]
+            configure(transport, job, name, slots, s.slot_timeout, first)
+        return True
+
+    def helpers(self, runner: Launcher) -> list[Helper]:
+        """The controller (apps/controller.py) beside the aggregating forwarder."""
+        s = runner.sc.share
+        if not s.controlled:
+            return []
+        conf = runner.run_dir / "config" / "share.toml"
+        conf.write_text(to_toml(controller_config(s, runner.sc.all_jobs)))
+        argv = [sys.executable, "-m", "apps.controller", "--config", str(conf), "--metrics",
+                str(runner.run_dir / "metrics" / f"{CTL}.jsonl"), *runner.link_flags()]
+        proc = runner.spawn(CTL, argv, {"NDN_CLIENT_TRANSPORT": f"unix://{runner.sockets[s.at]}"})
+        wait_until(lambda: "ready" in proc.tail(5), READY_TIMEOUT, proc, "ready")
+        return [controller(proc)]
+
+    def summarize(self, run_dir: Path, sc: "Scenario", summary: dict[str, Any],
+                  wall_seconds: float) -> None:
+        summary["share"] = share_summary(sc.share, sc, run_dir, wall_seconds)
+
+    def plot(self, run_dir: Path, sc: "Scenario", plots: Path) -> list[Path]:
+        runs = {job.ps: ps_series(run_dir, job.recorder) for job in sc.all_jobs}
+        return [plot(runs, sc, plots / "share.png")]
+
+
+def controller(proc: Any) -> Helper:
+    """The controller's process as the runner watches it: its loss leaves rounds to the
+    ordinary way."""
+    return Helper(proc, "controller", CTL,
+                  "none: rounds go the ordinary way (the nodes find it unreachable)")

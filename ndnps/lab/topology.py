@@ -23,110 +23,30 @@ limited by the kernel's tbf qdisc (the runner sets it up, `[bottleneck]`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from forwarder.strategy import BestRoute, RetxSuppression
-
-# the packet classes of the forwarders' rate traces: the training protocol's exchanges
-CLASSIFIER = "ndnps.protocol.names:classify"
-
+from . import fabric, minindn
+from .config import Scenario
+from .nodes import NDN_PORT, AppNode, Face, ForwarderNode, Plan, forwarder_strategy, join
+from .nodes import apps as app_nodes
 from .process import free_port
-from .spec import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, Scenario, udp_face_mtu
+from .values import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, udp_face_mtu
 
-NDN_PORT = 6363
-
-
-@dataclass
-class Face:
-    name: str          # the peer forwarder
-    uri: str
-    link: dict[str, float] = field(default_factory=dict)
-    reliability: bool = False          # NDNLPv2 link reliability (both ends have it)
-
-
-@dataclass
-class ForwarderNode:
-    name: str
-    host: str | None = None               # netns host, None locally
-    udp: int = NDN_PORT
-    faces: list[Face] = field(default_factory=list)
-    routes: list[tuple[str, str]] = field(default_factory=list)     # (prefix, face name)
-    app_link: dict[str, float] = field(default_factory=dict)
-    udp_mtu: int | None = None            # its UDP faces' longest datagram (None: 1472)
-
-    def config(self, run_dir: Path, tables: dict, trace_interval: float,
-               strategy: str | None = None) -> str:
-        lines = []
-        if strategy is not None:            # (a top-level table array: before the tables)
-            lines += ["[[strategies]]", 'prefix = "/"', f'strategy = "{strategy}"']
-        if tables:
-            lines.append("[tables]")
-            lines += [f"{k} = {v!r}" for k, v in tables.items()]
-        if self.udp_mtu is not None:
-            lines += ["[udp]", f"mtu = {self.udp_mtu}"]
-        if self.app_link:
-            lines.append("[app_links]")
-            lines += [f"{k} = {v!r}" for k, v in self.app_link.items()]
-        for face in self.faces:
-            lines += ["[[faces]]", f'name = "{face.name}"', f'uri = "{face.uri}"']
-            if face.reliability:
-                lines.append("reliability = true")
-            lines += [f"{k} = {v!r}" for k, v in face.link.items()]
-        for prefix, face_name in self.routes:
-            lines += ["[[routes]]", f'prefix = "{prefix}"', f'face = "{face_name}"']
-        traces = run_dir / "traces"
-        lines += ["[trace]", f'rates = "{traces / (self.name + "-rates.tsv")}"',
-                  f'tables = "{traces / (self.name + "-tables.tsv")}"',
-                  f"interval = {trace_interval}", f'node = "{self.name}"',
-                  f'classifier = "{CLASSIFIER}"']
-        return "\n".join(lines) + "\n"
-
-
-def forwarder_strategy(sc: Scenario) -> str:
-    """Every forwarder's strategy for the training's names: best-route, with the training's
-    retransmission suppression (initial and maximum interval), which its fetchers wait for
-    (TrainingConfig)."""
-    t = sc.training
-    return BestRoute(RetxSuppression(initial=t.retx_suppression_ms / 1000,
-                                     max=t.retx_suppression_max_ms / 1000)).name
-
-
-@dataclass
-class AppNode:
-    name: str
-    role: str                  # "ps", "worker" or "peer" (PS-less training: apps.peer)
-    forwarder: str             # the forwarder it connects to
-
-
-@dataclass
-class Plan:
-    forwarders: dict[str, ForwarderNode]
-    apps: list[AppNode]
-    # netns only: (host a, host b) links in creation order, and the forwarder of each host
-    host_links: list[tuple[str, str]] = field(default_factory=list)
-
-
-def _join(a: ForwarderNode, b: ForwarderNode, uri_of_b: str, uri_of_a: str,
-          link: dict[str, float], reliability: bool) -> None:
-    a.faces.append(Face(b.name, uri_of_b, dict(link), reliability))
-    b.faces.append(Face(a.name, uri_of_a, dict(link), reliability))
+__all__ = ["AppNode", "Face", "ForwarderNode", "Plan", "apply_link_overrides",
+           "assign_addresses", "forwarder_strategy", "plan_bottleneck", "plan_hosts",
+           "plan_local", "plan_netns", "route_aggregators", "router_names"]
 
 
 def plan_local(sc: Scenario) -> Plan:
     """Every job's PS on the star's forwarder or the tree's root; workers on the star's
     forwarder or spread over the leaves (the i-th worker of the run on leaf i mod leaves)."""
     if sc.topology in ("fat-tree", "bcube"):
-        from . import fabric
         return fabric.plan(sc)
     if sc.topology == "minindn":
-        from . import minindn
         return minindn.plan(sc)
     link = sc.links.as_table()
     app_link = link if sc.links.app_faces else {}
     if sc.topology == "star":
         fwd = ForwarderNode("fwd", udp=0, app_link=dict(app_link))
-        return Plan({"fwd": fwd}, _apps(sc, lambda i: "fwd", "fwd"))
+        return Plan({"fwd": fwd}, app_nodes(sc, lambda i: "fwd", "fwd"))
     root = ForwarderNode("root", udp=free_port(), app_link=dict(app_link))
     nodes = {"root": root}
     leaves = []
@@ -134,10 +54,10 @@ def plan_local(sc: Scenario) -> Plan:
         leaf = ForwarderNode(f"leaf{i + 1}", udp=free_port(), app_link=dict(app_link))
         nodes[leaf.name] = leaf
         leaves.append(leaf)
-        _join(root, leaf, f"udp4://127.0.0.1:{leaf.udp}", f"udp4://127.0.0.1:{root.udp}", link,
+        join(root, leaf, f"udp4://127.0.0.1:{leaf.udp}", f"udp4://127.0.0.1:{root.udp}", link,
               sc.links.reliability)
         leaf.routes += [(f"/{job.ps}", "root") for job in sc.all_jobs]
-    apps = _apps(sc, lambda i: leaves[i % len(leaves)].name, "root")
+    apps = app_nodes(sc, lambda i: leaves[i % len(leaves)].name, "root")
     root.routes += [(f"/{app.name}", app.forwarder) for app in apps if app.role != "ps"]
     for app in apps:                    # a peer reaches the other leaves' through the root
         if app.role == "peer":
@@ -162,19 +82,6 @@ def _route_peers_aggregator(sc: Scenario, nodes: dict[str, ForwarderNode]) -> No
             node.routes.append((f"/{at}", at if name == "root" else "root"))
 
 
-def _apps(sc: Scenario, worker_at, ps_at: str) -> list[AppNode]:
-    """Each job's PS (on `ps_at`), then its workers (the i-th worker of the run on
-    `worker_at(i)`); a PS-less job's peers where workers go, and no PS."""
-    apps, i = [], 0
-    for job in sc.all_jobs:
-        if not job.collective:
-            apps.append(AppNode(job.ps, "ps", ps_at))
-        for w in job.workers:
-            apps.append(AppNode(w, "peer" if job.collective else "worker", worker_at(i)))
-            i += 1
-    return apps
-
-
 def apply_link_overrides(plan: Plan, sc: Scenario) -> None:
     """[[link]] entries replace [links] on one direction of a forwarder-to-forwarder link."""
     for (src, dst), links in sc.link_overrides.items():
@@ -195,8 +102,8 @@ def plan_netns(sc: Scenario) -> Plan:
         for leaf in routers[1:]:
             links.append(("root", leaf))
             routes[leaf] += [(f"/{job.ps}", "root") for job in sc.all_jobs]
-    app_hosts = _apps(sc, lambda i: "fwd" if sc.topology == "star" else routers[1 + i % sc.leaves],
-                      routers[0])
+    app_hosts = app_nodes(sc, lambda i: "fwd" if sc.topology == "star"
+                          else routers[1 + i % sc.leaves], routers[0])
     apps = []
     for app in app_hosts:
         router, hf = app.forwarder, f"h-{app.name}"
@@ -232,14 +139,13 @@ def plan_bottleneck(sc: Scenario) -> Plan:
     a, b = BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST
     nodes = {a: ForwarderNode(a, host=a, routes=[(f"/{w}", b) for w in sc.worker_names]),
              b: ForwarderNode(b, host=b, routes=[(f"/{job.ps}", a) for job in sc.all_jobs])}
-    return Plan(nodes, _apps(sc, lambda i: b, a), [(a, b)])
+    return Plan(nodes, app_nodes(sc, lambda i: b, a), [(a, b)])
 
 
 def route_aggregators(plan: Plan, sc: Scenario, nodes: list[str]) -> None:
     """Routes to aggregator forwarders by their node names (an `*aggregate*` Interest's
     ForwardingHint): the edge reaches each through the routers between them."""
     if sc.topology == "fat-tree":
-        from . import fabric
         net = fabric.network(sc, 1000.0)
         for node in nodes:
             fabric.route(plan.forwarders, net, node, node)
@@ -263,10 +169,8 @@ def plan_hosts(sc: Scenario) -> Plan:
     """The netns plan of the scenario's topology; every forwarder's UDP faces send datagrams
     up to what the veths' MTU (links.mtu) carries unfragmented."""
     if sc.topology == "bcube":
-        from . import fabric
         plan = fabric.plan_netns(sc)
     elif sc.topology == "minindn":
-        from . import minindn
         plan = minindn.plan(sc)
     else:
         plan = plan_bottleneck(sc) if sc.topology == "bottleneck" else plan_netns(sc)
@@ -279,5 +183,19 @@ def assign_addresses(plan: Plan, addrs: list[tuple[str, str]], link: dict[str, f
                      reliability: bool = False) -> None:
     """Faces over the veths: `addrs[i]` are the addresses of host_links[i]'s two ends."""
     for (a, b), (addr_a, addr_b) in zip(plan.host_links, addrs):
-        _join(plan.forwarders[a], plan.forwarders[b], f"udp4://{addr_b}:{NDN_PORT}",
+        join(plan.forwarders[a], plan.forwarders[b], f"udp4://{addr_b}:{NDN_PORT}",
               f"udp4://{addr_a}:{NDN_PORT}", link, reliability)
+
+
+def router_names(sc: Scenario) -> list[str]:
+    """The topology's forwarders that apps do not name (a netns run adds one per app host,
+    except on the bottleneck, whose two hosts are these, and a topology file's nodes)."""
+    if sc.topology == "minindn":
+        return sc.network.switches + sc.network.relays
+    if sc.topology == "star":
+        return ["fwd"]
+    if sc.topology == "bottleneck":
+        return [BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST]
+    if sc.topology in fabric.KINDS:
+        return fabric.forwarders(sc)
+    return ["root"] + [f"leaf{i + 1}" for i in range(sc.leaves)]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ndnps.lab.scenario import _to_toml
+from ndnps.lab.tomltext import to_toml
 
 pytestmark = [pytest.mark.slow]
 
@@ -22,7 +22,7 @@ SCENARIO = ROOT / "scenarios" / "multi-job.toml"
 
 def run(tmp_path: Path, doc: dict, timeout: float) -> dict:
     path = tmp_path / "multi.toml"
-    path.write_text(_to_toml(doc))
+    path.write_text(to_toml(doc))
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "ndnps.scenario", str(path), "--plain",
                            "--out", str(out)], capture_output=True, text=True, cwd=ROOT,

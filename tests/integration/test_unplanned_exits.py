@@ -16,7 +16,7 @@ import pytest
 
 from ndnps.lab.metrics import read_metrics
 from ndnps.lab.process import ManagedProcess, wait_until
-from ndnps.lab.scenario import _to_toml
+from ndnps.lab.tomltext import to_toml
 from tests.support.procfs import processes_naming
 
 pytestmark = pytest.mark.slow
@@ -104,7 +104,7 @@ def test_the_share_controller_killed_leaves_rounds_to_the_ordinary_way(tmp_path)
     # the rounds after the kill each wait one ask's lifetime (0.5 s), the first share_patience
     doc["training"]["share_patience"] = 1.0
     path = tmp_path / "multi.toml"
-    path.write_text(_to_toml(doc))
+    path.write_text(to_toml(doc))
     code, text, s = kill_mid_run(tmp_path, str(path), [], "big", ["-m", "apps.controller"],
                                  at_version=2, timeout=200)
     assert code == 0 and s["ok"] is True, text[-3000:]

@@ -10,7 +10,7 @@ import pytest
 
 from apps.ps import JobFailed, ParameterServer
 from tests.support.memnet import MemNet
-from ndnps.lab.report import fault_counts
+from ndnps.lab.series import fault_counts
 from ndnps.protocol.config import from_table
 
 

@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from ndnps.lab.scenario import _to_toml
+from ndnps.lab.tomltext import to_toml
 from ndnps.lab.spec import Kill, ScenarioError, load, parse
 from ndnps.protocol.config import ConfigError, from_table
 
@@ -68,7 +68,7 @@ def test_faults_round_trip_through_the_scenario_as_run():
     sc = load("worker-killed")
     doc = dict(sc.raw)
     doc["training"] = sc.training.as_dict()
-    again = parse(tomllib.loads(_to_toml(doc)), "again")
+    again = parse(tomllib.loads(to_toml(doc)), "again")
     assert again.kills == sc.kills
 
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from bench import tcp_ps
-from ndnps.lab import baseline, netns, report
-from ndnps.lab.scenario import Runner, _bottleneck_rows, main
+from ndnps.lab import baseline, netns
+from ndnps.lab.bottleneck import bottleneck_rows, bottleneck_summary
+from ndnps.lab.runner import Runner
+from ndnps.lab.scenario import main
 from ndnps.lab.spec import ScenarioError, load, parse
 from ndnps.lab.topology import assign_addresses, plan_bottleneck, plan_hosts
 from ndnps.ml.train import steps_per_epoch
@@ -185,7 +187,7 @@ def test_summary_has_the_counters_per_direction_and_both_wire_limits():
     down = netns.parse_qdisc_stats(TC_JSON)
     up = {**down, "sent_packets": 10559, "drops": 0}
     m = 4_000_000                                   # bytes: at 12.5 MB/s, 0.32 s a model
-    out = report.bottleneck_summary(sc, {"ps-host->workers-host": down,
+    out = bottleneck_summary(sc, {"ps-host->workers-host": down,
                                          "workers-host->ps-host": up}, m, 3.2)
     assert out["wire_limit_seconds"] == pytest.approx({"ndnps": 9 * 0.32, "tcp": 16 * 0.32})
     assert out["iteration_over_wire_limit"] == pytest.approx({"ndnps": 3.2 / 2.88,
@@ -194,12 +196,12 @@ def test_summary_has_the_counters_per_direction_and_both_wire_limits():
     assert (out["qdisc_sent_packets"], out["qdisc_drops"]) == (20000, 12)
     assert out["qdisc_drops_over_sent"] == pytest.approx(12 / 20000)
     assert (out["rate_mbps"], out["queue_bytes"], out["burst_bytes"]) == (100.0, 1 << 20, 16384)
-    rows = dict(_bottleneck_rows(out))
+    rows = dict(bottleneck_rows(out))
     assert rows["qdisc drops / packets sent"] == "12 / 20000 (0.06%)"
     # a run that failed before the link existed: the configuration, no counters
-    failed = report.bottleneck_summary(sc, None, None, None)
+    failed = bottleneck_summary(sc, None, None, None)
     assert failed["qdisc"] is None and "wire_limit_seconds" not in failed
-    assert _bottleneck_rows(failed) == []
+    assert bottleneck_rows(failed) == []
 
 
 def test_the_tcp_baseline_trains_the_scenarios_training(tmp_path):

@@ -8,7 +8,9 @@ import tomllib
 import pytest
 
 from ndnps.lab import report
-from ndnps.lab.scenario import Runner, _job_rows
+from ndnps.lab.jobs import jain_index, job_rows, sharing_summary
+from ndnps.lab.runner import Runner
+from ndnps.lab.series import PsRun, ps_run
 from ndnps.lab.spec import ScenarioError, load, parse
 from ndnps.lab.topology import plan_bottleneck, plan_local, plan_netns
 
@@ -98,16 +100,16 @@ def _versions(start: float, step: float, n: int) -> list[dict]:
     return [{"t": start + i * step, "version": i + 1} for i in range(n)]
 
 
-def _run(records: list[dict]) -> report.PsRun:
-    return report.ps_run([{"event": "start", "t": records[0]["t"] - 1, "n_params": 1000}]
+def _run(records: list[dict]) -> PsRun:
+    return ps_run([{"event": "start", "t": records[0]["t"] - 1, "n_params": 1000}]
                          + records)
 
 
 def test_jain_index():
-    assert report.jain_index([5.0, 5.0]) == pytest.approx(1.0)
-    assert report.jain_index([10.0, 0.0]) == pytest.approx(0.5)
-    assert report.jain_index([3.0, 1.0]) == pytest.approx(16 / 20)
-    assert report.jain_index([]) is None and report.jain_index([0.0, 0.0]) is None
+    assert jain_index([5.0, 5.0]) == pytest.approx(1.0)
+    assert jain_index([10.0, 0.0]) == pytest.approx(0.5)
+    assert jain_index([3.0, 1.0]) == pytest.approx(16 / 20)
+    assert jain_index([]) is None and jain_index([0.0, 0.0]) is None
 
 
 def test_sharing_is_measured_over_the_time_both_jobs_ran_steadily():
@@ -115,7 +117,7 @@ def test_sharing_is_measured_over_the_time_both_jobs_ran_steadily():
     # warm-up) until t = 33; b moves half the bytes a version that a does
     a = _run(_versions(10.0, 2.0, 20))           # steady from version 3 (t = 14) to t = 48
     b = _run(_versions(12.0, 1.0, 22))           # steady from version 3 (t = 14) to t = 33
-    out = report.sharing_summary({"a": a, "b": b}, {"a": 1_000_000, "b": 500_000})
+    out = sharing_summary({"a": a, "b": b}, {"a": 1_000_000, "b": 500_000})
     assert out["overlap"] == [14.0, 33.0]
     assert out["jobs"]["a"]["versions_per_s"] == pytest.approx(0.5)
     assert out["jobs"]["b"]["versions_per_s"] == pytest.approx(1.0)
@@ -124,7 +126,7 @@ def test_sharing_is_measured_over_the_time_both_jobs_ran_steadily():
     assert out["jain_index"] == pytest.approx(1.0)
     assert out["share_range"] == pytest.approx([1.0, 1.0])
     # a twice as fast in bytes: shares 4/3 and 2/3, Jain 0.9
-    out = report.sharing_summary({"a": a, "b": b}, {"a": 2_000_000, "b": 500_000})
+    out = sharing_summary({"a": a, "b": b}, {"a": 2_000_000, "b": 500_000})
     assert out["jobs"]["a"]["over_equal_share"] == pytest.approx(4 / 3)
     assert out["share_range"] == pytest.approx([2 / 3, 4 / 3])
     assert out["jain_index"] == pytest.approx(0.9)
@@ -133,17 +135,17 @@ def test_sharing_is_measured_over_the_time_both_jobs_ran_steadily():
 def test_progress_between_versions_is_interpolated():
     a = _run(_versions(0.0, 4.0, 10))            # steady from t = 8
     b = _run(_versions(7.0, 1.0, 12))            # steady from t = 9 to t = 18
-    out = report.sharing_summary({"a": a, "b": b}, {"a": 1, "b": 1})
+    out = sharing_summary({"a": a, "b": b}, {"a": 1, "b": 1})
     assert out["overlap"] == [9.0, 18.0]
     assert out["jobs"]["a"]["versions_per_s"] == pytest.approx(0.25)   # not 2 or 3 versions / 9 s
 
 
 def test_jobs_that_did_not_overlap_get_no_shares():
     a, b = _run(_versions(0.0, 1.0, 5)), _run(_versions(100.0, 1.0, 5))
-    assert report.sharing_summary({"a": a, "b": b}, {"a": 1, "b": 1}) == {
+    assert sharing_summary({"a": a, "b": b}, {"a": 1, "b": 1}) == {
         "overlap_seconds": 0.0, "note": "the jobs' steady versions did not overlap"}
     short = _run(_versions(0.0, 1.0, 3))         # one steady version
-    assert report.sharing_summary({"a": a, "b": short}, {"a": 1, "b": 1})["overlap_seconds"] \
+    assert sharing_summary({"a": a, "b": short}, {"a": 1, "b": 1})["overlap_seconds"] \
         is None
 
 
@@ -164,7 +166,7 @@ def test_the_summary_reports_each_job_and_their_sharing(tmp_path):
     # ps1: 1 version/s x 3 x 4000 B; big: 0.5 version/s x 4 x 2000 B
     assert shares["ps1"]["wire_mbps"] == pytest.approx(12000 * 8 / 1e6)
     assert shares["big"]["wire_mbps"] == pytest.approx(4000 * 8 / 1e6)
-    rows = dict(_job_rows(s))
+    rows = dict(job_rows(s))
     assert rows["job big: accuracy, versions, iteration (s), share"].startswith(
         "0.9000, 30, 2.000, 0.0 Mbit/s = 0.50 of equal")
     assert rows["Jain's index (overlap, s)"].startswith("0.8000")

@@ -191,3 +191,25 @@ def test_without_link_counts_the_apps_own_data_counts_stand_in(tmp_path):
 def test_netns_hosts_are_the_senders_on_a_star():
     links = {"h-w1->fwd": 10, "h-w2->fwd": 20, "fwd->h-w1": 7, "w1->h-w1": 1000}
     assert face_bytes(links, ["h-w1", "h-w2"], bcube=False) == {"0": [10, 20]}
+
+
+def test_the_final_table_of_a_ps_less_run_shows_what_it_promises():
+    from ndnps.lab.peers import Collective
+    summary = {"scenario": "ring", "collective": "ring", "peers": 4, "final_accuracy": 0.9,
+               "versions": 40, "model_bytes": 10_000, "parameters_identical": True,
+               "versions_compared": 40, "bytes_over_analytic": {"0": 1.04},
+               "sync_seconds": 0.012, "iteration_seconds": 0.05,
+               "max_link_bytes_per_version": None, "retransmissions": 0, "faults": [],
+               "reformed": [], "wall_seconds": 9.0,
+               "ps_bytes_out_per_version_over_model": 1.86}
+    rows = dict(Collective().rows(summary, [("mode", "sync / persistent")]))
+    assert rows["collective"] == "ring, 4 peers"
+    assert rows["parameters identical (versions compared)"] == "True (40)"
+    assert rows["bytes on a peer's face per version / analytic"] == "1.04"
+    assert rows["sync (median, s)"] == 0.012
+    assert "mode" not in rows and not any(k.startswith("PS ") for k in rows)
+    bcube = dict(Collective().rows({**summary, "bcube": {"n": 2, "k": 2},
+                                    "bytes_over_analytic": {"0": 1.0, "1": 1.1}}, []))
+    assert bcube["collective"] == "ring, 4 peers, BCube(2, 2)"
+    assert bcube["bytes on a peer's face per version / analytic"] == \
+        "level 0: 1.00, level 1: 1.10"

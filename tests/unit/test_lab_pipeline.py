@@ -236,3 +236,27 @@ def test_the_prediction_from_a_runs_own_compute():
     assert pipeline._predict(p, t, [1.0, 1.0]) == pytest.approx(plan["predicted_seconds"],
                                                               abs=1e-6)     # rounded
     assert pipeline._predict(p, t, [2.0, 1.0]) > plan["predicted_seconds"]
+
+
+def test_the_loss_plot_draws_the_stages_loss_and_marks_the_final_accuracy(tmp_path, monkeypatch):
+    """(No run.) A pipeline evaluates only at the end: its plot is each machine's last stage's
+    loss, with the stages' model's final accuracy marked, not an empty accuracy line."""
+    import matplotlib
+    matplotlib.use("Agg")
+    sc = scenario()
+    (tmp_path / "metrics").mkdir()
+    for j, row in enumerate(sc.training.stage_apps()):
+        (tmp_path / "metrics" / f"{row[-1]}.jsonl").write_text("".join(
+            json.dumps({"version": v, "t": 0.1 * v, "loss": 2.0 / v + j}) + "\n"
+            for v in range(1, 6)))
+    (tmp_path / "summary.json").write_text(json.dumps({"final_accuracy": 0.8125}))
+    made = {}
+    monkeypatch.setattr(pipeline, "save", lambda fig, path: made.setdefault(path.name, fig)
+                        and path)
+    assert pipeline.PipelineFeature().plot(tmp_path, sc, tmp_path) == \
+        [tmp_path / "loss_accuracy.png"]
+    fig = made["loss_accuracy.png"]
+    labels = [t.get_text() for ax in fig.axes if ax.get_legend()
+              for t in ax.get_legend().get_texts()]
+    assert sum(label.startswith("training loss") for label in labels) == 2
+    assert "final test accuracy 0.8125 (the stages' model)" in labels

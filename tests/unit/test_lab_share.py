@@ -100,7 +100,7 @@ def test_the_invariants_are_counted_from_the_nodes_and_the_aggregator(tmp_path):
         {"aggregation": {"counters": {"overlaps": 0}, "pool": {"busy_seconds": 2.5}}}))
     _write(m / "ctl.jsonl", [{"event": "end", "busy_seconds": 2.4, "unanswered": 0,
                               "jobs": {"a/t1": {"aborts": 2, "gave_up": 1}}}])
-    s = share.summary(sc.share, sc, tmp_path, wall_seconds=10.0)
+    s = share.share_summary(sc.share, sc, tmp_path, wall_seconds=10.0)
     assert s["decision_mismatches"] == 1
     assert s["mismatched_rounds"][0]["round"] == 2 and s["mismatched_rounds"][0]["job"] == "b"
     assert s["ina_overlap_violations"] == 0 and s["aggregator_busy_fraction"] == 0.25

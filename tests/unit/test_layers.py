@@ -131,3 +131,57 @@ def test_the_apps_and_their_client_stand_on_our_ndn_base_not_python_ndn():
         for path, names in modules(folder).items():
             wrong = {n for n in names if n == "ndn" or n.startswith("ndn.")}
             assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
+
+
+def module_file(module: str) -> Path | None:
+    """The file of this tree that is `module` (a .py, or a package's __init__.py)."""
+    base = ROOT.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def file_imports(path: Path) -> set[Path]:
+    """The files of this tree a file imports — at the top, in a function or under
+    TYPE_CHECKING alike; `from p import m` counts m's file, not p's, when m is a module."""
+    names = imports(path)
+    found = set()
+    for name in names:
+        target = module_file(name)
+        submodules = {module_file(n) for n in names if n.rpartition(".")[0] == name}
+        if target is not None and not (target.name == "__init__.py" and submodules - {None}):
+            found.add(target)
+    return found - {path}
+
+
+def package_cycles(folder: Path) -> list[list[str]]:
+    """Loops of imports among the files directly in one package."""
+    files = sorted(p for p in folder.glob("*.py"))
+    graph = {p: {t for t in file_imports(p) if t.parent == folder} for p in files}
+    cycles: list[list[str]] = []
+    state: dict[Path, int] = {}          # 1: on the path, 2: done
+
+    def visit(node: Path, path: list[Path]) -> None:
+        state[node] = 1
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                loop = path[path.index(target):] + [target]
+                cycles.append([str(p.relative_to(ROOT)) for p in loop])
+            elif target not in state:
+                visit(target, path + [target])
+        state[node] = 2
+
+    for node in files:
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_no_import_cycle_inside_any_package():
+    """Within a package every file stands on the ones below it: no two files, nor a longer
+    loop of them, import each other — not even in a function, nor for the type checker."""
+    packages = sorted({p.parent for folder in ("ndnps", "forwarder", "apps")
+                       for p in (ROOT / folder).rglob("*.py")})
+    found = {str(pkg.relative_to(ROOT)): package_cycles(pkg) for pkg in packages}
+    assert not {pkg: loops for pkg, loops in found.items() if loops}

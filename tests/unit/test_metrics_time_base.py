@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ndnps.lab import scenario, spec
+from ndnps.lab import runner as lab_runner
+from ndnps.lab import spec
+from ndnps.lab.progress import Progress
 from ndnps.lab.metrics import RUN_T0_ENV, MetricsWriter, read_metrics
 
 
@@ -46,22 +48,22 @@ def test_the_runner_gives_every_child_its_start_as_the_origin(tmp_path, monkeypa
         def __init__(self, name, argv, log_path, env=None):
             spawned.append((name, env))
 
-    monkeypatch.setattr(scenario, "ManagedProcess", FakeProcess)
-    runner = scenario.Runner(spec.load("sync-sgd"), tmp_path)
-    runner._spawn("fwd-fwd", ["forwarder"])
-    runner._spawn("ps-r1", ["ps"], {"NDN_CLIENT_TRANSPORT": "unix:///x.sock"})
+    monkeypatch.setattr(lab_runner, "ManagedProcess", FakeProcess)
+    runner = lab_runner.Runner(spec.load("sync-sgd"), tmp_path)
+    runner.spawn("fwd-fwd", ["forwarder"])
+    runner.spawn("ps-r1", ["ps"], {"NDN_CLIENT_TRANSPORT": "unix:///x.sock"})
     origin = repr(runner.t0)
     assert spawned == [("fwd-fwd", {RUN_T0_ENV: origin}),
                        ("ps-r1", {"NDN_CLIENT_TRANSPORT": "unix:///x.sock", RUN_T0_ENV: origin})]
     assert float(origin) == runner.t0
 
 
-def _progress(tmp_path: Path, records: list[dict]) -> scenario.Progress:
+def _progress(tmp_path: Path, records: list[dict]) -> Progress:
     sc = spec.load("sync-sgd", ["topology.workers=1"])
     path = tmp_path / "metrics" / f"{sc.training.ps}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    progress = scenario.Progress(sc, tmp_path, live=False)
+    progress = Progress(sc, tmp_path, live=False)
     progress.update()
     return progress
 

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ndnps.lab import report, spec
+from ndnps.lab import plots, report, spec
+from ndnps.lab.marks import fault_marks
+from ndnps.lab.series import iterations, ps_run, run_warnings
+from ndnps.lab.traces import link_bytes
 
 WALL = 1_700_000_000.0          # the wall clock at the run's start (whole seconds: exact sums)
 MODEL_BYTES = 4000              # 1000 parameters
@@ -81,10 +84,10 @@ def sc():
 # ---- one series, steady state, warnings ----------------------------------------------------------
 
 def test_a_resumed_ps_continues_the_series_and_the_later_record_wins():
-    run = report.ps_run(ps_records())
+    run = ps_run(ps_records())
     assert [r["version"] for r in run.versions] == list(range(1, 31))
     assert [r["t"] for r in run.versions][3:5] == [1.4, 3.1]      # v4 killed PS's, v5 resumed
-    assert all(dt > 0 for _, dt in report._iterations(run.versions))
+    assert all(dt > 0 for _, dt in iterations(run.versions))
     # the first two versions of each PS process: start-up
     assert [(r["version"], r["t"]) for r in run.warmup] == [(1, 1.1), (2, 1.2), (5, 3.1),
                                                             (6, 3.2)]
@@ -106,28 +109,28 @@ def test_summary_reports_steady_state_bytes_and_start_up_apart(run_dir, sc):
 def test_a_short_run_is_warned_about():
     records = [{"event": "start", "version": 0, "t": 1.0}] + [
         version(v, 1.0 + 0.03 * v, 4000) for v in range(1, 11)]
-    warnings = report.run_warnings(report.ps_run(records))
+    warnings = run_warnings(ps_run(records))
     assert len(warnings) == 2
     assert "only 8 versions after the first 2" in warnings[0]
     assert "took 0.30 s" in warnings[1]
     long_enough = [{"event": "start", "version": 0, "t": 1.0}] + [
         version(v, 1.0 + 0.1 * v, 4000) for v in range(1, 23)]
-    assert report.run_warnings(report.ps_run(long_enough)) == []
+    assert run_warnings(ps_run(long_enough)) == []
 
 
 # ---- faults, links, forwarders' time --------------------------------------------------------------
 
 def test_fault_marks_from_the_summary_and_the_ps_events():
-    marks = report.fault_marks(SUMMARY, ps_records())
+    marks = fault_marks(SUMMARY, ps_records())
     assert [(m.t, m.kind, m.label) for m in marks] == [
         (1.65, "kill", "kill ps"), (2.6, "restart", "restart ps-r1"),
         (3.0, "resumed", "PS resumed at v4"), (3.7, "exit", "w1 exited (-9)"),
         (3.75, "dropped", "w1 dropped"), (4.05, "rejoined", "w1 rejoined")]
     # summary.json absent (a failed run), or from before unplanned exits were recorded
-    assert [m.kind for m in report.fault_marks({}, ps_records())] == ["resumed", "dropped",
+    assert [m.kind for m in fault_marks({}, ps_records())] == ["resumed", "dropped",
                                                                     "rejoined"]
     older = {"faults": SUMMARY["faults"]}
-    assert [m.kind for m in report.fault_marks(older, [])] == ["kill", "restart"]
+    assert [m.kind for m in fault_marks(older, [])] == ["kill", "restart"]
 
 
 def test_both_directions_of_every_link(tmp_path):
@@ -143,7 +146,7 @@ def test_both_directions_of_every_link(tmp_path):
         "0.5 leaf1 1 OutData collect 1 300", "0.5 leaf1 1 InData distribute 1 99",
         "0.5 leaf1 2 OutData distribute 1 40", "0.5 leaf1 2 InData collect 1 50"])
     # a link between forwarders counted by its sender; an app's direction by its forwarder
-    assert report.link_bytes(tmp_path) == {
+    assert link_bytes(tmp_path) == {
         "leaf1->root": 300, "leaf1->w1": 40, "ps->root": 20, "root->face9": 5,
         "root->leaf1": 100, "root->ps": 10, "w1->leaf1": 50}
 
@@ -155,7 +158,7 @@ def figures(monkeypatch):
     """The figures plot_all makes, by file name, before they are written."""
     import matplotlib.pyplot as plt
     made: dict = {}
-    monkeypatch.setattr(report, "_save", lambda fig, path: made.setdefault(path.name, fig)
+    monkeypatch.setattr(plots, "save", lambda fig, path: made.setdefault(path.name, fig)
                         and path)
     yield made
     plt.close("all")

@@ -9,10 +9,12 @@ import sys
 
 import pytest
 
-from ndnps.lab import spec
+from ndnps.lab import share, spec
 from ndnps.lab.process import ManagedProcess, ProcessFailed
-from ndnps.lab.scenario import (Faults, JobStopped, Progress, RunFailed, Runner,
-                                failed_run_exit)
+from ndnps.lab.exitcodes import JobStopped, RunFailed, failed_run_exit
+from ndnps.lab.faults import Faults
+from ndnps.lab.progress import Progress
+from ndnps.lab.runner import Runner
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -193,7 +195,7 @@ def test_a_dead_stage_names_the_stage_and_the_pipelines_policy(tmp_path, setup):
 
 def test_a_dead_controller_is_recorded_once_and_the_jobs_go_on(tmp_path, setup):
     runner, faults = setup()
-    runner.controller = exited(tmp_path, "share-ctl", -9)
+    runner.helpers.append(share.controller(exited(tmp_path, "share-ctl", -9)))
     assert runner.check_exits(faults) is False and runner.check_exits(faults) is False
     (rec,) = runner.unplanned_exits
     assert (rec["role"], rec["how"]) == ("controller", "SIGKILL")

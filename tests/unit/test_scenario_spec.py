@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ndnps.lab import spec
-from ndnps.lab.scenario import _to_toml
+from ndnps.lab.tomltext import to_toml
 from ndnps.lab.spec import ScenarioError, apply_overrides, load, parse
 
 
@@ -108,7 +108,7 @@ def test_scenario_as_run_round_trips_through_toml(tmp_path):
     doc = dict(sc.raw)
     doc["training"] = sc.training.as_dict()
     path = tmp_path / "as-run.toml"
-    path.write_text(_to_toml(doc))
+    path.write_text(to_toml(doc))
     again = load(str(path))
     assert again.training == sc.training and again.slowdown == sc.slowdown
 
@@ -144,7 +144,7 @@ def test_link_reliability_goes_on_both_ends_of_every_forwarder_link(tmp_path):
 def test_app_faces_false_emulates_the_forwarder_links_alone(tmp_path):
     """Loss and link reliability between forwarders only, as NFD deployments have them: the
     apps' faces carry no conditions and the apps do not ask for link reliability."""
-    from ndnps.lab.scenario import Runner
+    from ndnps.lab.runner import Runner
     from ndnps.lab.topology import plan_local
     doc = {"topology": {"kind": "tree", "leaves": 1},
            "links": {"loss": 0.05, "reliability": True, "app_faces": False}}
@@ -153,9 +153,9 @@ def test_app_faces_false_emulates_the_forwarder_links_alone(tmp_path):
     assert all(node.app_link == {} for node in plan.forwarders.values())
     faces = [f for node in plan.forwarders.values() for f in node.faces]
     assert len(faces) == 2 and all(f.reliability and f.link == {"loss": 0.05} for f in faces)
-    assert Runner(sc, tmp_path)._link_flags() == ["--link-repair"]
+    assert Runner(sc, tmp_path).link_flags() == ["--link-repair"]
     on_apps = parse({**doc, "links": {"loss": 0.05, "reliability": True}}, "t")
-    assert Runner(on_apps, tmp_path)._link_flags() == ["--lp-reliability"]
+    assert Runner(on_apps, tmp_path).link_flags() == ["--lp-reliability"]
     assert all(n.app_link == {"loss": 0.05} for n in plan_local(on_apps).forwarders.values())
 
 
@@ -200,8 +200,8 @@ def test_the_runner_refuses_app_faces_false_on_a_local_star_before_anything_star
 
 
 def test_list_aligns_every_description(capsys):
-    from ndnps.lab.scenario import _list
-    assert _list() == 0
+    from ndnps.lab.scenario import list_scenarios
+    assert list_scenarios() == 0
     lines = capsys.readouterr().out.splitlines()
     names = spec.builtin_names()
     assert len(lines) == len(names)
