@@ -151,6 +151,7 @@ class Subscriber:
         self.longest_pause = 0.0                # of those
         self.last_push: Key | None = None
         self.last_push_at = 0.0
+        self.last_push_segment = -1
 
     def newest_of(self, producer: str) -> int:
         return self.newest.get(producer, -1)
@@ -168,10 +169,12 @@ class Subscriber:
                 # within one push: the gaps between versions (the training's step) made a tail
                 # wait 8 of them, up to tail_delay, where a push's segments come 0.1 ms apart
                 self.push_gap += SMOOTHING * (gap - self.push_gap)
-                if gap > (self.pauses.get(key) or 0.0):
-                    self.pauses.put(key, gap)          # the push went on after this pause
+                # the push went on after this pause: the next segment came, not a later one
+                # (a gap with segments lost in it is a loss, which the tail wait must not learn)
+                if seg == self.last_push_segment + 1 and gap > (self.pauses.get(key) or 0.0):
+                    self.pauses.put(key, gap)
                     self.longest_pause = max(self.pauses.values())
-            self.last_push, self.last_push_at = key, now
+            self.last_push, self.last_push_at, self.last_push_segment = key, now, seg
         if version <= self.newest_of(producer):
             return []
         asm = self.assemblies.get(key)

@@ -138,6 +138,10 @@ def test_a_tail_waits_longer_than_the_pauses_the_last_pushes_went_on_after():
     assert sub.tail_wait() == pytest.approx(0.45)
     sub.tail_delay = 0.2
     assert sub.tail_wait() == 0.2
+    # a gap with segments lost in it is no pause: the push did not go on at the next segment
+    sub.on_segment(1.95, "ps", 3, 2, b"x", 9, pushed=True)
+    sub.on_segment(2.5, "ps", 3, 7, b"x", 9, pushed=True)
+    assert sub.longest_pause == pytest.approx(0.3)
     # remembered for the last PAUSES_KEPT pushes only
     for v in range(4, 4 + PAUSES_KEPT):
         sub.on_segment(2.0 + v, "ps", v, 0, b"x", 9, pushed=True)
