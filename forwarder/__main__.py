@@ -101,8 +101,9 @@ def status_main(argv: list[str]) -> int:
     where.add_argument("--transport", metavar="URI", dest="transport", type=_transport,
                        help="unix:///path or tcp://host:port instead")
     p.add_argument("--json", action="store_true", help="print the raw JSON document")
-    p.set_defaults(transport=_default_transport())
     args = p.parse_args(argv)       # a bad --unix/--transport exits 2, as every usage error
+    # the default after parsing: argparse would pass a string default through --unix's type
+    args.transport = args.transport or _default_transport()
     try:
         status = fetch_status(args.transport)
     except OSError as e:            # no socket file, refused, timed out, hung up

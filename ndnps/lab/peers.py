@@ -224,7 +224,10 @@ class Collective(Feature):
             check_peers(sc, doc)
 
     def program(self, sc: "Scenario", run_dir: Path, app: "AppNode") -> Launch | None:
-        return Launch("peer", ["apps.peer"]) if app.role == "peer" else None
+        # by the app's own job: in a [[jobs]] run the first training may be a PS's
+        if app.role != "peer" or not sc.job_of(app.name).collective:
+            return None
+        return Launch("peer", ["apps.peer"])
 
     def loss_policy(self, job: "TrainingConfig", name: str, role: str) -> str | None:
         if role != "peer":

@@ -19,7 +19,7 @@ from .bottleneck import bottleneck_note, bottleneck_summary
 from .config import Scenario
 from .exitcodes import EXIT_JOB_FAILED, RunFailed, failed_run_exit
 from .feature import Helper
-from .features import active
+from .features import FEATURES, active
 from .metrics import RUN_T0_ENV
 from .namespaces import NamespaceSetup
 from .netns import Netns, NetnsUnavailable
@@ -190,8 +190,9 @@ class Runner(NamespaceSetup, Supervision):
         return ["--start-after", repr(start)] if start else []
 
     def _program(self, app: topology.AppNode) -> tuple[str, list[str]]:
-        """A PS-less app's role and program, as its feature runs it."""
-        for feature in self.features:
+        """A PS-less app's role and program, as its feature runs it: every feature is asked,
+        as the app's own job decides (a [[jobs]] run's first training may be a PS's)."""
+        for feature in FEATURES:
             launch = feature.program(self.sc, self.run_dir, app)
             if launch is not None:
                 return launch

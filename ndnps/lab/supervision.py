@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, cast
 
 from .exitcodes import EXIT_JOB_FAILED, EXIT_USAGE, JobStopped, RunFailed, describe
 from .faults import Faults, FaultTarget
-from .features import active
+from .features import FEATURES
 from .process import ManagedProcess, ProcessFailed
 from .progress import Progress
 from .status import learn_face_labels
@@ -160,7 +160,7 @@ class Supervision:
         """What a PS-less job does without `name` (a peer or a pipeline's stage), as its
         feature says."""
         job = self.sc.job_of(name)
-        for feature in active(self.sc):
+        for feature in FEATURES:                # each decides by the app's own job
             policy = feature.loss_policy(job, name, role)
             if policy is not None:
                 return policy
