@@ -531,3 +531,27 @@ def test_a_value_the_sum_cannot_hold_among_batched_rows_abandons_the_sum(b):
     c = b.fw.aggregation.counters
     assert (c.rejected, c.abandoned, c.answered) == (1, 1, 0)
     assert len(b.fw.aggregation.pool) == 0
+
+
+def test_the_aggregator_is_a_producer_reached_through_the_fib():
+    # aggregators/add routes the training's aggregate Interests to the aggregator's internal
+    # face and makes this node a producer region (a hint naming it is stripped); remove undoes
+    # both, and an Interest hinted here then finds no route, as at any other node
+    b = Bench()
+    b.fw.network_region = [nv("/isp/site")]
+    b.fw.configure_aggregator(AggregatorConfig(TRAINING, "agg", KEY, KN))
+    entry = b.fw.fib.find_exact(nv("/*aggregate*/ps/t"))
+    assert entry is not None
+    (face,) = entry.nexthops
+    assert b.fw.faces.get(face).remote_uri == "internal://aggregator"
+    assert b.fw.network_region == [nv("/isp/site"), nv("/agg")]
+    ps, f = setup(b)
+    out, _ = ask(b, ps, PLAN)
+    assert sorted(x for x, _ in out) == sorted(f.values())
+    assert b.fw.remove_aggregator(TRAINING) and not b.fw.remove_aggregator(TRAINING)
+    assert b.fw.fib.find_exact(nv("/*aggregate*/ps/t")) is None
+    assert b.fw.network_region == [nv("/isp/site")]
+    out, _ = ask(b, ps, PLAN, seg=2)
+    assert [(x, p.kind, p.reason) for x, p in out] == [(ps, "N", NACK_NO_ROUTE)]
+    b.fw.remove_face(face)                          # internal faces stay
+    assert b.fw.faces.get(face) is not None
