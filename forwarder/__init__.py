@@ -20,7 +20,8 @@ HOT_MODULES = (
     "forwarder.tables.prefix_table", "forwarder.tables.fib", "forwarder.tables.pit",
     "forwarder.tables.cs", "forwarder.tables.dead_nonce_list",
     "forwarder.tables.strategy_choice", "forwarder.tables.persistent_pit",
-    "forwarder.faces.queue", "forwarder.aggregator", "forwarder.tables.aggregator_pool",
+    "forwarder.faces.queue", "forwarder.internal_face", "forwarder.aggregator",
+    "forwarder.tables.aggregator_pool",
 )
 USE_COMPILED = guard(HOT_MODULES) and _BASE_COMPILED
 

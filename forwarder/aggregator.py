@@ -1,9 +1,13 @@
-"""The `*aggregate*` stage (in-network aggregation's aggregators, docs/aggregation.md), sans-I/O.
+"""The aggregator of in-network aggregation (docs/aggregation.md): an internal producer, sans-I/O.
 
 A forwarder configured as an aggregator for a training (management: `aggregators/add`, local
-faces only) answers an Interest `/*aggregate*/<ps>/<train>/<version>/<seg>/<params-digest>`
-whose ForwardingHint names this node and whose plan (ndnps.ndn.aggregation, in the Interest's
-ApplicationParameters) is a group `at` this node, signed under the training's key:
+faces only) routes the training's `*aggregate*` Interests hinted at this node to the
+aggregator's face (Forwarder.configure_aggregator: the route `/*aggregate*/<ps>/<train>`, this
+node's name a producer region), and the strategy forwards them there as to any producer. The
+aggregator answers an Interest `/*aggregate*/<ps>/<train>/<version>/<seg>/<params-digest>`
+whose plan (ndnps.ndn.aggregation, in the Interest's ApplicationParameters) is a group `at` this
+node, signed under the training's key (one whose plan is another node's, or unreadable, is
+Nacked NoRoute: nothing here can serve it):
 
 0. the Interest must be a signed Interest (NDN packet format v0.3) under the key this node was
    configured with, its name's ParametersSha256DigestComponent right (ndnps.ndn.aggregation.
@@ -45,9 +49,12 @@ claimed while another training holds a live one in the range is an *overlap*: co
 latest are recorded (when, which two trainings, which versions); so is each training's and the
 pool's busy time (seconds during which at least one slot was held).
 
-The pipelines call the triggers (`on_interest`, `on_data`, `on_nack`, `on_push`, `on_timer`)
-and carry out the operations they return from the aggregator's own face: ("interest", wire),
-("data", wire, mark) — a sum, handed to onIncomingData — and ("nack", Interest).
+The forwarder hands the aggregator what it sends to its face (`on_interest`, `on_data`,
+`on_nack`: internal_face.InternalApp) and its tick (`on_timer`); the pipelines tell it of pushes
+(`on_push`). Each returns the packets the aggregator sends through its face, which the
+forwarder receives as from any face: member Interests, sums (Data: the PIT answers the
+requesters, the Content Store keeps them) and Nacks of the Interests it was sent (the
+strategy passes them on downstream).
 """
 from __future__ import annotations
 
@@ -56,8 +63,6 @@ import hmac
 import os
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
-from typing import Union
-
 import numpy as np
 
 from ndnps.ndn import summable
@@ -65,17 +70,19 @@ from ndnps.ndn import aggregation
 from ndnps.ndn.aggregation import (AggregatorConfig, Group, decode_plan, encode_plan,
                                    signed_data, signed_plan, verified_content)
 from ndnps.ndn.markers import AGGREGATE_COMPONENT
-from ndnps.ndn.packet import Data, Interest, new_nonce
+from ndnps.ndn.packet import (NACK_CONGESTION, NACK_NO_ROUTE, Data, Interest, Nack,
+                              decode_interest, new_nonce)
 from ndnps.ndn.tlv import (GENERIC_COMPONENT, INTEREST, INTEREST_LIFETIME, MAX_PACKET_SIZE,
                            MUST_BE_FRESH, NAME, NONCE, PARAMS_DIGEST, DecodeError,
                            component_offsets, decode_nonneg, encode_tlv, name_to_str,
                            nonneg_element, read_tl, tl)
 
+from .internal_face import InternalApp, Packet
 from .tables.aggregator_pool import AggregatorPool, SlotKey
 
-Op = Union[tuple[str, bytes], tuple[str, bytes, int], tuple[str, Interest]]
 MAX_WAITING = 1 << 16        # member Interests awaited at once, over every training
 OVERLAP_LOG = 64             # overlaps recorded: the latest
+SUM_FRESHNESS_MS = 1000      # a sum's FreshnessPeriod: the Content Store answers retransmissions
 PLAN_CACHE = 64              # plans decoded, per training (a job sends one or a few)
 
 
@@ -111,7 +118,9 @@ class _Plan:
 
 @dataclass
 class _Pending:
-    interest: Interest            # the aggregate Interest: its name is the answer's
+    # the aggregate Interest last forwarded here: its name is the answer's, its nonce the one
+    # the PIT's out-record toward this face holds (a Nack must carry it)
+    interest: Interest
     plan: _Plan
     tail: bytes                   # version and segment components
     marked: bool = False
@@ -132,15 +141,16 @@ class _Training:
     uri: str = ""                 # its name, for the status and the overlap records
     plans: dict[bytes, _Plan] = field(default_factory=dict)    # by the plan's bytes
     # what follows a member Interest's name: MustBeFresh, the Nonce's TL (then 4 octets), and
-    # after them the InterestLifetime (the slots' timeout)
+    # after them the InterestLifetime (the slots' timeout), in ms here
     lifetime: bytes = b""
+    lifetime_ms: int = 0
 
     def __post_init__(self) -> None:
         self.mac = hmac.new(self.config.key, digestmod=hashlib.sha256)
         self.hint = encode_tlv(GENERIC_COMPONENT, self.config.node.encode())
         self.uri = name_to_str(self.config.training)
-        self.lifetime = nonneg_element(INTEREST_LIFETIME,
-                                       max(1, int(self.config.timeout * 1000)))
+        self.lifetime_ms = max(1, int(self.config.timeout * 1000))
+        self.lifetime = nonneg_element(INTEREST_LIFETIME, self.lifetime_ms)
 
     def plan(self, wire: bytes | memoryview) -> _Plan:
         """The plan of these bytes (DecodeError when malformed), decoded once."""
@@ -158,8 +168,9 @@ class _Training:
         return got
 
 
-class Aggregation:
+class Aggregation(InternalApp):
     def __init__(self) -> None:
+        self.caches = True                      # sums: retransmissions find them
         self.trainings: dict[bytes, _Training] = {}
         self.pool = AggregatorPool(slots=1)     # grown by configure to the trainings' ranges
         self.counters = AggregationCounters()
@@ -183,6 +194,14 @@ class Aggregation:
         if old is not None:
             t.overlaps = old.overlaps
 
+    def nodes(self) -> list[bytes]:
+        """The names this node aggregates as (a ForwardingHint's name, TLV-VALUE), each once."""
+        out: list[bytes] = []
+        for t in self.trainings.values():
+            if t.hint not in out:
+                out.append(t.hint)
+        return out
+
     def remove(self, training: bytes, now: float) -> bool:
         t = self.trainings.pop(training, None)
         if t is None:
@@ -203,16 +222,13 @@ class Aggregation:
 
     # ---- triggers --------------------------------------------------------------------------
 
-    def on_interest(self, interest: Interest, now: float,
-                    face: int = -1) -> list[Op] | None:
-        """An `*aggregate*` Interest from `face` reached its PIT entry here. None: not for
-        this node (forwarded as any Interest, by its ForwardingHint)."""
+    def on_interest(self, interest: Interest, in_face: int, now: float) -> list[Packet]:
+        """An `*aggregate*` Interest from the downstream `in_face`, forwarded to this face by
+        the training's route."""
         found = self._training_of(interest.name)
         if found is None:
-            return None
+            return [Nack(interest, NACK_NO_ROUTE)]     # no training of this name here
         t, tail = found
-        if t.hint not in interest.forwarding_hint:
-            return None
         signed = signed_plan(interest.wire, interest.name, t.mac, t.config.key_name)
         if signed is None:
             self.counters.unauthorised += 1     # dropped: no slot, no Nack (see above)
@@ -221,43 +237,47 @@ class Aggregation:
             plan = t.plan(signed)
             key = _slot_key(t.config.training, tail)
         except DecodeError:
-            return None                     # not ours to read: forwarded by its hint
+            return [Nack(interest, NACK_NO_ROUTE)]     # not ours to read
         if plan.group.at != t.config.node:
-            return None
+            return [Nack(interest, NACK_NO_ROUTE)]     # hinted here, planned elsewhere
         self._now = now
         if key.version < t.pushed:
             self.counters.stale += 1            # its version's slots were freed by a push
-            return [("nack", interest)]
+            return [Nack(interest, NACK_CONGESTION)]
         self.counters.interests += 1
         p = t.pending.get(key)
         if p is not None:
             if p.interest.name != interest.name:
                 self.counters.collisions += 1   # another plan for the same segment
-                return [("nack", interest)]
-            if face not in p.faces:
-                p.faces.add(face)
+                return [Nack(interest, NACK_CONGESTION)]
+            p.interest = interest               # the PIT's out-record holds its nonce now
+            if in_face not in p.faces:
+                p.faces.add(in_face)
                 return []                       # another requester: the PIT merged it
             # a requester asks again (its retransmission, whatever became of its PIT entry)
             return self._express(t, key, p, list(p.expressed))
         workers = plan.workers
-        ops: list[Op] = []
+        out: list[Packet] = []
         # a slot past its deadline, not yet swept (whichever training's): ended now
         stale = self.pool.stale(key, now)
         if stale is not None:
-            ops += self._ended(stale.key)
+            out += self._ended(stale.key)
         if self.pool.claim(key, workers, now, t.config.timeout) is None:
             self.counters.collisions += 1
-            return ops + [("nack", interest)]
+            out.append(Nack(interest, NACK_CONGESTION))
+            return out
         if len(self._waiting) + len(workers) > MAX_WAITING:
             self.pool.release(key, now)
             self.counters.collisions += 1
-            return ops + [("nack", interest)]
+            out.append(Nack(interest, NACK_CONGESTION))
+            return out
         self._note_overlap(t, key, now)         # no sum was pending: a new slot
-        p = t.pending[key] = _Pending(interest, plan, tail, faces={face})
+        p = t.pending[key] = _Pending(interest, plan, tail, faces={in_face})
         names = [self._member(t, key, p, m) for m in plan.group.members]
-        return ops + self._express(t, key, p, names)
+        out += self._express(t, key, p, names)
+        return out
 
-    def on_data(self, data: Data, now: float) -> list[Op]:
+    def on_data(self, data: Data, now: float) -> list[Packet]:
         """A Data for one of our member Interests."""
         got = self._waiting.get(data.name)
         if got is None:
@@ -293,18 +313,20 @@ class Aggregation:
             p.marked = True
         if not done:
             return []
-        answer = signed_data(p.interest.name, total, t.mac, t.config.key_name)
+        answer = signed_data(p.interest.name, total, t.mac, t.config.key_name, SUM_FRESHNESS_MS)
         if len(answer) > MAX_PACKET_SIZE:
             self.counters.oversize += 1     # no packet can carry it: its requester sums
             return self._abandon(key, now)
         self.counters.answered += 1
         self.pool.release(key, now)
         self._drop(t, key)
-        return [("data", answer, 1 if p.marked else 0)]
+        # the Data as the forwarder would decode it: the object crosses the face, not bytes
+        return [Data(answer, p.interest.name, SUM_FRESHNESS_MS, None, 1 if p.marked else 0)]
 
-    def on_nack(self, interest: Interest, now: float) -> list[Op]:
+    def on_nack(self, nack: Nack, now: float) -> list[Packet]:
         """A member's Interest was Nacked: a sub-group's workers are collected here instead; a
         worker's Nack ends the sum (the requester falls back)."""
+        interest = nack.interest
         got = self._waiting.get(interest.name)
         if got is None:
             return []
@@ -320,7 +342,7 @@ class Aggregation:
         p.expressed.pop(interest.name, None)
         return self._express(t, key, p, [self._member(t, key, p, w) for w in workers])
 
-    def on_push(self, rest: bytes, now: float) -> list[Op]:
+    def on_push(self, rest: bytes, now: float) -> list[Packet]:
         """A `*distribute*` Data went by (`rest`: its name without the marker): a push of a
         training's version frees that training's slots of older versions, their sums left
         unfinished Nacked. Any other version than the last one seen counts (a PS restarted
@@ -338,19 +360,19 @@ class Aggregation:
                 t.pushed = version
                 self._now = now
                 self.pool.release_before(training, version, now)
-                ops: list[Op] = []
+                out: list[Packet] = []
                 for key in [k for k in t.pending if k.version < version]:
-                    ops += self._ended(key)
-                return ops
+                    out += self._ended(key)
+                return out
         return []
 
-    def on_timer(self, now: float) -> list[Op]:
+    def on_timer(self, now: float) -> list[Packet]:
         """Slots past their deadline: the partial sums go, the Interests are Nacked."""
         self._now = now
-        ops: list[Op] = []
+        out: list[Packet] = []
         for slot in self.pool.expire(now):
-            ops += self._ended(slot.key)
-        return ops
+            out += self._ended(slot.key)
+        return out
 
     def next_timer(self) -> float | None:
         return self.pool.next_timer()
@@ -412,27 +434,27 @@ class Aggregation:
         self._waiting[name] = (t.config.training, key, workers)
         return name
 
-    def _express(self, t: _Training, key: SlotKey, p: _Pending, names: list[bytes]) -> list[Op]:
-        lifetime = max(1, int(t.config.timeout * 1000))
-        ops: list[Op] = []
+    def _express(self, t: _Training, key: SlotKey, p: _Pending, names: list[bytes]) -> list[Packet]:
+        out: list[Packet] = []
         for name in names:
             workers = p.expressed.get(name)
             if workers is None:
                 continue
             sub = p.subplans.get(name)
             if sub is not None:
-                wire = aggregation.assemble_interest(name, sub[1], sub[0], lifetime, new_nonce())
+                wire = aggregation.assemble_interest(name, sub[1], sub[0], t.lifetime_ms,
+                                                     new_nonce())
+                out.append(decode_interest(wire, 0, len(wire)))
             else:
-                wire = _interest(name, t.lifetime)
+                out.append(_interest(name, t.lifetime, t.lifetime_ms))
             self.counters.member_interests += 1
-            ops.append(("interest", wire))
-        return ops
+        return out
 
-    def _abandon(self, key: SlotKey, now: float) -> list[Op]:
+    def _abandon(self, key: SlotKey, now: float) -> list[Packet]:
         self.pool.release(key, now)
         return self._ended(key)
 
-    def _ended(self, key: SlotKey) -> list[Op]:
+    def _ended(self, key: SlotKey) -> list[Packet]:
         """`key`'s slot is gone (its deadline, a push, a refused member): its unfinished sum
         is dropped and its Interest Nacked, whichever training's it was."""
         t = self.trainings.get(key.training)
@@ -440,7 +462,7 @@ class Aggregation:
             return []
         self.counters.abandoned += 1
         self._drop(t, key)
-        return [("nack", p.interest)]
+        return [Nack(p.interest, NACK_CONGESTION)]
 
     def _note_overlap(self, t: _Training, key: SlotKey, now: float) -> None:
         """A new slot of `t`: an overlap if another training holds a live slot in its range
@@ -495,10 +517,13 @@ def name_of(t: _Training, p: _Pending) -> bytes:
 _FRESH_NONCE = bytes((MUST_BE_FRESH, 0, NONCE, 4))
 
 
-def _interest(name: bytes, lifetime: bytes) -> bytes:
+def _interest(name: bytes, lifetime: bytes, lifetime_ms: int) -> Interest:
     """A collect for `name` (TLV-VALUE), MustBeFresh as the PS's own: a worker's segment
     carries no FreshnessPeriod, so the worker answers, never a cached (maybe refused) copy.
-    `lifetime`: the InterestLifetime element. The bytes ndnps.ndn.packet.encode_interest
-    writes, put together from their fixed parts."""
-    body = b"".join((tl(NAME, len(name)), name, _FRESH_NONCE, os.urandom(4), lifetime))
-    return tl(INTEREST, len(body)) + body
+    `lifetime`: the InterestLifetime element, of `lifetime_ms`. The bytes
+    ndnps.ndn.packet.encode_interest writes, put together from their fixed parts, and the
+    Interest as decode_interest reads them (no HopLimit), without decoding them."""
+    nonce = os.urandom(4)
+    body = b"".join((tl(NAME, len(name)), name, _FRESH_NONCE, nonce, lifetime))
+    return Interest(tl(INTEREST, len(body)) + body, name, False, True, nonce, lifetime_ms,
+                    None, -1)

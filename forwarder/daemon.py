@@ -19,7 +19,7 @@ from .faces.base import Face
 from .faces.link import LinkParams
 from .faces.stream import StreamFace
 from .faces.udp import PERMANENT, PERSISTENT, DatagramSocket, UdpChannel
-from .mgmt import MGMT_PREFIX, Management
+from .mgmt import Management, install
 from .pipelines import Forwarder
 from .strategy import strategy_by_name
 from .tables.rib import CHILD_INHERIT, Route
@@ -44,7 +44,7 @@ class ForwarderDaemon:
         self.faces: dict[int, Face] = {}
         self.mgmt = Management(self.fw, self.create_face, self.destroy_face,
                                self.set_reliability)
-        self.fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
+        install(self.fw, self._submit)
         self._servers: list[asyncio.AbstractServer] = []
         self._udp: UdpChannel | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -77,10 +77,6 @@ class ForwarderDaemon:
             last = start + READ_CHUNK >= n
             chunk = wires if start == 0 and last else wires[start:start + READ_CHUNK]
             for face_id, items in self.fw.on_receive_batch(in_id, chunk).items():
-                if face_id == INTERNAL_FACE:
-                    for item in items:
-                        self._spawn(self._manage(*item))       # type: ignore[misc]
-                    continue
                 out = faces.get(face_id)
                 if out is not None:
                     out.send_many(items)                        # type: ignore[arg-type]
@@ -99,12 +95,13 @@ class ForwarderDaemon:
     def dispatch(self, actions: list) -> None:
         faces = self.faces
         for face_id, item in actions:
-            if face_id == INTERNAL_FACE:
-                self._spawn(self._manage(*item))
-                continue
             face = faces.get(face_id)
             if face is not None:
                 face.send(item)
+
+    def _submit(self, interest, in_face: int) -> None:
+        """A management Interest the forwarder sent to the internal face: answered by a task."""
+        self._spawn(self._manage(interest, in_face))
 
     async def _manage(self, interest, in_face: int) -> None:
         try:

@@ -10,8 +10,10 @@ from ndnps.ndn.fragmentation import FragmentationCounters
 from ndnps.ndn.reliability import ReliabilityCounters
 from ndnps.ndn.tlv import MAX_PACKET_SIZE
 
+from .internal_face import InternalApp
+
 INVALID_FACE: Final = 0
-INTERNAL_FACE: Final = 1          # management, as NFD's internal face
+INTERNAL_FACE: Final = 1          # management's, as NFD's internal face
 FIRST_FACE_ID: Final = 256        # NFD numbers ordinary faces from 256 too
 
 
@@ -68,6 +70,8 @@ class FaceInfo:
     lp_fragmentation: FragmentationCounters | None = None
     send_queue: SendQueueCounters | None = None
     counters: FaceCounters = field(default_factory=FaceCounters)
+    # an internal face's app (internal_face.py), handed the packets sent to the face
+    app: InternalApp | None = None
 
     def drop(self, reason: str) -> None:
         self.counters.drops[reason] += 1

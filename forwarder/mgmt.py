@@ -6,8 +6,10 @@ signed-Interest forms: the v0.3 signed Interest (python-ndn appv2, NDNts) and th
 component. Every ControlResponse carries ControlParameters, errors included: python-ndn's
 `register()` raises on a response without them.
 
-Management runs beside the core on the internal face; it is not on the forwarding hot path,
-so it uses python-ndn's TLV models.
+Management is the app of the internal face (INTERNAL_FACE, `/localhost/nfd` routed to it):
+`ManagementApp` takes each Interest the forwarder sends there and hands it to a submit function
+(the daemon runs `Management.handle` as a task; its answer is received from the internal face).
+It is not on the forwarding hot path, so it uses python-ndn's TLV models.
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ from ndn.app_support import nfd_mgmt as m
 from ndn.encoding import Component, MetaInfo, make_data
 from ndn.security import DigestSha256Signer
 
-from ndnps.ndn.packet import Interest
+from ndnps.ndn.packet import Data, Interest, Nack
+from .face_table import INTERNAL_FACE
+from .internal_face import InternalApp
 from .pipelines import Forwarder
 from .strategy import UnknownStrategy, strategy_by_name
 from .tables.rib import CHILD_INHERIT, Route
@@ -37,6 +41,27 @@ FaceCreator = Callable[[str, int], Awaitable[tuple[int, bool]]]
 FaceDestroyer = Callable[[int], bool]
 ReliabilitySetter = Callable[[int, bool], bool]    # faces/update: (face id, on) -> face found
 LP_RELIABILITY: int = m.FaceFlags.LP_RELIABILITY_ENABLED.value
+
+
+class ManagementApp(InternalApp):
+    """Management at the app's end of the internal face: every Interest for it, with the face
+    it came from (the default FaceId of rib/register), goes to `submit`; the answer, made
+    later, goes back through Forwarder.on_receive(INTERNAL_FACE, ...)."""
+
+    def __init__(self, submit: Callable[[Interest, int], None]) -> None:
+        self.submit = submit
+
+    def on_interest(self, interest: Interest, in_face: int,
+                    now: float) -> list[Interest | Data | Nack]:
+        self.submit(interest, in_face)
+        return []
+
+
+def install(fw: Forwarder, submit: Callable[[Interest, int], None]) -> None:
+    """Management on the internal face: `/localhost/nfd` routed to it (as NFD's), each
+    Interest for it handed to `submit`."""
+    fw.add_internal_face(ManagementApp(submit), INTERNAL_FACE)
+    fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
 
 
 class ControlError(Exception):
@@ -130,12 +155,11 @@ class Management:
                                else "Missing parameters", None)
         value = bytes(Component.get_value(comps[4]))
         if verb == b"remove":
-            agg = self.fw.aggregation
             try:
                 typ, voff, vend = read_tl(value, 0, len(value))
             except DecodeError:
                 return self._reply(comps, 400, "Malformed Name", None)
-            found = agg is not None and agg.remove(value[voff:vend], self.fw.clock())
+            found = self.fw.remove_aggregator(value[voff:vend])
             return self._reply(comps, 200 if found else 404,
                                "OK" if found else "No such training", None)
         try:

@@ -29,33 +29,33 @@ from typing import TYPE_CHECKING, Callable, Final
 from ndnps.ndn.markers import (AGGREGATE_COMPONENT, DISTRIBUTE_COMPONENT, INSERT_COMPONENT,
                                MARKER_BYTE, REMOVE_COMPONENT)
 from ndnps.ndn.packet import (
-    NACK_CONGESTION, NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode,
-    decode_data,
+    NACK_DUPLICATE, Data, Interest, LpFragmented, LpIdle, Nack, data_for, decode, decode_data,
     decode_interest, nack_for, with_nonce, without_forwarding_hint,
 )
 from ndnps.ndn.tlv import (DATA, GENERIC_COMPONENT, INTEREST, DecodeError, component_offsets,
                            encode_tlv)
 
 from .face_table import INTERNAL_FACE, FaceInfo, FaceTable
+from .internal_face import MAX_INTERNAL_BURST, InternalApp, Packet
 from .strategy import Actions, BestRoute, Strategy
 from .tables.cs import ContentStore
 from .tables.dead_nonce_list import DeadNonceList
 from .tables.fib import Fib, FibEntry
 from .tables.persistent_pit import PersistentPit
 from .tables.pit import InRecord, OutRecord, Pit, PitEntry, PitFull
-from .tables.rib import Rib
+from .tables.rib import CHILD_INHERIT, Rib, Route
 from .tables.strategy_choice import StrategyChoice
 from .tracer import RateTracer
 
 if TYPE_CHECKING:
     from ndnps.ndn.aggregation import AggregatorConfig
-    from .aggregator import Aggregation, Op
+    from .aggregator import Aggregation
 
 LOCALHOST: Final = encode_tlv(GENERIC_COMPONENT, b"localhost")
 
-# What on_receive returns: (face id, bytes) to send; toward INTERNAL_FACE the item is
-# (INTERNAL_FACE, (Interest, in-face id)) so management knows who asked.
-Action = tuple[int, object]
+# What on_receive returns: (face id, bytes) to send. Internal faces' packets never leave the
+# core: their apps are handed them (internal_face.py).
+Action = tuple[int, bytes]
 
 
 @dataclass
@@ -111,12 +111,15 @@ class Forwarder(Actions):
         # forwarder is in; an Interest whose ForwardingHint names one of them loses the hint
         self.network_region: list[bytes] = []
         self._out: list[Action] = []
-        # in-network aggregation (aggregator.py): off until management configures a training;
-        # what reaches the aggregator's own face waits in _agg_in until the packet is done
+        # internal faces (internal_face.py), and what their apps sent back while a packet was
+        # handled: received once it is done
+        self._internal: list[FaceInfo] = []
+        self._internal_in: list[tuple[FaceInfo, Packet]] = []
+        # in-network aggregation (aggregator.py): an internal producer, made by the first
+        # aggregators/add; the producer regions it added (its node names)
         self.aggregation: Aggregation | None = None
-        self._agg_face = -1
-        self._agg_in: list[Data | Interest] = []     # Data, and Nacked Interests
-        self._agg_todo: list[Op] = []
+        self._aggregator_face: FaceInfo | None = None
+        self._aggregator_regions: list[bytes] = []
 
     # ---- faces ---------------------------------------------------------------------------
 
@@ -124,8 +127,23 @@ class Forwarder(Actions):
                  persistency: int = 0) -> FaceInfo:
         return self.faces.add(local, remote_uri, local_uri, persistency)
 
+    def add_internal_face(self, app: InternalApp, face_id: int = 0,
+                          uri: str = "internal://") -> FaceInfo:
+        """Put `app` at the end of an internal face: `face_id`'s (management's INTERNAL_FACE,
+        which the face table makes), else a new one. Internal faces are never removed."""
+        face = self._face_by_id.get(face_id) if face_id else None
+        if face is None:
+            face = self.faces.add(True, uri, "internal://", 2)
+        face.app = app
+        if face not in self._internal:
+            self._internal.append(face)
+        return face
+
     def remove_face(self, face_id: int) -> None:
         """A closed face leaves the RIB/FIB, every PIT record and every persistent entry."""
+        face = self._face_by_id.get(face_id)
+        if face is None or face.app is not None:
+            return
         info = self.faces.remove(face_id)
         if info is None:
             return
@@ -151,53 +169,47 @@ class Forwarder(Actions):
     # ---- in-network aggregation ----------------------------------------------------------
 
     def configure_aggregator(self, config: AggregatorConfig) -> None:
-        """Aggregate for a training (management's aggregators/add); the first one gives the
-        aggregator its own face, from which it expresses and answers."""
-        if self.aggregation is None:
-            from .aggregator import Aggregation
-            self.aggregation = Aggregation()
-            self._agg_face = self.faces.add(True, "internal://aggregator", "", 2).id
-        self.aggregation.configure(config, self.clock())
-
-    def _run_aggregation(self) -> None:
-        """Carry out what the aggregator asked for, until it asks nothing more: its member
-        Interests, its sums (through onIncomingData, as Data from its face) and its Nacks."""
+        """Aggregate for a training (management's aggregators/add). The aggregator is an
+        internal producer on a face of its own (made with the first training), reached
+        through the FIB: it is given the route `/*aggregate*/<ps>/<train>` — the name its
+        Interests are routed by, `*aggregate*` being the marker routing keeps — and this
+        node's name becomes a producer region, so that an Interest whose ForwardingHint names
+        this node loses the hint here and follows that route (NFD's way to a producer reached
+        by a hint). Interests hinted at another node go on by their hint."""
         agg = self.aggregation
-        assert agg is not None
-        face = self._face_by_id.get(self._agg_face)
-        now = self.clock()
-        ops, self._agg_todo = self._agg_todo, []
-        for _ in range(1 << 16):                # bounded: each round consumes what it got
-            arrived, self._agg_in = self._agg_in, []
-            for pkt in arrived:
-                if isinstance(pkt, Data):
-                    ops += agg.on_data(pkt, now)
-                else:
-                    ops += agg.on_nack(pkt, now)
-            ops += self._agg_todo
-            self._agg_todo = []
-            if not ops or face is None:
-                return
-            todo, ops = ops, []
-            for op in todo:
-                kind, item = op[0], op[1]
-                if kind == "interest":
-                    assert isinstance(item, bytes)
-                    self.on_incoming_interest(face, decode_interest(item, 0, len(item)))
-                elif kind == "data":
-                    assert isinstance(item, bytes)
-                    mark = op[2] if len(op) > 2 else 0
-                    assert isinstance(mark, int)
-                    data = decode_data(item, 0, len(item), None, mark)
-                    # cached even when its requester's PIT entry is gone: the retransmission
-                    # finds it instead of summing the segment again
-                    self.cs.insert(data, now)
-                    self.on_incoming_data(face, data)
-                else:
-                    assert isinstance(item, Interest)
-                    entry = self.pit.find(item)
-                    if entry is not None and not entry.erased:
-                        self.reject_pending_interest(entry, NACK_CONGESTION)
+        if agg is None:
+            from .aggregator import Aggregation
+            agg = self.aggregation = Aggregation()
+            self._aggregator_face = self.add_internal_face(agg, uri="internal://aggregator")
+        face = self._aggregator_face
+        assert face is not None
+        agg.configure(config, self.clock())
+        prefix = AGGREGATE_COMPONENT + config.training
+        self.rib.add(prefix, len(component_offsets(prefix)),
+                     Route(face.id, 0, 0, CHILD_INHERIT, None))
+        self._set_aggregator_regions()
+
+    def remove_aggregator(self, training: bytes) -> bool:
+        """Stop aggregating for a training (aggregators/remove): its sums, slots and route
+        go, and this node's name as a producer region once no training is left at it."""
+        agg = self.aggregation
+        face = self._aggregator_face
+        if agg is None or face is None or not agg.remove(training, self.clock()):
+            return False
+        self.rib.remove(AGGREGATE_COMPONENT + training, face.id, 0)
+        self._set_aggregator_regions()
+        return True
+
+    def _set_aggregator_regions(self) -> None:
+        """The producer regions: the configured ones, and the aggregator's node names."""
+        agg = self.aggregation
+        base = [r for r in self.network_region if r not in self._aggregator_regions]
+        added: list[bytes] = []
+        for node in (agg.nodes() if agg is not None else []):
+            if node not in base and node not in added:
+                added.append(node)
+        self._aggregator_regions = added
+        self.network_region = base + added
 
     # ---- entry point ---------------------------------------------------------------------
 
@@ -208,8 +220,8 @@ class Forwarder(Actions):
         face = self._face_by_id.get(face_id)
         if face is not None:
             self._receive(face, wire)
-        if self._agg_in or self._agg_todo:
-            self._run_aggregation()
+        if self._internal_in:
+            self._drain_internal()
         return out
 
     def on_receive_batch(self, face_id: int, wires: list[bytes]) -> dict[int, list[object]]:
@@ -223,8 +235,8 @@ class Forwarder(Actions):
             if face is None:
                 break
             self._receive(face, wire)
-        if self._agg_in or self._agg_todo:
-            self._run_aggregation()
+        if self._internal_in:
+            self._drain_internal()
         by_face: dict[int, list[object]] = {}
         for out_face, item in out:
             items = by_face.get(out_face)
@@ -257,6 +269,35 @@ class Forwarder(Actions):
             face.drop("lp_idle")
         except LpFragmented:
             face.drop("lp_fragment")
+
+    def _from_app(self, face: FaceInfo, packets: list[Packet]) -> None:
+        """What an internal face's app sent back: received once the current packet is done."""
+        for pkt in packets:
+            self._internal_in.append((face, pkt))
+
+    def _drain_internal(self) -> None:
+        """Receive what the internal apps sent back, in order, and what that makes them send in
+        turn; bounded, since each answer may bring more (the rest is dropped, counted)."""
+        budget = MAX_INTERNAL_BURST
+        while self._internal_in:
+            todo, self._internal_in = self._internal_in, []
+            for face, pkt in todo:
+                if budget == 0:
+                    face.drop("internal_overflow")
+                    continue
+                budget -= 1
+                try:
+                    if isinstance(pkt, Interest):
+                        face.counters.in_bytes += len(pkt.wire)
+                        self.on_incoming_interest(face, pkt)
+                    elif isinstance(pkt, Data):
+                        face.counters.in_bytes += len(pkt.wire)
+                        self.on_incoming_data(face, pkt)
+                    else:
+                        face.counters.in_bytes += len(pkt.interest.wire)
+                        self.on_incoming_nack(face, pkt)
+                except DecodeError:
+                    face.drop("malformed")
 
     # ---- Interest pipelines --------------------------------------------------------------
 
@@ -344,12 +385,6 @@ class Forwarder(Actions):
         entry.in_records[face_id] = InRecord(face_id, interest, expires)
         if expires > entry.expires:
             self.pit.set_expiry(entry, expires)
-        if self.aggregation is not None and face_id != self._agg_face and \
-                route_name[2:3] == MARKER_BYTE and route_name.startswith(AGGREGATE_COMPONENT):
-            ops = self.aggregation.on_interest(interest, now, face_id)
-            if ops is not None:                 # this node sums it (aggregator.py)
-                self._agg_todo += ops
-                return
         if interest.forwarding_hint:
             fib_entry = self.lookup_fib_by_hint(interest.forwarding_hint)
         else:
@@ -380,9 +415,9 @@ class Forwarder(Actions):
         face = self._face_by_id[face_id]        # strategies send only to faces that exist
         face.counters.out_interests += 1
         self.counters.out_interests += 1
-        if face_id == INTERNAL_FACE:
-            in_face = next(iter(entry.in_records))
-            self._out.append((INTERNAL_FACE, (interest, in_face)))
+        app = face.app
+        if app is not None:
+            self._from_app(face, app.on_interest(interest, _downstream(entry, interest), now))
             return
         wire = interest.wire_for_forwarding()
         face.counters.out_bytes += len(wire)
@@ -459,7 +494,8 @@ class Forwarder(Actions):
             self.on_data_unsolicited(face, data)
             return
         in_face = face.id
-        if in_face != INTERNAL_FACE:
+        app = face.app
+        if app is None or app.caches:
             self.cs.insert(data, now)
         if len(matches) == 1:
             # NFD: the entry's expiry timer set to now, then its strategy's afterReceiveData;
@@ -492,8 +528,10 @@ class Forwarder(Actions):
         self.counters.pushes_in += 1
         face.counters.in_distribute += 1
         rest, rest_offsets = _strip_first(data.name, offsets)
-        if self.aggregation is not None:        # frees the training's other versions' slots
-            self._agg_todo += self.aggregation.on_push(rest, now)
+        agg, agg_face = self.aggregation, self._aggregator_face
+        if agg is not None and agg_face is not None:
+            # a push frees the training's slots of older versions (the push acknowledges)
+            self._from_app(agg_face, agg.on_push(rest, now))
         if self.cs.holds(data.name, data.wire):
             pushed = []
         else:
@@ -550,7 +588,12 @@ class Forwarder(Actions):
         return choice.find(route_name, route_offsets)
 
     def on_data_unsolicited(self, face: FaceInfo, data: Data) -> None:
-        # NFD's default unsolicited-data policy: drop (and we count it)
+        # NFD's default unsolicited-data policy: drop (and we count it); an internal producer's
+        # is admitted to the Content Store (admit-local): a sum made after its requester's PIT
+        # entry expired answers the retransmission
+        app = face.app
+        if app is not None and app.caches:
+            self.cs.insert(data, self.clock())
         self.counters.unsolicited += 1
         face.drop("unsolicited_data")
 
@@ -583,9 +626,10 @@ class Forwarder(Actions):
         face = self._face_by_id.get(face_id)
         if face is None:
             return
-        if face_id == self._agg_face:           # a member's answer, for the aggregator
+        app = face.app
+        if app is not None:
             face.counters.out_data += 1
-            self._agg_in.append(data)
+            self._from_app(face, app.on_data(data, self.clock()))
             return
         wire = data_for(data, token)
         face.counters.out_data += 1
@@ -600,11 +644,13 @@ class Forwarder(Actions):
     def _send_nack(self, face_id: int, interest: Interest, reason: int,
                    token: bytes | None, congestion_mark: int = 0) -> None:
         face = self._face_by_id.get(face_id)
-        if face is None or face_id == INTERNAL_FACE:
+        if face is None:
             return
-        if face_id == self._agg_face:           # a member Interest Nacked
+        app = face.app
+        if app is not None:
             face.counters.out_nacks += 1
-            self._agg_in.append(interest)
+            self._from_app(face, app.on_nack(Nack(interest, reason, congestion_mark),
+                                             self.clock()))
             return
         wire = nack_for(interest, reason, token, congestion_mark)
         face.counters.out_nacks += 1
@@ -639,15 +685,18 @@ class Forwarder(Actions):
     # ---- timers --------------------------------------------------------------------------
 
     def tick(self) -> list[Action]:
-        """Expire soft state (and the aggregator's slots past their deadline, whose Interests
-        are Nacked); the I/O layer calls this a few times a second and sends what it returns."""
+        """Expire soft state, after the internal apps' timers (the aggregator's slots past
+        their deadline, whose Interests it Nacks); the I/O layer calls this a few times a
+        second and sends what it returns."""
         out: list[Action] = []
         self._out = out
         now = self.clock()
-        if self.aggregation is not None:
-            self._agg_todo += self.aggregation.on_timer(now)
-            if self._agg_todo:
-                self._run_aggregation()
+        for face in self._internal:
+            app = face.app
+            if app is not None:
+                self._from_app(face, app.on_timer(now))
+        if self._internal_in:
+            self._drain_internal()
         for entry in self.pit.expire(now):
             if entry.satisfied:                 # held by its strategy after a Data
                 if entry.must_be_fresh:
@@ -675,6 +724,15 @@ def _routing_name(name: bytes, offsets: list[int]) -> tuple[bytes, list[int]]:
             name.startswith(DISTRIBUTE_COMPONENT):
         return _strip_first(name, offsets)
     return name, offsets
+
+
+def _downstream(entry: PitEntry, interest: Interest) -> int:
+    """The downstream whose Interest `interest` is (by its nonce), for an internal face's app;
+    0 when none is left."""
+    for face_id, rec in entry.in_records.items():
+        if rec.interest.nonce == interest.nonce:
+            return face_id
+    return next(iter(entry.in_records), 0)
 
 
 def _duplicate_nonce(entry: PitEntry, nonce: bytes, face_id: int) -> bool:

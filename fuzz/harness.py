@@ -11,14 +11,14 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Coroutine
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from ndn.app_support.nfd_mgmt import make_command, make_command_v2
 from ndn.encoding import Component, InterestParam, MetaInfo, Name, make_data, make_interest
 from ndn.security import DigestSha256Signer
 
 from forwarder.face_table import INTERNAL_FACE
-from forwarder.mgmt import MGMT_PREFIX, Management
+from forwarder.mgmt import Management, install
 from ndnps.ndn.packet import Interest, lp_wrap
 from forwarder.pipelines import Forwarder, Limits
 from forwarder.tables.rib import CHILD_INHERIT, Route
@@ -33,7 +33,9 @@ class Harness:
         self.now = 1000.0
         self.fw = Forwarder(LIMITS, clock=lambda: self.now)
         self.mgmt = Management(self.fw)
-        self.fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
+        # what the internal face hands management waits here (the daemon runs it as a task)
+        self.asked: list[tuple[Interest, int]] = []
+        install(self.fw, lambda interest, in_face: self.asked.append((interest, in_face)))
         self.faces = [self.fw.add_face(True).id, self.fw.add_face(False).id,
                       self.fw.add_face(True).id]
         for prefix, face in (("/ps", self.faces[1]), ("/w1", self.faces[2]), ("/a", self.faces[0]),
@@ -50,14 +52,11 @@ class Harness:
         while pending:                              # management replies re-enter the core
             face, wire = pending.pop()
             for out_face, item in self.fw.on_receive(face, wire):
-                if out_face == INTERNAL_FACE:
-                    # toward the internal face the item is (Interest, in-face id)
-                    interest, in_face = cast("tuple[Interest, int]", item)
-                    reply = _run(self.mgmt.handle(interest, in_face))
-                    if reply is not None:
-                        pending.append((INTERNAL_FACE, reply))
-                else:
-                    assert isinstance(item, bytes) and len(item) <= 8800 + 64
+                assert isinstance(item, bytes) and len(item) <= 8800 + 64
+            while self.asked:
+                reply = _run(self.mgmt.handle(*self.asked.pop(0)))
+                if reply is not None:
+                    pending.append((INTERNAL_FACE, reply))
         self.packets += 1
         if selector & 0x80:                         # time passes now and then
             self.now += (selector & 0x7F) / 10.0

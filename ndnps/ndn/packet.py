@@ -352,16 +352,22 @@ def without_forwarding_hint(interest: Interest) -> Interest:
     the producer's region)."""
     wire = interest.wire
     _, off, vend = read_tl(wire, 0, len(wire))
-    parts = []
     pos = off
     while pos < vend:
         t, _, e = read_tl(wire, pos, vend)
-        if t != FORWARDING_HINT:
-            parts.append(wire[pos:e])
+        if t == FORWARDING_HINT:
+            # the wire without that element; the fields are the Interest's own (not decoded
+            # again), the HopLimit's offset moved with the bytes before it
+            head = tl(INTEREST, (vend - off) - (e - pos))
+            at = interest.hop_limit_at
+            if at >= 0:
+                at += len(head) - off - (e - pos if at >= e else 0)
+            return Interest(head + wire[off:pos] + wire[e:vend], interest.name,
+                            interest.can_be_prefix, interest.must_be_fresh, interest.nonce,
+                            interest.lifetime, interest.hop_limit, at, interest.pit_token, (),
+                            interest.congestion_mark)
         pos = e
-    stripped = encode_tlv(INTEREST, b"".join(parts))
-    return decode_interest(stripped, 0, len(stripped), interest.pit_token,
-                           interest.congestion_mark)
+    return interest
 
 
 def with_nonce(interest: Interest) -> Interest:

@@ -409,7 +409,9 @@ def test_a_plan_not_signed_under_the_training_key_claims_nothing_and_is_counted(
     c = agg.counters
     assert (c.unauthorised, c.interests, c.collisions, c.member_interests) == (1, 0, 0, 0)
     assert agg.status()["counters"]["unauthorised"] == 1
-    # the genuine plan, after it, is summed as ever
+    # the genuine plan, after it, is summed as ever (past the strategy's retransmission
+    # suppression: a forgery that copied the genuine name holds its PIT entry)
+    b.later(0.05)
     out, _ = ask(b, ps, PLAN)
     assert sorted(p.name for _, p in out) == ["/w1/ps/t/v=3/seg=1", "/w2/ps/t/v=3/seg=1"]
 
@@ -422,6 +424,7 @@ def test_a_forgery_of_a_genuine_name_leaves_the_genuine_sum_alone(b):
     out, full = ask(b, ps, PLAN)
     wire = bytearray(genuine())
     wire[-1] ^= 1                                   # the signature value
+    b.later(0.05)           # within the strategy's suppression it would not reach the aggregator
     assert b.rx(attacker, bytes(wire)) == []
     assert b.fw.aggregation.counters.unauthorised == 1
     b.rx(f["w1"], contribution("w1", [1.0]))
@@ -528,3 +531,27 @@ def test_a_value_the_sum_cannot_hold_among_batched_rows_abandons_the_sum(b):
     c = b.fw.aggregation.counters
     assert (c.rejected, c.abandoned, c.answered) == (1, 1, 0)
     assert len(b.fw.aggregation.pool) == 0
+
+
+def test_the_aggregator_is_a_producer_reached_through_the_fib():
+    # aggregators/add routes the training's aggregate Interests to the aggregator's internal
+    # face and makes this node a producer region (a hint naming it is stripped); remove undoes
+    # both, and an Interest hinted here then finds no route, as at any other node
+    b = Bench()
+    b.fw.network_region = [nv("/isp/site")]
+    b.fw.configure_aggregator(AggregatorConfig(TRAINING, "agg", KEY, KN))
+    entry = b.fw.fib.find_exact(nv("/*aggregate*/ps/t"))
+    assert entry is not None
+    (face,) = entry.nexthops
+    assert b.fw.faces.get(face).remote_uri == "internal://aggregator"
+    assert b.fw.network_region == [nv("/isp/site"), nv("/agg")]
+    ps, f = setup(b)
+    out, _ = ask(b, ps, PLAN)
+    assert sorted(x for x, _ in out) == sorted(f.values())
+    assert b.fw.remove_aggregator(TRAINING) and not b.fw.remove_aggregator(TRAINING)
+    assert b.fw.fib.find_exact(nv("/*aggregate*/ps/t")) is None
+    assert b.fw.network_region == [nv("/isp/site")]
+    out, _ = ask(b, ps, PLAN, seg=2)
+    assert [(x, p.kind, p.reason) for x, p in out] == [(ps, "N", NACK_NO_ROUTE)]
+    b.fw.remove_face(face)                          # internal faces stay
+    assert b.fw.faces.get(face) is not None

@@ -9,9 +9,9 @@ from ndn.security import DigestSha256Signer
 
 from fuzz.harness import _run
 from forwarder.face_table import INTERNAL_FACE, ReliabilityCounters
-from forwarder.mgmt import MGMT_PREFIX, Management
+from forwarder.mgmt import Management, install
 from forwarder.pipelines import Forwarder
-from forwarder.tables.rib import CHILD_INHERIT, Route
+from forwarder.tables.rib import CHILD_INHERIT
 from ndnps.ndn.tlv import name_from_str
 
 
@@ -23,16 +23,23 @@ def frozen() -> float:
 
 def setup():
     fw = Forwarder(clock=frozen)
-    fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
-    return fw, Management(fw), fw.add_face(True).id
+    return fw, attach(fw, Management(fw)), fw.add_face(True).id
+
+
+def attach(fw: Forwarder, mgmt: Management) -> Management:
+    """Management on the internal face as the daemon installs it; the Interests it is handed
+    wait in `mgmt.asked` (the daemon runs each as a task)."""
+    mgmt.asked = []
+    install(fw, lambda interest, in_face: mgmt.asked.append((interest, in_face)))
+    return mgmt
 
 
 def command(fw, mgmt, face, name) -> dict | None:
     wire = make_interest(name, InterestParam(), app_param=b"",
                          signer=DigestSha256Signer(for_interest=True))
-    for out_face, item in fw.on_receive(face, bytes(wire)):
-        assert out_face == INTERNAL_FACE
-        reply = _run(mgmt.handle(*item))
+    assert fw.on_receive(face, bytes(wire)) == []
+    while mgmt.asked:
+        reply = _run(mgmt.handle(*mgmt.asked.pop(0)))
         out = fw.on_receive(INTERNAL_FACE, reply)
         assert [f for f, _ in out] == [face]
         _, _, content, _ = parse_data(out[0][1])
@@ -123,7 +130,6 @@ def test_non_local_faces_cannot_reach_management():
 
 def test_faces_update_turns_lp_reliability_on_and_off_as_nfd():
     fw = Forwarder(clock=frozen)
-    fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
     calls = []
 
     def set_reliability(face_id, on):
@@ -131,7 +137,7 @@ def test_faces_update_turns_lp_reliability_on_and_off_as_nfd():
         fw.faces.get(face_id).lp_reliability = ReliabilityCounters() if on else None
         return True
 
-    mgmt = Management(fw, set_reliability=set_reliability)
+    mgmt = attach(fw, Management(fw, set_reliability=set_reliability))
     face = fw.add_face(True).id
     other = fw.add_face(True).id
     r = command(fw, mgmt, face, cmd("faces", "update", flags=2, mask=2))
@@ -161,7 +167,6 @@ def test_faces_update_without_a_daemon_cannot_change_reliability():
 
 def test_faces_create_turns_lp_reliability_on_for_the_face_it_creates():
     fw = Forwarder(clock=frozen)
-    fw.rib.add(MGMT_PREFIX, 2, Route(INTERNAL_FACE, 0, 0, CHILD_INHERIT, None))
     made: dict[str, int] = {}
     calls = []
 
@@ -178,7 +183,8 @@ def test_faces_create_turns_lp_reliability_on_for_the_face_it_creates():
         fw.faces.get(face_id).lp_reliability = ReliabilityCounters() if on else None
         return True
 
-    mgmt = Management(fw, create_face=create_face, set_reliability=set_reliability)
+    mgmt = attach(fw, Management(fw, create_face=create_face,
+                                 set_reliability=set_reliability))
     face = fw.add_face(True).id
     r = command(fw, mgmt, face, cmd("faces", "create", uri="udp4://127.0.0.1:7001",
                                     flags=2, mask=2))

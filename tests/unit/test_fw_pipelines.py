@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forwarder.face_table import INTERNAL_FACE
+from forwarder.mgmt import install
 from ndnps.ndn.packet import NACK_CONGESTION, NACK_DUPLICATE, NACK_NO_ROUTE, Interest
 from forwarder.strategy import Multicast, strategy_by_name
 from forwarder.tables.rib import CHILD_INHERIT, Route
@@ -531,11 +532,11 @@ def test_face_removal_cleans_pit_routes_and_persistent_entries(b):
 
 def test_interest_to_management_and_its_reply(b):
     app = b.face(local=True)
-    b.route("/localhost/nfd", INTERNAL_FACE)
+    asked: list = []
+    install(b.fw, lambda sent, in_face: asked.append((sent, in_face)))
     wire = interest("/localhost/nfd/status", nonce=8)
-    out = b.raw(app, wire)
-    assert len(out) == 1 and out[0][0] == INTERNAL_FACE
-    sent, in_face = out[0][1]
+    assert b.raw(app, wire) == []
+    (sent, in_face), = asked                          # the object, not bytes; who asked
     assert isinstance(sent, Interest) and sent.wire == wire and in_face == app
     reply = data("/localhost/nfd/status")
     assert b.raw(INTERNAL_FACE, reply) == [(app, reply)]
