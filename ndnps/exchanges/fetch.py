@@ -87,6 +87,7 @@ from .window import INITIAL_WINDOW, CongestionWindow, Windows
 # RACK and the tail probe repair most losses well before it. At 0.2 s, what the RTO repaired
 # (a retry lost again, a segment alone in flight) cost 0.2 s a time at 20 % loss
 MIN_RTO = 0.01
+MAX_DOUBLINGS = 32          # a lifetime's backoff exponent at most (2 ** 32 x any RTO: capped)
 REORDER_FLOOR = 0.002       # s: the smallest reordering window (scheduling jitter of a process)
 # With NDNLPv2 link reliability on our face, or on the links of our path, a loss on a hop is
 # repaired there a link round trip or so later (a later Ack, a tail probe, or the link's RTO):
@@ -483,7 +484,9 @@ class SegmentTransfer:
 
     def _send(self, seg: int, now: float) -> None:
         before_ready = self.ready_at is None
-        expiries = self.expiries.get(seg, 0)
+        # the doubling's exponent bounded: a held Interest re-asked every few round trips for
+        # seconds expires thousands of times, and 2 ** 1100 is no float (OverflowError)
+        expiries = min(self.expiries.get(seg, 0), MAX_DOUBLINGS)
         if before_ready and self.life is not None:
             life = self.life
             if self.max_life is not None:

@@ -89,6 +89,20 @@ def test_an_expiry_doubles_that_segments_lifetime_only():
     assert c.life == pytest.approx(0.2) and p.stats.timeouts == 1
 
 
+def test_a_held_interest_re_asked_thousands_of_times_keeps_a_bounded_lifetime():
+    """A collect held while its producer computes for seconds is re-asked every few round
+    trips: after 2,000 expiries its lifetime is still max_life at most (2 ** 2000 overflowed a
+    float: the PS's fetch died in a callback at 20 % loss)."""
+    t = transfer(path(max_fast=0, max_tries=10_000, patience=1e6), held=True, life=0.004,
+                 max_life=2.0)
+    (f,) = sent(t.want([0], 0.0))
+    now = 0.0
+    for _ in range(2000):
+        now += f.life
+        (f,) = sent(t.on_expired(f, now))
+    assert 0 < f.life <= 2.0 and t.error is None
+
+
 def test_tries_are_bounded_and_the_failure_says_why():
     t = transfer(path(max_fast=0), tries=3)
     (f,) = sent(t.want([0], 0.0))
