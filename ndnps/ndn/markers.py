@@ -33,7 +33,7 @@ MARKER_BYTE: Final = b"*"
 assert all(m[2:3] == MARKER_BYTE for m in MARKER_COMPONENTS)
 
 
-def is_pushed_data(wire: bytes) -> bool:
+def is_pushed_data(wire: bytes | memoryview) -> bool:
     """Whether `wire` is a Data pushed along persistent entries: a Data (bare, or an
     LpPacket's Fragment) whose name starts with `*distribute*`.  False for anything
     malformed."""
