@@ -253,11 +253,13 @@ class ForwarderDaemon:
             _remove_stale_socket(cfg.unix)
             os.makedirs(os.path.dirname(cfg.unix) or ".", exist_ok=True)
             self._servers.append(await loop.create_unix_server(
-                lambda: StreamFace(self, "unix", link=cfg.app_link), cfg.unix))
+                lambda: StreamFace(self, "unix", link=cfg.app_link, batch=cfg.batch),
+                cfg.unix))
             os.chmod(cfg.unix, 0o666)
         if cfg.tcp:
             self._servers.append(await loop.create_server(
-                lambda: StreamFace(self, "tcp", link=cfg.app_link), cfg.host, cfg.tcp,
+                lambda: StreamFace(self, "tcp", link=cfg.app_link, batch=cfg.batch), cfg.host,
+                cfg.tcp,
                 reuse_address=True))
         self._tick_task = loop.create_task(self._tick())
         if cfg.trace.rates or cfg.trace.tables:
