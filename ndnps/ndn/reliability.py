@@ -34,7 +34,7 @@ from typing import Any, Callable, Final, Protocol, Sequence, Union
 from .rto import HALF_TICK, RtoEstimator
 from .tlv import (LP_ACK, LP_FRAG_COUNT, LP_FRAG_INDEX, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE,
                   LP_TX_SEQUENCE, MAX_PACKET_SIZE, decode_nonneg, encode_tlv, encode_varnum,
-                  read_tl, short_length)
+                  lp_fragment, read_tl, short_length)
 
 # fixed-width 8-octet values, as ndn-cxx encodes Sequence, TxSequence and Ack
 _SEQ_HEAD: Final = encode_varnum(LP_SEQUENCE) + b"\x08"
@@ -161,7 +161,9 @@ class LpReliability:
         headers = b""
         inner: Wire = packet
         if packet[0] == LP_PACKET:
-            headers, inner = split_lp(bytes(packet))
+            lp = bytes(packet)
+            start, fields_end, inner_start, inner_end = lp_fragment(lp)
+            headers, inner = lp[start:fields_end], lp[inner_start:inner_end]
             if headers.startswith(_SEQ_HEAD):
                 headers = headers[_SEQ_FIELD.size:]     # a fragment's: `frame`, written below
         n = len(inner)
@@ -404,21 +406,6 @@ class LpReliability:
 def older_than(a: int, b: int) -> bool:
     """Whether TxSequence b was sent before a (64-bit serial arithmetic)."""
     return 0 < ((a - b) & _MASK) < (1 << 63)
-
-
-def split_lp(packet: bytes) -> tuple[bytes, bytes]:
-    """An LpPacket's header fields, and the network packet in its Fragment, as bytes (a bare
-    network packet: no headers, itself).  DecodeError if malformed."""
-    if not packet or packet[0] != LP_PACKET:
-        return b"", packet
-    _, off, end = read_tl(packet, 0, len(packet))
-    start = off
-    while off < end:
-        field_start = off
-        typ, voff, off = read_tl(packet, off, end)
-        if typ == LP_FRAGMENT:
-            return packet[start:field_start], packet[voff:off]
-    return packet[start:end], b""
 
 
 def _carried_sequence(packet: Wire) -> int | None:

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from ndnps.ndn.reliability import (LpReliability, ReliabilityOptions, ReliableLink,
-                                         _read_own, older_than, split_lp)
+                                         _read_own, older_than)
 from ndnps.ndn.packet import Data, Interest, Nack, decode, lp_wrap
 from ndnps.ndn.tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
                            MAX_PACKET_SIZE, encode_tlv, read_tl)
@@ -259,13 +259,6 @@ def test_sequence_numbers_wrap_around():
         b.receive(w, 0.0)
     a.receive(b.wrap(DATA, 0.0), 0.0)
     assert a.deadline() == 0.0 and len(a.poll(0.0)) == 1
-
-
-def test_split_lp_returns_headers_and_the_network_packet():
-    token = encode_tlv(0x62, b"\x09\x09")
-    frag = encode_tlv(LP_FRAGMENT, INTEREST)
-    wire = encode_tlv(LP_PACKET, token + frag)
-    assert split_lp(wire) == (token, INTEREST) and split_lp(INTEREST) == (b"", INTEREST)
 
 
 @pytest.mark.parametrize("loss", [0.05, 0.2])
