@@ -1,6 +1,7 @@
-"""The NDN base both the forwarder and the apps stand on: TLV primitives and stream framing
-(tlv), the fixed-shape packet codecs — Interest, Data, Nack, LpPacket — that decode only what
-forwarding needs and write what the apps send (packet), NDNLPv2 link reliability, sans-I/O with
+"""The NDN base both the forwarder and the apps stand on: TLV primitives, stream framing and
+where an LpPacket's Fragment lies (tlv), the fixed-shape packet codecs — Interest, Data, Nack,
+LpPacket — that decode only what forwarding needs (packet) and write what the apps send
+(encoders), NDNLPv2 link reliability, sans-I/O with
 a timer adapter given its event loop (reliability), the RTO estimator with its bounded backoff
 (rto), NFD's defaults that both sides keep to (nfd) and the protocol's marker components
 (markers), NDNLPv2 fragmentation (fragmentation), congestion marks (congestion) and batched
@@ -11,7 +12,8 @@ and nothing more of ndnps."""
 from .native import guard
 
 # the modules on the per-packet path, compiled with mypyc at install (setup.py, ndnps.ndn.native)
-HOT_MODULES = ("ndnps.ndn.tlv", "ndnps.ndn.packet", "ndnps.ndn.rto", "ndnps.ndn.reliability",
-               "ndnps.ndn.markers", "ndnps.ndn.nfd", "ndnps.ndn.fragmentation",
-               "ndnps.ndn.congestion", "ndnps.ndn.summable", "ndnps.ndn.aggregation")
+HOT_MODULES = ("ndnps.ndn.tlv", "ndnps.ndn.packet", "ndnps.ndn.encoders", "ndnps.ndn.rto",
+               "ndnps.ndn.reliability", "ndnps.ndn.markers", "ndnps.ndn.nfd",
+               "ndnps.ndn.fragmentation", "ndnps.ndn.congestion", "ndnps.ndn.summable",
+               "ndnps.ndn.aggregation")
 COMPILED = guard(HOT_MODULES)
