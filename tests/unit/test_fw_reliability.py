@@ -1,7 +1,8 @@
-"""NDNLPv2 link reliability (forwarder/faces/reliability.py), sans-I/O: two ends joined by a
-lossy link on a fake clock.  The asyncio side (ReliableLink) runs on a fake event loop clock
-too (looptime: it jumps to the next timer when nothing is ready), so its timers fire at exactly
-their time however loaded the host is; the one uvloop test asserts nothing about real time."""
+"""NDNLPv2 link reliability (ndnps/ndn/reliability.py), sans-I/O: two ends joined by a lossy
+link on a fake clock.  The asyncio side (ReliableLink, reliable_link.py) runs on a fake event
+loop clock too (looptime: it jumps to the next timer when nothing is ready), so its timers fire
+at exactly their time however loaded the host is; the one uvloop test asserts nothing about
+real time."""
 from __future__ import annotations
 
 import asyncio
@@ -9,8 +10,8 @@ import random
 
 import pytest
 
-from ndnps.ndn.reliability import (LpReliability, ReliabilityOptions, ReliableLink,
-                                         _read_own, older_than)
+from ndnps.ndn.reliability import LpReliability, ReliabilityOptions, _read_own, older_than
+from ndnps.ndn.reliable_link import ReliableLink
 from ndnps.ndn.packet import Data, Interest, Nack, decode, lp_wrap
 from ndnps.ndn.tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
                            MAX_PACKET_SIZE, encode_tlv, read_tl)
@@ -343,7 +344,7 @@ def test_a_lost_last_frame_is_probed_after_two_round_trips_before_the_rto():
 async def test_a_late_timer_lets_waiting_acks_in_before_judging_frames_lost():
     """The loop was busy past an RTO (uvloop runs timers before reading sockets): the timer
     waits one more socket read; an Ack read then saves the frame from a needless re-send."""
-    from ndnps.ndn.reliability import DEFER
+    from ndnps.ndn.reliable_link import DEFER
 
     for acked in (True, False):
         sent: list[bytes] = []
