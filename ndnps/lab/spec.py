@@ -45,7 +45,7 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
     [training]   everything `python -m apps.ps --help` lists (ndnps/protocol/config.py)
     [[device_kinds]], [pipeline]
                  pipeline + data parallel on devices of different speeds: see
-                 ndnps/lab/pipeline.py
+                 ndnps/lab/pipeline_plan.py
     [[jobs]]     several trainings at once, sharing the topology (e.g. two PSs and their
                  workers over one bottleneck): each entry holds [training] keys that replace
                  [training]'s for that job; `ps` names it (default "ps<k>"), `workers` is a
