@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import gloo, tcp_ps
-from bench.common import (CpuSampler, MlpShape, TrainingRun, bench_parser, cpu_per_iteration,
-                          emit, fmt, interleave, log, median, mlp_params, model_sets, ratio, rnd,
-                          run_scenario, save, stamp)
+from bench.common import bench_parser, emit, fmt, interleave, log, median, ratio, rnd, save, stamp
+from bench.scenario_runs import (CpuSampler, MlpShape, TrainingRun, cpu_per_iteration, mlp_params,
+                                 model_sets, run_scenario)
 
 
 class Model(MlpShape):

@@ -443,7 +443,7 @@ def add_training_args(sp: argparse.ArgumentParser) -> None:
 def report_run(train: Callable[..., Path], args: argparse.Namespace, prefix: str) -> int:
     """`run`: one training by `train` (a run_training), its medians printed as one JSON line,
     read back by the same reader as the ndnps runs."""
-    from bench.common import TrainingRun
+    from bench.scenario_runs import TrainingRun
     out = args.out or Path(tempfile.mkdtemp(prefix=prefix))
     run = TrainingRun(train(out, args.n_features, args.hidden, args.n_samples, args.workers,
                             args.versions))
