@@ -42,8 +42,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from .common import (CpuSampler, RunError, ScenarioRun, bench_parser, cpu_per_iteration, emit,
-                     fmt, log, median, rnd, run_scenario, save, stamp)
+from .common import bench_parser, emit, fmt, log, median, rnd, save, stamp
+from .scenario_runs import CpuSampler, RunError, ScenarioRun, cpu_per_iteration, run_scenario
 
 SCENARIO = "bottleneck"
 SYSTEMS = {

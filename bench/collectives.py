@@ -32,8 +32,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .common import (RunError, bench_parser, emit, fmt, jsonl_records, log, median, ratio,
-                     rnd, run_scenario, save, stamp)
+from .common import bench_parser, emit, fmt, jsonl_records, log, median, ratio, rnd, save, stamp
+from .scenario_runs import RunError, run_scenario
 from .ina import BIG_MODEL
 
 SYSTEMS = ("ps", "ps-ina", "ring", "ina", "bcube")

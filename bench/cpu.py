@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import (CpuSampler, RunError, bench_parser, emit, jsonl_records, log, median,
-                     model_sets, rnd, run_scenario, save, stamp)
+from .common import bench_parser, emit, jsonl_records, log, median, rnd, save, stamp
+from .scenario_runs import CpuSampler, RunError, model_sets, run_scenario
 from .iteration import MODELS, N_SAMPLES
 
 BUILDS = {"compiled": {}, "python": {"NDNPS_PURE": "1"}}

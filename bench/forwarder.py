@@ -4,7 +4,7 @@
                               [--trees base=/tmp/fwbase,head=.] [--compiled | --pure-only]
 
 A consumer keeps `window` Interests in flight, a producer answers each with a Data of `size`
-Content bytes (both in bench/loadgen.py: separate uvloop processes, raw pre-encoded TLV).
+Content bytes (bench/loadgen.py, bench/relay.py: separate uvloop processes, raw pre-encoded TLV).
 Side by side in one run they talk (a) through a trivial uvloop byte relay, the Python I/O
 ceiling of this machine, and (b) through `python -m forwarder`, the producer having registered
 /bench with rib/register. The runs alternate relay, forwarder, relay, forwarder ... so the noise
@@ -97,7 +97,7 @@ def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, w
         if mode == "relay":
             csock, psock = str(workdir / "c.sock"), str(workdir / "p.sock")
             ready = workdir / "relay.ready"
-            server = ManagedProcess("relay", _py("-m", "bench.loadgen", "relay",
+            server = ManagedProcess("relay", _py("-m", "bench.relay",
                                                   "--consumer-sock", csock, "--producer-sock",
                                                   psock, "--ready", str(ready)),
                                     workdir / "relay.log", env=env, cwd=str(ROOT))

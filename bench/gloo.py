@@ -20,9 +20,10 @@ so every version is bit-identical to the PS's and to ndnps.ml.train.train_sync_r
 average may differ from the PS's by float32 rounding (about an ulp per step); every rank
 receives the same reduced bits, so the replicas never drift apart.
 
-Metrics in the shape of the TCP PS's, so bench.common.TrainingRun reads them unchanged: rank 0
-writes metrics/ps.jsonl like the PS (`version`, `t`; `allreduce` and `apply` seconds), every
-rank writes metrics/w<rank+1>.jsonl like a worker (`step`, `compute`, `compute_at`, `loss`).
+Metrics in the shape of the TCP PS's, so bench.scenario_runs.TrainingRun reads them unchanged:
+rank 0 writes metrics/ps.jsonl like the PS (`version`, `t`; `allreduce` and `apply` seconds),
+every rank writes metrics/w<rank+1>.jsonl like a worker (`step`, `compute`, `compute_at`,
+`loss`).
 """
 from __future__ import annotations
 

@@ -46,8 +46,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .common import (ROOT, RunError, emit, fmt, log, median, ratio, rnd, run_scenario,
-                     run_variants, save, variants_parser)
+from .common import ROOT, emit, fmt, log, median, ratio, rnd, save
+from .scenario_runs import RunError, run_scenario, run_variants, variants_parser
 
 SCENARIO = ROOT / "scenarios" / "hetero.toml"
 VARIANTS = ("planned", "equal-layers", "equal-devices", "planned-recompute", "planned-measured",

@@ -41,8 +41,8 @@ from ndnps.placement.lp import Problem
 from ndnps.placement.network import fat_tree
 
 from . import bottleneck
-from .common import (RunError, bench_parser, emit, fmt, load_results, log, median, rnd,
-                     run_scenario, save, stamp)
+from .common import bench_parser, emit, fmt, load_results, log, median, rnd, save, stamp
+from .scenario_runs import RunError, run_scenario
 
 TARGETS = {"greedy_over_exhaustive": 0.9, "ingress": 1.05, "predicted": 0.1}
 # part 3's targets at N = 16, by rate: with ÷ without, with ÷ TCP

@@ -34,10 +34,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import gloo, tcp_ps
-from bench.common import (CpuSampler, MlpShape, TrainingRun, bench_parser, cpu_per_iteration,
-                          emit, fmt, interleave, log, median, mlp_params, model_sets, ratio, rnd,
-                          run_scenario, save, stamp)
+from bench import gloo, tcp_ps, transfer
+from bench.common import bench_parser, emit, fmt, interleave, log, median, ratio, rnd, save, stamp
+from bench.scenario_runs import (CpuSampler, MlpShape, TrainingRun, cpu_per_iteration, mlp_params,
+                                 model_sets, run_scenario)
 
 
 class Model(MlpShape):
@@ -114,7 +114,7 @@ def measure(name: str, rounds: int, quick: bool, keep: Path | None) -> dict:
     def run(config: str, tag: str) -> dict:
         if config == "compute":                  # the transfers ride with compute alone
             for kind in transfers:
-                transfers[kind].append(tcp_ps.transfer_time(nbytes, kind)["seconds"])
+                transfers[kind].append(transfer.transfer_time(nbytes, kind)["seconds"])
         return one(config, model, versions, base / name / f"{config}-{tag}")
 
     try:

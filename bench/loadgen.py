@@ -1,8 +1,8 @@
-"""Load generator for the forwarder benchmark: consumer, producer and a trivial byte relay.
+"""Load generator for the forwarder benchmark: consumer and producer (the byte relay they are
+compared through: bench/relay.py).
 
     python -m bench.loadgen producer --sock PATH [--register] [--size N] [--digest]
     python -m bench.loadgen consumer --sock PATH [--window 64] [--warmup 1] [--seconds 5] --out F
-    python -m bench.loadgen relay --consumer-sock A --producer-sock B --ready FILE
 
 Each role is its own process on uvloop and speaks raw, pre-encoded NDN TLV: python-ndn is used
 only to build the one rib/register command at setup, never on the hot path (it would be the
@@ -16,15 +16,11 @@ can come from a cache.
 Producer: answers every Interest with a Data of the same name, `--size` bytes of Content,
 a DigestSha256 SignatureInfo and either a fixed 32-byte SignatureValue (default; the forwarder
 does not verify) or, with --digest, the real SHA-256 computed with hashlib.
-
-Relay: listens on two unix sockets (the consumer's and the producer's) and copies bytes from
-each side to the other, with transport flow control: the Python I/O ceiling of this machine.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import hashlib
 import json
 import os
@@ -395,81 +391,6 @@ async def run_producer(args) -> int:
     return 0
 
 
-# ---- relay -----------------------------------------------------------------------------------
-
-class RelaySide(asyncio.Protocol):
-    """One end of the relay; the latest connection on a socket is that side's peer."""
-
-    transport: asyncio.Transport        # set in connection_made, before it is anyone's peer
-
-    def __init__(self, relay: "Relay", side: str) -> None:
-        self.relay = relay
-        self.side = side
-        self.pending: list[bytes] = []
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        self.relay.sides[self.side] = self
-        other = self.relay.peer(self.side)
-        if other is not None and other.pending:
-            transport.write(b"".join(other.pending))
-            other.pending.clear()
-
-    def data_received(self, data: bytes) -> None:
-        other = self.relay.peer(self.side)
-        if other is None:
-            self.pending.append(data)
-        else:
-            other.transport.write(data)
-
-    def pause_writing(self) -> None:
-        other = self.relay.peer(self.side)
-        if other is not None:
-            other.transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        other = self.relay.peer(self.side)
-        if other is not None:
-            other.transport.resume_reading()
-
-    def connection_lost(self, exc) -> None:
-        if self.relay.sides.get(self.side) is self:
-            del self.relay.sides[self.side]
-
-
-class Relay:
-    def __init__(self) -> None:
-        self.sides: dict[str, RelaySide] = {}
-
-    def peer(self, side: str) -> RelaySide | None:
-        return self.sides.get("producer" if side == "consumer" else "consumer")
-
-
-async def run_relay(args) -> int:
-    loop = asyncio.get_running_loop()
-    relay = Relay()
-    servers = []
-    for side, path in (("consumer", args.consumer_sock), ("producer", args.producer_sock)):
-        if os.path.exists(path):
-            os.unlink(path)
-        factory = functools.partial(RelaySide, relay, side)
-        servers.append(await loop.create_unix_server(factory, path))
-    with open(args.ready, "w") as f:
-        f.write("ready\n")
-    stop = loop.create_future()
-    import signal
-
-    def on_signal() -> None:
-        if not stop.done():
-            stop.set_result(None)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
-    await stop
-    for s in servers:
-        s.close()
-    return 0
-
-
 # ---- main ------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -491,13 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--size", type=int, default=8000, help="Content bytes per Data")
     pr.add_argument("--digest", action="store_true", help="compute the real SHA-256 signature")
     pr.add_argument("--register", action="store_true", help="rib/register /bench first")
-    r = sub.add_parser("relay")
-    r.add_argument("--consumer-sock", required=True)
-    r.add_argument("--producer-sock", required=True)
-    r.add_argument("--ready", required=True, help="file created once both sockets listen")
     args = p.parse_args(argv)
     import uvloop
-    fn = {"consumer": run_consumer, "producer": run_producer, "relay": run_relay}[args.role]
+    fn = {"consumer": run_consumer, "producer": run_producer}[args.role]
     return uvloop.run(fn(args))
 
 

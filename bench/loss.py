@@ -53,8 +53,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, TypedDict
 
-from bench.common import (CpuSampler, bench_parser, cpu_per_iteration, emit, fmt, interleave,
-                          log, median, model_sets, ratio, rnd, run_scenario, save, stamp)
+from bench.common import bench_parser, emit, fmt, interleave, log, median, ratio, rnd, save, stamp
+from bench.scenario_runs import CpuSampler, cpu_per_iteration, model_sets, run_scenario
 from bench.sweep import MODEL
 
 TARGET = 1.15

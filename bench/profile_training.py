@@ -22,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import ROOT, model_sets
+from bench.common import ROOT
+from bench.scenario_runs import model_sets
 
 PYSPY = Path(sys.executable).with_name("py-spy")
 MODELS: dict[str, tuple[int, list[int]] | None] = {

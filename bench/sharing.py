@@ -33,8 +33,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .common import (ROOT, emit, fmt, log, median, ratio, rnd, run_scenario, run_variants,
-                     save, variants_parser)
+from .common import ROOT, emit, fmt, log, median, ratio, rnd, save
+from .scenario_runs import run_scenario, run_variants, variants_parser
 
 SCENARIO = ROOT / "scenarios" / "multi-job.toml"
 VARIANTS = ("td-time-saved", "td-shortest", "always-wait", "never", "spatial", "dedicated",

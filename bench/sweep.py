@@ -13,8 +13,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench.common import (CpuSampler, MlpShape, ScenarioRun, WARMUP_VERSIONS, bench_parser,
-                          cpu_per_iteration, log, mlp_params, model_sets, rnd, run_scenario)
+from bench.common import bench_parser, log, rnd
+from bench.scenario_runs import (CpuSampler, MlpShape, ScenarioRun, WARMUP_VERSIONS,
+                                 cpu_per_iteration, mlp_params, model_sets, run_scenario)
 
 # ~100k parameters (99,978 = 399,912 bytes, 51 segments of 8000 bytes): big enough that the
 # per-segment costs dominate the per-version ones, small enough for 32 workers on 2 cores.

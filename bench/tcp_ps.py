@@ -1,7 +1,6 @@
 """A plain asyncio TCP parameter server: the honest "ps-lite-like" baseline for ndnps.
 
     python -m bench.tcp_ps run --workers 4 --n-features 256 --hidden 256,128 --versions 20
-    python -m bench.tcp_ps transfer --bytes 400000 [--kind unix|tcp]
     python -m bench.tcp_ps ps --host 10.0.0.1 --ready FILE ... ; ... worker --connect 10.0.0.1 ...
 
 `run` starts one PS process and N worker processes on 127.0.0.1 (uvloop streams, one TCP
@@ -23,9 +22,7 @@ shard, capped by `--max-versions`), evaluates test accuracy every `--eval-every`
 after the last), and stops at `--target-accuracy`, as it does.
 
 `compute` computes the same gradients back to back in one process, no I/O (compute alone).
-`transfer` times a raw send of N bytes from this process to a sink process over a unix stream
-socket or TCP loopback and back a 1-byte acknowledgement (median of repetitions): "one model's
-transfer time over the same sockets" in the iteration benchmark.
+"One model's transfer time over the same sockets" in the iteration benchmark: bench/transfer.py.
 """
 from __future__ import annotations
 
@@ -34,7 +31,6 @@ import asyncio
 import json
 import os
 import socket
-import statistics
 import struct
 import subprocess
 import sys
@@ -352,76 +348,6 @@ def run_training(out: Path, n_features: int, hidden: list[int], n_samples: int, 
     return out
 
 
-# ---- raw transfer time -------------------------------------------------------------------------
-
-def sink_main(args) -> int:
-    """Accept one connection; for each frame received whole, answer one byte."""
-    if args.unix:
-        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        srv.bind(args.unix)
-    else:
-        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    Path(args.ready).write_text(args.unix or str(srv.getsockname()[1]))
-    conn, _ = srv.accept()
-    if not args.unix:
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    buf = bytearray(1 << 20)
-    view = memoryview(buf)
-    while True:
-        head = conn.recv(FRAME.size, socket.MSG_WAITALL)
-        if len(head) < FRAME.size:
-            return 0
-        (left,) = FRAME.unpack(head)
-        while left:
-            n = conn.recv_into(view, min(left, len(buf)))
-            if not n:
-                return 0
-            left -= n
-        conn.sendall(b"\x01")
-
-
-def transfer_time(nbytes: int, kind: str = "unix", reps: int = 30) -> dict:
-    """Median seconds to send `nbytes` to another process and get its 1-byte ack."""
-    from bench.common import env
-    tmp = Path(tempfile.mkdtemp(prefix="xfer-"))
-    ready = tmp / "ready"
-    argv = [sys.executable, "-m", "bench.tcp_ps", "sink", "--ready", str(ready)]
-    if kind == "unix":
-        argv += ["--unix", str(tmp / "s.sock")]
-    sink = subprocess.Popen(argv, cwd=str(ROOT), env={**os.environ, **env()})
-    try:
-        deadline = time.monotonic() + 30
-        while not (ready.exists() and ready.read_text()):
-            if sink.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("transfer sink did not start")
-            time.sleep(0.02)
-        if kind == "unix":
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(ready.read_text())
-        else:
-            s = socket.create_connection(("127.0.0.1", int(ready.read_text())))
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        payload = FRAME.pack(nbytes) + os.urandom(nbytes)
-        times = []
-        for i in range(reps + 3):
-            t0 = time.perf_counter()
-            s.sendall(payload)
-            s.recv(1)
-            if i >= 3:
-                times.append(time.perf_counter() - t0)
-        s.close()
-        return {"kind": kind, "bytes": nbytes, "seconds": statistics.median(times),
-                "min": min(times), "reps": reps}
-    finally:
-        sink.kill()
-        sink.wait()
-        for p in tmp.iterdir():
-            p.unlink()
-        tmp.rmdir()
-
-
 # ---- command line ------------------------------------------------------------------------------
 
 def add_training_args(sp: argparse.ArgumentParser) -> None:
@@ -443,7 +369,7 @@ def add_training_args(sp: argparse.ArgumentParser) -> None:
 def report_run(train: Callable[..., Path], args: argparse.Namespace, prefix: str) -> int:
     """`run`: one training by `train` (a run_training), its medians printed as one JSON line,
     read back by the same reader as the ndnps runs."""
-    from bench.common import TrainingRun
+    from bench.scenario_runs import TrainingRun
     out = args.out or Path(tempfile.mkdtemp(prefix=prefix))
     run = TrainingRun(train(out, args.n_features, args.hidden, args.n_samples, args.workers,
                             args.versions))
@@ -484,12 +410,6 @@ def parser() -> argparse.ArgumentParser:
     sr = sub.add_parser("run", help="PS + workers; prints iteration and compute medians")
     add_training_args(sr)
     sr.add_argument("--out", type=Path)
-    ss = sub.add_parser("sink")
-    ss.add_argument("--ready", required=True)
-    ss.add_argument("--unix")
-    st = sub.add_parser("transfer", help="raw transfer time of --bytes")
-    st.add_argument("--bytes", type=int, required=True)
-    st.add_argument("--kind", choices=["unix", "tcp"], default="unix")
     return p
 
 
@@ -500,11 +420,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "compute":
             return compute_main(args)
         return _run(ps_main(args) if args.cmd == "ps" else worker_main(args))
-    if args.cmd == "sink":
-        return sink_main(args)
-    if args.cmd == "transfer":
-        print(json.dumps(transfer_time(args.bytes, args.kind)))
-        return 0
     return report_run(run_training, args, "tcpps-")
 
 

@@ -23,8 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import (bench_parser, emit, fmt, interleave, log, model_sets, rnd,
-                          run_scenario, save, stamp)
+from bench.common import bench_parser, emit, fmt, interleave, log, rnd, save, stamp
+from bench.scenario_runs import model_sets, run_scenario
 from bench.sweep import MODEL, model_label
 
 TARGET = (0.99, 1.01)

@@ -46,7 +46,7 @@ if str(ROOT) not in sys.path:
 
 from forwarder.pipelines import Forwarder  # noqa: E402
 from forwarder.tables.rib import CHILD_INHERIT, Route  # noqa: E402
-from ndnps.ndn import aggregation, packet, summable  # noqa: E402
+from ndnps.ndn import aggregation, encoders, packet, summable  # noqa: E402
 from ndnps.ndn.aggregation import AggregatorConfig, Group  # noqa: E402
 from ndnps.ndn.conventions import segment_component  # noqa: E402
 from ndnps.ndn.tlv import name_from_str  # noqa: E402
@@ -78,10 +78,10 @@ def worker_data(worker: str, seg: int, content: bytes) -> bytes:
             h.update(b)
         return h.digest()
 
-    meta = packet.encode_meta_info(None, segment_component(seg + 1))
-    info = packet.encode_signature_info(aggregation.HMAC_WITH_SHA256,
+    meta = encoders.encode_meta_info(None, segment_component(seg + 1))
+    info = encoders.encode_signature_info(aggregation.HMAC_WITH_SHA256,
                                         names.key("ps", "t1"))
-    return packet.encode_data(names.collect(worker, "ps", "t1", VERSION, seg), meta, content,
+    return encoders.encode_data(names.collect(worker, "ps", "t1", VERSION, seg), meta, content,
                               info, sign)
 
 

@@ -12,7 +12,7 @@ pair is checked to produce the same bytes / the same values first:
 - `parse_verify`: python-ndn parse_data + its HMAC check vs ndnps.client.wire.parse_data +
   Security.verify (the signed portion read in place);
 - `interest`: a collect Interest as NDNApp.express encodes it (InterestParam + make_interest)
-  vs ndnps.ndn.packet.encode_interest (App.express);
+  vs ndnps.ndn.encoders.encode_interest (App.express);
 - `express_settle`: a window of 16 collect Interests expressed, their Data received through
   the client's receive path, validated, the futures settled — python-ndn's NDNApp on a face
   that sends nowhere vs App.express_future on a transport that drops what it is given;
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     from ndnps.client import wire
     from ndnps.client.security import Security
     from ndnps.client.segments import sign_segments
-    from ndnps.ndn import packet
+    from ndnps.ndn import encoders
     from ndnps.ndn.tlv import read_tl
     from ndnps.protocol import names
 
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return bytes(make_interest(cnames[i % 51], param))
 
     def ndnps_interest(i: int) -> bytes:
-        return packet.encode_interest(cnames[i % 51], i, 500, False, True)
+        return encoders.encode_interest(cnames[i % 51], i, 500, False, True)
 
     assert ndnps_interest(99) == pyndn_interest(99)
     gwires = sign_segments(blob, lambda s: cnames[s], sec.signer)

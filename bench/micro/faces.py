@@ -4,12 +4,12 @@ bench/__init__: for optimisation work, not a headline figure).
     python -m bench.micro.faces [--repeat 5]
     python -m bench.micro.faces --trees before=/tmp/old,after=. [--repeat 5]
 
-link      NDNLPv2 link reliability (ndnps/ndn/reliability.py): one training version's
-          traffic over a link, as the `--where link` loss benchmark has it — 51 pushed 8000-byte
-          Data and 204 collect Interests one way, 204 8000-byte gradient Data back — through two
-          ReliableLinks on uvloop, each datagram received on its own (as a UDP face does) and a
-          loop turn every 4 packets; µs per datagram, wrapped at one end and received at the
-          other, Acks and timers included.
+link      NDNLPv2 link reliability (ndnps/ndn/reliability.py, reliable_link.py): one
+          training version's traffic over a link, as the `--where link` loss benchmark has it
+          — 51 pushed 8000-byte Data and 204 collect Interests one way, 204 8000-byte gradient
+          Data back — through two ReliableLinks on uvloop, each datagram received on its own
+          (as a UDP face does) and a loop turn every 4 packets; µs per datagram, wrapped at one
+          end and received at the other, Acks and timers included.
 framing   a stream face's framing (StreamFace.data_received, handing each read's packets to a
           daemon that only counts them): 8000-byte Data in reads of 64 KB and 256 KB, each read
           made fresh as a socket's is (that copy measured apart and subtracted); µs per packet.
@@ -54,7 +54,10 @@ def data_wire(seq: int, content: bytes) -> bytes:
 
 
 async def _link_rounds(versions: int) -> float:
-    from ndnps.ndn.reliability import ReliableLink
+    try:
+        from ndnps.ndn.reliable_link import ReliableLink
+    except ImportError:                 # a --trees tree from before reliability.py was split
+        from ndnps.ndn.reliability import ReliableLink  # type: ignore[attr-defined,no-redef]
     pushed = [data_wire(i, CONTENT) for i in range(PUSHED)]
     collects = [interest_wire(i) for i in range(COLLECTS)]
     gradients = [data_wire(10_000 + i, CONTENT) for i in range(COLLECTS)]

@@ -5,7 +5,7 @@ import asyncio
 import ipaddress
 from typing import Callable, Protocol
 
-from ndnps.ndn.reliability import ReliableLink
+from ndnps.ndn.reliable_link import ReliableLink
 
 from ..face_table import FaceInfo
 

@@ -40,7 +40,8 @@ from ndnps.ndn import datagrams
 from ndnps.ndn.congestion import set_congestion_mark
 from ndnps.ndn.fragmentation import (FragmentationCounters, Fragmenter, Reassembler,
                                      ReassemblyOptions)
-from ndnps.ndn.reliability import WRAP_OVERHEAD, ReliableLink
+from ndnps.ndn.reliability import WRAP_OVERHEAD
+from ndnps.ndn.reliable_link import ReliableLink
 from ndnps.ndn.tlv import LP_PACKET, MAX_PACKET_SIZE, DecodeError
 
 from ..face_table import FaceInfo, FaceSystemCounters

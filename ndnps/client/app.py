@@ -58,7 +58,7 @@ import random
 import time
 from typing import Any, Callable, Final, Sequence
 
-from ndnps.ndn import nfd, packet
+from ndnps.ndn import encoders, nfd, packet
 from ndnps.ndn.markers import DISTRIBUTE_COMPONENT
 from ndnps.ndn.rto import RtoEstimator
 from ndnps.ndn.tlv import DATA, INTEREST, LP_PACKET, DecodeError, name_to_str
@@ -153,15 +153,15 @@ class App:
         if nonce == RANDOM_NONCE:
             nonce = random.getrandbits(32)
         if app_param is None and signer is None and not forwarding_hint:
-            wire = packet.encode_interest(comps, nonce, lifetime, can_be_prefix, must_be_fresh,
+            wire = encoders.encode_interest(comps, nonce, lifetime, can_be_prefix, must_be_fresh,
                                           hop_limit)
             digest = b""
         else:
             info = None
             if signer is not None:
-                info = packet.encode_interest_signature_info(
+                info = encoders.encode_interest_signature_info(
                     signer.signature_type, signer.key_name, os.urandom(8), self._signature_time())
-            wire, digest = packet.encode_interest_full(
+            wire, digest = encoders.encode_interest_full(
                 comps, b"" if app_param is None and signer is not None else app_param, nonce,
                 lifetime, can_be_prefix, must_be_fresh, hop_limit, info,
                 signer.sign if signer is not None else None,

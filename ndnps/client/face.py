@@ -12,7 +12,7 @@ Receiving: a stream read is framed by ``ndnps.ndn.tlv.StreamFramer`` (a packet w
 is copied once, out of it) and every packet it completes is handed to ``receive`` in that one
 call, the read's answers written together after it; a datagram is one packet (NDNLPv2
 fragments reassembled: ``ndnps.ndn.fragmentation``).  With link reliability on (NDNLPv2,
-``ndnps.ndn.reliability.ReliableLink``) a read's frames go through it as one batch first.
+``ndnps.ndn.reliable_link.ReliableLink``) a read's frames go through it as one batch first.
 An oversize length (framing lost) closes the face, as the forwarder does.
 
 Sending: a packet sent while nothing else left this loop turn is written at once; those that
@@ -35,7 +35,8 @@ from typing import Callable, Final, cast
 from urllib.parse import urlparse
 
 from ndnps.ndn.fragmentation import Reassembler
-from ndnps.ndn.reliability import ReliabilityCounters, ReliableLink
+from ndnps.ndn.reliability import ReliabilityCounters
+from ndnps.ndn.reliable_link import ReliableLink
 from ndnps.ndn.tlv import LP_PACKET, DecodeError, StreamFramer
 
 log = logging.getLogger(__name__)

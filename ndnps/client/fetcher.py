@@ -31,7 +31,7 @@ from ndnps.ndn.conventions import segment_number
 from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX
 from ndnps.ndn.rto import RtoEstimator
 
-from ndnps.ndn.packet import Bytes
+from ndnps.ndn.encoders import Bytes
 from ndnps.ndn.tlv import name_to_str
 
 from .errors import (FaceDown, InterestCanceled, InterestNack, InterestTimeout, NetworkError,

@@ -3,7 +3,7 @@ no key is configured; the matching checks for the receiver.
 
 Per-packet module (typed; compilable with mypyc).  The signers hash with ``hashlib``/``hmac``
 (python-ndn's hash through pycryptodome, ~6x slower on this kind of machine: docs/design.md,
-python-ndn).  A signer hands the fixed-shape encoders (``ndnps.ndn.packet``) its SignatureInfo
+python-ndn).  A signer hands the fixed-shape encoders (``ndnps.ndn.encoders``) its SignatureInfo
 element, encoded once, and signs the covered blocks.  The check reads the signed portion and
 the SignatureValue off the received packet as parsed (``ndnps.client.wire.Data``: slices of
 the bytes that arrived, nothing re-encoded).  A receiver that has a key accepts only HMAC
@@ -15,7 +15,7 @@ import hashlib
 import hmac
 from typing import TYPE_CHECKING, Callable, Final, Protocol, Sequence
 
-from ndnps.ndn.packet import Bytes, encode_signature_info
+from ndnps.ndn.encoders import Bytes, encode_signature_info
 
 from .signer import Signer
 

@@ -1,6 +1,6 @@
 """A producer's side of a segmented object: a blob cut into signed Data packets (content
 <= SEGMENT_SIZE, FinalBlockId on every one), written by the base's fixed-shape encoder
-(``ndnps.ndn.packet.encode_data``: MetaInfo and SignatureInfo encoded once per object, each
+(``ndnps.ndn.encoders.encode_data``: MetaInfo and SignatureInfo encoded once per object, each
 segment's content copied once, into its packet, from the blob or straight from the pieces it
 is made of: ndnps.protocol.codec.tensor_pieces).  The receiver's side (Assembly) is
 sans-I/O, in ndnps.exchanges.buffers."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence, Union
 
-from ndnps.ndn import packet
+from ndnps.ndn import encoders
 from ndnps.ndn.conventions import SEGMENT_SIZE, segment_component
-from ndnps.ndn.packet import Bytes
+from ndnps.ndn.encoders import Bytes
 
 from .security import Signer
 
@@ -59,7 +59,7 @@ def sign_parts(parts: Sequence[Bytes], name_of: NameOf, signer: Signer,
                freshness_ms: int | None = None) -> list[bytes]:
     """The wire Data packets of an object already cut: part i is segment i's content (each
     at most SEGMENT_SIZE), named `name_of(i)`, FinalBlockId on every one."""
-    meta_wire = packet.encode_meta_info(freshness_ms, segment_component(len(parts) - 1))
+    meta_wire = encoders.encode_meta_info(freshness_ms, segment_component(len(parts) - 1))
     info, sign = signer.signature_info, signer.sign
-    return [packet.encode_data(name_of(i), meta_wire, part, info, sign)
+    return [encoders.encode_data(name_of(i), meta_wire, part, info, sign)
             for i, part in enumerate(parts)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from ndnps.ndn.packet import Bytes
+from ndnps.ndn.encoders import Bytes
 
 
 class Signer(Protocol):

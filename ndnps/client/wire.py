@@ -13,7 +13,7 @@ Per-packet module (typed, no dynamic tricks: compilable with mypyc like the base
 - ``parse_lp``: the network packet of an LpPacket that carries only what a forwarder adds on
   the way to an app (a PIT token, a CongestionMark), read at fixed offsets; any other
   LpPacket (a Nack, link fields) is the base's general decoder's (``ndnps.ndn.packet.decode``).
-- ``make_data``: a signed Data (``ndnps.ndn.packet.encode_data``).
+- ``make_data``: a signed Data (``ndnps.ndn.encoders.encode_data``).
 
 Malformed input raises ``DecodeError`` (the base's): the caller drops and counts it.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from typing import Final, Sequence, Union
 
-from ndnps.ndn.packet import Bytes, encode_data, encode_meta_info
+from ndnps.ndn.encoders import Bytes, encode_data, encode_meta_info
 from ndnps.ndn.tlv import (APP_PARAMETERS, CAN_BE_PREFIX, CONTENT, CONTENT_TYPE, DATA,
                            FINAL_BLOCK_ID, FORWARDING_HINT, FRESHNESS_PERIOD, HOP_LIMIT, INTEREST,
                            INTEREST_LIFETIME, INTEREST_SIGNATURE_INFO, INTEREST_SIGNATURE_VALUE,

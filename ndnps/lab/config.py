@@ -83,7 +83,7 @@ class Scenario:
     kills: list["Kill"] = field(default_factory=list)    # [faults], by version
     ina: Any = None                # [ina]: in-network aggregation (ndnps.lab.ina.Ina), or None
     share: Any = None              # [share]: jobs sharing an aggregator (ndnps.lab.share.Share)
-    # [[device_kinds]] and [pipeline]: pipeline + data parallel (ndnps.lab.pipeline.Pipeline)
+    # [[device_kinds]] and [pipeline]: pipeline + data parallel (ndnps.lab.pipeline_plan.Pipeline)
     pipeline: Any = None
     job_start: dict[str, float] = field(default_factory=dict)   # [[jobs]] start, by job (ps)
     # [topology] file (kind "minindn"): the file's network (ndnps.placement.network.Network),

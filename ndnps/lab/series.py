@@ -11,7 +11,7 @@ from .metrics import read_metrics
 
 
 # The first version records of each PS process carry its start-up: task offers and the
-# training content (the whole model, to every worker). As bench/common.py's WARMUP_VERSIONS.
+# training content (the whole model, to every worker). As bench/scenario_runs.py's WARMUP_VERSIONS.
 WARMUP_VERSIONS = 2
 # Below these a run's per-version figures and medians mean little: summary.json warns.
 MIN_STEADY_VERSIONS = 20

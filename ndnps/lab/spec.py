@@ -45,7 +45,7 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
     [training]   everything `python -m apps.ps --help` lists (ndnps/protocol/config.py)
     [[device_kinds]], [pipeline]
                  pipeline + data parallel on devices of different speeds: see
-                 ndnps/lab/pipeline.py
+                 ndnps/lab/pipeline_plan.py
     [[jobs]]     several trainings at once, sharing the topology (e.g. two PSs and their
                  workers over one bottleneck): each entry holds [training] keys that replace
                  [training]'s for that job; `ps` names it (default "ps<k>"), `workers` is a
@@ -369,11 +369,14 @@ def _link_overrides(entries: Any, sc: Scenario) -> dict[tuple[str, str], Links]:
 
 
 def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """`--set a.b=value`: the value is read as TOML (3, 0.5, true, [1,2], "x"), else a string."""
+    """`--set a.b=value`: the value is read as TOML (3, 0.5, true, [1,2], "x"), else a string.
+    Every malformed one is named, in one ScenarioError."""
     doc = copy.deepcopy(doc)
+    bad: list[str] = []
     for item in overrides:
         if "=" not in item:
-            raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. training.epochs=3")
+            bad.append(f"--set {item!r}: expected KEY=VALUE, e.g. training.epochs=3")
+            continue
         key, text = item.split("=", 1)
         key = key.strip()
         try:
@@ -382,15 +385,44 @@ def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             value = text
         parts = key.split(".")
         if not all(parts):
-            raise ScenarioError(f"--set {item!r}: bad key {key!r}")
+            bad.append(f"--set {item!r}: bad key {key!r}")
+            continue
         node = doc
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ScenarioError(f"{key}: {part} is not a table")
+                bad.append(f"{key}: {part} is not a table")
+                break
             node = child
-        node[parts[-1]] = value
+        else:
+            node[parts[-1]] = value
+    if bad:
+        raise ScenarioError("; ".join(bad))
     return doc
+
+
+def _parse_overridden(doc: dict[str, Any], overrides: list[str], name: str,
+                      base: Path | None) -> Scenario:
+    """The scenario with every `--set` applied. The checks stop at a scenario's first error, so
+    when several `--set` are given and it fails, each is tried alone on the file: every one
+    that fails so is named, its own error naming its key, in one message (the error of the
+    whole alone when none does: two that clash)."""
+    try:
+        return parse(apply_overrides(doc, overrides), name, base)
+    except ScenarioError as e:
+        if len(overrides) < 2:
+            raise
+        whole = e
+    found: list[str] = []
+    for item in overrides:
+        try:
+            parse(apply_overrides(doc, [item]), name, base)
+        except ScenarioError as e:
+            if str(e) not in found:
+                found.append(str(e))
+    if not found:
+        raise whole
+    raise ScenarioError("; ".join(found)) from None
 
 
 def builtin_names() -> list[str]:
@@ -423,4 +455,4 @@ def load(name_or_path: str | None, overrides: list[str] | None = None) -> Scenar
     base = None if name_or_path is None else path.parent
     if any(item.split("=", 1)[0].strip() == "topology.file" for item in overrides or []):
         base = None
-    return parse(apply_overrides(doc, overrides or []), name, base)
+    return _parse_overridden(doc, overrides or [], name, base)

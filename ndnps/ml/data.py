@@ -17,8 +17,9 @@ import numpy as np
 
 __all__ = ["Dataset", "load_dataset", "shard", "epoch_order", "batches"]
 
-# Independent random streams per purpose, all derived from the one user seed.
-_SPLIT, _SHARD, _BATCH, _SYNTH = 1, 2, 3, 4
+# Independent random streams per purpose, all derived from the one user seed. Their numbers
+# are part of every draw: kept as they are (1 was a split's, no longer drawn from).
+_SHARD, _BATCH, _SYNTH = 2, 3, 4
 
 
 def _rng(*key: int) -> np.random.Generator:

@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass
 from typing import Final, Union
 
-from .packet import encode_data, encode_meta_info, encode_signature_info
+from .encoders import encode_data, encode_meta_info, encode_signature_info
 from .tlv import (APP_PARAMETERS, CONTENT, DATA, FORWARDING_HINT, GENERIC_COMPONENT, INTEREST,
                   INTEREST_LIFETIME, INTEREST_SIGNATURE_INFO, INTEREST_SIGNATURE_VALUE, KEY_LOCATOR,
                   MUST_BE_FRESH, NAME, NONCE, PARAMS_DIGEST, SIGNATURE_INFO, SIGNATURE_TYPE,

@@ -20,7 +20,7 @@ import math
 from typing import Final
 
 from .tlv import (LP_CONGESTION_MARK, LP_FRAGMENT, LP_PACKET, DecodeError, decode_nonneg,
-                  encode_tlv, encode_varnum, nonneg_element, read_tl)
+                  encode_tlv, encode_varnum, lp_fragment, nonneg_element, read_tl)
 
 _MARKED: Final = nonneg_element(LP_CONGESTION_MARK, 1)
 
@@ -58,17 +58,13 @@ def set_congestion_mark(wire: bytes, mark: int = 1) -> bytes:
     return encode_varnum(LP_PACKET) + encode_varnum(len(body)) + body
 
 
-def congestion_mark(wire: bytes) -> int:
+def congestion_mark(wire: bytes | memoryview) -> int:
     """The CongestionMark of `wire` (0: none, or not an LpPacket); DecodeError if malformed."""
-    if not wire or wire[0] != LP_PACKET:
-        return 0
-    _, off, end = read_tl(wire, 0, len(wire))
+    off, end, _, _ = lp_fragment(wire)
     while off < end:
         typ, voff, off = read_tl(wire, off, end)
         if typ == LP_CONGESTION_MARK:
             return decode_nonneg(wire, voff, off)
-        if typ == LP_FRAGMENT:
-            return 0
     return 0
 
 

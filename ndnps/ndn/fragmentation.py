@@ -26,10 +26,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, fields
 from typing import Final, cast
 
-from .reliability import split_lp
 from .tlv import (LP_ACK, LP_FRAG_COUNT, LP_FRAG_INDEX, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE,
-                  LP_TX_SEQUENCE, MAX_PACKET_SIZE, DecodeError, decode_nonneg, nonneg_element,
-                  read_tl, short_length, tl)
+                  LP_TX_SEQUENCE, MAX_PACKET_SIZE, DecodeError, decode_nonneg, lp_fragment,
+                  nonneg_element, read_tl, short_length, tl)
 
 # NFD's nMaxFragments: FragCount above it is refused (and, sending, a packet needing more
 # fragments is dropped).  Below 65536, so FragIndex and FragCount take at most 2 octets.
@@ -147,9 +146,12 @@ class Fragmenter:
         if len(packet) <= mtu:
             return [packet]
         try:
-            headers, inner = split_lp(packet)
-            if headers:
-                headers = _without_link_fields(headers)
+            start, fields_end, inner_start, inner_end = lp_fragment(packet)
+            headers = _without_link_fields(packet[start:fields_end]) if fields_end > start \
+                else b""
+            # a bare packet as it is, not sliced (the compiled build's slice copies, even a
+            # whole one)
+            inner = packet[inner_start:inner_end] if inner_start else packet
         except DecodeError:
             headers, inner = b"", b""
         n = len(inner)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .tlv import (DATA, GENERIC_COMPONENT, LP_FRAGMENT, LP_PACKET, NAME, DecodeError,
-                  encode_tlv, read_tl)
+from .tlv import DATA, GENERIC_COMPONENT, NAME, DecodeError, encode_tlv, lp_fragment, read_tl
 
 INSERT: Final = b"*insert*"
 DISTRIBUTE: Final = b"*distribute*"
@@ -38,16 +37,8 @@ def is_pushed_data(wire: bytes | memoryview) -> bool:
     LpPacket's Fragment) whose name starts with `*distribute*`.  False for anything
     malformed."""
     try:
-        end = len(wire)
-        typ, off, end = read_tl(wire, 0, end)
-        if typ == LP_PACKET:
-            while off < end:
-                typ, voff, off = read_tl(wire, off, end)
-                if typ == LP_FRAGMENT:
-                    typ, off, end = read_tl(wire, voff, off)
-                    break
-            else:
-                return False
+        _, _, start, end = lp_fragment(wire)
+        typ, off, end = read_tl(wire, start, end)
         if typ != DATA:
             return False
         typ, off, end = read_tl(wire, off, end)

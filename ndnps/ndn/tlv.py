@@ -174,6 +174,27 @@ def short_length(buf: bytes | bytearray | memoryview, off: int) -> tuple[int, in
     return None
 
 
+def lp_fragment(wire: bytes | memoryview) -> tuple[int, int, int, int]:
+    """Where an LpPacket's parts lie, by the one walk over its header fields to its Fragment
+    (the markers, congestion marks, link reliability and fragmentation read them so):
+    (header fields' start, their end — where the Fragment field begins —, network packet's
+    start, its end — the Fragment's TLV-VALUE).  A bare network packet is all packet,
+    (0, 0, 0, len); an LpPacket without a Fragment (IDLE, Acks alone) all header fields, its
+    packet empty at their end.  The walk stops at the first Fragment: what follows is not
+    read.  DecodeError if malformed.  Here, below every reader of an LpPacket (packet.py
+    imports congestion.py, which reads it too), beside NDNLPv2's TLV-TYPEs."""
+    if not wire or wire[0] != LP_PACKET:
+        return 0, 0, 0, len(wire)
+    _, off, end = read_tl(wire, 0, len(wire))
+    start = off
+    while off < end:
+        field = off
+        typ, voff, off = read_tl(wire, off, end)
+        if typ == LP_FRAGMENT:
+            return start, field, voff, off
+    return start, end, end, end
+
+
 def outer_length(buf: bytes | bytearray, off: int) -> tuple[int, int] | None:
     """For stream framing: (header size, value length) of the TLV at `off`, or None if the
     header itself is not complete yet."""

@@ -11,13 +11,14 @@ in Mini-NDN: the PS and the workers run on the nodes named (default: the PS on t
 (its edge, which always aggregates) is a candidate — the workers' nodes too.
 --baselines adds random placement (mean of 20), the edge alone, every candidate, and exhaustive
 search where C(candidates, k) <= 5000. Exit 0; 2 on a bad topology or argument (every bad flag
-named, in one line).
+named, in one line); 1, quietly, when the reader of its output is gone (`| head -1`).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import sys
 
 from .greedy import baselines, greedy
@@ -127,7 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     except TopologyError as e:
         print(f"placement: {e}", file=sys.stderr)
         return 2
-    print(json.dumps(out) if args.json else table(out))
+    try:
+        print(json.dumps(out) if args.json else table(out))
+        sys.stdout.flush()          # a reader gone (`| head -1`) shows here, not at exit
+    except BrokenPipeError:
+        # stop quietly, as Unix tools do (Python's docs, signal module, "Note on SIGPIPE"):
+        # stdout pointed at devnull so the flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

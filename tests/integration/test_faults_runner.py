@@ -4,7 +4,7 @@ forwarder killed and restarted, and chaos.toml shortened (a worker kill, a PS ki
 kill under 3% loss).
 
 Each test reads back what the run recorded (summary.json, the PS's metrics, model.npz) and
-checks it against the single-process reference of the same training (bench/faults.py's
+checks it against the single-process reference of the same training (bench/fault_runs.py's
 `reference`): a sync run that loses nothing and applies nothing twice ends with the
 reference's parameters. Every process is stopped whatever happens: the runner on SIGTERM
 stops its children; any of them left (the runner killed) is killed by pid.
@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.faults import CHAOS_SHORT, reference, version_ledger
+from bench.fault_cases import CHAOS_SHORT
+from bench.fault_runs import reference, version_ledger
 from ndnps.lab.metrics import read_metrics
 from ndnps.lab.process import ManagedProcess
 
@@ -103,7 +104,7 @@ def incarnations(out: Path) -> list[list[int]]:
 
 
 def ledger(out: Path) -> dict:
-    """bench/faults.py's reading of the PS's records (4 workers in every scenario here)."""
+    """bench/fault_runs.py's reading of the PS's records (4 workers in every scenario here)."""
     return version_ledger(read_metrics(out / "metrics" / "ps.jsonl"), workers=4)
 
 

@@ -12,7 +12,7 @@ if not (torch.distributed.is_available() and torch.distributed.is_gloo_available
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from bench import gloo  # noqa: E402
-from bench.common import TrainingRun  # noqa: E402
+from bench.scenario_runs import TrainingRun  # noqa: E402
 from ndnps.ml.data import load_dataset  # noqa: E402
 from ndnps.ml.train import train_sync_reference  # noqa: E402
 

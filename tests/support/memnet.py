@@ -48,7 +48,7 @@ from ndnps.client.app import App
 from ndnps.client.face import Face
 from ndnps.client.security import DigestSigner
 from ndnps.client.wire import make_data
-from ndnps.ndn import nfd, packet
+from ndnps.ndn import encoders, nfd, packet
 from ndnps.ndn.tlv import LP_PACKET, DecodeError, component_offsets, read_tl
 from ndnps.protocol.config import TrainingConfig
 
@@ -178,7 +178,7 @@ class MemNet:
         """An Interest from `src` that awaits no answer (whatever comes back is dispatched as
         usual); False if the forwarder Nacked it at once (no route)."""
         face_id = self.face_ids[src]
-        wire = packet.encode_interest(name, int.from_bytes(packet.new_nonce(), "big"),
+        wire = encoders.encode_interest(name, int.from_bytes(packet.new_nonce(), "big"),
                                       lifetime_ms, False, fresh)
         out = self.receive(face_id, wire)
         return not any(f == face_id and item[0] == LP_PACKET for f, item in out)

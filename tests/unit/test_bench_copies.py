@@ -1,6 +1,6 @@
-"""bench/micro/copies.py's allocation counter: a copy of n bytes is one buffer with its n bytes
-written, a view none, a buffer never filled one with nothing written; and the push path's
-forwarder copies no segment (skipped without a C compiler)."""
+"""bench.micro.copies' allocation counter (bench/micro/allocations.py): a copy of n bytes is
+one buffer with its n bytes written, a view none, a buffer never filled one with nothing
+written; and the push path's forwarder copies no segment (skipped without a C compiler)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.micro.copies import ROOT, build_shim
+from bench.micro.allocations import build_shim
+from bench.micro.copies import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc") is None,
                                 reason="no C compiler to build the allocation counter")
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc
 PROBE = """
 import json
 import numpy as np
-from bench.micro.copies import Counter
+from bench.micro.allocations import Counter
 c = Counter()
 b = b"x" * 20000
 c.arm(10000)

@@ -1,10 +1,10 @@
-"""bench/faults.py's reading of a fault run: which drops were of live workers, and which worker
-kills no PS could notice (the PS killed too, within worker_timeout)."""
+"""bench/fault_runs.py's reading of a fault run: which drops were of live workers, and which
+worker kills no PS could notice (the PS killed too, within worker_timeout)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench.faults import killed_while_forwarder_down, live_workers_dropped, unnoticed_kills
+from bench.fault_runs import killed_while_forwarder_down, live_workers_dropped, unnoticed_kills
 
 
 def kill(worker: str, t: float) -> dict:

@@ -69,6 +69,21 @@ def test_lp_wrap_emits_the_mark_in_field_order_and_both_decoders_read_it(token, 
     assert back.congestion_mark == mark
 
 
+def test_congestion_mark_is_read_among_the_header_fields_before_the_fragment_only():
+    inner = data("/a")
+    seq = tlv.encode_tlv(tlv.LP_SEQUENCE, bytes(8))
+    marked = tlv.encode_tlv(tlv.LP_PACKET, seq + tlv.encode_tlv(tlv.LP_PIT_TOKEN, b"t")
+                            + tlv.nonneg_element(tlv.LP_CONGESTION_MARK, 2)
+                            + tlv.encode_tlv(tlv.LP_FRAGMENT, inner))
+    assert congestion_mark(marked) == congestion_mark(memoryview(marked)) == 2
+    after = tlv.encode_tlv(tlv.LP_PACKET, seq + tlv.encode_tlv(tlv.LP_FRAGMENT, inner)
+                           + tlv.nonneg_element(tlv.LP_CONGESTION_MARK, 2))
+    assert congestion_mark(after) == 0                      # after the Fragment: not a header
+    assert congestion_mark(inner) == congestion_mark(interest("/a")) == congestion_mark(b"") == 0
+    with pytest.raises(tlv.DecodeError):
+        congestion_mark(marked[:-1])
+
+
 @pytest.mark.parametrize("token", [None, b"tok"])
 def test_the_forwarders_encoding_and_a_faces_marking_are_the_same_bytes(token):
     """A Data marked by the face on its way out (set_congestion_mark) and one passed on marked

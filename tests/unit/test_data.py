@@ -134,3 +134,13 @@ def test_batches_keep_last_and_tuple_seed():
     # worker 0 and worker 1 get different orders; trailing zeros in the seed tuple still matter
     assert not np.array_equal(epoch_order(100, 0, (5, 0)), epoch_order(100, 0, (5, 1)))
     assert not np.array_equal(epoch_order(100, 0, (5, 0)), epoch_order(100, 0, 5))
+
+
+def test_the_streams_draw_what_they_always_drew():
+    """Each purpose's stream number is part of its draws: shards, batch orders and the synthetic
+    data stay those of every earlier run (a renumbering would change them all)."""
+    assert shard(20, 3, 1, 7).tolist() == [2, 4, 5, 7, 10, 16, 18]
+    assert epoch_order(10, 2, (5, 1)).tolist() == [1, 3, 8, 0, 6, 7, 9, 2, 4, 5]
+    ds = load_dataset("synthetic", 3, n_samples=50, n_features=4, n_classes=3)
+    assert ds.y_train[:12].tolist() == [1, 0, 2, 1, 2, 0, 1, 2, 0, 0, 2, 0]
+    assert np.allclose(ds.X_train[0], [0.55889, -0.15464, -1.263974, 1.098052], atol=1e-6)

@@ -499,7 +499,7 @@ def test_a_replayed_interest_of_a_version_a_push_freed_is_nacked_and_counted(b):
 def test_member_interests_are_the_collects_encode_interest_writes(b):
     # built from per-plan templates (the member's name but version and segment, the fixed
     # elements after it): byte for byte the fixed-shape encoder's collect, MustBeFresh
-    from ndnps.ndn.packet import encode_interest as encode_collect
+    from ndnps.ndn.encoders import encode_interest as encode_collect
     from ndnps.ndn.tlv import component_offsets
     ps, f = setup(b)
     wire, _ = encode_interest(agg_name(3, 1), encode_plan(Group("agg", ("w1", "w2"))), "agg",

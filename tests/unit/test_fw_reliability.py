@@ -1,7 +1,8 @@
-"""NDNLPv2 link reliability (forwarder/faces/reliability.py), sans-I/O: two ends joined by a
-lossy link on a fake clock.  The asyncio side (ReliableLink) runs on a fake event loop clock
-too (looptime: it jumps to the next timer when nothing is ready), so its timers fire at exactly
-their time however loaded the host is; the one uvloop test asserts nothing about real time."""
+"""NDNLPv2 link reliability (ndnps/ndn/reliability.py), sans-I/O: two ends joined by a lossy
+link on a fake clock.  The asyncio side (ReliableLink, reliable_link.py) runs on a fake event
+loop clock too (looptime: it jumps to the next timer when nothing is ready), so its timers fire
+at exactly their time however loaded the host is; the one uvloop test asserts nothing about
+real time."""
 from __future__ import annotations
 
 import asyncio
@@ -9,8 +10,8 @@ import random
 
 import pytest
 
-from ndnps.ndn.reliability import (LpReliability, ReliabilityOptions, ReliableLink,
-                                         _read_own, older_than, split_lp)
+from ndnps.ndn.reliability import LpReliability, ReliabilityOptions, _read_own, older_than
+from ndnps.ndn.reliable_link import ReliableLink
 from ndnps.ndn.packet import Data, Interest, Nack, decode, lp_wrap
 from ndnps.ndn.tlv import (LP_ACK, LP_FRAGMENT, LP_PACKET, LP_SEQUENCE, LP_TX_SEQUENCE,
                            MAX_PACKET_SIZE, encode_tlv, read_tl)
@@ -261,13 +262,6 @@ def test_sequence_numbers_wrap_around():
     assert a.deadline() == 0.0 and len(a.poll(0.0)) == 1
 
 
-def test_split_lp_returns_headers_and_the_network_packet():
-    token = encode_tlv(0x62, b"\x09\x09")
-    frag = encode_tlv(LP_FRAGMENT, INTEREST)
-    wire = encode_tlv(LP_PACKET, token + frag)
-    assert split_lp(wire) == (token, INTEREST) and split_lp(INTEREST) == (b"", INTEREST)
-
-
 @pytest.mark.parametrize("loss", [0.05, 0.2])
 def test_every_packet_arrives_exactly_once_over_a_lossy_link(loss):
     """Both directions lose `loss` of everything (Acks too); 2000 packets each way, sent in
@@ -350,7 +344,7 @@ def test_a_lost_last_frame_is_probed_after_two_round_trips_before_the_rto():
 async def test_a_late_timer_lets_waiting_acks_in_before_judging_frames_lost():
     """The loop was busy past an RTO (uvloop runs timers before reading sockets): the timer
     waits one more socket read; an Ack read then saves the frame from a needless re-send."""
-    from ndnps.ndn.reliability import DEFER
+    from ndnps.ndn.reliable_link import DEFER
 
     for acked in (True, False):
         sent: list[bytes] = []

@@ -76,6 +76,31 @@ def test_outer_length_for_stream_framing():
     assert tlv.outer_length(huge_type[:3], 0) is None
 
 
+def test_lp_fragment_finds_the_network_packet_after_the_header_fields():
+    """The one walk the markers, congestion marks, reliability and fragmentation share: the
+    header fields' span and the Fragment's value, bare packets all packet, bytes or a view."""
+    inner = data("/*distribute*/ps/t/1/0", content=bytes(300))       # a 3-octet LENGTH
+    token = tlv.encode_tlv(tlv.LP_PIT_TOKEN, b"\x09\x09")
+    fields = tlv.encode_tlv(tlv.LP_SEQUENCE, bytes(8)) + token \
+        + tlv.nonneg_element(tlv.LP_CONGESTION_MARK, 1)
+    wire = tlv.encode_tlv(tlv.LP_PACKET, fields + tlv.encode_tlv(tlv.LP_FRAGMENT, inner))
+    for buf in (wire, memoryview(wire)):
+        start, end, pstart, pend = tlv.lp_fragment(buf)
+        assert (bytes(buf[start:end]), bytes(buf[pstart:pend])) == (fields, inner)
+    assert tlv.lp_fragment(wire) == (4, 4 + len(fields), len(wire) - len(inner), len(wire))
+    bare = lp(inner)                                            # a Fragment alone
+    assert tlv.lp_fragment(bare) == (4, 4, 8, len(bare))
+    for packet in (inner, interest("/a/b"), memoryview(interest("/a")), b""):
+        assert tlv.lp_fragment(packet) == (0, 0, 0, len(packet))       # bare: all packet
+    idle = tlv.encode_tlv(tlv.LP_PACKET, token)                 # no Fragment: all headers
+    assert tlv.lp_fragment(idle) == (2, len(idle), len(idle), len(idle))
+    after = tlv.encode_tlv(tlv.LP_PACKET, tlv.encode_tlv(tlv.LP_FRAGMENT, b"ab") + b"\xff")
+    assert tlv.lp_fragment(after) == (2, 2, 4, 6)               # what follows is not read
+    for bad in (wire[:-1], b"\x64", b"\x64\x03\x62\x05\x00"):
+        with pytest.raises(DecodeError):
+            tlv.lp_fragment(bad)
+
+
 # ---- names ---------------------------------------------------------------------------------
 
 def test_component_offsets_are_prefix_lengths():

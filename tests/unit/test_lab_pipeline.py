@@ -1,5 +1,5 @@
 """A pipeline training's configuration (docs/hetero.md): the training's pipeline fields
-(ndnps.protocol.config), the scenario's [[device_kinds]] and [pipeline] (ndnps.lab.pipeline),
+(ndnps.protocol.config), the scenario's [[device_kinds]] and [pipeline] (ndnps.lab.pipeline_plan),
 the plan the runner makes before the run, the stage app's micro-batches — every error naming
 its key."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from apps.stage import micro_slices
-from ndnps.lab import pipeline, spec
+from ndnps.lab import pipeline, pipeline_plan, spec
 from ndnps.lab.spec import ScenarioError
 from ndnps.protocol.config import ConfigError, from_table
 
@@ -87,7 +87,7 @@ def test_the_scenario_tables_make_the_training():
 
 def test_the_plan_orders_the_kinds_and_splits_the_layers(tmp_path):
     sc = scenario()
-    plan = pipeline.make_plan(sc.pipeline, sc.training)
+    plan = pipeline_plan.make_plan(sc.pipeline, sc.training)
     t = sc.training
     assert t.stage_kinds == ["fast:3", "slow:1"]          # the fastest first (equal links)
     assert t.workers == ["m1-fast", "m1-slow", "m2-fast", "m2-slow"]
@@ -96,10 +96,10 @@ def test_the_plan_orders_the_kinds_and_splits_the_layers(tmp_path):
     assert plan["predicted_seconds"] == plan["predicted_iteration_seconds"] > 0
     assert len(plan["profile"]) == 4 and set(plan["baselines"]) == {
         "equal_layers", "equal_devices", "data_parallel"}
-    pipeline.write_plan(tmp_path, plan)
+    pipeline_plan.write_plan(tmp_path, plan)
     assert json.loads((tmp_path / "plan.json").read_text())["split"] == "planned"
     equal = scenario(overrides=["pipeline.split=\"equal-layers\""])
-    plan = pipeline.make_plan(equal.pipeline, equal.training)
+    plan = pipeline_plan.make_plan(equal.pipeline, equal.training)
     assert equal.training.stage_layers == [2, 2]
     assert plan["predicted_seconds"] == plan["baselines"]["equal_layers"]
 
@@ -138,14 +138,14 @@ def test_a_batch_no_shard_holds_is_refused_by_the_plan():
     sc = scenario(overrides=["training.batch=1000"])
     with pytest.raises(ScenarioError, match="training.batch: 1347 samples over 2 machines hold "
                        "no mini-batch of 1000"):
-        pipeline.make_plan(sc.pipeline, sc.training)
+        pipeline_plan.make_plan(sc.pipeline, sc.training)
 
 
 def test_more_kinds_than_layers_is_refused_by_the_plan():
     sc = scenario(overrides=["training.hidden=[16]"])
     sc.pipeline.kinds.append(("mid", 2.0))
     with pytest.raises(ScenarioError, match="training.hidden: 2 layers cannot make 3 stages"):
-        pipeline.make_plan(sc.pipeline, sc.training)
+        pipeline_plan.make_plan(sc.pipeline, sc.training)
 
 
 @pytest.mark.parametrize("batch,micro,sizes", [(96, 4, [24] * 4), (10, 4, [3, 3, 2, 2]),
@@ -169,7 +169,7 @@ def test_the_stage_parameters_saved_make_the_model(tmp_path):
     """(No run: the summary's assembly on hand-made files.) The first machine's stages'
     parameter files together are the whole model; a file missing is said, not guessed."""
     sc = scenario()
-    pipeline.make_plan(sc.pipeline, sc.training)
+    pipeline_plan.make_plan(sc.pipeline, sc.training)
     from ndnps.ml.data import load_dataset
     from ndnps.ml.models import build_model
     t = sc.training
@@ -195,10 +195,10 @@ def test_a_plan_may_reuse_an_earlier_runs_profile(tmp_path):
     """pipeline.profile: runs compared side by side planned from one profile, not each from
     its own (a shared host's noise moves a profile, and with it the split)."""
     sc = scenario()
-    plan = pipeline.make_plan(sc.pipeline, sc.training)
-    pipeline.write_plan(tmp_path, plan)
+    plan = pipeline_plan.make_plan(sc.pipeline, sc.training)
+    pipeline_plan.write_plan(tmp_path, plan)
     again = scenario(overrides=[f"pipeline.profile=\"{tmp_path / 'plan.json'}\""])
-    plan2 = pipeline.make_plan(again.pipeline, again.training)
+    plan2 = pipeline_plan.make_plan(again.pipeline, again.training)
     assert plan2["profile"] == plan["profile"]
     assert plan2["stage_layers"] == plan["stage_layers"]
     assert plan2["predicted_seconds"] == plan["predicted_seconds"]
@@ -212,7 +212,7 @@ def test_a_plan_may_reuse_an_earlier_runs_profile(tmp_path):
              "pipeline.profile: .* profiles another model or micro-batch size")]:
         other = scenario(overrides=overrides)
         with pytest.raises(ScenarioError, match=message):
-            pipeline.make_plan(other.pipeline, other.training)
+            pipeline_plan.make_plan(other.pipeline, other.training)
     with pytest.raises(ScenarioError, match="pipeline.profile: a plan.json's path, got 3"):
         scenario(overrides=["pipeline.profile=3"])
 
@@ -223,7 +223,7 @@ def test_the_prediction_from_a_runs_own_compute():
     plan's simulator given the run's compute ÷ the profile's gives the plan's prediction at 1
     and more for slower stages."""
     sc = scenario()
-    plan = pipeline.make_plan(sc.pipeline, sc.training)
+    plan = pipeline_plan.make_plan(sc.pipeline, sc.training)
     p, t = sc.pipeline, sc.training
     steps = pipeline._profiled_step(p, t)
     fastest = max(v for _, v in t.stage_devices())

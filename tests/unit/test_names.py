@@ -158,10 +158,17 @@ def test_a_pipeline_stages_tensors_round_trip_and_are_no_other_name():
 def test_a_pushed_data_is_told_by_its_first_component_bare_or_in_an_lp_packet():
     from ndnps.ndn.markers import is_pushed_data
     from ndnps.ndn.packet import lp_wrap
-    from tests.support.fwkit import data
+    from ndnps.ndn import tlv
+    from tests.support.fwkit import data, interest
     pushed = data("/*distribute*/ps/t1/v1/seg0")
     assert is_pushed_data(pushed) and is_pushed_data(lp_wrap(pushed, pit_token=b"t"))
     assert is_pushed_data(memoryview(pushed))
+    fields = tlv.encode_tlv(tlv.LP_SEQUENCE, bytes(8)) + tlv.encode_tlv(tlv.LP_PIT_TOKEN, b"t") \
+        + tlv.nonneg_element(tlv.LP_CONGESTION_MARK, 1)           # headers before the Fragment
+    framed = tlv.encode_tlv(tlv.LP_PACKET, fields + tlv.encode_tlv(tlv.LP_FRAGMENT, pushed))
+    assert is_pushed_data(framed) and is_pushed_data(memoryview(framed))
+    assert not is_pushed_data(interest("/*distribute*/ps/t1"))                # not a Data
+    assert not is_pushed_data(tlv.encode_tlv(tlv.LP_PACKET, fields))          # no Fragment
     assert not is_pushed_data(data("/ps/t1/v1/seg0"))
     assert not is_pushed_data(data("/ps/*distribute*/v1"))          # a marker is first only
     assert not is_pushed_data(lp_wrap(data("/ps/x"), pit_token=b"t"))

@@ -127,6 +127,21 @@ def test_several_bad_flags_are_one_message(capsys):
     assert all(f"{flag}: " in err for flag in ("--topology", "--k", "--capacity"))
 
 
+def test_a_reader_gone_is_no_traceback():
+    """`python -m ndnps.placement ... | head -1`: the pipe closed before the output is written
+    (head gone) stops it quietly, as Unix tools do, exit 1 — no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "ndnps.placement", "--topology",
+                             "leaf-spine:2,2,2", "--k", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()                     # the reader gone before anything is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1
+    assert err == ""
+
+
 def test_k_beyond_the_candidates_says_what_it_placed(capsys):
     # leaf-spine:2,2,2 with the PS on h1: l2, s1, s2 may aggregate (l1 is the PS's edge)
     assert main(["--topology", "leaf-spine:2,2,2", "--k", "100", "--json"]) == 0

@@ -92,6 +92,34 @@ def test_bad_override_syntax():
         apply_overrides({"description": "x"}, ["description.y=1"])
 
 
+def test_several_bad_overrides_are_named_in_one_message_each_by_its_key(capsys):
+    with pytest.raises(ScenarioError) as e:
+        apply_overrides({"description": "x"}, ["training.epochs", "a..b=1", "description.y=1",
+                                               "training.lr=0.1"])
+    assert str(e.value).split("; ") == [
+        "--set 'training.epochs': expected KEY=VALUE, e.g. training.epochs=3",
+        "--set 'a..b=1': bad key 'a..b'", "description.y: description is not a table"]
+    sets = ["training.epochs=-1", "links.loss=2", "training.lr=0.05", "run.timeout=nan",
+            "training.epochz=3", "oops"]
+    with pytest.raises(ScenarioError) as e:
+        load("sync-sgd", sets)
+    parts = str(e.value).split("; ")
+    assert [p.split(":")[0] for p in parts] == [
+        "training.epochs", "links.loss", "run.timeout", "training.epochz", "--set 'oops'"]
+    from ndnps.lab.scenario import main
+    assert main(["sync-sgd", *[a for s in sets for a in ("--set", s)]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("scenario error: training.epochs: ")
+    assert all(f"{key}: " in err for key in ("links.loss", "run.timeout", "training.epochz"))
+
+
+def test_overrides_fine_alone_but_not_together_give_the_error_of_the_whole():
+    """Each alone is fine, so none is named: the scenario's own first error is."""
+    with pytest.raises(ScenarioError) as e:
+        load("sync-sgd", ["topology.kind=\"fat-tree\"", "topology.k=3"])
+    assert str(e.value).startswith("topology.k: ")
+
+
 def test_unknown_scenario_and_unreadable_file(tmp_path):
     with pytest.raises(ScenarioError, match="unknown scenario"):
         load("no-such-scenario")

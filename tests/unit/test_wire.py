@@ -17,7 +17,7 @@ from ndn.security import DigestSha256Signer, HmacSha256Signer
 from ndnps.client import wire
 from ndnps.client.security import DigestSigner, HmacSigner, Security
 from ndnps.client.segments import sign_parts, sign_segments
-from ndnps.ndn import nfd, packet
+from ndnps.ndn import encoders, nfd, packet
 from ndnps.ndn.conventions import segment_component
 from ndnps.ndn.tlv import DecodeError, tl
 from ndnps.protocol import names
@@ -105,7 +105,7 @@ def test_sign_segments_matches_make_data(signer, size):
 
 def test_signature_info_elements():
     assert DIGEST.signature_info == b"\x16\x03\x1b\x01\x00"
-    key = packet.encode_name(names.key("ps", "t1"))
+    key = encoders.encode_name(names.key("ps", "t1"))
     assert HMAC.signature_info == tl(0x16, 5 + len(key)) + b"\x1b\x01\x04" + \
         tl(0x1C, len(key)) + key
 
@@ -119,14 +119,14 @@ def test_interest_is_byte_identical_to_make_interest_and_parses_back(prefix, fre
         param = InterestParam(can_be_prefix=prefix, must_be_fresh=fresh, nonce=nonce,
                               lifetime=lifetime, hop_limit=hop)
         ref = bytes(make_interest(name, param))
-        got = packet.encode_interest(name, nonce, lifetime, prefix, fresh, hop)
+        got = encoders.encode_interest(name, nonce, lifetime, prefix, fresh, hop)
         assert got == ref
         i = wire.parse_interest(got)
         assert (i.can_be_prefix, i.must_be_fresh, i.nonce, i.hop_limit) == \
             (prefix, fresh, nonce, hop)
         assert i.lifetime == (4000 if lifetime is None else lifetime)
         assert i.name == [bytes(c) for c in name] and i.app_parameters is None
-    assert packet.encode_interest(NAMES[0], None) == bytes(make_interest(NAMES[0], InterestParam()))
+    assert encoders.encode_interest(NAMES[0], None) == bytes(make_interest(NAMES[0], InterestParam()))
 
 
 @pytest.mark.parametrize("app_param", [b"", b"params", os.urandom(300)])
@@ -146,9 +146,9 @@ def test_interests_with_parameters_signatures_and_hints_are_python_ndns(app_para
     theirs, full = make_interest(name, param, app_param=app_param,
                                  signer=Fixed(for_interest=True) if signed else None,
                                  need_final_name=True)
-    info = packet.encode_interest_signature_info(0, None, b"12345678", 1_700_000_000_000) \
+    info = encoders.encode_interest_signature_info(0, None, b"12345678", 1_700_000_000_000) \
         if signed else None
-    ours, digest = packet.encode_interest_full(
+    ours, digest = encoders.encode_interest_full(
         name, app_param, 7, 900, False, True, None, info, DIGEST.sign if signed else None,
         [wire.normalize(h) for h in hint])
     assert ours == bytes(theirs)
@@ -157,19 +157,19 @@ def test_interests_with_parameters_signatures_and_hints_are_python_ndns(app_para
     assert bytes(i.app_parameters) == app_param and i.must_be_fresh
     # a plain Interest with a hint only: no parameters, no digest
     if hint and not signed:
-        plain, none = packet.encode_interest_full(name, None, 7, 900, False, True,
+        plain, none = encoders.encode_interest_full(name, None, 7, 900, False, True,
                                                   forwarding_hint=[wire.normalize(h)
                                                                    for h in hint])
         assert none == b"" and plain == bytes(make_interest(name, param))
 
 
 def test_a_wrong_or_missing_parameters_digest_is_malformed():
-    ours, _ = packet.encode_interest_full(names.insert("ps", "t1"), b"p", 7)
+    ours, _ = encoders.encode_interest_full(names.insert("ps", "t1"), b"p", 7)
     at = ours.index(b"\x02\x20") + 2
     forged = ours[:at] + bytes(32) + ours[at + 32:]
     with pytest.raises(DecodeError):
         wire.parse_interest(forged)
-    nm = packet.encode_name(names.insert("ps", "t1"))
+    nm = encoders.encode_name(names.insert("ps", "t1"))
     with pytest.raises(DecodeError):
         wire.parse_interest(_tlv(5, nm + _tlv(0x24, b"p")))
 
@@ -179,7 +179,7 @@ def _tlv(typ: int, value: bytes) -> bytes:
 
 
 def test_parse_interest_refuses_malformed_and_skips_non_critical():
-    nm = packet.encode_name(names.collect("gpu1", "ps", "t1", 3, 4))
+    nm = encoders.encode_name(names.collect("gpu1", "ps", "t1", 3, 4))
     nonce, life = _tlv(0x0A, b"\x00\x00\x00\x07"), _tlv(0x0C, b"\x01\xf4")
     good = _tlv(5, nm + _tlv(0x21, b"") + nonce + life)
     i = wire.parse_interest(good)
@@ -212,8 +212,8 @@ def test_parse_data_reads_every_shape_python_ndn_does():
         make_data(nm, MetaInfo(), None, signer=None),                                # unsigned
         make_data([], MetaInfo(), b"x", signer=DigestSha256Signer()),                # empty name
         make_data(nm, MetaInfo(), b"x", signer=HmacSha256Signer("/k/KEY", KEY)),
-        _tlv(6, packet.encode_name(nm) + key_digest_info + value),   # KeyLocator by digest
-        _tlv(6, packet.encode_name(nm) + _tlv(0x16, b"\x1b\x01\x04\x26\x01\x01") + value),
+        _tlv(6, encoders.encode_name(nm) + key_digest_info + value),   # KeyLocator by digest
+        _tlv(6, encoders.encode_name(nm) + _tlv(0x16, b"\x1b\x01\x04\x26\x01\x01") + value),
     ]
     for raw in shapes:
         raw = bytes(raw)
@@ -221,8 +221,8 @@ def test_parse_data_reads_every_shape_python_ndn_does():
 
 
 def test_parse_data_refuses_malformed_packets():
-    nm = packet.encode_name(names.distribute("ps", "t1", 1, 0))
-    meta = packet.encode_meta_info(10, segment_component(0))
+    nm = encoders.encode_name(names.distribute("ps", "t1", 1, 0))
+    meta = encoders.encode_meta_info(10, segment_component(0))
     info = HMAC.signature_info
     value = _tlv(0x17, b"v" * 32)
     good = _tlv(6, nm + meta + _tlv(0x15, b"c") + info + value)
