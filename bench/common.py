@@ -276,7 +276,7 @@ class CpuSampler:
 
     @staticmethod
     def role(cmdline: str) -> str | None:
-        if " -m forwarder" in cmdline:
+        if " -m ndnps.forwarder" in cmdline or " -m forwarder" in cmdline:
             return "forwarder"
         if " -m apps.ps" in cmdline or "tcp_ps ps" in cmdline:
             return "ps"

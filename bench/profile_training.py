@@ -27,7 +27,7 @@ from bench.common import ROOT, model_sets
 PYSPY = Path(sys.executable).with_name("py-spy")
 MODELS: dict[str, tuple[int, list[int]] | None] = {
     "100k": (256, [256, 128]), "1M": (1024, [768, 256]), "digits": None}
-ROLE = [("forwarder", re.compile(r"-m forwarder")), ("ps", re.compile(r"-m apps\.ps")),
+ROLE = [("forwarder", re.compile(r"-m (ndnps\.)?forwarder\b")), ("ps", re.compile(r"-m apps\.ps")),
         ("worker", re.compile(r"-m apps\.worker")), ("runner", re.compile(r"ndnps\.scenario"))]
 
 

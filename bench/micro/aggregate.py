@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from forwarder.pipelines import Forwarder  # noqa: E402
-from forwarder.tables.rib import CHILD_INHERIT, Route  # noqa: E402
+from ndnps.forwarder.pipelines import Forwarder  # noqa: E402
+from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route  # noqa: E402
 from ndnps.ndn import aggregation, packet, summable  # noqa: E402
 from ndnps.ndn.aggregation import AggregatorConfig, Group  # noqa: E402
 from ndnps.ndn.conventions import segment_component  # noqa: E402

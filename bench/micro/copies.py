@@ -484,7 +484,7 @@ def framing(parts: Parts, wires: Sequence[bytes]) -> float:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """The child: the training run under the counter, the figures."""
     from bench.iteration import MODELS
-    from forwarder import USE_COMPILED
+    from ndnps.forwarder import USE_COMPILED
     from ndnps.client.security import DigestSigner
     from ndnps.client.segments import sign_segments
     from ndnps.ndn.conventions import SEGMENT_SIZE

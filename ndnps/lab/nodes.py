@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from forwarder.strategy import BestRoute, RetxSuppression
+from ndnps.forwarder.strategy import BestRoute, RetxSuppression
 
 # the packet classes of the forwarders' rate traces: the training protocol's exchanges
 CLASSIFIER = "ndnps.protocol.names:classify"

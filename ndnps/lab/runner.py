@@ -155,7 +155,7 @@ class Runner(NamespaceSetup, Supervision):
                                         topology.forwarder_strategy(self.sc)))
             sock = str(self.socket_dir / f"{name}.sock")
             host = "0.0.0.0" if self.netns else "127.0.0.1"
-            argv = self.wrap(node) + [sys.executable, "-m", "forwarder", "--unix", sock,
+            argv = self.wrap(node) + [sys.executable, "-m", "ndnps.forwarder", "--unix", sock,
                                       "--tcp", "0", "--udp", str(node.udp), "--host", host,
                                       "--config", str(conf)]
             proc = self.spawn(f"fwd-{name}", argv)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from ndn.encoding import Component, InterestParam, Name, make_interest
 
-from forwarder.status import command, fetch_status
+from ndnps.forwarder.status import command, fetch_status
 from ndnps.lab import ina
 from ndnps.lab.metrics import read_metrics
 from ndnps.lab.process import ManagedProcess

@@ -18,7 +18,7 @@ from ndn.security import DigestSha256Signer
 
 from ndnps.ndn import tlv
 from ndnps.ndn.packet import Interest, decode
-from forwarder.pipelines import Forwarder, Limits
+from ndnps.forwarder.pipelines import Forwarder, Limits
 
 INSERT = Component.from_bytes(b"*insert*")
 DISTRIBUTE = Component.from_bytes(b"*distribute*")

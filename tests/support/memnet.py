@@ -40,10 +40,10 @@ import weakref
 from collections.abc import MutableMapping
 from typing import Any, Callable, Iterator
 
-from forwarder.daemon import TICK_SECONDS
-from forwarder.pipelines import Forwarder, Limits
-from forwarder.strategy import BestRoute, RetxSuppression, Strategy
-from forwarder.tables.rib import CHILD_INHERIT, Route
+from ndnps.forwarder.daemon import TICK_SECONDS
+from ndnps.forwarder.pipelines import Forwarder, Limits
+from ndnps.forwarder.strategy import BestRoute, RetxSuppression, Strategy
+from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route
 from ndnps.client.app import App
 from ndnps.client.face import Face
 from ndnps.client.security import DigestSigner

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from ndn.encoding import Component
 
-from forwarder.aggregator import Aggregation
-from forwarder.internal_face import Packet
-from forwarder.tables.aggregator_pool import AggregatorPool, SlotKey
+from ndnps.forwarder.aggregator import Aggregation
+from ndnps.forwarder.internal_face import Packet
+from ndnps.forwarder.tables.aggregator_pool import AggregatorPool, SlotKey
 from ndnps.ndn.aggregation import AggregatorConfig, Group, encode_interest, encode_plan
 from ndnps.ndn.markers import AGGREGATE_COMPONENT
 from ndnps.ndn.packet import Data, Interest, Nack, decode_interest

@@ -13,7 +13,7 @@ from ndn.encoding import (Component, InterestParam, MetaInfo, Name, make_data, m
                           parse_data)
 from ndn.security import DigestSha256Signer
 
-from forwarder.mgmt import Management
+from ndnps.forwarder.mgmt import Management
 from tests.support.pyndn import HmacSigner
 from ndnps.ndn import summable
 from ndnps.ndn.aggregation import (AggregatorConfig, Group, application_parameters,

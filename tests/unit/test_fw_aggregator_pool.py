@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from forwarder.tables.aggregator_pool import MAX_CONTRIBUTORS, AggregatorPool, SlotKey
+from ndnps.forwarder.tables.aggregator_pool import MAX_CONTRIBUTORS, AggregatorPool, SlotKey
 
 T = b"/ps/t1"
 W = ("w1", "w2", "w3")

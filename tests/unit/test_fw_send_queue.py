@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from forwarder.config import Config
-from forwarder.daemon import ForwarderDaemon
-from forwarder.face_table import SendQueueCounters
-from forwarder.faces.queue import QueueOptions, SendQueue
-from forwarder.faces.udp import UdpChannel
-from forwarder.mgmt import status_snapshot
+from ndnps.forwarder.config import Config
+from ndnps.forwarder.daemon import ForwarderDaemon
+from ndnps.forwarder.face_table import SendQueueCounters
+from ndnps.forwarder.faces.queue import QueueOptions, SendQueue
+from ndnps.forwarder.faces.udp import UdpChannel
+from ndnps.forwarder.mgmt import status_snapshot
 from ndnps.ndn.congestion import congestion_mark
 from ndnps.ndn.fragmentation import Reassembler
 from tests.support.fwkit import FakeDatagramPort, data, lp

@@ -11,10 +11,10 @@ import math
 
 import pytest
 
-from forwarder.face_table import FaceInfo
-from forwarder.faces import stream
-from forwarder.faces.queue import QueueOptions
-from forwarder.faces.stream import DRAIN_BYTES, KERNEL_THRESHOLD, StreamFace
+from ndnps.forwarder.face_table import FaceInfo
+from ndnps.forwarder.faces import stream
+from ndnps.forwarder.faces.queue import QueueOptions
+from ndnps.forwarder.faces.stream import DRAIN_BYTES, KERNEL_THRESHOLD, StreamFace
 from ndnps.ndn.congestion import MarkingRule, congestion_mark
 from ndnps.ndn.packet import lp_wrap
 from tests.support.fwkit import data

@@ -1,6 +1,6 @@
 """The house's arrows point down only (docs/architecture.md): the forwarder stands on the NDN base
 alone, the base on nothing above it, and nothing imports apps/. Checked on the code itself: what
-`import forwarder.pipelines` loads, and every module's imports (read with ast)."""
+`import ndnps.forwarder.pipelines` loads, and every module's imports (read with ast)."""
 from __future__ import annotations
 
 import ast
@@ -12,13 +12,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_importing_the_forwarder_core_loads_neither_python_ndn_nor_asyncio():
-    probe = "import sys, forwarder.pipelines; print('\\n'.join(sorted(sys.modules)))"
+    probe = "import sys, ndnps.forwarder.pipelines; print('\\n'.join(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
                          text=True, check=True, timeout=60).stdout.split()
     assert "asyncio" not in out
     assert not [m for m in out if m == "ndn" or m.startswith("ndn.")]       # python-ndn
-    assert [m for m in out if m.startswith("ndnps")] == \
-        [m for m in out if m == "ndnps" or m.startswith("ndnps.ndn")]
+    assert [m for m in out if m.startswith("ndnps") and not m.startswith("ndnps.forwarder")] \
+        == [m for m in out if m == "ndnps" or m.startswith("ndnps.ndn")]
 
 
 def imports(path: Path) -> set[str]:
@@ -42,9 +42,9 @@ def modules(folder: str) -> dict[Path, set[str]]:
 
 
 def test_the_forwarder_imports_nothing_of_ndnps_but_the_base():
-    for path, names in modules("forwarder").items():
+    for path, names in modules("ndnps/forwarder").items():
         wrong = {n for n in names if n.startswith("ndnps") and n != "ndnps"
-                 and not n.startswith("ndnps.ndn")}
+                 and not n.startswith(("ndnps.ndn", "ndnps.forwarder"))}
         assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
 
 
@@ -62,7 +62,8 @@ def test_nothing_imports_apps():
             assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
 
 
-SUBPACKAGES = ("ndn", "client", "protocol", "exchanges", "ml", "lab", "placement", "planner")
+SUBPACKAGES = ("ndn", "client", "protocol", "exchanges", "ml", "lab", "placement", "planner",
+               "forwarder")
 
 # Who may import whom (docs/architecture.md's house): each unit stands only on the ones listed. The
 # lab starts and configures forwarders, so it may read the forwarder's limits, strategies and
@@ -79,10 +80,11 @@ MAY_IMPORT = {
     "ndnps.exchanges": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml"},
     # the lab places aggregators (placement) and plans pipelines (planner) before a run
     "ndnps.lab": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml", "ndnps.placement", "ndnps.planner",
-                  "forwarder"},
+                  "ndnps.forwarder"},
     "ndnps": {"ndnps.lab", "ndnps.ml"},          # the `python -m ndnps.<program>` entry points
-    "forwarder": {"ndnps.ndn"},
-    "apps": {f"ndnps.{s}" for s in SUBPACKAGES} | {"forwarder"},
+    "ndnps.forwarder": {"ndnps.ndn"},
+    "forwarder": {"ndnps.forwarder"},            # the alias of `python -m forwarder`
+    "apps": {f"ndnps.{s}" for s in SUBPACKAGES},
 }
 
 
