@@ -259,7 +259,7 @@ def by_hand(action: str, runner, out: Path, deadline: float, recorder: str = "ps
         survivors = [p for p in children if p in processes_of(out)]
         return {"action": action, "children": len(children), "survivors": len(survivors),
                 "gone_after_s": round(time.monotonic() - t0, 2)}
-    mark = (b"-m\0apps.controller\0" if what == "kill-controller"
+    mark = (b"-m\0ndnps.apps.controller\0" if what == "kill-controller"
             else f"--name\0{what.split(':', 1)[1]}\0".encode())
     pids = []
     for pid in processes_of(out):

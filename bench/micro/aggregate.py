@@ -69,7 +69,7 @@ def interests(n: int, plan: bytes, key: bytes = KEY) -> list[bytes]:
 
 
 def worker_data(worker: str, seg: int, content: bytes) -> bytes:
-    """A worker's gradient segment as apps/worker signs it (ndnps.client.segments)."""
+    """A worker's gradient segment as ndnps.apps.worker signs it (ndnps.client.segments)."""
     mac = hmac.new(KEY, digestmod=hashlib.sha256)
 
     def sign(blocks) -> bytes:

@@ -1,9 +1,9 @@
 """The share controller and a job's nodes agreeing on each round (time-division sharing of the
 aggregators, docs/sharing.md: the decision rule s1–s3 and the prepare/lock/confirm agreement),
-sans-I/O: `Controller` (the controller's side) and `Asker` (a
-node's). The I/O — Interests with per-node names, freshness-zero Data: apps/controller.py and
-apps/share.py — is the callers'. Both take events and a `now`, return what to answer or send,
-and say when to wake them (`next_wake`, then `tick(now)`).
+sans-I/O: `Controller` (the controller's side) and `Asker` (a node's). The I/O — Interests with
+per-node names, freshness-zero Data: ndnps.apps.controller and ndnps/apps/common/share.py — is the
+callers'. Both take events and a `now`, return what to answer or send, and say when to wake them
+(`next_wake`, then `tick(now)`).
 
 A round of job J, the agreement run over Interest/Data:
 

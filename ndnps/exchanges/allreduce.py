@@ -8,7 +8,7 @@ every earlier step is done) and fetches the ranges it needs (`wants`); each arri
 step opens. A schedule never has a peer send a range it updates in the same step (the parts a
 switch's peers exchange are disjoint), so what it serves needs no copy. Every part's sum is made
 once, by one peer, then copied: every peer ends with the same bytes. The I/O — names, fetches
-with loss recovery, pushes — is the caller's (apps/peer, to come).
+with loss recovery, pushes — is the caller's (ndnps.apps.peer, to come).
 """
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def forwarder_strategy(sc: Scenario) -> str:
 @dataclass
 class AppNode:
     name: str
-    role: str                  # "ps", "worker" or "peer" (PS-less training: apps.peer)
+    role: str                  # "ps", "worker" or "peer" (PS-less training: ndnps.apps.peer)
     forwarder: str             # the forwarder it connects to
 
 

@@ -42,7 +42,7 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  checkpoint: training.checkpoint defaults to the run directory's); {
                  forwarder = "fwd", ... } a forwarder (restarted on the same socket); random = { kills = 3, seed = 1, from_version = 20,
                  to_version = 200, restart_after = 2.0 } adds kills drawn from the seed
-    [training]   everything `python -m apps.ps --help` lists (ndnps/protocol/config.py)
+    [training]   everything `python -m ndnps.apps.ps --help` lists (ndnps/protocol/config.py)
     [[device_kinds]], [pipeline]
                  pipeline + data parallel on devices of different speeds: see
                  ndnps/lab/pipeline.py

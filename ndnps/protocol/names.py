@@ -311,7 +311,7 @@ class Roll(NamedTuple):
 
 def roll(peer: str, ps: str, train: str, epoch: int, seg: int = 0) -> FormalName:
     """A PS-less peer's answer to the roll call that re-forms the collective in `epoch`
-    (apps/peer.py): where it stands."""
+    (ndnps.apps.peer): where it stands."""
     return _build(ROLL_NAME, peer, ps, train, epoch, seg)
 
 

@@ -1,15 +1,15 @@
-"""A peer of PS-less training: ``python -m apps.peer --name p1 --config FILE``.
+"""A peer of PS-less training: ``python -m ndnps.apps.peer --name p1 --config FILE``.
 
 Every peer reads the same ``[training]`` (its `collective` set; `workers` are the peers, in
 index order): the model, its initial parameters (the seed), its data shard (its index) and the
 hyper-parameters come from the file, as a PS's training content would bring them, so no
 coordinator process is needed (docs/collectives.md says why). Each version, every peer
-computes its gradient on the parameters all hold, the peers combine them (apps/combine.py:
+computes its gradient on the parameters all hold, the peers combine them (common/combine.py:
 ring, BCube or in-network all-reduce), and each applies the same update rule
 (ndnps.exchanges.update) to the same mean: the parameters stay bit-identical, which each
 version's record shows (`digest`; the scenario runner compares them across peers).
 
-Serves /<name>: its parts of every all-reduce step and its gradients (apps/published.py).
+Serves /<name>: its parts of every all-reduce step and its gradients (common/published.py).
 Once the training is over a peer stays until every other peer says it is done (a marker each
 publishes) and its prefix has been quiet for a moment, `linger` at most: the others may still
 be fetching from it. A peer silent for worker_timeout, with on_peer_loss = "stop", ends the
@@ -44,14 +44,14 @@ from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, decode_tensors, encode_tensors, flatten
 from ndnps.protocol.config import ConfigError, TrainingConfig, load_member
 
-from .combine import (FRESHNESS_MS, HELD_FIRST, InNetwork, PeerLost, Scheduled, Shared,
-                      round_of)
-from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
-                     serve_args)
-from .linger import linger
-from .ps_common import JobFailed, total_steps, training_fetcher
-from .published import Published
-from .share import Share
+from ..common.combine import (FRESHNESS_MS, HELD_FIRST, InNetwork, PeerLost, Scheduled, Shared,
+                              round_of)
+from ..common.launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
+                             serve_args)
+from ..common.linger import linger
+from ..common.published import Published
+from ..common.share import Share
+from ..common.training import JobFailed, total_steps, training_fetcher
 
 log = logging.getLogger("peer")
 
@@ -275,7 +275,7 @@ class Peer:
         return self.accuracy
 
     async def linger(self) -> None:
-        """Stay while the others may still fetch from us (apps/linger.py)."""
+        """Stay while the others may still fetch from us (common/linger.py)."""
         await linger(self, [p for p in self.members if p != self.name],
                      self.round(self.version))
 
@@ -290,7 +290,7 @@ class Peer:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = app_parser(
-        "python -m apps.peer",
+        "python -m ndnps.apps.peer",
         "ndnps peer: PS-less training. Reads [training] (collective = ring | ina | bcube), "
         "computes its gradients on its shard, combines them with the other peers' and "
         "applies the update, version after version.",
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_member(args.config, args.name)
         if not cfg.collective:
-            raise ConfigError("training.collective: empty (a PS trains this job: apps.ps)")
+            raise ConfigError("training.collective: empty (a PS trains this job: ndnps.apps.ps)")
     except (ConfigError, OSError) as e:
         print(f"peer: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,8 +1,8 @@
 """What the PS answers and sends on its face: the handlers under /<ps> and its marker names
 (protocol steps 3, 4, 9 of docs/design.md, and a worker's leave), and the parameters' push (step 6).
 
-  /<ps>/<train>/<gpu>/<seg>            training content: apps/content.py's
-  /<ps>/<train>/<gpu>/params/...       the unicast baseline's copies: apps/unicast.py's
+  /<ps>/<train>/<gpu>/<seg>            training content: content.py's
+  /<ps>/<train>/<gpu>/params/...       the unicast baseline's copies: common/unicast.py's
   /*insert*/<ps>/<train>               registration -> Data /*distribute*/<ps>/<train>
   /*remove*/<ps>/<train>               a worker leaves
   /*distribute*/<ps>/<train>/<v>/<seg> probes, answered by exchanges.publisher for its last
@@ -28,9 +28,9 @@ from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten
 from ndnps.protocol.config import TrainingConfig
 
+from ..common.training import PsCounters
+from ..common.unicast import ParamsServer
 from .content import Content
-from .ps_common import PsCounters
-from .unicast import ParamsServer
 
 PUSH_FRESHNESS_MS = 10_000      # probes ask MustBeFresh: a cache answers only recent pushes
 CONFIRM_FRESHNESS_MS = 1_000

@@ -4,7 +4,7 @@ ndnps.exchanges.membership for workers lost and back.  Membership decides (state
 times, the quorum's grace); ``Roster`` sends the offers, runs one rejoin task per lost worker,
 records the events, and wakes the training loops through `changed` (a lost worker is back, or
 given up on).  It reads the PS's progress (version, done) through ``Progress`` (the
-ParameterServer), and (re)makes a worker's training content through apps/content.py.
+ParameterServer), and (re)makes a worker's training content through content.py.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError
 from ndnps.protocol.config import TrainingConfig
 
+from ..common.training import JobFailed, PsCounters
 from .content import Content
-from .ps_common import JobFailed, PsCounters
 
 log = logging.getLogger("ps")
 

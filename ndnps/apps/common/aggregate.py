@@ -1,9 +1,9 @@
 """The PS's side of in-network aggregation (docs/aggregation.md): a step's gradients summed on the
-way.
+way. PS-less peers ask the network for their sums through it too (combine.py's ``InNetwork``).
 
 With ``aggregate_at`` set, a worker publishes its gradient as a header segment and summable
 value segments (ndnps.protocol.messages); the PS collects every live worker's header as it
-collected whole gradients (apps/collect.py, ``Collect.meta``: once all are in, all are
+collected whole gradients (ps/collect.py, ``Collect.meta``: once all are in, all are
 computed), then asks the plan's root — its edge forwarder, ``aggregate_at`` — for the sum of
 each value segment: ``/*aggregate*/<ps>/<train>/<step>/<seg>`` with the plan in the Interest's
 ApplicationParameters, signed under the training's key (an aggregator claims slots only for
@@ -44,7 +44,7 @@ from ndnps.ndn.tlv import read_components
 from ndnps.protocol import messages, names
 from ndnps.protocol.config import TrainingConfig
 
-from .ps_common import JobFailed, PsCounters
+from .training import JobFailed, PsCounters
 
 log = logging.getLogger("ps")
 
@@ -66,7 +66,7 @@ class Aggregate:
                  own: tuple[str, Callable[[int], list[bytes]]] | None = None) -> None:
         self.cfg, self.app, self.fetcher, self.n_params = cfg, app, fetcher, n_params
         self.counters, self.drop = counters, drop
-        # a member that is this app (a peer, apps/peer.py): its name, and its gradient's
+        # a member that is this app (a peer, ndnps.apps.peer): its name, and its gradient's
         # segment contents by step — a fallback takes them here, not over its own face
         self.own = own
         self.groups = cfg.aggregation_plan()

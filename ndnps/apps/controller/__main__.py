@@ -1,7 +1,7 @@
-"""The share controller (time-division sharing of the aggregators, docs/sharing.md):
-``python -m apps.controller --config FILE``. Several jobs share one aggregating forwarder whose
-slots fit one job's round at a time; before each round every node of a job (its PS, or each of its
-peers) asks here whether that round uses the aggregators, and says when the round is over.
+"""The share controller (time-division sharing of the aggregators, docs/sharing.md): ``python -m
+ndnps.apps.controller --config FILE``. Several jobs share one aggregating forwarder whose slots fit
+one job's round at a time; before each round every node of a job (its PS, or each of its peers)
+asks here whether that round uses the aggregators, and says when the round is over.
 
 Serves ``/<name>/share`` (names.share_ask / share_done): an ask is held until every node of the
 job has asked for the same round, then all are answered alike (ndnps.exchanges.agreement: the
@@ -46,8 +46,8 @@ from ndnps.lab.metrics import MetricsWriter
 from ndnps.protocol import names
 from ndnps.protocol.config import ConfigError, TrainingConfig, from_table
 
-from .launch import EXIT_OK, EXIT_USAGE, app_parser, serve_args, setup_logging
-from .share import ack_content, answer_content
+from ..common.launch import EXIT_OK, EXIT_USAGE, app_parser, serve_args, setup_logging
+from ..common.share import ack_content, answer_content
 
 log = logging.getLogger("controller")
 
@@ -212,7 +212,7 @@ class ShareController:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = app_parser(
-        "python -m apps.controller",
+        "python -m ndnps.apps.controller",
         "ndnps share controller: jobs sharing one aggregating forwarder ask it, "
         "before each round, whether the round uses the aggregators.",
         "0 stopped by a signal after running, 1 error, 2 bad configuration",

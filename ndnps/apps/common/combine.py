@@ -12,12 +12,12 @@ mean of every peer's gradient, the same bytes at every peer.
   (several jobs taking the aggregators in turns: docs/sharing.md).
 * ``InNetwork`` — every peer publishes its gradient as summable segments under the collect
   name ``/<peer>/<job>/<train>/<v>/<seg>`` and asks ``aggregate_at`` for each segment's sum
-  with the same plan (apps/aggregate.py): the aggregator's PIT merges the peers' identical
+  with the same plan (aggregate.py): the aggregator's PIT merges the peers' identical
   Interests, one sum returns to all. A sum that does not come falls back to the peer adding
   every peer's segment itself (the same fixed-point sum, the same bytes).
 
 A peer silent for worker_timeout raises PeerLost: the job stops, or re-forms without it
-(apps/peer.py; docs/collectives.md). Exchanges are named by the version's round (`round_of`):
+(ndnps.apps.peer; docs/collectives.md). Exchanges are named by the version's round (`round_of`):
 a re-formed collective never reuses an earlier epoch's names.
 """
 from __future__ import annotations
@@ -39,9 +39,9 @@ from ndnps.protocol.names import FormalName
 from ndnps.protocol.config import TrainingConfig
 
 from .aggregate import Aggregate
-from .ps_common import PsCounters
 from .published import Published
 from .share import Decision, Share
+from .training import PsCounters
 
 # Data of a version's parts stay fresh this long (ms): a switch's Content Store answers the
 # peers that ask for a final part after its first copy went by (MustBeFresh fetches)

@@ -1,24 +1,24 @@
-"""A worker ("GPU"): ``python -m apps.worker --name w1 [--config scenario.toml] [flags]``.
+"""A worker ("GPU"): ``python -m ndnps.apps.worker --name w1 [--config scenario.toml] [flags]``.
 
 Protocol steps (numbered as in docs/design.md), from the worker's side (names in
 ndnps/protocol/names.py), and where each lives:
 
   2  on_task (here)       /<gpu>/<ps>/<train>: accept, or decline when busy with another one
-  3  apps/join.py         /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard, parameters
-  4  apps/registration.py /*insert*/<ps>/<train> until /*distribute*/<ps>/<train> confirms;
+  3  join.py              /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard, parameters
+  4  registration.py      /*insert*/<ps>/<train> until /*distribute*/<ps>/<train> confirms;
                           refreshed every register_interval (soft state); leaving: *remove*
-  5  apps/gradients.py    /<gpu>/<ps>/<train>/<step>/<seg>: answered at once, or held until
+  5  gradients.py         /<gpu>/<ps>/<train>/<step>/<seg>: answered at once, or held until
                           the gradient is ready (re-expressed Interests are held and answered)
-  6  apps/receiver.py     /*distribute*/<ps>/<train>/<version>/<seg> pushed Data, assembled by
+  6  receiver.py          /*distribute*/<ps>/<train>/<version>/<seg> pushed Data, assembled by
                           the Subscriber (ndnps/exchanges/subscriber.py)
-  7  apps/job.py          the training loops: the next gradient on the new parameters
-  9  apps/receiver.py     holes, quiet tails, the probe timer: fetch only the missing segments
+  7  job.py               the training loops: the next gradient on the new parameters
+  9  receiver.py          holes, quiet tails, the probe timer: fetch only the missing segments
 
 The worker serves one training, then leaves and exits 0 when the PS's last version (marked
 done) arrives.  Exit 3: the training failed (no content, no confirmation, PS silent for
 ps_timeout); 1: other errors; 2: bad flags.
 
-Fault injection for tests (--drop-pushes-prob, --forge-gradient-at): apps/faults.py.
+Fault injection for tests (--drop-pushes-prob, --forge-gradient-at): faults.py.
 """
 from __future__ import annotations
 
@@ -35,11 +35,11 @@ from ndnps.lab.metrics import MetricsWriter
 from ndnps.protocol import messages, names
 from ndnps.protocol.config import ConfigError, read_table
 
+from ..common.launch import (EXIT_JOB_FAILED, EXIT_SIGNAL, EXIT_USAGE, app_parser, begin,
+                             serve_args)
 from .faults import Faults
 from .job import Job
 from .join import CONTENT_PATIENCE
-from .launch import (EXIT_JOB_FAILED, EXIT_SIGNAL, EXIT_USAGE, app_parser, begin,
-                     serve_args)
 
 log = logging.getLogger("worker")
 
@@ -150,7 +150,7 @@ class Worker:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = app_parser(
-        "python -m apps.worker",
+        "python -m ndnps.apps.worker",
         "ndnps worker: registers /<name>, accepts one training from a PS, trains on its "
         "shard, answers the PS's collect Interests, receives pushed parameters (probing for "
         "lost ones), then leaves.",

@@ -1,24 +1,24 @@
-"""The parameter server: ``python -m apps.ps [--config scenario.toml] [flags]``.
+"""The parameter server: ``python -m ndnps.apps.ps [--config scenario.toml] [flags]``.
 
 A composition: the sans-I/O exchanges of ndnps.exchanges decide, the PS's parts do their I/O.
 Protocol steps (numbered as in docs/design.md), from the PS's side (names in
 ndnps/protocol/names.py), and the part doing each:
 
-  2  task           /<gpu>/<ps>/<train> to each candidate; accept or decline   apps/roster.py
-  3  content        /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard,  apps/content.py
+  2  task           /<gpu>/<ps>/<train> to each candidate; accept or decline   roster.py
+  3  content        /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard,  content.py
                     initial parameters
-  4  registration   /*insert*/<ps>/<train> -> Data /*distribute*/<ps>/<train>  apps/serving.py
-  5  collect        /<gpu>/<ps>/<train>/<step>/<seg>, when exchanges.collector  apps/collect.py
+  4  registration   /*insert*/<ps>/<train> -> Data /*distribute*/<ps>/<train>  serving.py
+  5  collect        /<gpu>/<ps>/<train>/<step>/<seg>, when exchanges.collector  collect.py
                     says the gradient will be ready; the worker holds it
-  6  push           /*distribute*/<ps>/<train>/<version>/<seg>, paced          apps/serving.py
-  9  probes         answered for the publisher's last few versions             apps/serving.py
-     leave          /*remove*/<ps>/<train>                                     apps/serving.py
-     rejoin         a lost worker's task re-offered (exchanges.membership)     apps/roster.py
-     unicast        the baseline without persistent PIT                        apps/unicast.py
-     checkpoint     a restarted PS resumes                                     apps/checkpoint.py
+  6  push           /*distribute*/<ps>/<train>/<version>/<seg>, paced          serving.py
+  9  probes         answered for the publisher's last few versions             serving.py
+     leave          /*remove*/<ps>/<train>                                     serving.py
+     rejoin         a lost worker's task re-offered (exchanges.membership)     roster.py
+     unicast        the baseline without persistent PIT                        common/unicast.py
+     checkpoint     a restarted PS resumes                                     checkpoint.py
 
 The update rule (exchanges.update, pluggable: ``set_update_rule``) makes the next parameters
-in apps/loops.py's loops (sync: all live workers' gradients of v, averaged in worker-index
+in loops.py's loops (sync: all live workers' gradients of v, averaged in worker-index
 order, push v+1; async: each gradient applied as it arrives).  ``ParameterServer`` holds the
 training's state (model, optimizer, version, done, accuracy: the parts read and advance it
 through the narrow protocols their modules declare), its records, and the life cycle: the run
@@ -46,17 +46,17 @@ from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten, param_spec
 from ndnps.protocol.config import ConfigError, TrainingConfig, add_arguments, load
 
+from ..common.aggregate import Aggregate
+from ..common.launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
+                             serve_args)
+from ..common.share import Share
+from ..common.training import JobFailed, PsCounters, total_steps, training_fetcher
 from . import checkpoint
-from .aggregate import Aggregate
 from .collect import Collect
 from .content import Content
-from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
-                     serve_args)
 from .loops import AsyncTraining, run_sync
-from .ps_common import JobFailed, PsCounters, total_steps, training_fetcher
 from .roster import Roster
 from .serving import Serving
-from .share import Share
 
 __all__ = ["JobFailed", "ParameterServer", "PsCounters", "main"]
 
@@ -99,7 +99,7 @@ class ParameterServer:
                              self.metrics, self.counters)
         self.collect = Collect(cfg, app, self.fetcher, self.n_params, self.counters,
                                self.roster.drop, on_push_report=self.on_push_report)
-        # in-network aggregation: the gradients' sums asked of the network (apps/aggregate.py)
+        # in-network aggregation: the gradients' sums asked of the network (common/aggregate.py)
         self.aggregate = Aggregate(cfg, app, self.fetcher, self.sec, self.n_params,
                                    self.counters, self.roster.drop) if cfg.aggregate_at else None
         self.share = Share(cfg, app, cfg.ps, self.sec.validator)     # docs/sharing.md
@@ -202,7 +202,7 @@ class ParameterServer:
                             "push_mode": cfg.push_mode, "version": self.version,
                             "resumed_from": self.resumed_from, "restarts": self.restarts})
 
-    # ---- the model's progress (apps/loops.py's loops call these) -------------------------------
+    # ---- the model's progress (loops.py's loops call these) -------------------------------
 
     def evaluate(self, force: bool = False) -> float | None:
         if force or self.version % self.cfg.eval_every == 0:
@@ -264,7 +264,7 @@ class ParameterServer:
                             **self.aggregate_stats(),
                             **self.app.link_events()})
 
-    # ---- checkpoint (PS restart): apps/checkpoint.py ------------------------------------------
+    # ---- checkpoint (PS restart): checkpoint.py ------------------------------------------
 
     def write_checkpoint(self, path: str) -> None:
         progress = checkpoint.Progress(
@@ -301,7 +301,7 @@ class ParameterServer:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = app_parser(
-        "python -m apps.ps",
+        "python -m ndnps.apps.ps",
         "ndnps parameter server: assigns the training to workers, serves the training "
         "content, collects gradients, pushes parameters along the persistent PIT (or serves "
         "them per worker in unicast mode).",

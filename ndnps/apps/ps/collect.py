@@ -18,7 +18,7 @@ from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, MixedSegments
 from ndnps.protocol.config import TrainingConfig
 
-from .ps_common import PsCounters
+from ..common.training import PsCounters
 
 log = logging.getLogger("ps")
 
@@ -45,7 +45,7 @@ class Collect:
     async def meta(self, w: Member, step: int, ref: float) -> messages.GradientMeta | None:
         """With in-network aggregation: worker w's gradient header of `step` (segment 0 alone,
         asked for as the whole gradient is without it); its values are summed on the way
-        (apps/aggregate.py)."""
+        (common/aggregate.py)."""
         n, per = self.n_params, messages.summable_values(bool(self.cfg.aggregate_via))
         got = await self._collect(w, step, ref, False, lambda parts: messages.parse_gradient_meta(
             parts[0], n, step, per))

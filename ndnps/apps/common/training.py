@@ -1,5 +1,5 @@
-"""What the parameter server's parts (apps/ps.py, roster, content, collect, loops) and a
-PS-less peer (apps/peer.py) share: the exception that ends a training, the training's length,
+"""What the programs that run a training share — the PS and its parts (ps/), a PS-less peer
+(peer/) and a pipeline stage (stage/): the exception that ends a training, the training's length,
 the fetcher a training's config makes, and the PS's counters (their names are the metrics
 records' fields: the scenario runner, bench/ and the tests read them)."""
 from __future__ import annotations

@@ -25,10 +25,10 @@ from ndnps.exchanges.update import Contribution, UpdateRule
 from ndnps.protocol import messages
 from ndnps.protocol.config import TrainingConfig
 
-from .aggregate import Aggregate
-from .share import Share
+from ..common.aggregate import Aggregate
+from ..common.share import Share
+from ..common.training import JobFailed, PsCounters
 from .collect import Collect
-from .ps_common import JobFailed, PsCounters
 from .roster import Roster
 from .serving import Serving
 

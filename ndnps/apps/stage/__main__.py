@@ -1,5 +1,5 @@
 """A stage of pipeline + data-parallel training on devices of different speeds (docs/hetero.md):
-``python -m apps.stage --name m1-fast --config FILE``.
+``python -m ndnps.apps.stage --name m1-fast --config FILE``.
 
 The training's `machines` virtual machines each hold one device of every kind; within a
 machine the model's layers run as a pipeline of stages, stage s on the device `stage_kinds[s]`
@@ -20,7 +20,7 @@ serves under its prefix, signed. The device's speed is made real by measuring ea
 CPU time (after a rehearsal that warms the caches), or taking the planner's profile of its
 layers (`device_time`), and waiting out the rest of the device's time (ndnps.ml.device). When
 every micro-batch is through, the stage's gradient (the mini-batch's mean) is averaged with the
-same stage of the other machines by ring all-reduce (apps/combine.py) and the optimizer steps:
+same stage of the other machines by ring all-reduce (common/combine.py) and the optimizer steps:
 the same stage of every machine holds the same parameters (a digest per version shows it).
 
 Exit 0: done (``--save FILE``: the stage's parameters, .npz); 2: bad configuration; 3: a
@@ -55,12 +55,12 @@ from ndnps.protocol import names
 from ndnps.protocol.codec import flatten, param_spec, unflatten
 from ndnps.protocol.config import ConfigError, TrainingConfig, load_member
 
-from .combine import FRESHNESS_MS, PeerLost, Scheduled, fetch_floats
-from .launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
-                     serve_args)
-from .linger import linger
-from .ps_common import JobFailed, total_steps, training_fetcher
-from .published import Published
+from ..common.combine import FRESHNESS_MS, PeerLost, Scheduled, fetch_floats
+from ..common.launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
+                             serve_args)
+from ..common.linger import linger
+from ..common.published import Published
+from ..common.training import JobFailed, total_steps, training_fetcher
 
 log = logging.getLogger("stage")
 
@@ -339,7 +339,7 @@ class Stage:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = app_parser(
-        "python -m apps.stage",
+        "python -m ndnps.apps.stage",
         "ndnps pipeline stage: one device of one virtual machine. Reads [training] (machines, "
         "stage_kinds, stage_layers set), runs its layers forward and backward per "
         "micro-batch, exchanging activations and gradients with its neighbour stages, and "

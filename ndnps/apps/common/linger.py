@@ -1,7 +1,7 @@
-"""Leaving a PS-less training without stranding anyone (apps/peer.py, apps/stage.py): the others
-may still be fetching what this app produced last. Once its training is over an app publishes a
-done marker — its "gradient" of the version after the last, one segment `DONE`, under the
-collect name `/<app>/<ps>/<train>/<v>/<s>` — and stays until every other app it exchanges with
+"""Leaving a PS-less training without stranding anyone (ndnps.apps.peer, ndnps.apps.stage): the
+others may still be fetching what this app produced last. Once its training is over an app
+publishes a done marker — its "gradient" of the version after the last, one segment `DONE`, under
+the collect name `/<app>/<ps>/<train>/<v>/<s>` — and stays until every other app it exchanges with
 has said the same, then until nobody asked it anything for `QUIET`; the training's `linger` at
 most. An app that left already is not waited for."""
 from __future__ import annotations

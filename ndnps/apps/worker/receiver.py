@@ -24,8 +24,8 @@ from ndnps.exchanges.subscriber import (Action, Complete, Corrupt, Fetch, Probe,
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, MixedSegments
 
+from ..common.unicast import fetch_copy
 from .join import JobFailed
-from .unicast import fetch_copy
 
 log = logging.getLogger("worker")
 

@@ -1,7 +1,7 @@
-"""One accepted training, steps 3-9 from a worker's side: the training content (apps/join.py)
-sets up the model, the data shard and the exchanges; registration (apps/registration.py);
-the gradients and the collect exchange (apps/gradients.py); the pushed versions
-(apps/receiver.py over ndnps.exchanges.subscriber); and the training loops here, sync (one
+"""One accepted training, steps 3-9 from a worker's side: the training content (join.py)
+sets up the model, the data shard and the exchanges; registration (registration.py);
+the gradients and the collect exchange (gradients.py); the pushed versions
+(receiver.py over ndnps.exchanges.subscriber); and the training loops here, sync (one
 gradient per version) and async (step after step, on the newest version held).  A PS that
 re-offers the task (it lost us, or it was restarted from a checkpoint) is followed: `resync`
 fetches its content again and, after a restart, takes us back to its version."""
@@ -32,10 +32,10 @@ from ndnps.ndn.rto import RtoEstimator
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, param_spec
 
+from ..common.launch import EXIT_JOB_FAILED, EXIT_OK
 from .faults import Faults
 from .gradients import Gradients
 from .join import JobFailed, fetch_content, refetch_content
-from .launch import EXIT_JOB_FAILED, EXIT_OK
 from .receiver import Receiver
 from .registration import Registration
 
@@ -62,7 +62,7 @@ class WorkerCounters:
 
 
 class Host(Protocol):
-    """What a job reads of the worker program that took it (apps/worker.py)."""
+    """What a job reads of the worker program that took it (ndnps.apps.worker)."""
 
     @property
     def app(self) -> Any: ...
@@ -97,7 +97,7 @@ class Job:
         self.mode: str | None = None                # known once the content is in
         self.push_mode: str | None = None
         self.grads = Gradients(self, worker.faults, worker.slowdown)   # answering collects
-        self.rx = Receiver(self)                    # the pushed versions: apps/receiver.py
+        self.rx = Receiver(self)                    # the pushed versions: receiver.py
         self.push_meter = PushMeter()               # what came by each push, for the PS's pacer
         self.newest_at = 0.0                        # when a push (or probe) brought it
         self.applied = -1                           # async: our last step the PS has collected
