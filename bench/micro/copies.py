@@ -351,7 +351,7 @@ def instrument(parts: Parts, net: Any, ps: Any, workers: Sequence[Any]) -> None:
     """Windows around each part's code (see the module's docstring)."""
     import ndnps.apps.worker.gradients
     import ndnps.apps.ps.serving
-    from ndnps.exchanges.buffers import Assembly
+    from ndnps.exchanges.transport.buffers import Assembly
     from ndnps.ml.models import DenseNet
     from ndnps.protocol import messages
 

@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
 CTL = "ctl"                     # the controller's node name
 POLICIES = ("time-division", "always-wait", "spatial", "never")
-# ndnps.exchanges.share.SCORES's names (the lab does not import the exchanges; a unit test
-# keeps the two the same)
+# ndnps.exchanges.sharing.decision.SCORES's names (the lab does not import the exchanges; a unit
+# test keeps the two the same)
 SCORES = ("time-saved", "shortest-round")
 CONTROLLED = ("time-division", "always-wait")
 KEYS = {"policy", "score", "at", "slots", "slot_timeout", "agree_timeout", "backoff", "tries",

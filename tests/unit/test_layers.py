@@ -99,7 +99,7 @@ SUBPACKAGES = ("ndn", "client", "protocol", "exchanges", "ml", "lab", "placement
 # Who may import whom (docs/architecture.md's house): each unit stands only on the ones listed. The
 # lab starts and configures forwarders, so it may read the forwarder's limits, strategies and
 # status client; the forwarder never reads the lab.  The client runtime holds the asyncio adapters
-# of sans-I/O exchanges (the fetcher drives exchanges.fetch); never the reverse.
+# of sans-I/O exchanges (the fetcher drives exchanges.transport.fetch); never the reverse.
 MAY_IMPORT = {
     "ndnps.ndn": set(),
     "ndnps.protocol": {"ndnps.ndn"},

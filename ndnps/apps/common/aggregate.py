@@ -36,7 +36,7 @@ from ndnps.client.errors import InterestNack
 from ndnps.client.fetcher import (MIN_RTO, Declined, FetchError, FetchStats, SegmentFetcher,
                                   reorder_floor)
 from ndnps.client.security import Security
-from ndnps.exchanges.membership import Member
+from ndnps.exchanges.ps.membership import Member
 from ndnps.ndn import aggregation, summable
 from ndnps.ndn.aggregation import Group
 from ndnps.ndn.rto import RtoEstimator

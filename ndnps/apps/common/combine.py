@@ -1,13 +1,14 @@
 """How peers combine a version's gradients without a PS (docs/collectives.md): each returns the
 mean of every peer's gradient, the same bytes at every peer.
 
-* ``Scheduled`` — ring or BCube all-reduce (ndnps.exchanges.collective's schedules, driven by
-  the sans-I/O ndnps.exchanges.allreduce.AllReduce): at each step a peer publishes the parts
-  others fetch from it (``/<peer>/<train>/<v>/reduce|gather/<set>/<level>/<part>/<seg>``, raw
-  float32, signed) and fetches the parts it needs with the peer's SegmentFetcher (held until
-  the producer's step opens, then windowed with loss recovery). A final part several peers
-  fetch (BCube's distribute) has one name: the switch's PIT merges their Interests, or its
-  Content Store answers the later ones, so the summer sends it once.
+* ``Scheduled`` — ring or BCube all-reduce (the schedules of ndnps.exchanges.collectives.schedules,
+  driven by the sans-I/O ndnps.exchanges.collectives.allreduce.AllReduce): at each step a peer
+  publishes the parts others fetch from it
+  (``/<peer>/<train>/<v>/reduce|gather/<set>/<level>/<part>/<seg>``, raw float32, signed) and
+  fetches the parts it needs with the peer's SegmentFetcher (held until the producer's step opens,
+  then windowed with loss recovery). A final part several peers fetch (BCube's distribute) has one
+  name: the switch's PIT merges their Interests, or its Content Store answers the later ones, so
+  the summer sends it once.
 * ``Shared`` — ``InNetwork`` or a ring round by round, as the share controller decides
   (several jobs taking the aggregators in turns: docs/sharing.md).
 * ``InNetwork`` — every peer publishes its gradient as summable segments under the collect
@@ -30,9 +31,9 @@ import numpy as np
 from ndnps.client.fetcher import FetchError, SegmentFetcher
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_parts, sign_segments
-from ndnps.exchanges.allreduce import AllReduce
-from ndnps.exchanges.collective import BCube, Transfer, ring
-from ndnps.exchanges.membership import Member
+from ndnps.exchanges.collectives.allreduce import AllReduce
+from ndnps.exchanges.collectives.schedules import BCube, Transfer, ring
+from ndnps.exchanges.ps.membership import Member
 from ndnps.ndn.conventions import SEGMENT_SIZE
 from ndnps.protocol import messages, names
 from ndnps.protocol.names import FormalName

@@ -1,8 +1,8 @@
 """A job node's side of the share controller (docs/sharing.md): before each round, ask whether it
-uses the aggregators; after it, say it is over. The rules are ndnps.exchanges.agreement's `Asker`;
-this is its asyncio adapter over Interests named per node (names.share_ask / share_done: the PIT
-never merges two nodes' asks), MustBeFresh, the answers freshness zero and signed under the job's
-key.
+uses the aggregators; after it, say it is over. The rules are ndnps.exchanges.sharing.agreement's
+`Asker`; this is its asyncio adapter over Interests named per node (names.share_ask / share_done:
+the PIT never merges two nodes' asks), MustBeFresh, the answers freshness zero and signed under the
+job's key.
 
 The controller not answering for `share_patience` makes the round go the ordinary way
 ("unreachable", logged once per outage); until it answers again each round asks for one
@@ -17,7 +17,7 @@ from typing import Any
 
 from ndnps.client.errors import (InterestCanceled, InterestNack, InterestTimeout,
                                  ValidationFailure)
-from ndnps.exchanges.agreement import Asker, Verdict
+from ndnps.exchanges.sharing.agreement import Asker, Verdict
 from ndnps.protocol import names
 from ndnps.protocol.codec import CodecError, decode_tensors, encode_tensors
 from ndnps.protocol.config import TrainingConfig

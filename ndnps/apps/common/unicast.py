@@ -19,7 +19,7 @@ from typing import Callable
 
 from ndnps.client.fetcher import SegmentFetcher
 from ndnps.client.pending import HeldInterests
-from ndnps.exchanges.buffers import Recent
+from ndnps.exchanges.transport.buffers import Recent
 from ndnps.ndn.conventions import segment, segment_component
 from ndnps.protocol import names
 

@@ -3,10 +3,10 @@ ndnps.apps.controller --config FILE``. Several jobs share one aggregating forwar
 one job's round at a time; before each round every node of a job (its PS, or each of its peers)
 asks here whether that round uses the aggregators, and says when the round is over.
 
-Serves ``/<name>/share`` (names.share_ask / share_done): an ask is held until every node of the
-job has asked for the same round, then all are answered alike (ndnps.exchanges.agreement: the
-decision rule s1–s3 of ndnps.exchanges.share, or a FIFO lock for "always-wait"); a done is
-acknowledged at once. Answers are signed under the job's key, freshness zero: a cache never
+Serves ``/<name>/share`` (names.share_ask / share_done): an ask is held until every node of the job
+has asked for the same round, then all are answered alike (ndnps.exchanges.sharing.agreement: the
+decision rule s1–s3 of ndnps.exchanges.sharing.decision, or a FIFO lock for "always-wait"); a done
+is acknowledged at once. Answers are signed under the job's key, freshness zero: a cache never
 answers a later ask. The configuration (TOML)::
 
     [share]
@@ -40,8 +40,8 @@ from typing import Any, Callable
 from ndnps.client.events import now_ms
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_parts
-from ndnps.exchanges.agreement import POLICIES, Answer, Controller, Verdict
-from ndnps.exchanges.share import SCORES
+from ndnps.exchanges.sharing.agreement import POLICIES, Answer, Controller, Verdict
+from ndnps.exchanges.sharing.decision import SCORES
 from ndnps.lab.metrics import MetricsWriter
 from ndnps.protocol import names
 from ndnps.protocol.config import ConfigError, TrainingConfig, from_table

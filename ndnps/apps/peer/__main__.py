@@ -6,7 +6,7 @@ hyper-parameters come from the file, as a PS's training content would bring them
 coordinator process is needed (docs/collectives.md says why). Each version, every peer
 computes its gradient on the parameters all hold, the peers combine them (common/combine.py:
 ring, BCube or in-network all-reduce), and each applies the same update rule
-(ndnps.exchanges.update) to the same mean: the parameters stay bit-identical, which each
+(ndnps.exchanges.ps.update) to the same mean: the parameters stay bit-identical, which each
 version's record shows (`digest`; the scenario runner compares them across peers).
 
 Serves /<name>: its parts of every all-reduce step and its gradients (common/published.py).
@@ -35,7 +35,7 @@ import numpy as np
 from ndnps.client.fetcher import FetchError, FetchStats
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_parts
-from ndnps.exchanges.update import Contribution, rule_for
+from ndnps.exchanges.ps.update import Contribution, rule_for
 from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
 from ndnps.ml.models import SGD, build_model

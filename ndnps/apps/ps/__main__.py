@@ -8,16 +8,16 @@ ndnps/protocol/names.py), and the part doing each:
   3  content        /<ps>/<train>/<gpu>/<seg>: spec, hyper-parameters, shard,  content.py
                     initial parameters
   4  registration   /*insert*/<ps>/<train> -> Data /*distribute*/<ps>/<train>  serving.py
-  5  collect        /<gpu>/<ps>/<train>/<step>/<seg>, when exchanges.collector  collect.py
+  5  collect        /<gpu>/<ps>/<train>/<step>/<seg>, when exchanges.ps.collector  collect.py
                     says the gradient will be ready; the worker holds it
   6  push           /*distribute*/<ps>/<train>/<version>/<seg>, paced          serving.py
   9  probes         answered for the publisher's last few versions             serving.py
      leave          /*remove*/<ps>/<train>                                     serving.py
-     rejoin         a lost worker's task re-offered (exchanges.membership)     roster.py
+     rejoin         a lost worker's task re-offered (exchanges.ps.membership)     roster.py
      unicast        the baseline without persistent PIT                        common/unicast.py
      checkpoint     a restarted PS resumes                                     checkpoint.py
 
-The update rule (exchanges.update, pluggable: ``set_update_rule``) makes the next parameters
+The update rule (exchanges.ps.update, pluggable: ``set_update_rule``) makes the next parameters
 in loops.py's loops (sync: all live workers' gradients of v, averaged in worker-index
 order, push v+1; async: each gradient applied as it arrives).  ``ParameterServer`` holds the
 training's state (model, optimizer, version, done, accuracy: the parts read and advance it
@@ -36,8 +36,8 @@ from dataclasses import asdict
 
 from ndnps.client.fetcher import FetchStats
 from ndnps.client.security import Security
-from ndnps.exchanges.membership import Member, Membership, State
-from ndnps.exchanges.update import UpdateRule, rule_for
+from ndnps.exchanges.ps.membership import Member, Membership, State
+from ndnps.exchanges.ps.update import UpdateRule, rule_for
 from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
 from ndnps.ml.models import SGD, build_model
@@ -111,7 +111,7 @@ class ParameterServer:
         self.resumed_steps: dict[str, int] = {}     # async: each worker's next step, resumed
 
     def set_update_rule(self, rule: UpdateRule) -> None:
-        """The rule that turns gradients into parameters (exchanges.update): before run()."""
+        """The rule that turns gradients into parameters (exchanges.ps.update): before run()."""
         self.rule = rule
 
     @property

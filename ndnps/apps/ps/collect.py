@@ -1,5 +1,5 @@
 """The PS's collect (protocol step 5): /<gpu>/<ps>/<train>/<step>/<seg>, sent when
-ndnps.exchanges.collector says the worker's gradient will be ready, held by the worker until
+ndnps.exchanges.ps.collector says the worker's gradient will be ready, held by the worker until
 then, fetched by the PS's SegmentFetcher.  ``Collect`` owns this I/O and the retries (a
 malformed or mixed gradient is fetched again; our own face down meanwhile gives the worker
 worker_timeout again); a worker silent for worker_timeout is dropped through `drop` (the
@@ -12,8 +12,8 @@ import logging
 from typing import Any, Callable
 
 from ndnps.client.fetcher import TLP_FLOOR, FetchError, SegmentFetcher
-from ndnps.exchanges import collector
-from ndnps.exchanges.membership import Member
+from ndnps.exchanges.ps import collector
+from ndnps.exchanges.ps.membership import Member
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, MixedSegments
 from ndnps.protocol.config import TrainingConfig
@@ -35,7 +35,7 @@ class Collect:
 
     async def __call__(self, w: Member, step: int, ref: float) -> messages.Gradient | None:
         """Worker w's gradient of `step`, asked for when its history says it will be ready
-        (relative to `ref`: exchanges.collector's rules).  None: the worker was dropped
+        (relative to `ref`: exchanges.ps.collector's rules).  None: the worker was dropped
         (silent for worker_timeout)."""
         n = self.n_params
         got = await self._collect(w, step, ref, True,

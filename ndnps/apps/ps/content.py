@@ -15,7 +15,7 @@ import numpy as np
 
 from ndnps.client.pending import HeldInterests
 from ndnps.client.segments import sign_segments
-from ndnps.exchanges.membership import Member, Membership, State
+from ndnps.exchanges.ps.membership import Member, Membership, State
 from ndnps.ml.train import steps_per_epoch
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten

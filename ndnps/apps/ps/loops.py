@@ -1,5 +1,5 @@
 """The PS's training loops (protocol steps 5-7, docs/design.md), one per mode; the update rule
-(exchanges.update) makes the next parameters, the PS pushes them.
+(exchanges.ps.update) makes the next parameters, the PS pushes them.
 
 * sync (``run_sync``): all live workers' gradients of version v, averaged in worker-index order
   (the arithmetic of ndnps.ml.train.train_sync_reference), one SGD step, push v+1; with
@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ndnps.exchanges.membership import Member
-from ndnps.exchanges.update import Contribution, UpdateRule
+from ndnps.exchanges.ps.membership import Member
+from ndnps.exchanges.ps.update import Contribution, UpdateRule
 from ndnps.protocol import messages
 from ndnps.protocol.config import TrainingConfig
 

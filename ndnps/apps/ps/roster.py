@@ -1,6 +1,6 @@
 """The PS's roster: the task's assignment (protocol step 2: /<gpu>/<ps>/<train> to each candidate,
 accepted or declined with a reason) and the asyncio adapter around
-ndnps.exchanges.membership for workers lost and back.  Membership decides (states, offers'
+ndnps.exchanges.ps.membership for workers lost and back.  Membership decides (states, offers'
 times, the quorum's grace); ``Roster`` sends the offers, runs one rejoin task per lost worker,
 records the events, and wakes the training loops through `changed` (a lost worker is back, or
 given up on).  It reads the PS's progress (version, done) through ``Progress`` (the
@@ -14,7 +14,7 @@ from typing import Protocol
 
 from ndnps.client.events import wait_event
 from ndnps.client.fetcher import FetchError, SegmentFetcher
-from ndnps.exchanges.membership import Event, Member, Membership, State
+from ndnps.exchanges.ps.membership import Event, Member, Membership, State
 from ndnps.lab.metrics import MetricsWriter
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError
@@ -92,7 +92,7 @@ class Roster:
                             f"min_workers = {cfg.min_workers}; declined: {declined}")
         return accepted
 
-    # ---- loss and rejoin: exchanges.membership decides, these wait and send -----------------
+    # ---- loss and rejoin: exchanges.ps.membership decides, these wait and send -----------------
 
     def drop(self, w: Member, why: str) -> None:
         """Worker w is lost.  With rejoin_timeout > 0 the task is re-offered to it (rejoin)."""
@@ -179,7 +179,7 @@ class Roster:
 
     async def quorum(self) -> None:
         """At least min_workers live before going on, or a grace for lost ones to come back
-        (exchanges.membership): a worker dropped for silence may be alive (cut off, or its
+        (exchanges.ps.membership): a worker dropped for silence may be alive (cut off, or its
         push lost) and answers the re-offer of its task within a rejoin_interval or two."""
         m = self.membership
         if m.has_quorum():

@@ -5,8 +5,8 @@
   /<ps>/<train>/<gpu>/params/...       the unicast baseline's copies: common/unicast.py's
   /*insert*/<ps>/<train>               registration -> Data /*distribute*/<ps>/<train>
   /*remove*/<ps>/<train>               a worker leaves
-  /*distribute*/<ps>/<train>/<v>/<seg> probes, answered by exchanges.publisher for its last
-                                       few versions; the push: the publisher's, paced
+  /*distribute*/<ps>/<train>/<v>/<seg> probes, answered by exchanges.transport.publisher for
+                                       its last few versions; the push: the publisher's, paced
 
 ``Serving`` owns the publisher, the unicast server, the pacer and the end's signals (`removed`:
 a *remove*, or a unicast final fetch; `all_left`), and the linger after the end.  It reads the
@@ -21,9 +21,9 @@ from typing import Any, Protocol
 from ndnps.client.events import wait_event
 from ndnps.client.pacer import Pacer
 from ndnps.client.segments import Blob, sign_segments
-from ndnps.exchanges.membership import Membership
-from ndnps.exchanges.publisher import Publisher
-from ndnps.exchanges.push_rate import PushRate, PushReport
+from ndnps.exchanges.ps.membership import Membership
+from ndnps.exchanges.transport.publisher import Publisher
+from ndnps.exchanges.transport.push_rate import PushRate, PushReport
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten
 from ndnps.protocol.config import TrainingConfig

@@ -10,7 +10,7 @@ mini-batches (ndnps.ml.train.WorkerBatches, machine j of m), the hyper-parameter
 
 Each step, a mini-batch of `batch` samples is cut into `micro_batches` micro-batches that
 every stage runs forward and backward in its one-forward-one-backward order
-(ndnps.exchanges.pipeline_stage). A stage fetches its inputs by Interest: the previous stage's
+(ndnps.exchanges.pipeline.stage). A stage fetches its inputs by Interest: the previous stage's
 activation of micro-batch i (``/<prev>/<train>/<v>/act/<i>/<s>``), the next stage's gradient
 (``/<next>/<train>/<v>/grad/<i>/<s>``), each asked for once per micro-batch — the activations
 no more than the stage's 1F1B bound ahead of its forwards, a gradient once its forward is done —
@@ -43,8 +43,8 @@ import numpy as np
 from ndnps.client.fetcher import FetchStats
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_segments
-from ndnps.exchanges.pipeline import FORWARD, Op
-from ndnps.exchanges.pipeline_stage import Sent, StageWork
+from ndnps.exchanges.pipeline.schedule import FORWARD, Op
+from ndnps.exchanges.pipeline.stage import Sent, StageWork
 from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
 from ndnps.ml.device import Busy, Device, factor

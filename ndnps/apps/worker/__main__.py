@@ -10,7 +10,7 @@ ndnps/protocol/names.py), and where each lives:
   5  gradients.py         /<gpu>/<ps>/<train>/<step>/<seg>: answered at once, or held until
                           the gradient is ready (re-expressed Interests are held and answered)
   6  receiver.py          /*distribute*/<ps>/<train>/<version>/<seg> pushed Data, assembled by
-                          the Subscriber (ndnps/exchanges/subscriber.py)
+                          the Subscriber (ndnps/exchanges/transport/subscriber.py)
   7  job.py               the training loops: the next gradient on the new parameters
   9  receiver.py          holes, quiet tails, the probe timer: fetch only the missing segments
 

@@ -15,9 +15,9 @@ import numpy as np
 from ndnps.client.pending import HeldInterests
 from ndnps.client.security import Security, Signer
 from ndnps.client.segments import sign_parts, sign_segments
-from ndnps.exchanges.buffers import Recent
-from ndnps.exchanges.push_rate import PushMeter
-from ndnps.exchanges.subscriber import Subscriber
+from ndnps.exchanges.transport.buffers import Recent
+from ndnps.exchanges.transport.push_rate import PushMeter
+from ndnps.exchanges.transport.subscriber import Subscriber
 from ndnps.ml.device import Device
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten, unflatten

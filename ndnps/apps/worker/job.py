@@ -1,7 +1,7 @@
 """One accepted training, steps 3-9 from a worker's side: the training content (join.py)
 sets up the model, the data shard and the exchanges; registration (registration.py);
 the gradients and the collect exchange (gradients.py); the pushed versions
-(receiver.py over ndnps.exchanges.subscriber); and the training loops here, sync (one
+(receiver.py over ndnps.exchanges.transport.subscriber); and the training loops here, sync (one
 gradient per version) and async (step after step, on the newest version held).  A PS that
 re-offers the task (it lost us, or it was restarted from a checkpoint) is followed: `resync`
 fetches its content again and, after a restart, takes us back to its version."""
@@ -20,9 +20,9 @@ from ndnps.client.fetcher import (MIN_RTO, TLP_FLOOR, FetchError, FetchStats, Se
                                   reorder_floor)
 from ndnps.client.security import Security
 from ndnps.client.wire import Data
-from ndnps.exchanges.membership import follow
-from ndnps.exchanges.push_rate import PushMeter
-from ndnps.exchanges.subscriber import Subscriber
+from ndnps.exchanges.ps.membership import follow
+from ndnps.exchanges.transport.push_rate import PushMeter
+from ndnps.exchanges.transport.subscriber import Subscriber
 from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
 from ndnps.ml.models import build_model
@@ -219,7 +219,7 @@ class Job:
 
     async def resync(self) -> None:
         """The PS offered our task again: its content says where it is, and
-        ndnps.exchanges.membership.follow what we do about it."""
+        ndnps.exchanges.ps.membership.follow what we do about it."""
         if self.resyncing or self.params is None:
             return
         self.resyncing = True

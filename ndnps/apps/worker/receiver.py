@@ -1,9 +1,9 @@
-"""A worker's receive side: the asyncio adapter of its Subscriber (ndnps.exchanges.subscriber).
-Pushed segments and the answers to fetches go in; the subscriber's actions come out and are
-carried out here: recoveries (windowed fetches of the segments it names, by ordinary
-Interests: the nearest cache or the PS answers), probes of versions of which nothing is known,
-a complete version decoded and handed to the job.  The subscriber's timers run on one loop
-timer (ndnps.client.wakeup).
+"""A worker's receive side: the asyncio adapter of its Subscriber
+(ndnps.exchanges.transport.subscriber). Pushed segments and the answers to fetches go in; the
+subscriber's actions come out and are carried out here: recoveries (windowed fetches of the
+segments it names, by ordinary Interests: the nearest cache or the PS answers), probes of versions
+of which nothing is known, a complete version decoded and handed to the job. The subscriber's
+timers run on one loop timer (ndnps.client.wakeup).
 
 The receiver belongs to one job, which it sees through `Owner`: the training's names, its
 fetcher, counters and parameters, and `on_version`, called with each new version.
@@ -18,9 +18,9 @@ import numpy as np
 
 from ndnps.client.fetcher import FetchError, SegmentFetcher, Transfer
 from ndnps.client.wakeup import Wakeup
-from ndnps.exchanges.buffers import Recent
-from ndnps.exchanges.subscriber import (Action, Complete, Corrupt, Fetch, Probe, Subscriber,
-                                        SubscriberCounters)
+from ndnps.exchanges.transport.buffers import Recent
+from ndnps.exchanges.transport.subscriber import (Action, Complete, Corrupt, Fetch, Probe,
+                                                  Subscriber, SubscriberCounters)
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, MixedSegments
 

@@ -28,7 +28,7 @@ from typing import Union
 from ndnps.ndn.rto import RtoEstimator
 
 from .buffers import Assembly, Recent
-from .fetch import PathEstimates
+from .path import PathEstimates
 
 KEEP_VERSIONS = 4           # versions being assembled at once, per subscriber (bounded)
 SMOOTHING = 0.125           # of the gap between a push's segments (RFC 6298's alpha)

@@ -1,7 +1,7 @@
 """Time-division sharing of a forwarder's aggregators among jobs (docs/sharing.md), sans-I/O: the
-decision a share controller makes when a job's round is about to start. (ndnps.exchanges.agreement
-applies it once every node of the job has asked for the round; ndnps.apps.controller is its
-process.)
+decision a share controller makes when a job's round is about to start.
+(ndnps.exchanges.sharing.agreement applies it once every node of the job has asked for the round;
+ndnps.apps.controller is its process.)
 
 The rule (s1–s3 below, as docs/sharing.md numbers them), for job J's round about to start at `now`:
 

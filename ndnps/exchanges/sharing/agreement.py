@@ -10,12 +10,12 @@ A round of job J, the agreement run over Interest/Data:
 * **prepare + lock**: before round r each node of J asks the controller (its ask names the
   node and r). A node that has asked does not start r until it has the answer: its lock. The
   ask carries its round number: the confirmation that all nodes mean the same round.
-* **check**: the controller holds the asks until every node of J has asked. Same round from
-  all: it decides (ndnps.exchanges.share, s1–s3; or FIFO for "always-wait") and answers them
-  all alike — the update. Different rounds, or not all within `timeout`: it aborts (RETRY,
-  after `backoff` doubling) and they ask again; after `tries` aborts the round is decided the
-  ordinary way. Either way the decision is recorded, and a node asking for that round later
-  (a retransmission, a late node) gets the recorded one: one decision per round, whoever asks.
+* **check**: the controller holds the asks until every node of J has asked. Same round from all: it
+  decides (ndnps.exchanges.sharing.decision, s1–s3; or FIFO for "always-wait") and answers them all
+  alike — the update. Different rounds, or not all within `timeout`: it aborts (RETRY, after
+  `backoff` doubling) and they ask again; after `tries` aborts the round is decided the ordinary
+  way. Either way the decision is recorded, and a node asking for that round later (a
+  retransmission, a late node) gets the recorded one: one decision per round, whoever asks.
 * **apply + release**: the nodes run the round as decided and say done (their confirmation);
   once all have, the round's duration is measured and the aggregators, if J held them, are
   free again — at once when every sum came back, or after `slot_timeout` when some did not
@@ -42,7 +42,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .share import SCORES, JobState, Score, decide
+from .decision import SCORES, JobState, Score, decide
 
 POLICIES = ("time-division", "always-wait")
 DECISIONS_KEPT = 256              # per job: rounds whose decision a late ask may still need
@@ -99,12 +99,13 @@ class Mean:
 
 
 # A round's duration the ordinary way not measured again for this many of the job's periods is
-# taken as not measured (its saving is then one second per second: ndnps.exchanges.share). A
-# job that always wins the aggregators never runs a round the ordinary way, and one measured
-# the ordinary way at a bad moment (a PS job's first rounds under contention: 0.21 s against
-# 0.05 s later) kept the saving it never had for the rest of the run, winning every round
-# against jobs that save more. (Its aggregated duration does not expire: a job not measured
-# aggregated goes first, and an expired one would take the aggregators every few periods.)
+# taken as not measured (its saving is then one second per second:
+# ndnps.exchanges.sharing.decision). A job that always wins the aggregators never runs a round the
+# ordinary way, and one measured the ordinary way at a bad moment (a PS job's first rounds under
+# contention: 0.21 s against 0.05 s later) kept the saving it never had for the rest of the run,
+# winning every round against jobs that save more. (Its aggregated duration does not expire: a job
+# not measured aggregated goes first, and an expired one would take the aggregators every few
+# periods.)
 STALE_PERIODS = 5
 
 

@@ -1,14 +1,14 @@
 """One peer's side of one all-reduce (docs/collectives.md), sans-I/O: the schedule's steps in order,
 what the peer serves and what it must fetch at each, its vector updated as the parts arrive.
 
-Built on ndnps.exchanges.collective's schedules (ring, BCube): at step s a peer serves the
-ranges others fetch from it (`offers`: its current values of them, final for this step once
-every earlier step is done) and fetches the ranges it needs (`wants`); each arrival is added
-(reduce) or copied (distribute) into its vector; when every want of the step is in, the next
-step opens. A schedule never has a peer send a range it updates in the same step (the parts a
-switch's peers exchange are disjoint), so what it serves needs no copy. Every part's sum is made
-once, by one peer, then copied: every peer ends with the same bytes. The I/O — names, fetches
-with loss recovery, pushes — is the caller's (ndnps.apps.peer, to come).
+Built on the schedules of ndnps.exchanges.collectives.schedules (ring, BCube): at step s a peer
+serves the ranges others fetch from it (`offers`: its current values of them, final for this step
+once every earlier step is done) and fetches the ranges it needs (`wants`); each arrival is added
+(reduce) or copied (distribute) into its vector; when every want of the step is in, the next step
+opens. A schedule never has a peer send a range it updates in the same step (the parts a switch's
+peers exchange are disjoint), so what it serves needs no copy. Every part's sum is made once, by
+one peer, then copied: every peer ends with the same bytes. The I/O — names, fetches with loss
+recovery, pushes — is the caller's (ndnps.apps.peer).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .collective import Range, Transfer
+from .schedules import Range, Transfer
 
 
 class AllReduceError(ValueError):

@@ -1,6 +1,6 @@
 """A consumer's congestion window over Interests, sans-I/O: AIMD with conservative window
 adaptation, as ndncatchunks' AIMD pipeline and ndn-cxx's SegmentFetcher (after RFC 5681's slow
-start and congestion avoidance), for the fetches of ndnps.exchanges.fetch.
+start and congestion avoidance), for the fetches of ndnps.exchanges.transport.fetch.
 
 * **Growth** on each new Data: slow start (+1) below ``ssthresh``, then additive increase
   (+1/cwnd, one Interest per round trip), up to ``maximum`` (TrainingConfig.window).  Only while
@@ -10,7 +10,7 @@ start and congestion avoidance), for the fetches of ndnps.exchanges.fetch.
 * **Decrease** (×BETA, not below MIN_WINDOW) on a congestion signal: a Data that carries an
   NDNLPv2 CongestionMark, a loss (RACK's, or an RTO's; not a held Interest waiting for its
   producer), a Nack with reason Congestion (ndn-cxx treats it as a timeout): which ones,
-  ndnps.exchanges.fetch decides.
+  ndnps.exchanges.transport.fetch decides.
 * **At most once per round trip** (conservative window adaptation): each decrease opens a new
   epoch; an Interest carries the epoch it was sent in, and a signal from one sent before the
   last decrease is ignored — it reports the queue the decrease has already answered.

@@ -1,11 +1,11 @@
 """One pipeline stage's work on a mini-batch (docs/hetero.md), sans-I/O: its layers
-(ndnps.ml.stages) driven in its 1F1B order (ndnps.exchanges.pipeline.Stage). The caller hands it
-what arrives — the previous stage's activations, the next stage's gradients — and calls `step()`
-while it returns work done; each result says what to send on (an activation forward, a gradient
-back). When every micro-batch is through, `gradients()` are the stage's parameters' gradients for
-the whole mini-batch (summed over its micro-batches, each scaled by the mini-batch's size: the
-mean, as the single process computes it), to be synchronised with the same stage of the other
-machines and applied by the update rule.
+(ndnps.ml.stages) driven in its 1F1B order (ndnps.exchanges.pipeline.schedule.Stage). The caller
+hands it what arrives — the previous stage's activations, the next stage's gradients — and calls
+`step()` while it returns work done; each result says what to send on (an activation forward, a
+gradient back). When every micro-batch is through, `gradients()` are the stage's parameters'
+gradients for the whole mini-batch (summed over its micro-batches, each scaled by the mini-batch's
+size: the mean, as the single process computes it), to be synchronised with the same stage of the
+other machines and applied by the update rule.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from ndnps.ml.stages import Saved, StageModel
 
-from .pipeline import FORWARD, Op, Stage
+from .schedule import FORWARD, Op, Stage
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The collect exchange's timing, sans-I/O: when to ask a producer for the object it is
 computing (a worker's gradient), how long that Interest may be held, and what its answer says
 about the producer's pace.  The windowed fetch itself (loss recovery, segments) is
-ndnps.exchanges.fetch's; its owner asks these functions, then fetches.
+ndnps.exchanges.transport.fetch's; its owner asks these functions, then fetches.
 
 * ``FinishTimeEstimator``: per producer, the smoothed "reference -> object ready" (the
   reference is the push of the version it computes on, or in async mode the arrival of its
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ndnps.ndn.rto import MeanDeviation
 
-from .fetch import PathEstimates
+from ..transport.path import PathEstimates
 
 UNMEASURED_RTT = 0.01       # s: the round trip assumed before any was seen
 MIN_MARGIN = 0.05           # s: the least a held Interest outlives the expected finish
