@@ -20,7 +20,8 @@ from ndn.security import DigestSha256Signer
 from ndnps.forwarder.face_table import INTERNAL_FACE
 from ndnps.forwarder.mgmt import Management, install
 from ndnps.ndn.packet import Interest, lp_wrap
-from ndnps.forwarder.pipelines import Forwarder, Limits
+from ndnps.forwarder.outgoing import Limits
+from ndnps.forwarder.pipelines import Forwarder
 from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route
 from ndnps.ndn.tlv import component_offsets, name_from_str
 

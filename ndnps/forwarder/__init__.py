@@ -16,7 +16,8 @@ __all__ = ["HOT_MODULES", "PURE_ENV", "USE_COMPILED", "core_build"]
 
 # The modules on the per-packet path; nothing with I/O (faces, daemon, mgmt) is compiled.
 HOT_MODULES = (
-    "ndnps.forwarder.face_table", "ndnps.forwarder.strategy", "ndnps.forwarder.pipelines",
+    "ndnps.forwarder.face_table", "ndnps.forwarder.strategy", "ndnps.forwarder.outgoing",
+    "ndnps.forwarder.incoming", "ndnps.forwarder.pipelines",
     "ndnps.forwarder.tracer", "ndnps.forwarder.tables.prefix_table", "ndnps.forwarder.tables.fib",
     "ndnps.forwarder.tables.pit", "ndnps.forwarder.tables.cs",
     "ndnps.forwarder.tables.dead_nonce_list", "ndnps.forwarder.tables.strategy_choice",

@@ -55,6 +55,13 @@ The forwarder hands the aggregator what it sends to its face (`on_interest`, `on
 forwarder receives as from any face: member Interests, sums (Data: the PIT answers the
 requesters, the Content Store keeps them) and Nacks of the Interests it was sent (the
 strategy passes them on downstream).
+
+Why one module: the triggers and the records they keep — a training's configuration, its plans
+decoded once, each pending sum's members and the member Interests awaited — are one state
+machine. Every trigger reads and changes several records at once, and the records have no other
+user: apart, they would be an interface between two halves of the same rules. What stands apart
+already has its own modules: the slot pool (tables/aggregator_pool.py), the plan's and the sum's
+wire forms (ndnps.ndn.aggregation, ndnps.ndn.summable), the internal face (internal_face.py).
 """
 from __future__ import annotations
 

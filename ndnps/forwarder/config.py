@@ -76,7 +76,7 @@ from ndnps.ndn.tlv import MAX_PACKET_SIZE
 from .faces.link import LinkParams
 from .faces.queue import QueueOptions
 from .faces.udp import IDLE_TIMEOUT, MAX_ON_DEMAND_FACES, MIN_MTU, SEND_BUFFER_BYTES
-from .pipelines import Limits
+from .outgoing import Limits
 from .strategy import strategy_by_name
 from .tracer import load_classifier
 

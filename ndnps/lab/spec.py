@@ -64,7 +64,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ndnps.forwarder.pipelines import Limits
+from ndnps.forwarder.outgoing import Limits
 from ndnps.protocol import config as training_config
 from ndnps.protocol.config import TrainingConfig
 

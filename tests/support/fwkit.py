@@ -18,7 +18,8 @@ from ndn.security import DigestSha256Signer
 
 from ndnps.ndn import tlv
 from ndnps.ndn.packet import Interest, decode
-from ndnps.forwarder.pipelines import Forwarder, Limits
+from ndnps.forwarder.outgoing import Limits
+from ndnps.forwarder.pipelines import Forwarder
 
 INSERT = Component.from_bytes(b"*insert*")
 DISTRIBUTE = Component.from_bytes(b"*distribute*")

@@ -41,7 +41,8 @@ from collections.abc import MutableMapping
 from typing import Any, Callable, Iterator
 
 from ndnps.forwarder.daemon import TICK_SECONDS
-from ndnps.forwarder.pipelines import Forwarder, Limits
+from ndnps.forwarder.outgoing import Limits
+from ndnps.forwarder.pipelines import Forwarder
 from ndnps.forwarder.strategy import BestRoute, RetxSuppression, Strategy
 from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route
 from ndnps.client.app import App

@@ -252,3 +252,26 @@ def test_no_import_cycle_between_the_subpackages_of_any_package():
         if loops:
             found[str(package.relative_to(ROOT))] = loops
     assert not found
+
+
+# Inside two packages, their parts stand on one another one way (checked file by file): the
+# exchanges' transport under the PS's exchanges and nothing else; the Forwarder's layers
+# outgoing < incoming < pipelines (a layer never reads one above it).
+INNER = {
+    "ndnps/exchanges": {"transport": set(), "ps": {"transport"}, "collectives": set(),
+                        "sharing": set(), "pipeline": set()},
+    "ndnps/forwarder": {"outgoing.py": set(), "incoming.py": {"outgoing.py"},
+                        "pipelines.py": {"incoming.py", "outgoing.py"}},
+}
+
+
+def test_the_parts_of_the_exchanges_and_of_the_forwarder_stand_one_way():
+    for package, rules in INNER.items():
+        base = ROOT / package
+        for part, allowed in rules.items():
+            files = [base / part] if part.endswith(".py") else sorted((base / part).rglob("*.py"))
+            for path in files:
+                used = {other for target in file_imports(path) for other in rules
+                        if other != part and target.is_relative_to(base / other)}
+                wrong = used - allowed
+                assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
