@@ -1,4 +1,4 @@
-"""Micro-benchmark of the aggregating forwarder's per-packet work (forwarder/aggregator.py
+"""Micro-benchmark of the aggregating forwarder's per-packet work (ndnps/forwarder/aggregator.py
 inside forwarder.pipelines.Forwarder), in process, no sockets (not registered in
 bench/__init__: a cost for the docs, not a headline figure).
 

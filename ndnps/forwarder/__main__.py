@@ -28,7 +28,8 @@ def run_main(argv: list[str]) -> int:
     p.add_argument("--udp", type=int, metavar="PORT",
                    help=f"UDP port (0 = off; default {DEFAULT_PORT})")
     p.add_argument("--host", help="address the TCP/UDP listeners bind (default 0.0.0.0)")
-    p.add_argument("--config", metavar="FILE", help="TOML configuration (see forwarder/config.py)")
+    p.add_argument("--config", metavar="FILE",
+                   help="TOML configuration (see ndnps/forwarder/config.py)")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)

@@ -6,7 +6,7 @@
     udp = 6363
     host = "0.0.0.0"
 
-    [tables]                      # every field of pipelines.Limits, e.g.
+    [tables]                      # every field of outgoing.Limits, e.g.
     cs_packets = 65536
     ppit_lifetime = 60.0
 
@@ -55,7 +55,7 @@ A top-level key (before the first table): network_region = ["/isp/site"], NFD's
 tables.network_region: the producer regions this forwarder is in (ForwardingHint stripped).
 
     [trace]                       # rates per face and packet class, table sizes (TSV)
-    rates = "fwd-rates.tsv"       # ndnSIM L3RateTracer shape (forwarder/tracer.py)
+    rates = "fwd-rates.tsv"       # ndnSIM L3RateTracer shape (ndnps/forwarder/tracer.py)
     tables = "fwd-tables.tsv"     # Time Node Pit PersistentEntries PersistentFaces Cs
     interval = 1.0
     node = "fwd"

@@ -28,7 +28,7 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  apps' faces carry neither (tree only: the forwarders' links alone are lossy)
     [[link]]     from = "root", to = "leaf1", loss = 0.1 ...: one direction of one
                  forwarder-to-forwarder link (tree), replacing [links] there
-    [forwarder]  forwarder table limits, e.g. ppit_lifetime = 60.0 (forwarder/config.py)
+    [forwarder]  forwarder table limits, e.g. ppit_lifetime = 60.0 (ndnps/forwarder/config.py)
     [workers]    slowdown = { w4 = 3.0 }   compute time multiplied (stragglers)
     [run]        timeout = 300; trace_interval = 0.5; on_child_exit = "continue" | "fail";
                  restart_after = 1.0; max_restarts = 3: what the runner does when a child

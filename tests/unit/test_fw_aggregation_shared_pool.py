@@ -1,5 +1,5 @@
 """One aggregator slot pool per forwarder, shared by its trainings (docs/sharing.md), through the
-aggregator's calls (forwarder/aggregator.py, an internal face's app) made plainly on a fake
+aggregator's calls (ndnps/forwarder/aggregator.py, an internal face's app) made plainly on a fake
 clock: ranges, time-division sharing and its overlaps, a spatial split, per-training deadlines
 and busy time."""
 from __future__ import annotations

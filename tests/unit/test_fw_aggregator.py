@@ -1,4 +1,4 @@
-"""The forwarder's `*aggregate*` stage (forwarder/aggregator.py) through the pipelines, on a
+"""The forwarder's `*aggregate*` stage (ndnps/forwarder/aggregator.py) through the pipelines, on a
 fake clock: members' collects expressed, contributions checked and summed, one signed sum
 answered; collisions, forgeries, sub-group fallback, deadlines, retransmissions, pushes."""
 from __future__ import annotations

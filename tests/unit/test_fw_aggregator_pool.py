@@ -1,4 +1,4 @@
-"""The aggregator slots (forwarder/tables/aggregator_pool.py), with a fake clock: hashing,
+"""The aggregator slots (ndnps/forwarder/tables/aggregator_pool.py), with a fake clock: hashing,
 collisions, the contributor bitmap, freeing by answer, by push and by deadline, bounds."""
 from __future__ import annotations
 

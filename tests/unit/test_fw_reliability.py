@@ -1,4 +1,4 @@
-"""NDNLPv2 link reliability (forwarder/faces/reliability.py), sans-I/O: two ends joined by a
+"""NDNLPv2 link reliability (ndnps/ndn/reliability.py), sans-I/O: two ends joined by a
 lossy link on a fake clock.  The asyncio side (ReliableLink) runs on a fake event loop clock
 too (looptime: it jumps to the next timer when nothing is ready), so its timers fire at exactly
 their time however loaded the host is; the one uvloop test asserts nothing about real time."""

@@ -1,4 +1,4 @@
-"""A UDP face's send queue (forwarder/faces/queue.py) on a fake clock: bounded in octets, and
+"""A UDP face's send queue (ndnps/forwarder/faces/queue.py) on a fake clock: bounded in octets, and
 NFD's congestion marking on the queue's delay with CoDel's control law; then the queue under a
 UDP channel whose fake socket pushes back as a kernel does."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The forwarder's tables on their own: FIB, RIB, PIT, CS, dead-nonce list, persistent PIT,
-strategy choice (forwarder/tables/*.py, strategy.py)."""
+strategy choice (ndnps/forwarder/tables/*.py, strategy.py)."""
 from __future__ import annotations
 
 import pytest

@@ -15,7 +15,7 @@ The plan: the edge sums the workers ``aggregate_via`` does not list and the part
 the aggregators it does (each a group of its workers: python -m ndnps.placement's plan).
 
 A segment the network could not sum — Nacked (a busy slot, a member's Nack, a deadline: the
-forwarder's rules, forwarder/aggregator.py), unanswered after its tries, or a sum that does
+forwarder's rules, ndnps/forwarder/aggregator.py), unanswered after its tries, or a sum that does
 not stand for every worker — falls back: the PS fetches that segment from every worker and
 adds them itself with the same fixed-point sum (ndnps.ndn.summable), so the sum is the same
 bytes either way. Counted: segments_aggregated, segments_fallback. A worker silent for

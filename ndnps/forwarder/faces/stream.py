@@ -3,7 +3,7 @@ congestion marks as NFD's stream faces set them.
 
 Writing: what the face is given during one loop turn leaves in one writev at its end. The
 transport pushes back as soon as the kernel refuses part of a write (its write-buffer limit is
-0): from then on packets wait in the face's own queue (forwarder/faces/queue.py, bounded at
+0): from then on packets wait in the face's own queue (ndnps/forwarder/faces/queue.py, bounded at
 QUEUE_LIMIT_BYTES, drops counted as `queue_full`), where the forwarder sees how long they wait,
 and leave in order as the kernel takes them again (`resume_writing`), DRAIN_BYTES at a time.
 

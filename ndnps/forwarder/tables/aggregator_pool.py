@@ -25,7 +25,7 @@ time (seconds during which at least one slot was held, per training and for the 
 accumulated on the held count's transitions 0 -> 1 and 1 -> 0, so every path that frees a slot
 takes `now`.
 
-Driven by the `*aggregate*` stage, forwarder/aggregator.py.
+Driven by the `*aggregate*` stage, ndnps/forwarder/aggregator.py.
 """
 from __future__ import annotations
 
