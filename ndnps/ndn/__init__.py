@@ -5,8 +5,8 @@ a timer adapter given its event loop (reliability), the RTO estimator with its b
 (rto), NFD's defaults that both sides keep to (nfd) and the protocol's marker components
 (markers), NDNLPv2 fragmentation (fragmentation), congestion marks (congestion) and batched
 datagram I/O (datagrams); native keeps the compiled build (made at install) honest. Nothing here
-imports asyncio or python-ndn, nor anything above it: `import forwarder.pipelines` loads this
-and nothing more of ndnps."""
+imports asyncio or python-ndn, nor anything above it: `import ndnps.forwarder.pipelines` loads
+this and the forwarder, nothing more of ndnps."""
 
 from .native import guard
 

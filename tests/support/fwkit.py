@@ -196,7 +196,7 @@ class Bench:
 
 
 class FakeDatagramPort:
-    """What a UDP channel uses of its socket (forwarder.faces.udp.DatagramSocket), in memory:
+    """What a UDP channel uses of its socket (ndnps.forwarder.faces.udp.DatagramSocket), in memory:
     the kernel takes `room` datagrams (None: any number) and refuses the rest until
     `kernel_sent(n)` makes room, which then resumes the channel; `wire` is what it took, each
     as (bytes, (host, port)). `deferred`: end-of-turn callbacks wait for `run_turn()` (the

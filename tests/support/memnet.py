@@ -1,7 +1,7 @@
 """An in-process NDN network for unit tests of the apps: no sockets, no forwarder process, but
 the real forwarder core and the apps' real client.
 
-``MemNet`` is one ``forwarder.pipelines.Forwarder`` (the sans-I/O core the daemon runs: PIT,
+``MemNet`` is one ``ndnps.forwarder.pipelines.Forwarder`` (the sans-I/O core the daemon runs: PIT,
 persistent PIT, CS, dead-nonce list, FIB/RIB, strategies) configured as the scenario runner
 configures the daemon for a training: default table limits (``Limits()``; scenarios set none)
 and best-route for ``/`` with the training's retransmission suppression (TrainingConfig's

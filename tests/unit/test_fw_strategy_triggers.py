@@ -1,5 +1,5 @@
 """Strategy triggers for Data (NFD's afterReceiveData / beforeSatisfyInterest) and the actions a
-strategy has on the forwarder (forwarder.strategy.Actions), on a fake clock: a strategy chosen
+strategy has on the forwarder (ndnps.forwarder.strategy.Actions), on a fake clock: a strategy chosen
 for a prefix holds a PIT entry until several Data came, answers one downstream and Nacks
 another, rejects, sets the entry's expiry; the default strategies keep NFD's behaviour."""
 from __future__ import annotations
