@@ -20,7 +20,8 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 # whose HOT_MODULES are compiled
-PACKAGES = ("ndnps/ndn", "ndnps/client", "ndnps/exchanges", "ndnps/protocol", "forwarder")
+PACKAGES = ("ndnps/ndn", "ndnps/client", "ndnps/exchanges/transport", "ndnps/protocol",
+            "ndnps/forwarder")
 GROUP = "ndnps.ndn.core"                 # mypyc's shared library (ndnps.ndn.native.GROUP)
 MANIFEST = Path("ndnps") / "ndn" / "_compiled.txt"
 

@@ -15,7 +15,7 @@ same CPU. The systems:
 * ps: the PS (persistent push) on the first host beside the first of n^k workers;
 * ps-ina: the same, its host's forwarder summing the gradients (training.aggregate_at = p0);
 * ring, ina, bcube: n^k peers, ring all-reduce, in-network all-reduce at p0, BCube's
-  level-by-level method (apps/peer.py).
+  level-by-level method (ndnps.apps.peer).
 
 Per system and shape: iteration (median s between versions), compute (median s a gradient),
 sync = iteration − compute, the peers' sync_seconds (last gradient computed → last peer

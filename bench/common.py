@@ -43,8 +43,10 @@ def revision() -> dict:
         return {"commit": os.environ.get("NDNPS_BENCH_COMMIT", "unknown"), "snapshot": True,
                 "forwarder_dirty": False, "apps_dirty": False}
     return {"commit": commit,
-            "forwarder_dirty": bool(git("status", "--porcelain", "--", "forwarder")),
-            "apps_dirty": bool(git("status", "--porcelain", "--", "apps", "ndnps"))}
+            "forwarder_dirty": bool(git("status", "--porcelain", "--", "ndnps/forwarder",
+                                        "forwarder")),
+            "apps_dirty": bool(git("status", "--porcelain", "--", "ndnps",
+                                   ":(exclude)ndnps/forwarder"))}
 
 
 def stamp() -> dict:

@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.versions = 1, 10
-    from forwarder import USE_COMPILED
+    from ndnps.forwarder import USE_COMPILED
     builds = list(BUILDS) if USE_COMPILED else ["python"]
     if not USE_COMPILED:
         log("this installation has no compiled core: only the Python sources are measured")

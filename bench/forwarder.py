@@ -42,7 +42,7 @@ import tempfile
 from pathlib import Path
 
 from bench.common import ROOT, emit, fmt, log, parse_trees, save, stamp
-from forwarder import PURE_ENV, USE_COMPILED
+from ndnps.forwarder import PURE_ENV, USE_COMPILED
 from bench.common import env as _env
 from ndnps.lab.process import ManagedProcess, unix_socket_accepts, wait_until
 
@@ -107,6 +107,7 @@ def run_once(mode: str, workdir: Path, size: int, window: int, seconds: float, w
             register = []
         else:
             csock = psock = str(workdir / "fwd.sock")
+            # `-m forwarder`: the alias, in a source tree from before the move into ndnps too
             argv = (fwd_argv or _py("-m", "forwarder")) + [
                 "--unix", csock, "--tcp", "0", "--udp", "0", "--log-level", "WARNING"]
             if trace:

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from bench.common import ROOT, bench_parser, emit, fmt, log, save, stamp
 from bench.common import env as _env
-from forwarder import PURE_ENV, USE_COMPILED
-from forwarder.status import fetch_status
+from ndnps.forwarder import PURE_ENV, USE_COMPILED
+from ndnps.forwarder.status import fetch_status
 from ndnps.lab.process import ManagedProcess, _die_with, unix_socket_accepts, wait_until
 
 GOODPUT_TARGET = 1.0            # ndnps ÷ NFD
@@ -205,7 +205,7 @@ class Bench:
             return ManagedProcess("nfd", [str(self.found["nfd"]), "--config", str(conf)],
                                   rundir / "nfd.log", env=self.env)
         env = {**_env(), **({PURE_ENV: "1"} if system == "ndnps-python" else {})}
-        return ManagedProcess("forwarder", [sys.executable, "-m", "forwarder", "--unix", sock,
+        return ManagedProcess("forwarder", [sys.executable, "-m", "ndnps.forwarder", "--unix", sock,
                                             "--tcp", "0", "--udp", "0", "--log-level", "WARNING"],
                               rundir / "forwarder.log", env=env, cwd=str(ROOT))
 

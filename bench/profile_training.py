@@ -28,8 +28,10 @@ from bench.scenario_runs import model_sets
 PYSPY = Path(sys.executable).with_name("py-spy")
 MODELS: dict[str, tuple[int, list[int]] | None] = {
     "100k": (256, [256, 128]), "1M": (1024, [768, 256]), "digits": None}
-ROLE = [("forwarder", re.compile(r"-m forwarder")), ("ps", re.compile(r"-m apps\.ps")),
-        ("worker", re.compile(r"-m apps\.worker")), ("runner", re.compile(r"ndnps\.scenario"))]
+ROLE = [("forwarder", re.compile(r"-m (ndnps\.)?forwarder\b")),
+        ("ps", re.compile(r"-m ndnps\.apps\.ps\b")),
+        ("worker", re.compile(r"-m ndnps\.apps\.worker\b")),
+        ("runner", re.compile(r"ndnps\.scenario"))]
 
 
 def _frame(f: str) -> str:

@@ -120,11 +120,11 @@ class CpuSampler:
 
     @staticmethod
     def role(cmdline: str) -> str | None:
-        if " -m forwarder" in cmdline:
+        if " -m ndnps.forwarder" in cmdline or " -m forwarder" in cmdline:
             return "forwarder"
-        if " -m apps.ps" in cmdline or "tcp_ps ps" in cmdline:
+        if " -m ndnps.apps.ps" in cmdline or "tcp_ps ps" in cmdline:
             return "ps"
-        if " -m apps.worker" in cmdline or "tcp_ps worker" in cmdline \
+        if " -m ndnps.apps.worker" in cmdline or "tcp_ps worker" in cmdline \
                 or "bench.gloo rank" in cmdline:            # a gloo rank: a worker, no PS
             return "worker"
         return None

@@ -8,7 +8,7 @@ peers, MLPs of three sizes and step times, on a two-leaf tree whose root aggrega
 fitting one job's round; links 50 Mbit/s, 5 ms) under:
 
 * td-time-saved, td-shortest: time-division — the share controller's decision rule (s1–s3 of docs/sharing.md) with
-  each CalcScore (ndnps.exchanges.share);
+  each CalcScore (ndnps.exchanges.sharing.decision);
 * always-wait: a FIFO lock (a round waits for the aggregators);
 * never: no in-network aggregation (the PSs sum; the peers run a ring);
 * spatial: each job 1/J of the slots, always (ATP-style), no controller;

@@ -3,16 +3,17 @@
     python -m bench.tcp_ps run --workers 4 --n-features 256 --hidden 256,128 --versions 20
     python -m bench.tcp_ps ps --host 10.0.0.1 --ready FILE ... ; ... worker --connect 10.0.0.1 ...
 
-`run` starts one PS process and N worker processes on 127.0.0.1 (uvloop streams, one TCP
-connection per worker, 8-byte length-prefixed frames) running the same synchronous SGD as
-`apps.ps`/`apps.worker`: the same dataset, shards and batches (ndnps.ml.train.WorkerBatches), the
-same model and optimizer (ndnps.ml.models), the same codec and messages (ndnps.protocol.messages:
-gradient_blob / params_blob, parsed and checked the same way). Each worker computes the gradient
-of version v, sends it; the PS waits for all N, averages them in worker order, steps SGD and
-sends version v+1 to every worker over its connection. No names, no signatures, no forwarder:
-what is left is compute, codec and socket I/O. Both sides write JSON-lines metrics in the
-shape of the ndnps apps' (`version`, `t`; `step`, `compute`), so the same code reads both;
-`t` counts from the scenario runner's start where it set NDNPS_RUN_T0 (ndnps.ndn.clock).
+`run` starts one PS process and N worker processes on 127.0.0.1 (uvloop streams, one TCP connection
+per worker, 8-byte length-prefixed frames) running the same synchronous SGD as
+`ndnps.apps.ps`/`ndnps.apps.worker`: the same dataset, shards and batches
+(ndnps.ml.train.WorkerBatches), the same model and optimizer (ndnps.ml.models), the same codec and
+messages (ndnps.protocol.messages: gradient_blob / params_blob, parsed and checked the same way).
+Each worker computes the gradient of version v, sends it; the PS waits for all N, averages them in
+worker order, steps SGD and sends version v+1 to every worker over its connection. No names, no
+signatures, no forwarder: what is left is compute, codec and socket I/O. Both sides write
+JSON-lines metrics in the shape of the ndnps apps' (`version`, `t`; `step`, `compute`), so the same
+code reads both; `t` counts from the scenario runner's start where it set NDNPS_RUN_T0
+(ndnps.ndn.clock).
 
 `ps` and `worker` alone are the roles `run` starts, for other placements: the scenario runner
 runs them on the bottleneck's two network namespaces (`[run] system = "tcp"`, ndnps/lab/
@@ -47,8 +48,8 @@ FRAME = struct.Struct("<Q")
 
 
 def limit_blas() -> None:
-    """One BLAS thread per process, as the ndnps apps run (apps/launch.py). numpy first:
-    threadpoolctl limits only the BLAS libraries already loaded."""
+    """One BLAS thread per process, as the ndnps apps run (ndnps/apps/common/launch.py). numpy
+    first: threadpoolctl limits only the BLAS libraries already loaded."""
     import numpy  # noqa: F401
     try:
         from threadpoolctl import threadpool_limits
@@ -196,8 +197,8 @@ async def ps_main(args) -> int:
 # ---- a worker ----------------------------------------------------------------------------------
 
 def compute_step(model, pspec, batches, params, step: int):
-    """One gradient exactly as apps.gradients.Gradients.compute makes it (load_params .. flatten):
-    (vector, loss, compute seconds, wall-clock start)."""
+    """One gradient exactly as ndnps.apps.worker.gradients.Gradients.compute makes it (load_params
+    .. flatten): (vector, loss, compute seconds, wall-clock start)."""
     from ndnps.protocol.codec import flatten, unflatten
     started = time.time()
     t0 = time.perf_counter()

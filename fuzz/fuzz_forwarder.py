@@ -15,7 +15,7 @@ import atheris
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-with atheris.instrument_imports(include=["forwarder"]):
+with atheris.instrument_imports(include=["ndnps.forwarder"]):
     from fuzz.harness import Harness, seeds
 
 HARNESS = Harness()

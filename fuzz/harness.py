@@ -17,11 +17,12 @@ from ndn.app_support.nfd_mgmt import make_command, make_command_v2
 from ndn.encoding import Component, InterestParam, MetaInfo, Name, make_data, make_interest
 from ndn.security import DigestSha256Signer
 
-from forwarder.face_table import INTERNAL_FACE
-from forwarder.mgmt import Management, install
+from ndnps.forwarder.face_table import INTERNAL_FACE
+from ndnps.forwarder.mgmt import Management, install
 from ndnps.ndn.packet import Interest, lp_wrap
-from forwarder.pipelines import Forwarder, Limits
-from forwarder.tables.rib import CHILD_INHERIT, Route
+from ndnps.forwarder.outgoing import Limits
+from ndnps.forwarder.pipelines import Forwarder
+from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route
 from ndnps.ndn.tlv import component_offsets, name_from_str
 
 LIMITS = Limits(pit_entries=256, cs_packets=64, cs_bytes=64 << 10, dead_nonce_capacity=256,

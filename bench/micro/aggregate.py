@@ -1,5 +1,5 @@
-"""Micro-benchmark of the aggregating forwarder's per-packet work (forwarder/aggregator.py
-inside forwarder.pipelines.Forwarder), in process, no sockets (not registered in
+"""Micro-benchmark of the aggregating forwarder's per-packet work (ndnps/forwarder/aggregator.py
+inside ndnps.forwarder.pipelines.Forwarder), in process, no sockets (not registered in
 bench/__init__: a cost for the docs, not a headline figure).
 
     python -m bench.micro.aggregate [--n 2000] [--repeat 5] [--workers 8]
@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from forwarder.pipelines import Forwarder  # noqa: E402
-from forwarder.tables.rib import CHILD_INHERIT, Route  # noqa: E402
+from ndnps.forwarder.pipelines import Forwarder  # noqa: E402
+from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route  # noqa: E402
 from ndnps.ndn import aggregation, encoders, packet, summable  # noqa: E402
 from ndnps.ndn.aggregation import AggregatorConfig, Group  # noqa: E402
 from ndnps.ndn.conventions import segment_component  # noqa: E402
@@ -69,7 +69,7 @@ def interests(n: int, plan: bytes, key: bytes = KEY) -> list[bytes]:
 
 
 def worker_data(worker: str, seg: int, content: bytes) -> bytes:
-    """A worker's gradient segment as apps/worker signs it (ndnps.client.segments)."""
+    """A worker's gradient segment as ndnps.apps.worker signs it (ndnps.client.segments)."""
     mac = hmac.new(KEY, digestmod=hashlib.sha256)
 
     def sign(blocks) -> bytes:

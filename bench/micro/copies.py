@@ -1,8 +1,8 @@
 """Copies of a segment's bytes per process part, the push path first: a short training in one
-process — the real PS and workers (``apps.ps``, ``apps.worker``) on the unit tests' in-memory
-network (``tests.support.memnet``: the real forwarder core, the apps' real client) — with
-every buffer big enough to hold a segment counted in the part whose code made it.  Not a
-registered benchmark: ``bench.cpu`` runs it for its ``copies_per_segment``.
+process — the real PS and workers (``ndnps.apps.ps``, ``ndnps.apps.worker``) on the unit tests'
+in-memory network (``tests.support.memnet``: the real forwarder core, the apps' real client) — with
+every buffer big enough to hold a segment counted in the part whose code made it. Not a registered
+benchmark: ``bench.cpu`` runs it for its ``copies_per_segment``.
 
     python -m bench.micro.copies [--json] [--model 100k] [--workers 2] [--versions 5]
 
@@ -32,7 +32,7 @@ Which part.  The child reads the counters as windows open and close around each 
 a window opened inside another is taken out of the outer one's (a packet the PS writes
 reaches the forwarder inside the PS's send).  Packets are told apart by their names.
 
-- ``ps``: ``Serving.publish`` (apps/serving.py: the parameters flattened into one vector
+- ``ps``: ``Serving.publish`` (ndnps/apps/ps/serving.py: the parameters flattened into one vector
   — ``detail`` ps.flatten —, the version's pieces, its segments signed — ps.sign) and the
   sending of the push (the pacer's send callable, the face's flush at each drain and at the
   end of a loop turn), per segment published;
@@ -45,9 +45,9 @@ reaches the forwarder inside the PS's send).  Packets are told apart by their na
 - ``worker_model``: the worker's model loading the version it computes on (``load_params``),
   per segment received;
 - the collect path, per gradient segment: ``collect_worker`` (the gradient flattened and
-  signed in ``apps.gradients``, the reads of the PS's collect Interests that answer them, the
-  worker face's end-of-turn flushes), ``collect_forwarder`` (``MemNet.receive`` of a gradient
-  Data), ``collect_ps`` (the PS face's reads of gradient Data, the collect's join and
+  signed in ``ndnps.apps.worker.gradients``, the reads of the PS's collect Interests that answer
+  them, the worker face's end-of-turn flushes), ``collect_forwarder`` (``MemNet.receive`` of a
+  gradient Data), ``collect_ps`` (the PS face's reads of gradient Data, the collect's join and
   ``parse_gradient``);
 - ``framing``: the face's ``StreamFramer`` alone (the apps' and the daemon's) on a version's
   packets read 64 KiB at a time.
@@ -208,9 +208,9 @@ def hook_callbacks(parts: Parts, faces: dict[int, str]) -> None:
 
 def instrument(parts: Parts, net: Any, ps: Any, workers: Sequence[Any]) -> None:
     """Windows around each part's code (see the module's docstring)."""
-    import apps.gradients
-    import apps.serving
-    from ndnps.exchanges.buffers import Assembly
+    import ndnps.apps.worker.gradients
+    import ndnps.apps.ps.serving
+    from ndnps.exchanges.transport.buffers import Assembly
     from ndnps.ml.models import DenseNet
     from ndnps.protocol import messages
 
@@ -237,9 +237,9 @@ def instrument(parts: Parts, net: Any, ps: Any, workers: Sequence[Any]) -> None:
 
     # the PS: publish (flatten, sign), then its sends
     serving = ps.serving
-    for name in ("flatten", "sign_segments"):          # as apps/serving.py calls them
-        setattr(apps.serving, name, parts.wrap(f"ps.{name.split('_')[0]}",
-                                               getattr(apps.serving, name)))
+    for name in ("flatten", "sign_segments"):          # as ndnps/apps/ps/serving.py calls them
+        setattr(ndnps.apps.ps.serving, name, parts.wrap(f"ps.{name.split('_')[0]}",
+                                               getattr(ndnps.apps.ps.serving, name)))
     publish = serving.publish
 
     def published(version: int, done: bool, aborted: bool = False) -> Any:
@@ -269,15 +269,15 @@ def instrument(parts: Parts, net: Any, ps: Any, workers: Sequence[Any]) -> None:
     setattr(DenseNet, "load_params", parts.wrap("worker_model.load", DenseNet.load_params))
 
     # the collect path: a worker's gradient flattened, signed; the PS's join and decode of it
-    setattr(apps.gradients, "flatten", parts.wrap("collect_worker.flatten",
-                                                  apps.gradients.flatten))
-    sign = apps.gradients.sign_segments
+    setattr(ndnps.apps.worker.gradients, "flatten", parts.wrap("collect_worker.flatten",
+                                                  ndnps.apps.worker.gradients.flatten))
+    sign = ndnps.apps.worker.gradients.sign_segments
 
     def signed(blob: Any, *args: Any, **kw: Any) -> list[bytes]:
         wires: list[bytes] = parts.window("collect_worker.sign", lambda: sign(blob, *args, **kw))
         parts.handle("collect_worker", len(wires), sum(classify(w)[1] for w in wires))
         return wires
-    setattr(apps.gradients, "sign_segments", signed)
+    setattr(ndnps.apps.worker.gradients, "sign_segments", signed)
     collect = ps.collect
     inner = collect._collect
 
@@ -293,8 +293,8 @@ def instrument(parts: Parts, net: Any, ps: Any, workers: Sequence[Any]) -> None:
 async def training(parts: Parts, threshold: int, model: Mapping[str, Any], n_workers: int,
                    versions: int) -> dict[str, Any]:
     """The run: the PS and `n_workers` workers on one MemNet, `versions` versions."""
-    from apps.ps import ParameterServer
-    from apps.worker import Worker
+    from ndnps.apps.ps.__main__ import ParameterServer
+    from ndnps.apps.worker.__main__ import Worker
     from ndnps.protocol.config import from_table
     memnet = importlib.import_module("tests.support.memnet")   # test support: no types
     gpus = [f"w{i + 1}" for i in range(n_workers)]
@@ -343,7 +343,7 @@ def framing(parts: Parts, wires: Sequence[bytes]) -> float:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """The child: the training run under the counter, the figures."""
     from bench.iteration import MODELS
-    from forwarder import USE_COMPILED
+    from ndnps.forwarder import USE_COMPILED
     from ndnps.client.security import DigestSigner
     from ndnps.client.segments import sign_segments
     from ndnps.ndn.conventions import SEGMENT_SIZE

@@ -106,7 +106,7 @@ class _Owner:
 
 
 def framing_us(read_size: int, packets: int = 4000) -> float:
-    from forwarder.faces.stream import StreamFace
+    from ndnps.forwarder.faces.stream import StreamFace
     stream = data_wire(0, CONTENT) * packets
     reads = [stream[i:i + read_size] for i in range(0, len(stream), read_size)]
 

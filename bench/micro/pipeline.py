@@ -33,8 +33,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ndnps.ndn import packet, tlv  # noqa: E402
-from forwarder.pipelines import Forwarder  # noqa: E402
-from forwarder.tables.rib import CHILD_INHERIT, Route  # noqa: E402
+from ndnps.forwarder.pipelines import Forwarder  # noqa: E402
+from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route  # noqa: E402
 
 
 def interest_wire(seq: int) -> bytes:
@@ -121,7 +121,7 @@ def tables() -> dict[str, float]:
 
     from sortedcontainers import SortedList
 
-    from forwarder import strategy
+    from ndnps.forwarder import strategy
     res = {}
     num = 100000
 
@@ -157,7 +157,7 @@ def tables() -> dict[str, float]:
     # Dead Nonce List at training's rate: 2,000 satisfied Interests per s live 6 s, expired
     # at every 100 ms tick (an OrderedDict since a plain dict emptied from the front made
     # each expiry skip every slot deleted before it: 12 µs per Interest instead of 0.8)
-    from forwarder.tables.dead_nonce_list import DeadNonceList
+    from ndnps.forwarder.tables.dead_nonce_list import DeadNonceList
     dnl, clock, added = DeadNonceList(lifetime=6.0), [0.0], itertools.count()
 
     def dnl_op():

@@ -35,14 +35,13 @@ Interest, ControlParameters and ControlResponse from ``ndnps.ndn.nfd``), asked a
 lost with lifetimes learnt from the forwarder's answers; ``register``; ``enable_reliability``
 (``faces/update`` LpReliabilityEnabled: NDNLPv2 link reliability on this face).
 
-The forwarder may go away and come back (restarted): while the face is down, ``express``
-behaves as if the Interest were lost (it raises ``FaceDown``, an InterestTimeout, after its
-lifetime, or at once when the forwarder is back and the prefixes are registered again;
-``no_response`` Interests and ``send_data`` are dropped and counted in ``sent_while_down``),
-so callers retry as they do on a lossy link; ``reconnect()`` opens the face again and
-``after_reconnect()`` asks for link reliability again, re-registers every prefix registered
-so far and calls ``on_reconnect`` (the worker re-sends its *insert*).  ``apps/launch.py``
-reconnects with bounded backoff.
+The forwarder may go away and come back (restarted): while the face is down, ``express`` behaves as
+if the Interest were lost (it raises ``FaceDown``, an InterestTimeout, after its lifetime, or at
+once when the forwarder is back and the prefixes are registered again; ``no_response`` Interests
+and ``send_data`` are dropped and counted in ``sent_while_down``), so callers retry as they do on a
+lossy link; ``reconnect()`` opens the face again and ``after_reconnect()`` asks for link
+reliability again, re-registers every prefix registered so far and calls ``on_reconnect`` (the
+worker re-sends its *insert*). ``ndnps/apps/common/launch.py`` reconnects with bounded backoff.
 
 Counters: ``traffic()`` (bytes and packets each way, CongestionMarks received, malformed
 packets dropped), ``link_events()`` (reconnects, packets lost while down, link

@@ -1,5 +1,5 @@
 """The asyncio side of fetching an object's segments: ``Transfer`` drives the sans-I/O
-``SegmentTransfer`` of ndnps.exchanges.fetch (congestion window, RACK, tail loss probe,
+``SegmentTransfer`` of ndnps.exchanges.transport.fetch (congestion window, RACK, tail loss probe,
 per-segment RTO, time-bounded tries — read there) with the app's ``express``, and
 ``SegmentFetcher`` shares one path's estimates among an app's transfers (and a congestion
 window among those towards one producer: ``flow_of``) and offers the usual shapes of fetch (one
@@ -22,11 +22,13 @@ import weakref
 from functools import partial
 from typing import Awaitable, Callable, Hashable, Iterable, Sequence
 
-from ndnps.exchanges.fetch import (LINK_REPAIR, MAX_FAST, MIN_RTO, PATIENCE, REORDER_FLOOR,
-                                   SUPPRESSION_MARGIN, TLP_FLOOR, Action, Cancel, FetchError,
-                                   FetchPath, FetchStats, Flight, Segment, SegmentTransfer,
-                                   Send)
-from ndnps.exchanges.window import INITIAL_WINDOW
+from ndnps.exchanges.transport.fetch import SegmentTransfer
+from ndnps.exchanges.transport.flight import Action, Cancel, FetchError, Flight, Segment, Send
+from ndnps.exchanges.transport.loss import TLP_FLOOR
+from ndnps.exchanges.transport.path import (LINK_REPAIR, MAX_FAST, MIN_RTO, PATIENCE,
+                                            REORDER_FLOOR, SUPPRESSION_MARGIN, FetchPath,
+                                            FetchStats)
+from ndnps.exchanges.transport.window import INITIAL_WINDOW
 from ndnps.ndn.conventions import segment_number
 from ndnps.ndn.nfd import RETX_INITIAL, RETX_MAX
 from ndnps.ndn.rto import RtoEstimator
@@ -50,7 +52,7 @@ FlowOf = Callable[[Name], Hashable]
 
 class Declined(NetworkError):
     """No Data came, but a refusal the owner handles itself: the segment lands with
-    `content` as the owner says (ndnps.exchanges.fetch's `on_data(declined=True)`)."""
+    `content` as the owner says (ndnps.exchanges.transport.fetch's `on_data(declined=True)`)."""
 
     def __init__(self, content: bytes = b"") -> None:
         super().__init__("declined")

@@ -3,7 +3,7 @@
 (``ndnps.ndn.encoders.encode_data``: MetaInfo and SignatureInfo encoded once per object, each
 segment's content copied once, into its packet, from the blob or straight from the pieces it
 is made of: ndnps.protocol.codec.tensor_pieces).  The receiver's side (Assembly) is
-sans-I/O, in ndnps.exchanges.buffers."""
+sans-I/O, in ndnps.exchanges.transport.buffers."""
 from __future__ import annotations
 
 from typing import Callable, Sequence, Union

@@ -3,24 +3,19 @@ events and a `now`, returns what to send or fetch, and says when it next wants t
 it imports no asyncio and does no I/O, so every rule is a unit test with a fake clock.  The
 apps drive them with thin asyncio adapters over ndnps.client (the worker's receiver drives the
 Subscriber, the PS's roster the Membership, its serving the Publisher, its loops the update rule).
+One subpackage per concern:
 
-    buffers     Assembly (an object's segments as they arrive), Recent (the last few by key)
-    subscriber  versions pushed by any producer: assembled, holes and quiet tails found, the
-                probe timer; says which segments to fetch
-    publisher   a producer's recent versions: kept for probes, answered by segment
-    fetch       one object's segments from one or many producers: window, RACK, tail loss
-                probe, per-segment RTO, bounded tries (ndnps.client.fetcher is its adapter)
-    collector   when to ask a producer for its object and how long an Interest may be held
-                (the finish-time estimate)
-    membership  the workers of a training: assignment, loss, rejoin as one state table
-    update      the rule that turns gradients into the next parameters (sync average, async
-                apply), pluggable as ps-lite's set_request_handle
+    transport    moving an object's segments: fetching them windowed with loss recovery
+                 (fetch, its path and flights, loss detection, the congestion window), pushed
+                 versions (publisher, subscriber, the push's rate), the buffers they share;
+                 the per-packet part, compiled with mypyc at install (its HOT_MODULES)
+    ps           the PS's protocol: when to collect and how long an Interest is held
+                 (collector), the workers' state table (membership), the update rule (update)
+    collectives  PS-less all-reduce: the ring's and BCube's schedules, one peer's side
+    sharing      time-division sharing of the aggregators: the decision rule, the agreement of
+                 a job's nodes
+    pipeline     pipeline-parallel training: the 1F1B schedule and simulator, one stage's work
+
+transport stands on nothing else of the exchanges; ps on transport (a path's estimates); the
+other three on none of them (tests/unit/test_layers.py: no cycle between subpackages).
 """
-
-from ndnps.ndn import COMPILED as _BASE_COMPILED
-from ndnps.ndn.native import guard
-
-# the exchanges a packet goes through, compiled with mypyc at install with the base's (setup.py)
-HOT_MODULES = ("ndnps.exchanges.buffers", "ndnps.exchanges.window", "ndnps.exchanges.fetch",
-               "ndnps.exchanges.subscriber", "ndnps.exchanges.publisher")
-COMPILED = guard(HOT_MODULES) and _BASE_COMPILED

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         if consumer.wait(20) != 0:
             raise consumer.fail("failed")
         print("consumer got:", consumer.tail(1))
-        from forwarder.status import fetch_status, print_status
+        from ndnps.forwarder.status import fetch_status, print_status
         print_status(fetch_status(f"unix://{sock}"))
         return 0
     except ProcessFailed as e:

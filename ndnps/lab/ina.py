@@ -148,7 +148,7 @@ def configure(transport: str, job: "TrainingConfig", node: str, slots: int = 102
     """Make the forwarder at `transport` (unix://...) aggregate `job` as node `node`, in slots
     [first, first + slots) of its pool: the management command aggregators/add with the
     training's key. ValueError when refused."""
-    from forwarder.status import command
+    from ndnps.forwarder.status import command
     from ndn.encoding import Component, Name
 
     from ndnps.ndn.aggregation import AggregatorConfig

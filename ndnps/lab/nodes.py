@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from forwarder.strategy import BestRoute, RetxSuppression
+from ndnps.forwarder.strategy import BestRoute, RetxSuppression
 
 # the packet classes of the forwarders' rate traces: the training protocol's exchanges
 CLASSIFIER = "ndnps.protocol.names:classify"
@@ -74,7 +74,7 @@ def forwarder_strategy(sc: Scenario) -> str:
 @dataclass
 class AppNode:
     name: str
-    role: str                  # "ps", "worker" or "peer" (PS-less training: apps.peer)
+    role: str                  # "ps", "worker" or "peer" (PS-less training: ndnps.apps.peer)
     forwarder: str             # the forwarder it connects to
 
 

@@ -1,6 +1,6 @@
 """PS-less training (`training.collective`: ring, ina, bcube; docs/collectives.md) in a
 scenario: its defaults and checks, its peers' program, and summary.json's `collective` figures,
-from every peer's version records (apps/peer.py):
+from every peer's version records (ndnps.apps.peer):
 
 * `parameters_identical`: every version's parameter digest is the same at every peer that
   made it (`digest_mismatches` lists the versions where not; the runner fails such a run;
@@ -227,7 +227,7 @@ class Collective(Feature):
         # by the app's own job: in a [[jobs]] run the first training may be a PS's
         if app.role != "peer" or not sc.job_of(app.name).collective:
             return None
-        return Launch("peer", ["apps.peer"])
+        return Launch("peer", ["ndnps.apps.peer"])
 
     def loss_policy(self, job: "TrainingConfig", name: str, role: str) -> str | None:
         if role != "peer":

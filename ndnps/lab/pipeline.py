@@ -287,7 +287,7 @@ class PipelineFeature(Feature):
         if app.role != "peer" or not sc.job_of(app.name).machines:
             return None
         # a stage saves its final parameters: the model the summary evaluates
-        return Launch("stage", ["apps.stage", "--save",
+        return Launch("stage", ["ndnps.apps.stage", "--save",
                                 str(run_dir / STAGES_DIR / f"{app.name}.npz")])
 
     def loss_policy(self, job: "TrainingConfig", name: str, role: str) -> str | None:

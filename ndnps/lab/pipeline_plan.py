@@ -24,7 +24,7 @@ Before the apps start, the runner profiles the model on this machine (ndnps.plan
 CPU time per layer, the same measure the devices scale), orders the kinds into stages and
 splits the layers (ndnps.planner.plan), writes `plan.json` and sets the training's
 `stage_kinds`, `stage_layers` and `workers` (m<j>-<kind>, machine by machine in stage order)
-to the split chosen; each stage app (python -m apps.stage) then runs from the scenario as run.
+to the split chosen; each stage app (python -m ndnps.apps.stage) then runs from the scenario as run.
 """
 from __future__ import annotations
 

@@ -204,11 +204,11 @@ def start_forwarder(name: str, workdir: Path, udp: int = 0, tcp: int = 0,
                     config: Path | None = None, log_level: str = "INFO",
                     extra_env: dict[str, str] | None = None,
                     ready_timeout: float = 15.0) -> tuple[ManagedProcess, str]:
-    """Start `python -m forwarder` on a unix socket in `workdir`; returns (process, socket path)
+    """Start `python -m ndnps.forwarder` on a unix socket in `workdir`; returns (process, socket path)
     once the socket accepts connections."""
     workdir = Path(workdir)
     sock = str(workdir / f"{name}.sock")
-    argv = [sys.executable, "-m", "forwarder", "--unix", sock, "--tcp", str(tcp),
+    argv = [sys.executable, "-m", "ndnps.forwarder", "--unix", sock, "--tcp", str(tcp),
             "--udp", str(udp), "--host", "127.0.0.1", "--log-level", log_level]
     if config is not None:
         argv += ["--config", str(config)]

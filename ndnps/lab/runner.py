@@ -155,7 +155,7 @@ class Runner(NamespaceSetup, Supervision):
                                         topology.forwarder_strategy(self.sc)))
             sock = str(self.socket_dir / f"{name}.sock")
             host = "0.0.0.0" if self.netns else "127.0.0.1"
-            argv = self.wrap(node) + [sys.executable, "-m", "forwarder", "--unix", sock,
+            argv = self.wrap(node) + [sys.executable, "-m", "ndnps.forwarder", "--unix", sock,
                                       "--tcp", "0", "--udp", str(node.udp), "--host", host,
                                       "--config", str(conf)]
             proc = self.spawn(f"fwd-{name}", argv)
@@ -221,7 +221,7 @@ class Runner(NamespaceSetup, Supervision):
                 peers[app.name] = self.spawn(app.name, argv, env)
                 self.worker_launch[app.name] = (argv, env)
                 continue
-            argv = self.wrap(node) + [sys.executable, "-m", "apps.worker", "--name", app.name,
+            argv = self.wrap(node) + [sys.executable, "-m", "ndnps.apps.worker", "--name", app.name,
                                       "--config", str(config), "--metrics", str(metrics)]
             if app.name in self.sc.slowdown:
                 argv += ["--slowdown", str(self.sc.slowdown[app.name])]
@@ -234,8 +234,8 @@ class Runner(NamespaceSetup, Supervision):
         pss = dict(peers)
         for app, node, env, metrics, config in ps_nodes:
             model = "model.npz" if not self.sc.jobs else f"model-{app.name}.npz"
-            argv = self.wrap(node) + [sys.executable, "-m", "apps.ps", "--config", str(config),
-                                      "--metrics", str(metrics),
+            argv = self.wrap(node) + [sys.executable, "-m", "ndnps.apps.ps", "--config",
+                                      str(config), "--metrics", str(metrics),
                                       "--save", str(self.run_dir / model), *self.link_flags(),
                                       *self._start_flags(app.name)]
             self.ps_launch[app.name] = (argv, env)

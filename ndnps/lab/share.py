@@ -17,7 +17,7 @@ table, what it does to each job, the controller's process, and the run's invaria
 Every job of the scenario (a PS's, or peers' with collective = "ina") aggregates at `at`; the
 runner configures it there for each job — the same slots for all (time-division, always-wait:
 `first = 0`), or disjoint ranges (spatial) — and starts the controller (`python -m
-apps.controller`, node name "ctl", beside `at`) for the policies that have one. [[jobs]] may
+ndnps.apps.controller`, node name "ctl", beside `at`) for the policies that have one. [[jobs]] may
 say `start = <s>`: that job's apps wait so long after the run's start.
 """
 from __future__ import annotations
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
 CTL = "ctl"                     # the controller's node name
 POLICIES = ("time-division", "always-wait", "spatial", "never")
-# ndnps.exchanges.share.SCORES's names (the lab does not import the exchanges; a unit test
-# keeps the two the same)
+# ndnps.exchanges.sharing.decision.SCORES's names (the lab does not import the exchanges; a unit
+# test keeps the two the same)
 SCORES = ("time-saved", "shortest-round")
 CONTROLLED = ("time-division", "always-wait")
 KEYS = {"policy", "score", "at", "slots", "slot_timeout", "agree_timeout", "backoff", "tries",
@@ -153,7 +153,7 @@ def ranges(s: Share, jobs: list["TrainingConfig"]) -> dict[str, tuple[int, int]]
 
 
 def controller_config(s: Share, jobs: list["TrainingConfig"]) -> dict[str, Any]:
-    """apps/controller.py's configuration (written as TOML by the runner)."""
+    """ndnps.apps.controller's configuration (written as TOML by the runner)."""
     return {"share": {"name": CTL, "policy": s.policy, "score": s.score,
                       "timeout": s.agree_timeout, "backoff": s.backoff, "tries": s.tries,
                       "slot_timeout": s.slot_timeout, "hold_limit": s.hold_limit},
@@ -313,13 +313,13 @@ class Sharing(Feature):
         return True
 
     def helpers(self, runner: Launcher) -> list[Helper]:
-        """The controller (apps/controller.py) beside the aggregating forwarder."""
+        """The controller (ndnps.apps.controller) beside the aggregating forwarder."""
         s = runner.sc.share
         if not s.controlled:
             return []
         conf = runner.run_dir / "config" / "share.toml"
         conf.write_text(to_toml(controller_config(s, runner.sc.all_jobs)))
-        argv = [sys.executable, "-m", "apps.controller", "--config", str(conf), "--metrics",
+        argv = [sys.executable, "-m", "ndnps.apps.controller", "--config", str(conf), "--metrics",
                 str(runner.run_dir / "metrics" / f"{CTL}.jsonl"), *runner.link_flags()]
         proc = runner.spawn(CTL, argv, {"NDN_CLIENT_TRANSPORT": f"unix://{runner.sockets[s.at]}"})
         wait_until(lambda: "ready" in proc.tail(5), READY_TIMEOUT, proc, "ready")

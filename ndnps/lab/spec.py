@@ -28,7 +28,7 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  apps' faces carry neither (tree only: the forwarders' links alone are lossy)
     [[link]]     from = "root", to = "leaf1", loss = 0.1 ...: one direction of one
                  forwarder-to-forwarder link (tree), replacing [links] there
-    [forwarder]  forwarder table limits, e.g. ppit_lifetime = 60.0 (forwarder/config.py)
+    [forwarder]  forwarder table limits, e.g. ppit_lifetime = 60.0 (ndnps/forwarder/config.py)
     [workers]    slowdown = { w4 = 3.0 }   compute time multiplied (stragglers)
     [run]        timeout = 300; trace_interval = 0.5; on_child_exit = "continue" | "fail";
                  restart_after = 1.0; max_restarts = 3: what the runner does when a child
@@ -42,7 +42,7 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  checkpoint: training.checkpoint defaults to the run directory's); {
                  forwarder = "fwd", ... } a forwarder (restarted on the same socket); random = { kills = 3, seed = 1, from_version = 20,
                  to_version = 200, restart_after = 2.0 } adds kills drawn from the seed
-    [training]   everything `python -m apps.ps --help` lists (ndnps/protocol/config.py)
+    [training]   everything `python -m ndnps.apps.ps --help` lists (ndnps/protocol/config.py)
     [[device_kinds]], [pipeline]
                  pipeline + data parallel on devices of different speeds: see
                  ndnps/lab/pipeline_plan.py
@@ -64,7 +64,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from forwarder.pipelines import Limits
+from ndnps.forwarder.outgoing import Limits
 from ndnps.protocol import config as training_config
 from ndnps.protocol.config import TrainingConfig
 

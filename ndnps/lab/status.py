@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from forwarder.status import fetch_status
+from ndnps.forwarder.status import fetch_status
 
 from .nodes import Plan
 

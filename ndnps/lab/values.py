@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from forwarder.faces.udp import MIN_MTU
+from ndnps.forwarder.faces.udp import MIN_MTU
 from ndnps.ndn.tlv import MAX_PACKET_SIZE
 
 

@@ -6,8 +6,8 @@ event loop (reliable_link), the RTO estimator with its bounded backoff (rto), NF
 that both sides keep to (nfd) and the protocol's marker components (markers), NDNLPv2
 fragmentation (fragmentation), congestion marks (congestion) and batched datagram I/O
 (datagrams); native keeps the compiled build (made at install) honest. Nothing here imports
-asyncio or python-ndn, nor anything above it: `import forwarder.pipelines` loads this and
-nothing more of ndnps."""
+asyncio or python-ndn, nor anything above it: `import ndnps.forwarder.pipelines` loads this
+and the forwarder, nothing more of ndnps."""
 
 from .native import guard
 

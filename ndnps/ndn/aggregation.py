@@ -154,7 +154,7 @@ def _decode_text(raw: bytes | memoryview) -> str:
 class AggregatorConfig:
     """A training this forwarder sums for. Its slots are the range [first, first + slots) of
     the forwarder's one pool: trainings given the same range share those slots in time,
-    disjoint ranges split the pool between them (forwarder/aggregator.py)."""
+    disjoint ranges split the pool between them (ndnps/forwarder/aggregator.py)."""
     training: bytes           # the training's name TLV-VALUE, /<ps>/<train>
     node: str                 # this forwarder's node name: plans address it by that
     key: bytes                # the training's HMAC key

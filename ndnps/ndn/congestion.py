@@ -11,8 +11,8 @@ last.
 
 `MarkingRule` is when a face marks: the one rule of both face kinds, sans-I/O (the face says
 whether its queue is above its target, and when). A UDP face judges its own queue's delay
-(forwarder/faces/queue.py), a stream face the octets waiting toward its peer, as NFD does
-(forwarder/faces/stream.py).
+(ndnps/forwarder/faces/queue.py), a stream face the octets waiting toward its peer, as NFD does
+(ndnps/forwarder/faces/stream.py).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """TCP's retransmission timeout (RFC 6298): the smoothed round trip and its deviation, and an
 RTO from them, clamped and doubled on each expiry until a fresh sample.  Used by the link
 reliability of the forwarder's faces, by the apps' fetchers and by the subscriber's probe
-timer (ndnps.exchanges.subscriber).
+timer (ndnps.exchanges.transport.subscriber).
 
 Backoff is bounded by the measured round trip: once there is a sample, an RTO doubles up to
 BACKOFF_RTTS smoothed round trips (the RTO itself when that is more), never to `max_rto`

@@ -26,8 +26,8 @@ gives exactly this when the slowest stage is the last and every stage's backward
 multiple of its forward, at most this when the slowest is earlier, and can exceed it when stages'
 forward : backward ratios differ: tests). Transfers count here as the sending stage's time; the
 simulator takes them as delay on the link. The plan's prediction simulates the 1F1B schedule
-instead (ndnps.exchanges.pipeline.simulate), each stage's synchronisation after its own last
-backward.
+instead (ndnps.exchanges.pipeline.schedule.simulate), each stage's synchronisation after its own
+last backward.
 """
 from __future__ import annotations
 

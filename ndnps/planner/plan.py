@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from ndnps.exchanges.pipeline import simulate
+from ndnps.exchanges.pipeline.schedule import simulate
 
 from .partition import Device, Layer, Split, order_devices, partition, split_by_bounds
 

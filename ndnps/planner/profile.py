@@ -30,9 +30,9 @@ def profile(model: DenseNet, X: np.ndarray, y: np.ndarray, micro_batch: int, ste
 
 
 def _one_blas_thread():
-    """One BLAS thread, as the apps run (apps/launch.limit_blas_threads): a device is one core,
-    and the CPU time of a thread (`clock`) misses the work of BLAS's other threads (measured:
-    a third of the apps' per-operation CPU time with two)."""
+    """One BLAS thread, as the apps run (ndnps/apps/common/launch.limit_blas_threads): a device is
+    one core, and the CPU time of a thread (`clock`) misses the work of BLAS's other threads
+    (measured: a third of the apps' per-operation CPU time with two)."""
     try:
         from threadpoolctl import threadpool_limits      # comes with scikit-learn
     except ImportError:                                  # pragma: no cover

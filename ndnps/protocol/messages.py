@@ -119,8 +119,8 @@ class Gradient:
     vector: np.ndarray
     loss: float
     compute: float             # seconds the worker spent computing it
-    # what the worker saw of base_version's push (exchanges.push_rate.PushReport's wire form;
-    # read there: anything malformed is ignored, never an error of the gradient)
+    # what the worker saw of base_version's push (exchanges.transport.push_rate.PushReport's wire
+    # form; read there: anything malformed is ignored, never an error of the gradient)
     push: object = None
 
 

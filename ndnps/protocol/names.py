@@ -265,8 +265,8 @@ def aggregate(ps: str, train: str, step: int, seg: int) -> FormalName:
 
 def partial(peer: str, train: str, version: int, reduce: bool, set_: int, level: int,
             part: int, seg: int) -> FormalName:
-    """A peer's part of a PS-less all-reduce (ndnps.exchanges.collective.Transfer's phase,
-    set, level and part): a partial sum while reducing, the final sum after."""
+    """A peer's part of a PS-less all-reduce (ndnps.exchanges.collectives.schedules.Transfer's
+    phase, set, level and part): a partial sum while reducing, the final sum after."""
     return _build(PARTIAL_REDUCE if reduce else PARTIAL_GATHER, peer, train, version, set_,
                   level, part, seg)
 
@@ -311,7 +311,7 @@ class Roll(NamedTuple):
 
 def roll(peer: str, ps: str, train: str, epoch: int, seg: int = 0) -> FormalName:
     """A PS-less peer's answer to the roll call that re-forms the collective in `epoch`
-    (apps/peer.py): where it stands."""
+    (ndnps.apps.peer): where it stands."""
     return _build(ROLL_NAME, peer, ps, train, epoch, seg)
 
 

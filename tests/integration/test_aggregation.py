@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from ndn.encoding import Component, InterestParam, Name, make_interest
 
-from forwarder.status import command, fetch_status
+from ndnps.forwarder.status import command, fetch_status
 from ndnps.lab import ina
 from ndnps.lab.metrics import read_metrics
 from ndnps.lab.process import ManagedProcess
@@ -100,7 +100,7 @@ def _aggregating_forwarder(procs, node: str = "edge", slots: int = 64) -> str:
 def test_a_forged_contribution_is_rejected_at_the_aggregator(procs):
     sock = _aggregating_forwarder(procs)
     workers = start_workers(procs, sock, extra={"w3": ["--forge-gradient-at", "2"]})
-    ps_argv = [sys.executable, "-m", "apps.ps", "--key", KEY, "--linger", "1",
+    ps_argv = [sys.executable, "-m", "ndnps.apps.ps", "--key", KEY, "--linger", "1",
                "--metrics", str(procs.workdir / "ps.jsonl"), "--workers", ",".join(WORKERS),
                "--min-workers", "3", "--epochs", "3", "--aggregate-at", "edge"]
     ps = procs.spawn("ps", ps_argv, env={"NDN_CLIENT_TRANSPORT": f"unix://{sock}"})

@@ -11,7 +11,7 @@ import socket
 import pytest
 from ndn.encoding import InterestParam, Name, make_interest
 
-from forwarder.status import fetch_status
+from ndnps.forwarder.status import fetch_status
 from ndnps.lab.process import free_port
 
 from tests.support.rawclient import RawFace, name_of

@@ -1,5 +1,5 @@
 """PS-less training end to end (docs/collectives.md): the scenario runner starts peers (python -m
-apps.peer) that combine their gradients by ring all-reduce, in-network all-reduce or BCube's
+ndnps.apps.peer) that combine their gradients by ring all-reduce, in-network all-reduce or BCube's
 level-by-level all-reduce, on a star or a BCube fabric. Each run's peers hold the same
 parameters at every version and end where the single-process reference ends; a peer killed
 mid-run stops the run (the others say it was silent) and leaves no process behind."""

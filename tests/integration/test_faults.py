@@ -37,7 +37,7 @@ def kill_at(procs, ps, worker, version):
 
 
 def restart_worker(procs, sock, gpu, tag="again"):
-    argv = [sys.executable, "-m", "apps.worker", "--name", gpu, "--key", KEY,
+    argv = [sys.executable, "-m", "ndnps.apps.worker", "--name", gpu, "--key", KEY,
             "--metrics", str(procs.workdir / f"{gpu}-{tag}.jsonl")]
     proc = procs.spawn(f"{gpu}-{tag}", argv, env={"NDN_CLIENT_TRANSPORT": f"unix://{sock}"})
     wait_until(lambda: f"worker {gpu} ready" in proc.tail(), 30, proc, "ready")

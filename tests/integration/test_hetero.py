@@ -1,11 +1,11 @@
 """Pipeline + data-parallel training on devices of different speeds with real processes
 (docs/hetero.md): the runner plans the stages on this machine, starts one stage app per device of
-each virtual machine (python -m apps.stage), and the stages exchange activations and gradients as
-named Data through the forwarder. The training ends where the single-process reference of the same
-mini-batches ends (accuracy within a point, the loss curves close), the same stage of both machines
-holds the same parameters after every step; recomputation trains the same and holds less; on lossy
-links it recovers; a stage killed mid-run stops the run, saying which, and leaves no process
-behind."""
+each virtual machine (python -m ndnps.apps.stage), and the stages exchange activations and
+gradients as named Data through the forwarder. The training ends where the single-process reference
+of the same mini-batches ends (accuracy within a point, the loss curves close), the same stage of
+both machines holds the same parameters after every step; recomputation trains the same and holds
+less; on lossy links it recovers; a stage killed mid-run stops the run, saying which, and leaves no
+process behind."""
 from __future__ import annotations
 
 import json

@@ -16,7 +16,7 @@ import pytest
 from ndn.encoding import Name
 from ndn.encoding.ndnlp_v2 import parse_lp_packet_v2
 
-from forwarder.status import fetch_status
+from ndnps.forwarder.status import fetch_status
 from ndnps.lab.demo import CONSUMER as PY_CONSUMER
 from ndnps.lab.process import wait_until
 from ndnps.ndn.congestion import congestion_mark

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from forwarder.status import fetch_status
+from ndnps.forwarder.status import fetch_status
 from ndnps.client.app import App
 from ndnps.client.errors import InterestTimeout
 from ndnps.client.security import DigestSigner, pass_all

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from forwarder.status import fetch_status
+from ndnps.forwarder.status import fetch_status
 from ndnps.lab.demo import CONSUMER as PY_CONSUMER, PRODUCER as PY_PRODUCER
 from ndnps.lab.process import free_port, wait_until
 

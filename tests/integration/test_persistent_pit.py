@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from ndn.encoding import Component, Name
 
-from forwarder.status import fetch_status
+from ndnps.forwarder.status import fetch_status
 from ndnps.lab.demo import CONSUMER, PRODUCER
 from ndnps.ndn.markers import DISTRIBUTE, INSERT, REMOVE
 from ndnps.lab.process import free_port, wait_until

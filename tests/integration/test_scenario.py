@@ -205,7 +205,7 @@ def test_an_unplanned_forwarder_death_is_restarted_and_the_run_goes_on(tmp_path)
     out = tmp_path / "run"
     runner = start_long_run(tmp_path, out, "--set", "training.epochs=40")
     try:
-        (pid,) = [p for p in _descendants(runner.pid) if _cmdline(p)[1:3] == ["-m", "forwarder"]]
+        (pid,) = [p for p in _descendants(runner.pid) if _cmdline(p)[1:3] == ["-m", "ndnps.forwarder"]]
         os.kill(pid, signal.SIGKILL)
         assert runner.wait(120) == 0, runner.tail(60)
         summary = json.loads((out / "summary.json").read_text())

@@ -1,7 +1,7 @@
-"""The share controller as a process (apps/controller.py) behind a real forwarder, asked by job
-nodes (apps/share.py) over real sockets: one decision per round for every node of a job, rule s1 of
-docs/sharing.md (another job holds the aggregators: the ordinary way), release on done, a bad
-configuration named, and a dead controller leaving the rounds to the ordinary way."""
+"""The share controller as a process (ndnps.apps.controller) behind a real forwarder, asked by job
+nodes (ndnps/apps/common/share.py) over real sockets: one decision per round for every node of a
+job, rule s1 of docs/sharing.md (another job holds the aggregators: the ordinary way), release on
+done, a bad configuration named, and a dead controller leaving the rounds to the ordinary way."""
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from apps.share import Share
+from ndnps.apps.common.share import Share
 from ndnps.client.app import App
 from ndnps.client.security import Security
 from ndnps.lab.process import wait_until
@@ -59,7 +59,7 @@ async def _node(sock: str, table: dict, node: str) -> tuple[Share, App, asyncio.
 def _controller(procs, config: str):
     path = procs.workdir / "share.toml"
     path.write_text(config)
-    return procs.spawn("ctl", [sys.executable, "-m", "apps.controller", "--config", str(path),
+    return procs.spawn("ctl", [sys.executable, "-m", "ndnps.apps.controller", "--config", str(path),
                                "--metrics", str(procs.workdir / "ctl.jsonl")],
                        env={"NDN_CLIENT_TRANSPORT": f"unix://{procs.workdir}/fwd.sock"})
 

@@ -1,5 +1,5 @@
-"""Trainings with real processes: forwarder(s) + ``python -m apps.ps`` + ``python -m
-apps.worker`` x 3, through unix sockets (and a lossy UDP link between two forwarders).
+"""Trainings with real processes: forwarder(s) + ``python -m ndnps.apps.ps`` + ``python -m
+ndnps.apps.worker`` x 3, through unix sockets (and a lossy UDP link between two forwarders).
 
 Small runs (digits MLP, a few epochs) so the file stays well under three minutes on 2 cores.
 """
@@ -26,7 +26,7 @@ def start_workers(procs, sock, gpus=WORKERS, extra=None, key=KEY):
     """Workers on forwarder `sock`, each ready (its prefix registered) on return."""
     started = {}
     for gpu in gpus:
-        argv = [sys.executable, "-m", "apps.worker", "--name", gpu, "--key", key,
+        argv = [sys.executable, "-m", "ndnps.apps.worker", "--name", gpu, "--key", key,
                 "--metrics", str(procs.workdir / f"{gpu}.jsonl"), *(extra or {}).get(gpu, [])]
         started[gpu] = procs.spawn(gpu, argv, env={"NDN_CLIENT_TRANSPORT": f"unix://{sock}"})
     for gpu, proc in started.items():
@@ -35,7 +35,7 @@ def start_workers(procs, sock, gpus=WORKERS, extra=None, key=KEY):
 
 
 def start_ps(procs, sock, *args, name="ps", key=KEY):
-    argv = [sys.executable, "-m", "apps.ps", "--key", key, "--linger", "1",
+    argv = [sys.executable, "-m", "ndnps.apps.ps", "--key", key, "--linger", "1",
             "--metrics", str(procs.workdir / f"{name}.jsonl"),
             "--save", str(procs.workdir / f"{name}.npz"), *args]
     return procs.spawn(name, argv, env={"NDN_CLIENT_TRANSPORT": f"unix://{sock}"})

@@ -57,7 +57,7 @@ def kill_mid_run(tmp_path: Path, scenario: str, sets: list[str], recorder: str,
 @pytest.mark.timeout(150)
 def test_a_ps_without_a_checkpoint_killed_fails_the_run_as_the_ps(tmp_path):
     code, text, s = kill_mid_run(tmp_path, "sync-sgd", ["training.epochs=200"], "ps",
-                                 ["-m", "apps.ps"])
+                                 ["-m", "ndnps.apps.ps"])
     assert code == 1 and s["ok"] is False, text[-2000:]
     (rec,) = s["unplanned_exits"]
     assert (rec["who"], rec["role"], rec["how"]) == ("ps", "ps", "SIGKILL")
@@ -69,7 +69,7 @@ def test_a_ring_peer_killed_goes_to_on_peer_loss_and_the_others_re_form(tmp_path
     code, text, s = kill_mid_run(
         tmp_path, "ring", ["topology.workers=4", "training.epochs=40",
                            "training.worker_timeout=2.0", 'training.on_peer_loss="re-form"'],
-        "w1", ["apps.peer", "--name", "w3"], timeout=150)
+        "w1", ["ndnps.apps.peer", "--name", "w3"], timeout=150)
     assert code == 0 and s["ok"] is True, text[-3000:]
     (rec,) = s["unplanned_exits"]
     assert (rec["who"], rec["role"], rec["how"]) == ("w3", "peer", "SIGKILL")
@@ -105,7 +105,7 @@ def test_the_share_controller_killed_leaves_rounds_to_the_ordinary_way(tmp_path)
     doc["training"]["share_patience"] = 1.0
     path = tmp_path / "multi.toml"
     path.write_text(to_toml(doc))
-    code, text, s = kill_mid_run(tmp_path, str(path), [], "big", ["-m", "apps.controller"],
+    code, text, s = kill_mid_run(tmp_path, str(path), [], "big", ["-m", "ndnps.apps.controller"],
                                  at_version=2, timeout=200)
     assert code == 0 and s["ok"] is True, text[-3000:]
     (rec,) = s["unplanned_exits"]

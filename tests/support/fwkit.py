@@ -18,7 +18,8 @@ from ndn.security import DigestSha256Signer
 
 from ndnps.ndn import tlv
 from ndnps.ndn.packet import Interest, decode
-from forwarder.pipelines import Forwarder, Limits
+from ndnps.forwarder.outgoing import Limits
+from ndnps.forwarder.pipelines import Forwarder
 
 INSERT = Component.from_bytes(b"*insert*")
 DISTRIBUTE = Component.from_bytes(b"*distribute*")
@@ -195,7 +196,7 @@ class Bench:
 
 
 class FakeDatagramPort:
-    """What a UDP channel uses of its socket (forwarder.faces.udp.DatagramSocket), in memory:
+    """What a UDP channel uses of its socket (ndnps.forwarder.faces.udp.DatagramSocket), in memory:
     the kernel takes `room` datagrams (None: any number) and refuses the rest until
     `kernel_sent(n)` makes room, which then resumes the channel; `wire` is what it took, each
     as (bytes, (host, port)). `deferred`: end-of-turn callbacks wait for `run_turn()` (the

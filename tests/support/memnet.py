@@ -1,7 +1,7 @@
 """An in-process NDN network for unit tests of the apps: no sockets, no forwarder process, but
 the real forwarder core and the apps' real client.
 
-``MemNet`` is one ``forwarder.pipelines.Forwarder`` (the sans-I/O core the daemon runs: PIT,
+``MemNet`` is one ``ndnps.forwarder.pipelines.Forwarder`` (the sans-I/O core the daemon runs: PIT,
 persistent PIT, CS, dead-nonce list, FIB/RIB, strategies) configured as the scenario runner
 configures the daemon for a training: default table limits (``Limits()``; scenarios set none)
 and best-route for ``/`` with the training's retransmission suppression (TrainingConfig's
@@ -40,10 +40,11 @@ import weakref
 from collections.abc import MutableMapping
 from typing import Any, Callable, Iterator
 
-from forwarder.daemon import TICK_SECONDS
-from forwarder.pipelines import Forwarder, Limits
-from forwarder.strategy import BestRoute, RetxSuppression, Strategy
-from forwarder.tables.rib import CHILD_INHERIT, Route
+from ndnps.forwarder.daemon import TICK_SECONDS
+from ndnps.forwarder.outgoing import Limits
+from ndnps.forwarder.pipelines import Forwarder
+from ndnps.forwarder.strategy import BestRoute, RetxSuppression, Strategy
+from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route
 from ndnps.client.app import App
 from ndnps.client.face import Face
 from ndnps.client.security import DigestSigner

@@ -1,5 +1,5 @@
-"""The PS's side of in-network aggregation without processes: the aggregatable gradient's
-segments (protocol.messages), the plan the PS sends (apps/aggregate.Aggregate.plan), and the
+"""The PS's side of in-network aggregation without processes: the aggregatable gradient's segments
+(protocol.messages), the plan the PS sends (ndnps/apps/common/aggregate.Aggregate.plan), and the
 PS's own sums for segments that fall back, which must be the forwarders' bytes."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from apps.aggregate import Aggregate, _Adder
-from apps.ps_common import PsCounters
+from ndnps.apps.common.aggregate import Aggregate, _Adder
+from ndnps.apps.common.training import PsCounters
 from ndnps.client.security import Security
 from ndnps.ndn import aggregation, summable
 from ndnps.ndn.aggregation import Group

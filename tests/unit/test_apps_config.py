@@ -78,14 +78,14 @@ def test_bad_toml_file(tmp_path):
         load(tmp_path / "missing.toml")
 
 
-@pytest.mark.parametrize("module", ["apps.ps", "apps.worker"])
+@pytest.mark.parametrize("module", ["ndnps.apps.ps", "ndnps.apps.worker"])
 def test_help_documents_the_flags(module):
     out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0
     for flag in ("--config", "--metrics", "--transport"):
         assert flag in out.stdout
-    if module == "apps.ps":
+    if module == "ndnps.apps.ps":
         for flag in ("--workers", "--min-workers", "--mode", "--push-mode", "--key",
                      "--max-staleness", "--target-accuracy", "--save", "--worker-timeout"):
             assert flag in out.stdout
@@ -95,7 +95,7 @@ def test_help_documents_the_flags(module):
 
 
 def test_ps_rejects_a_bad_flag_with_exit_2():
-    out = subprocess.run([sys.executable, "-m", "apps.ps", "--lr", "-1"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "ndnps.apps.ps", "--lr", "-1"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 2 and "training.lr" in out.stderr
 
@@ -108,7 +108,7 @@ def test_worker_rejects_a_bad_content_patience_with_exit_2(tmp_path, argv, messa
     toml = tmp_path / "t.toml"
     toml.write_text('[training]\nps_timeout = "soon"\n')
     argv = [a.replace("{toml}", str(toml)) for a in argv]
-    out = subprocess.run([sys.executable, "-m", "apps.worker", "--name", "w1", *argv],
+    out = subprocess.run([sys.executable, "-m", "ndnps.apps.worker", "--name", "w1", *argv],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and message in out.stderr, out.stderr
 

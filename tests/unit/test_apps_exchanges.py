@@ -1,6 +1,6 @@
-"""Each exchange of apps.ps / apps.worker on its own, with in-process fakes (tests.support.memnet, or
-plain reply callables): task assignment, training content, registration, collect, probes,
-leaving."""
+"""Each exchange of ndnps.apps.ps / ndnps.apps.worker on its own, with in-process fakes
+(tests.support.memnet, or plain reply callables): task assignment, training content, registration,
+collect, probes, leaving."""
 from __future__ import annotations
 
 import asyncio
@@ -8,9 +8,9 @@ import asyncio
 import numpy as np
 import pytest
 
-from apps.ps import ParameterServer
-from apps.job import Job
-from apps.worker import Worker
+from ndnps.apps.ps.__main__ import ParameterServer
+from ndnps.apps.worker.job import Job
+from ndnps.apps.worker.__main__ import Worker
 from ndnps.client.events import now_ms
 from ndnps.client.wire import parse_data
 from ndnps.protocol import messages, names

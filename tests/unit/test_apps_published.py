@@ -1,12 +1,12 @@
-"""What a PS-less peer serves (apps/published.py): signed objects by key, version first; an
-Interest for one not published yet is held until it is, one for a forgotten version or past an
-object's end is counted and dropped, a second answer to the same segment is counted, and every
-Data sent is reported with its size."""
+"""What a PS-less peer serves (ndnps/apps/common/published.py): signed objects by key, version
+first; an Interest for one not published yet is held until it is, one for a forgotten version or
+past an object's end is counted and dropped, a second answer to the same segment is counted, and
+every Data sent is reported with its size."""
 from __future__ import annotations
 
 from typing import Callable
 
-from apps.published import Published
+from ndnps.apps.common.published import Published
 from ndnps.client.pending import HeldInterests
 
 FAR = 10**15                    # a deadline no clock reaches (ms)

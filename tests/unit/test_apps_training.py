@@ -12,10 +12,10 @@ import asyncio
 import numpy as np
 import pytest
 
-from apps.ps import ParameterServer
-from apps.launch import EXIT_JOB_FAILED
-from apps.faults import Faults
-from apps.worker import Worker
+from ndnps.apps.ps.__main__ import ParameterServer
+from ndnps.apps.common.launch import EXIT_JOB_FAILED
+from ndnps.apps.worker.faults import Faults
+from ndnps.apps.worker.__main__ import Worker
 from ndnps.protocol import messages, names
 from ndnps.ml.data import load_dataset
 from tests.support.memnet import MemNet, net_of

@@ -15,7 +15,7 @@ from ndn.encoding import InterestParam, make_interest, parse_data
 from ndn.encoding.ndnlp_v2 import parse_lp_packet_v2
 from ndn.transport.dummy_face import DummyFace
 
-from forwarder.strategy import Multicast
+from ndnps.forwarder.strategy import Multicast
 from ndnps.client import wire as client_wire
 from ndnps.client.app import App
 from ndnps.client.errors import InterestNack

@@ -10,10 +10,11 @@ import pytest
 
 pytestmark = pytest.mark.timeout(60)
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = {   # python -m module -> its console script
-    "ndnps.scenario": "ndnps-scenario", "forwarder": "ndnps-fwd", "apps.ps": "ndnps-ps",
-    "apps.worker": "ndnps-worker", "apps.peer": "ndnps-peer", "apps.stage": "ndnps-stage",
-    "apps.controller": "ndnps-controller", "ndnps.planner": "ndnps-planner",
+PROGRAMS = {   # python -m module -> its console script (`forwarder`: ndnps.forwarder's alias)
+    "ndnps.scenario": "ndnps-scenario", "ndnps.forwarder": "ndnps-fwd", "forwarder": "ndnps-fwd",
+    "ndnps.apps.ps": "ndnps-ps", "ndnps.apps.worker": "ndnps-worker",
+    "ndnps.apps.peer": "ndnps-peer", "ndnps.apps.stage": "ndnps-stage",
+    "ndnps.apps.controller": "ndnps-controller", "ndnps.planner": "ndnps-planner",
     "ndnps.placement": "ndnps-placement", "ndnps.train": "ndnps-train",
     "ndnps.demo": "ndnps-demo"}
 
@@ -29,8 +30,7 @@ def test_every_program_has_a_console_script_whose_target_is_its_main():
         target, _, attr = declared[script].partition(":")
         entry = getattr(importlib.import_module(target), attr)
         # `python -m module` runs the same function
-        main_module = importlib.import_module(module if module.startswith("apps.")
-                                              else f"{module}.__main__"
+        main_module = importlib.import_module(f"{module}.__main__"
                                               if (ROOT / module.replace(".", "/")).is_dir()
                                               else module)
         assert getattr(main_module, "main") is entry, (module, script)

@@ -1,11 +1,11 @@
 """RFC 6298's arithmetic (ndnps.ndn.rto) and the PS's finish-time estimate
-(ndnps.exchanges.collector).  The probe timer's tests are in test_exchange_subscriber.py."""
+(ndnps.exchanges.ps.collector).  The probe timer's tests are in test_exchange_subscriber.py."""
 from __future__ import annotations
 
 import pytest
 
 from ndnps.ndn.rto import MeanDeviation, RtoEstimator
-from ndnps.exchanges.collector import FinishTimeEstimator
+from ndnps.exchanges.ps.collector import FinishTimeEstimator
 
 
 def test_mean_deviation_is_rfc6298():

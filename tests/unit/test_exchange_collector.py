@@ -1,4 +1,4 @@
-"""ndnps.exchanges.collector: when the PS sends a collect Interest, how long it may be held, and
+"""ndnps.exchanges.ps.collector: when the PS sends a collect Interest, how long it may be held, and
 whether its answer was held, from a finish-time history and a fake path (no clock needed:
 every instant is a float)."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from ndnps.exchanges.collector import (FinishTimeEstimator, held_lifetime, round_trip, send_at,
-                                       was_held)
+from ndnps.exchanges.ps.collector import (FinishTimeEstimator, held_lifetime, round_trip, send_at,
+                                          was_held)
 
 
 @dataclass

@@ -1,12 +1,14 @@
-"""ndnps.exchanges.fetch on a fake clock, without an event loop: the transfer's actions for
-each event (the window, RACK's and the tail probe's early retransmissions, per-segment RTO
+"""ndnps.exchanges.transport.fetch on a fake clock, without an event loop: the transfer's actions
+for each event (the window, RACK's and the tail probe's early retransmissions, per-segment RTO
 backoff, Nack pauses, bounded tries, held Interests, the end of an object)."""
 from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.fetch import (Cancel, FetchError, FetchPath, Flight, Send,
-                                   SegmentTransfer, nack_delay)
+from ndnps.exchanges.transport.fetch import SegmentTransfer
+from ndnps.exchanges.transport.flight import Cancel, FetchError, Flight, Send
+from ndnps.exchanges.transport.loss import nack_delay
+from ndnps.exchanges.transport.path import FetchPath
 from ndnps.ndn.rto import RtoEstimator
 
 
@@ -213,7 +215,7 @@ def test_nacks_due_together_after_one_ends_the_transfer_are_dropped_quietly():
 def test_the_rto_makes_room_for_a_queue_seen_lately():
     """A round trip far above the smoothed one (a queue that filled at once) floors the RTO
     for PEAK_WINDOW seconds, then is forgotten."""
-    from ndnps.exchanges.fetch import PEAK_MARGIN, PEAK_WINDOW, FetchPath
+    from ndnps.exchanges.transport.path import PEAK_MARGIN, PEAK_WINDOW, FetchPath
     f = FetchPath()
     for i in range(50):
         f.observe(0.004, now=i * 0.01)

@@ -1,11 +1,11 @@
-"""ndnps.exchanges.membership: the workers' transition table, the re-offer timers and the quorum,
+"""ndnps.exchanges.ps.membership: the workers' transition table, the re-offer timers and the quorum,
 on a fake clock (plain floats)."""
 from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.membership import (MAX_FIRST_OFFER, Event, Membership, Resync, follow,
-                                        MembershipError, State)
+from ndnps.exchanges.ps.membership import (MAX_FIRST_OFFER, Event, Membership, Resync, follow,
+                                           MembershipError, State)
 
 
 def membership(**kw) -> Membership:

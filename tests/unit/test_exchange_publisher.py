@@ -1,8 +1,8 @@
-"""ndnps.exchanges.publisher: versions signed by the owner's callable, kept for probes (the last
-few), answered by segment and counted; any producer's names."""
+"""ndnps.exchanges.transport.publisher: versions signed by the owner's callable, kept for probes
+(the last few), answered by segment and counted; any producer's names."""
 from __future__ import annotations
 
-from ndnps.exchanges.publisher import Publisher
+from ndnps.exchanges.transport.publisher import Publisher
 
 
 def signer(producer: str):

@@ -1,12 +1,12 @@
-"""ndnps.exchanges.subscriber on a fake clock: versions assembled per producer, holes fetched
-after the reordering window, quiet tails after a few gaps between segments, the probe timer
+"""ndnps.exchanges.transport.subscriber on a fake clock: versions assembled per producer, holes
+fetched after the reordering window, quiet tails after a few gaps between segments, the probe timer
 (backoff, cap, Karn's rule), corrupt versions dropped."""
 from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.subscriber import (PAUSES_KEPT, Action, Complete, Corrupt, Fetch, Probe,
-                                        ProbeTimer, Subscriber)
+from ndnps.exchanges.transport.subscriber import (PAUSES_KEPT, Action, Complete, Corrupt, Fetch,
+                                                  Probe, ProbeTimer, Subscriber)
 from ndnps.ndn.rto import RtoEstimator
 
 

@@ -1,12 +1,12 @@
-"""ndnps.exchanges.update: the update rules (sync average in worker-index order, async apply with
+"""ndnps.exchanges.ps.update: the update rules (sync average in worker-index order, async apply with
 bounded staleness) and a rule plugged in from outside."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ndnps.exchanges.update import (AsyncApply, Contribution, Outcome, SyncAverage, UpdateRule,
-                                    rule_for)
+from ndnps.exchanges.ps.update import (AsyncApply, Contribution, Outcome, SyncAverage, UpdateRule,
+                                       rule_for)
 from ndnps.ml.models import SGD
 from ndnps.ml.train import average_grads
 from ndnps.protocol.codec import flatten, param_spec, unflatten

@@ -1,4 +1,4 @@
-"""The share controller's agreement with a job's nodes (ndnps.exchanges.agreement),
+"""The share controller's agreement with a job's nodes (ndnps.exchanges.sharing.agreement),
 on a fake clock: plain calls, no I/O."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ndnps.exchanges.agreement import Answer, Asker, Controller, Verdict
+from ndnps.exchanges.sharing.agreement import Answer, Asker, Controller, Verdict
 
 A, R, O = Verdict.AGGREGATE, Verdict.RETRY, Verdict.ORDINARY
 
@@ -251,8 +251,8 @@ def test_a_round_duration_not_measured_again_for_a_while_is_measured_again():
     measurement no longer counts, its saving is taken as unknown (1 s per s), and a job that
     saves more gets the aggregators — so the first one runs the ordinary way and is measured
     again."""
-    from ndnps.exchanges.agreement import STALE_PERIODS, Mean, _Job
-    from ndnps.exchanges.share import decide, time_saved
+    from ndnps.exchanges.sharing.agreement import STALE_PERIODS, Mean, _Job
+    from ndnps.exchanges.sharing.decision import decide, time_saved
     m = Mean()
     m.add(0.2, now=1.0)
     assert m.fresh(2.0, horizon=5.0) == 0.2 and m.fresh(7.0, horizon=5.0) == 0.0

@@ -1,4 +1,4 @@
-"""One peer's all-reduce (ndnps/exchanges/allreduce.py) with every peer simulated: parts
+"""One peer's all-reduce (ndnps/exchanges/collectives/allreduce.py) with every peer simulated: parts
 delivered in random orders and at random times (a fast peer runs ahead, a slow one fetches
 late), duplicates and early parts; every peer must end with the same bytes, the sum."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from ndnps.exchanges.allreduce import AllReduce, AllReduceError
-from ndnps.exchanges.collective import BCube, ring
+from ndnps.exchanges.collectives.allreduce import AllReduce, AllReduceError
+from ndnps.exchanges.collectives.schedules import BCube, ring
 
 
 def run(peers: int, schedule, size: int, seed: int) -> list[AllReduce]:

@@ -1,12 +1,13 @@
-"""The all-reduce schedules (ndnps/exchanges/collective.py) against a brute-force simulation:
-every peer starts with its own vector, the schedule's messages of each step are computed from
-the state before the step and then applied, and every peer must end with the exact sum."""
+"""The all-reduce schedules (ndnps/exchanges/collectives/schedules.py) against a brute-force
+simulation: every peer starts with its own vector, the schedule's messages of each step are
+computed from the state before the step and then applied, and every peer must end with the exact
+sum."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ndnps.exchanges.collective import BCube, Transfer, ring, split, steps
+from ndnps.exchanges.collectives.schedules import BCube, Transfer, ring, split, steps
 
 SHAPES = [(2, 1), (2, 2), (3, 2), (2, 3), (4, 2), (3, 3), (4, 3)]
 

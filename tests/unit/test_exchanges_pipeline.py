@@ -1,12 +1,12 @@
-"""The 1F1B pipeline schedule (ndnps.exchanges.pipeline): each stage's order, no
+"""The 1F1B pipeline schedule (ndnps.exchanges.pipeline.schedule): each stage's order, no
 deadlock for any number of stages and micro-batches, the 1F1B activation bound, and the
 simulator's times against the closed form."""
 from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.pipeline import (BACKWARD, FORWARD, Deadlock, Op, Stage, schedule,
-                                      simulate)
+from ndnps.exchanges.pipeline.schedule import (BACKWARD, FORWARD, Deadlock, Op, Stage, schedule,
+                                               simulate)
 
 
 def ops(text: str) -> list[Op]:

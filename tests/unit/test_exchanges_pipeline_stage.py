@@ -1,4 +1,4 @@
-"""Pipeline stages running a mini-batch in memory (ndnps.exchanges.pipeline_stage):
+"""Pipeline stages running a mini-batch in memory (ndnps.exchanges.pipeline.stage):
 the stages, driven by their 1F1B machines and handed each other's sends, compute the single
 process's mini-batch gradient; recomputation changes nothing but the bytes held; a few SGD
 steps of the pipeline equal the single process's."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ndnps.exchanges.pipeline_stage import StageWork
+from ndnps.exchanges.pipeline.stage import StageWork
 from ndnps.ml.models import MLP, SGD
 from ndnps.ml.stages import StageModel
 

@@ -1,9 +1,10 @@
-"""The push rate controller (ndnps.exchanges.push_rate): every rule, with made-up reports."""
+"""The push rate controller (ndnps.exchanges.transport.push_rate): every rule, with made-up
+reports."""
 from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.push_rate import BIN, PushMeter, PushRate, PushReport
+from ndnps.exchanges.transport.push_rate import BIN, PushMeter, PushRate, PushReport
 
 MB = 1e6 / 8                     # bytes per second in one Mbit/s
 

@@ -1,11 +1,11 @@
-"""The share controller's decision rule (ndnps.exchanges.share) on crafted
+"""The share controller's decision rule (ndnps.exchanges.sharing.decision) on crafted
 timelines: times are plain numbers (a fake clock)."""
 from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.share import (SCORES, UNMEASURED, JobState, decide, shortest_round,
-                                   time_saved)
+from ndnps.exchanges.sharing.decision import (SCORES, UNMEASURED, JobState, decide, shortest_round,
+                                              time_saved)
 
 
 def job(name: str, round_s: float = 1.0, period: float = 4.0, last: float | None = 0.0,

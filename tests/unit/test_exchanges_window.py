@@ -1,16 +1,19 @@
-"""ndnps.exchanges.window on its own and inside a transfer (ndnps.exchanges.fetch), on a fake
-clock: slow start from the initial window, additive increase, the cap, halving at most once per
-round trip (conservative window adaptation) on a mark, a loss RACK detects behind a queue (not
-a tail probe, nor a lossy link's), a backed-off RTO or a Congestion Nack; one window per
-producer shared by its transfers; segments given up after the job's patience, not a count."""
+"""ndnps.exchanges.transport.window on its own and inside a transfer
+(ndnps.exchanges.transport.fetch), on a fake clock: slow start from the initial window, additive
+increase, the cap, halving at most once per round trip (conservative window adaptation) on a mark,
+a loss RACK detects behind a queue (not a tail probe, nor a lossy link's), a backed-off RTO or a
+Congestion Nack; one window per producer shared by its transfers; segments given up after the job's
+patience, not a count."""
 from __future__ import annotations
 
 import pytest
 
-from ndnps.exchanges.fetch import (NACK_CONGESTION, FetchError, FetchPath, Flight, Send,
-                                   SegmentTransfer)
-from ndnps.exchanges.window import (INITIAL_WINDOW, MAX_FLOWS, MIN_WINDOW, CongestionWindow,
-                                    Windows)
+from ndnps.exchanges.transport.fetch import SegmentTransfer
+from ndnps.exchanges.transport.flight import FetchError, Flight, Send
+from ndnps.exchanges.transport.loss import NACK_CONGESTION
+from ndnps.exchanges.transport.path import FetchPath
+from ndnps.exchanges.transport.window import (INITIAL_WINDOW, MAX_FLOWS, MIN_WINDOW,
+                                              CongestionWindow, Windows)
 from ndnps.ndn.rto import RtoEstimator
 
 RTT = 0.01

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from apps.ps import JobFailed, ParameterServer
+from ndnps.apps.ps.__main__ import JobFailed, ParameterServer
 from tests.support.memnet import MemNet
 from ndnps.lab.series import fault_counts
 from ndnps.protocol.config import from_table

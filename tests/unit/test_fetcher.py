@@ -1,4 +1,4 @@
-"""ndnps.exchanges.fetch through its asyncio adapter ndnps.client.fetcher (windowed fetch,
+"""ndnps.exchanges.transport.fetch through its asyncio adapter ndnps.client.fetcher (windowed fetch,
 retransmission, bounded tries), and signed segmentation and assembly of segments arriving in
 any order.
 
@@ -18,11 +18,12 @@ from ndnps.ndn.rto import BACKOFF_RTTS
 from ndnps.client.errors import (FaceDown, InterestCanceled, InterestNack, InterestTimeout,
                                  ValidationFailure)
 from ndnps.client.fetcher import SUPPRESSION_MARGIN, Declined, FetchError, SegmentFetcher
-from ndnps.exchanges.fetch import Flight, judged_flights, nack_delay, tail_probe_wait
+from ndnps.exchanges.transport.flight import Flight
+from ndnps.exchanges.transport.loss import judged_flights, nack_delay, tail_probe_wait
 from ndnps.client.security import DigestSigner, HmacSigner, Security
 from ndnps.client.segments import sign_segments
 from ndnps.client.wire import parse_data
-from ndnps.exchanges.buffers import Assembly, Recent
+from ndnps.exchanges.transport.buffers import Assembly, Recent
 from ndnps.ndn.conventions import segment_number
 
 pytestmark = pytest.mark.looptime

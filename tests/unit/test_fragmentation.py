@@ -11,8 +11,8 @@ import socket
 import pytest
 import uvloop
 
-from forwarder.config import parse_config
-from forwarder.daemon import ForwarderDaemon
+from ndnps.forwarder.config import parse_config
+from ndnps.forwarder.daemon import ForwarderDaemon
 from ndnps.ndn.congestion import congestion_mark, set_congestion_mark
 from ndnps.ndn.fragmentation import (FRAG_OVERHEAD, FragmentationCounters, Fragmenter,
                                      Reassembler, ReassemblyOptions, _read_plain)

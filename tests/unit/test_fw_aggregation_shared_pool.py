@@ -1,14 +1,14 @@
 """One aggregator slot pool per forwarder, shared by its trainings (docs/sharing.md), through the
-aggregator's calls (forwarder/aggregator.py, an internal face's app) made plainly on a fake
+aggregator's calls (ndnps/forwarder/aggregator.py, an internal face's app) made plainly on a fake
 clock: ranges, time-division sharing and its overlaps, a spatial split, per-training deadlines
 and busy time."""
 from __future__ import annotations
 
 from ndn.encoding import Component
 
-from forwarder.aggregator import Aggregation
-from forwarder.internal_face import Packet
-from forwarder.tables.aggregator_pool import AggregatorPool, SlotKey
+from ndnps.forwarder.aggregator import Aggregation
+from ndnps.forwarder.internal_face import Packet
+from ndnps.forwarder.tables.aggregator_pool import AggregatorPool, SlotKey
 from ndnps.ndn.aggregation import AggregatorConfig, Group, encode_interest, encode_plan
 from ndnps.ndn.markers import AGGREGATE_COMPONENT
 from ndnps.ndn.packet import Data, Interest, Nack, decode_interest

@@ -1,4 +1,4 @@
-"""The forwarder's `*aggregate*` stage (forwarder/aggregator.py) through the pipelines, on a
+"""The forwarder's `*aggregate*` stage (ndnps/forwarder/aggregator.py) through the pipelines, on a
 fake clock: members' collects expressed, contributions checked and summed, one signed sum
 answered; collisions, forgeries, sub-group fallback, deadlines, retransmissions, pushes."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ndn.encoding import (Component, InterestParam, MetaInfo, Name, make_data, m
                           parse_data)
 from ndn.security import DigestSha256Signer
 
-from forwarder.mgmt import Management
+from ndnps.forwarder.mgmt import Management
 from tests.support.pyndn import HmacSigner
 from ndnps.ndn import summable
 from ndnps.ndn.aggregation import (AggregatorConfig, Group, application_parameters,

@@ -1,10 +1,10 @@
-"""The aggregator slots (forwarder/tables/aggregator_pool.py), with a fake clock: hashing,
+"""The aggregator slots (ndnps/forwarder/tables/aggregator_pool.py), with a fake clock: hashing,
 collisions, the contributor bitmap, freeing by answer, by push and by deadline, bounds."""
 from __future__ import annotations
 
 import pytest
 
-from forwarder.tables.aggregator_pool import MAX_CONTRIBUTORS, AggregatorPool, SlotKey
+from ndnps.forwarder.tables.aggregator_pool import MAX_CONTRIBUTORS, AggregatorPool, SlotKey
 
 T = b"/ps/t1"
 W = ("w1", "w2", "w3")

@@ -1,5 +1,5 @@
 """The mypyc build of the per-packet core (made at install by setup.py; python -m
-forwarder.compile in place): used only while its sources are unchanged, all of it or none. The
+ndnps.forwarder.compile in place): used only while its sources are unchanged, all of it or none. The
 suite runs against what is installed — compiled where a C compiler is, as in CI (.ci/pytest
 sets NDNPS_EXPECT_COMPILED and runs a quick subset again with NDNPS_PURE=1)."""
 from __future__ import annotations
@@ -13,21 +13,19 @@ from pathlib import Path
 
 import pytest
 
-import forwarder
-from ndnps import ndn
+from ndnps import forwarder, ndn
 from ndnps.ndn import native
 
 HOT_MODULES = ndn.HOT_MODULES + forwarder.HOT_MODULES
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-PROBE = "import forwarder; print(forwarder.USE_COMPILED, forwarder.core_build())"
+PROBE = "from ndnps import forwarder; print(forwarder.USE_COMPILED, forwarder.core_build())"
 
 
 def copy_tree(dst: Path) -> Path:
     """A copy of what the forwarder needs, without the build (a test never touches this tree)."""
     ignore = shutil.ignore_patterns("__pycache__", "*.so", "_compiled.txt")
-    for d in ("forwarder", "ndnps"):
-        shutil.copytree(ROOT / d, dst / d, ignore=ignore)
+    shutil.copytree(ROOT / "ndnps", dst / "ndnps", ignore=ignore)
     return dst
 
 
@@ -54,12 +52,12 @@ def test_a_stale_build_is_ignored_with_a_warning(tmp_path):
     tree = copy_tree(tmp_path)
     # a build of other sources: one digest differs from the file on disk
     (tree / "ndnps" / "ndn" / "_compiled.txt").write_text("".join(
-        f"{m} {'0' * 64 if m == 'forwarder.tables.pit' else native.source_digest(m)}\n"
+        f"{m} {'0' * 64 if m == 'ndnps.forwarder.tables.pit' else native.source_digest(m)}\n"
         for m in HOT_MODULES))
     out = run(tree, "-c", PROBE)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "python"]
-    assert "stale" in out.stderr and "forwarder.tables.pit" in out.stderr
+    assert "stale" in out.stderr and "ndnps.forwarder.tables.pit" in out.stderr
 
 
 def test_the_installed_core_is_compiled_where_ci_expects_it():

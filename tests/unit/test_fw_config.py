@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from forwarder.config import ConfigError, parse_config
+from ndnps.forwarder.config import ConfigError, parse_config
 
 
 def test_faces_take_link_emulation_and_link_reliability():
@@ -51,7 +51,7 @@ def test_network_region_names_the_producer_regions():
 
 
 def test_the_daemon_gives_the_forwarder_its_regions():
-    from forwarder.daemon import ForwarderDaemon
+    from ndnps.forwarder.daemon import ForwarderDaemon
     from ndnps.ndn.tlv import name_from_str
     daemon = ForwarderDaemon(parse_config({"network_region": ["/isp/site"]}))
     assert daemon.fw.network_region == [name_from_str("/isp/site")]
@@ -103,7 +103,7 @@ async def test_a_kept_tcp_face_backs_off_when_its_peer_accepts_and_hangs_up(monk
     create_connection and getaddrinfo answer at once, no socket or resolver thread), so each
     wait between a hang-up and the next connect is exactly the backoff, however loaded the
     host is.  (The test below does the same over a real TCP connection.)"""
-    from forwarder.daemon import RECONNECT_MAX, RECONNECT_MIN, ForwarderDaemon
+    from ndnps.forwarder.daemon import RECONNECT_MAX, RECONNECT_MIN, ForwarderDaemon
     loop = asyncio.get_running_loop()
     connects: list[float] = []
     hang_ups: list[float] = []
@@ -142,7 +142,7 @@ async def test_a_kept_tcp_face_backs_off_when_its_peer_accepts_and_hangs_up(monk
     doubling = [RECONNECT_MIN * 2 ** i for i in range(6)]          # 0.1 ... 3.2 s
     assert waits[:6] == pytest.approx(doubling)
     assert len(waits) > 6 and waits[6:] == pytest.approx([RECONNECT_MAX] * (len(waits) - 6))
-    from forwarder.config import Config, FaceConfig
+    from ndnps.forwarder.config import Config, FaceConfig
     bad = ForwarderDaemon(Config(unix="", tcp=0, udp=0,
                                  faces=[FaceConfig("x", "tcp4://127.0.0.1")]))   # no port
     try:
@@ -158,7 +158,7 @@ async def test_a_kept_tcp_face_is_connected_again_after_a_real_peer_hangs_up():
     """The same over a real TCP connection, on the real clock: the peer's hang-up takes the
     face down and the face is connected again.  No timing is asserted: the test waits for the
     second connection however slow a loaded host is (the backoff is checked above)."""
-    from forwarder.daemon import ForwarderDaemon
+    from ndnps.forwarder.daemon import ForwarderDaemon
     accepted = 0
     again = asyncio.Event()
 
@@ -196,9 +196,9 @@ def test_strategies_take_nfd_instance_names_with_parameters():
 def test_the_udp_faces_mtu_comes_from_the_configuration(udp, face_mtu, datagrams):
     # what a scenario over veths of links.mtu = 9000 writes ([udp] mtu = 8800): every face
     # toward a non-loopback peer sends an 8800-octet packet as one datagram, nothing fragmented
-    from forwarder.daemon import ForwarderDaemon
-    from forwarder.faces.udp import UdpChannel
-    from forwarder.mgmt import status_snapshot
+    from ndnps.forwarder.daemon import ForwarderDaemon
+    from ndnps.forwarder.faces.udp import UdpChannel
+    from ndnps.forwarder.mgmt import status_snapshot
     from ndnps.ndn.tlv import MAX_PACKET_SIZE
     from tests.support.fwkit import FakeDatagramPort, data
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from ndnps.ndn.packet import Data, Interest
-from forwarder.tables.cs import ContentStore
+from ndnps.forwarder.tables.cs import ContentStore
 from ndnps.ndn.tlv import name_from_str
 
 NAMES = ["/a", "/a/b", "/a/b/c", "/a/c", "/b", "/b/a", "/ab", "/a/b/d"]

@@ -8,10 +8,10 @@ from ndn.encoding import Component, InterestParam, Name, make_interest, parse_da
 from ndn.security import DigestSha256Signer
 
 from fuzz.harness import _run
-from forwarder.face_table import INTERNAL_FACE, ReliabilityCounters
-from forwarder.mgmt import Management, install
-from forwarder.pipelines import Forwarder
-from forwarder.tables.rib import CHILD_INHERIT
+from ndnps.forwarder.face_table import INTERNAL_FACE, ReliabilityCounters
+from ndnps.forwarder.mgmt import Management, install
+from ndnps.forwarder.pipelines import Forwarder
+from ndnps.forwarder.tables.rib import CHILD_INHERIT
 from ndnps.ndn.tlv import name_from_str
 
 

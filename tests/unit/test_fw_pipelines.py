@@ -6,11 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forwarder.face_table import INTERNAL_FACE
-from forwarder.mgmt import install
+from ndnps.forwarder.face_table import INTERNAL_FACE
+from ndnps.forwarder.mgmt import install
 from ndnps.ndn.packet import NACK_CONGESTION, NACK_DUPLICATE, NACK_NO_ROUTE, Interest
-from forwarder.strategy import Multicast, strategy_by_name
-from forwarder.tables.rib import CHILD_INHERIT, Route
+from ndnps.forwarder.strategy import Multicast, strategy_by_name
+from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route
 from ndnps.ndn import tlv
 
 from tests.support.fwkit import (Bench, brief, data, depth, interest, lp, nack, name, nv, parse_out,

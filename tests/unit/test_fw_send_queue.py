@@ -1,4 +1,4 @@
-"""A UDP face's send queue (forwarder/faces/queue.py) on a fake clock: bounded in octets, and
+"""A UDP face's send queue (ndnps/forwarder/faces/queue.py) on a fake clock: bounded in octets, and
 NFD's congestion marking on the queue's delay with CoDel's control law; then the queue under a
 UDP channel whose fake socket pushes back as a kernel does."""
 from __future__ import annotations
@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from forwarder.config import Config
-from forwarder.daemon import ForwarderDaemon
-from forwarder.face_table import SendQueueCounters
-from forwarder.faces.queue import QueueOptions, SendQueue
-from forwarder.faces.udp import UdpChannel
-from forwarder.mgmt import status_snapshot
+from ndnps.forwarder.config import Config
+from ndnps.forwarder.daemon import ForwarderDaemon
+from ndnps.forwarder.face_table import SendQueueCounters
+from ndnps.forwarder.faces.queue import QueueOptions, SendQueue
+from ndnps.forwarder.faces.udp import UdpChannel
+from ndnps.forwarder.mgmt import status_snapshot
 from ndnps.ndn.congestion import congestion_mark
 from ndnps.ndn.fragmentation import Reassembler
 from tests.support.fwkit import FakeDatagramPort, data, lp

@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from forwarder.__main__ import status_main
-from forwarder.status import transport_address
+from ndnps.forwarder.__main__ import status_main
+from ndnps.forwarder.status import transport_address
 
 pytestmark = pytest.mark.timeout(30)
 

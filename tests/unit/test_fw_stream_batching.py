@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from forwarder.config import APP_BATCH, ConfigError, parse_config
-from forwarder.faces.stream import StreamFace
+from ndnps.forwarder.config import APP_BATCH, ConfigError, parse_config
+from ndnps.forwarder.faces.stream import StreamFace
 from tests.unit.test_fw_stream_marking import Owner, Transport, segment
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.looptime]

@@ -5,8 +5,8 @@ import asyncio
 import itertools
 
 from ndnps.ndn import tlv
-from forwarder.face_table import FaceInfo
-from forwarder.faces.stream import StreamFace
+from ndnps.forwarder.face_table import FaceInfo
+from ndnps.forwarder.faces.stream import StreamFace
 
 
 def pkt(n: int, typ: int = 5) -> bytes:
@@ -154,8 +154,8 @@ def _data(seq: int, prefix: bytes = b"\x08\x05bench") -> bytes:
 
 
 def _forwarder():
-    from forwarder.pipelines import Forwarder
-    from forwarder.tables.rib import CHILD_INHERIT, Route
+    from ndnps.forwarder.pipelines import Forwarder
+    from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route
     fw = Forwarder(clock=lambda: 100.0)
     c, p, q = (fw.add_face(True).id for _ in range(3))
     fw.rib.add(b"\x08\x05bench", 1, Route(p, 0, 0, CHILD_INHERIT, None))
@@ -188,7 +188,7 @@ def test_send_many_queues_in_order_and_drops_one_by_one_when_full():
     f.send(b"c")
     f._flush()
     assert written == [b"a", b"bb", b"c"]
-    from forwarder.faces.base import QUEUE_LIMIT_BYTES
+    from ndnps.forwarder.faces.base import QUEUE_LIMIT_BYTES
     big = b"x" * (QUEUE_LIMIT_BYTES // 2)
     f.send_many([big, big, b"y", big])
     assert f._outq == [big, big] and f.info.counters.drops["queue_full"] == 2
@@ -204,9 +204,9 @@ class RecordingTransport(Transport):
 
 
 def test_a_long_read_leaves_in_chunks_so_the_next_hop_starts_early():
-    from forwarder.config import Config
-    from forwarder.daemon import READ_CHUNK, ForwarderDaemon
-    from forwarder.tables.rib import CHILD_INHERIT, Route
+    from ndnps.forwarder.config import Config
+    from ndnps.forwarder.daemon import READ_CHUNK, ForwarderDaemon
+    from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:

@@ -1,8 +1,7 @@
-"""A stream face's send queue and congestion marks (forwarder/faces/stream.py) on a fake clock,
-a fake kernel send queue and a fake transport that pushes back as asyncio's and uvloop's do:
+"""A stream face's send queue and congestion marks (ndnps/forwarder/faces/stream.py) on a fake
+clock, a fake kernel send queue and a fake transport that pushes back as asyncio's and uvloop's do:
 NFD's rule on the octets waiting in the kernel, CoDel's on the time a packet waited in the face's
-own queue (judged as it leaves), the one MarkingRule both face kinds use
-(ndnps.ndn.congestion)."""
+own queue (judged as it leaves), the one MarkingRule both face kinds use (ndnps.ndn.congestion)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,10 +10,10 @@ import math
 
 import pytest
 
-from forwarder.face_table import FaceInfo
-from forwarder.faces import stream
-from forwarder.faces.queue import QueueOptions
-from forwarder.faces.stream import DRAIN_BYTES, KERNEL_THRESHOLD, StreamFace
+from ndnps.forwarder.face_table import FaceInfo
+from ndnps.forwarder.faces import stream
+from ndnps.forwarder.faces.queue import QueueOptions
+from ndnps.forwarder.faces.stream import DRAIN_BYTES, KERNEL_THRESHOLD, StreamFace
 from ndnps.ndn.congestion import MarkingRule, congestion_mark
 from ndnps.ndn.packet import lp_wrap
 from tests.support.fwkit import data

@@ -1,19 +1,19 @@
 """The forwarder's tables on their own: FIB, RIB, PIT, CS, dead-nonce list, persistent PIT,
-strategy choice (forwarder/tables/*.py, strategy.py)."""
+strategy choice (ndnps/forwarder/tables/*.py, strategy.py)."""
 from __future__ import annotations
 
 import pytest
 
 from ndnps.ndn.packet import Data, decode
-from forwarder.strategy import (BestRoute, Multicast, RetxSuppression, UnknownStrategy,
+from ndnps.forwarder.strategy import (BestRoute, Multicast, RetxSuppression, UnknownStrategy,
                                 strategy_by_name)
-from forwarder.tables.cs import ContentStore
-from forwarder.tables.dead_nonce_list import DeadNonceList
-from forwarder.tables.fib import Fib
-from forwarder.tables.persistent_pit import InsertResult, PersistentPit
-from forwarder.tables.pit import InRecord, OutRecord, Pit, PitFull
-from forwarder.tables.rib import CAPTURE, CHILD_INHERIT, Rib, Route
-from forwarder.tables.strategy_choice import StrategyChoice
+from ndnps.forwarder.tables.cs import ContentStore
+from ndnps.forwarder.tables.dead_nonce_list import DeadNonceList
+from ndnps.forwarder.tables.fib import Fib
+from ndnps.forwarder.tables.persistent_pit import InsertResult, PersistentPit
+from ndnps.forwarder.tables.pit import InRecord, OutRecord, Pit, PitFull
+from ndnps.forwarder.tables.rib import CAPTURE, CHILD_INHERIT, Rib, Route
+from ndnps.forwarder.tables.strategy_choice import StrategyChoice
 from ndnps.ndn.tlv import component_offsets
 
 from tests.support.fwkit import data, decoded_interest, depth, interest, nv

@@ -7,7 +7,7 @@ import random
 
 from ndn.encoding import Component
 
-from forwarder.tracer import RateTracer, shape_key
+from ndnps.forwarder.tracer import RateTracer, shape_key
 from ndnps.protocol import names
 from ndnps.protocol.names import classify
 

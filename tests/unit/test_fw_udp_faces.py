@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 from ndn.encoding import InterestParam, Name, make_interest
 
-from forwarder.config import ConfigError, Config, parse_config
-from forwarder.daemon import ForwarderDaemon
-from forwarder.faces.udp import (
+from ndnps.forwarder.config import ConfigError, Config, parse_config
+from ndnps.forwarder.daemon import ForwarderDaemon
+from ndnps.forwarder.faces.udp import (
     IDLE_TIMEOUT, MAX_ON_DEMAND_FACES, ON_DEMAND, PERMANENT, PERSISTENT, UdpChannel,
 )
-from forwarder.mgmt import status_snapshot
-from forwarder.tables.rib import CHILD_INHERIT, Route
+from ndnps.forwarder.mgmt import status_snapshot
+from ndnps.forwarder.tables.rib import CHILD_INHERIT, Route
 from ndnps.ndn.tlv import MAX_PACKET_SIZE, name_from_str
 from tests.support.fwkit import FakeDatagramPort
 

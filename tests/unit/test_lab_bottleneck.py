@@ -83,7 +83,7 @@ def test_the_bottleneck_runs_in_namespaces_and_its_forwarders_can_be_killed():
 
 
 def test_two_hosts_one_link_one_udp_face_each_way(tmp_path):
-    from forwarder.config import parse_config, read_toml
+    from ndnps.forwarder.config import parse_config, read_toml
     sc = parse({**BOTTLENECK, "links": {"reliability": True}}, "b")
     plan = plan_hosts(sc)
     assert plan.forwarders.keys() == plan_bottleneck(sc).forwarders.keys()
@@ -116,7 +116,7 @@ def test_two_hosts_one_link_one_udp_face_each_way(tmp_path):
 ])
 def test_links_mtu_is_the_veths_and_the_forwarders_udp_faces(tmp_path, links, bottleneck, mtu,
                                                               face):
-    from forwarder.config import parse_config, read_toml
+    from ndnps.forwarder.config import parse_config, read_toml
     sc = parse({**BOTTLENECK, "links": links, "bottleneck": bottleneck}, "b")
     assert sc.links.mtu == sc.bottleneck.mtu == mtu
     plan = plan_hosts(sc)

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from apps.stage import micro_slices
+from ndnps.apps.stage.__main__ import micro_slices
 from ndnps.lab import pipeline, pipeline_plan, spec
 from ndnps.lab.spec import ScenarioError
 from ndnps.protocol.config import ConfigError, from_table
@@ -160,7 +160,7 @@ def test_micro_batches_cover_the_mini_batch_in_order(batch, micro, sizes):
 def test_the_stage_app_refuses_a_training_without_machines(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text("[training]\nworkers = [\"w1\"]\n")
-    out = subprocess.run([sys.executable, "-m", "apps.stage", "--name", "w1", "--config",
+    out = subprocess.run([sys.executable, "-m", "ndnps.apps.stage", "--name", "w1", "--config",
                           str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "training.machines: 0" in out.stderr
 

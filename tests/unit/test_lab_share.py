@@ -111,7 +111,7 @@ def test_the_invariants_are_counted_from_the_nodes_and_the_aggregator(tmp_path):
 
 
 def test_the_lab_knows_every_score_the_controller_has():
-    from ndnps.exchanges.share import SCORES
+    from ndnps.exchanges.sharing.decision import SCORES
     assert set(share.SCORES) == set(SCORES)
 
 

@@ -1,6 +1,7 @@
 """The house's arrows point down only (docs/architecture.md): the forwarder stands on the NDN base
-alone, the base on nothing above it, and nothing imports apps/. Checked on the code itself: what
-`import forwarder.pipelines` loads, and every module's imports (read with ast)."""
+alone, the base on nothing above it, nothing imports the programs (ndnps/apps/) and no program
+another. Checked on the code itself: what `import ndnps.forwarder.pipelines` loads, and every
+module's imports (read with ast)."""
 from __future__ import annotations
 
 import ast
@@ -12,13 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_importing_the_forwarder_core_loads_neither_python_ndn_nor_asyncio():
-    probe = "import sys, forwarder.pipelines; print('\\n'.join(sorted(sys.modules)))"
+    probe = "import sys, ndnps.forwarder.pipelines; print('\\n'.join(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
                          text=True, check=True, timeout=60).stdout.split()
     assert "asyncio" not in out
     assert not [m for m in out if m == "ndn" or m.startswith("ndn.")]       # python-ndn
-    assert [m for m in out if m.startswith("ndnps")] == \
-        [m for m in out if m == "ndnps" or m.startswith("ndnps.ndn")]
+    assert [m for m in out if m.startswith("ndnps") and not m.startswith("ndnps.forwarder")] \
+        == [m for m in out if m == "ndnps" or m.startswith("ndnps.ndn")]
 
 
 def imports(path: Path) -> set[str]:
@@ -42,32 +43,63 @@ def modules(folder: str) -> dict[Path, set[str]]:
 
 
 def test_the_forwarder_imports_nothing_of_ndnps_but_the_base():
-    for path, names in modules("forwarder").items():
+    for path, names in modules("ndnps/forwarder").items():
         wrong = {n for n in names if n.startswith("ndnps") and n != "ndnps"
-                 and not n.startswith("ndnps.ndn")}
+                 and not n.startswith(("ndnps.ndn", "ndnps.forwarder"))}
         assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
 
 
 def test_the_base_imports_nothing_above_it():
     for path, names in modules("ndnps/ndn").items():
-        wrong = {n for n in names if n.split(".")[0] in ("forwarder", "apps", "asyncio", "ndn")
+        wrong = {n for n in names if n.split(".")[0] in ("forwarder", "asyncio", "ndn")
                  or (n.startswith("ndnps") and n != "ndnps" and not n.startswith("ndnps.ndn"))}
         assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
 
 
-def test_nothing_imports_apps():
+def test_nothing_imports_the_programs():
     for folder in ("forwarder", "ndnps"):
         for path, names in modules(folder).items():
-            wrong = {n for n in names if n == "apps" or n.startswith("apps.")}
+            if path.is_relative_to(ROOT / "ndnps" / "apps"):
+                continue
+            wrong = {n for n in names if n == "ndnps.apps" or n.startswith("ndnps.apps.")}
             assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
 
 
-SUBPACKAGES = ("ndn", "client", "protocol", "exchanges", "ml", "lab", "placement", "planner")
+def test_a_program_imports_no_other_program_and_common_none():
+    """ndnps/apps/<program>/ stands on ndnps/apps/common/ (and the library), never on another
+    program; common on no program."""
+    apps = ROOT / "ndnps" / "apps"
+    programs = {p.name for p in apps.iterdir() if (p / "__main__.py").is_file()}
+    assert programs == {"ps", "worker", "peer", "stage", "controller"}
+    for path, names in modules("ndnps/apps").items():
+        own = path.relative_to(apps).parts[0]
+        used = {n.split(".")[2] for n in names if n.startswith("ndnps.apps.")}
+        wrong = used & programs - {own}
+        assert not wrong, f"{path.relative_to(ROOT)} imports the programs {sorted(wrong)}"
+
+
+def test_nothing_imports_the_forwarder_alias():
+    """forwarder/ is only `python -m forwarder`'s alias: no module imports it, and it holds no
+    code of its own (a docstring, imports, the `__main__` guard)."""
+    for folder in ("ndnps", "bench", "fuzz", "tests"):
+        for path, names in modules(folder).items():
+            wrong = {n for n in names if n == "forwarder" or n.startswith("forwarder.")}
+            assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
+    for path in (ROOT / "forwarder").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            guard = isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+            docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            assert guard or docstring or isinstance(node, (ast.Import, ast.ImportFrom)), \
+                f"{path.relative_to(ROOT)}:{node.lineno} is code of its own"
+
+
+SUBPACKAGES = ("ndn", "client", "protocol", "exchanges", "ml", "lab", "placement", "planner",
+               "forwarder", "apps")
 
 # Who may import whom (docs/architecture.md's house): each unit stands only on the ones listed. The
 # lab starts and configures forwarders, so it may read the forwarder's limits, strategies and
 # status client; the forwarder never reads the lab.  The client runtime holds the asyncio adapters
-# of sans-I/O exchanges (the fetcher drives exchanges.fetch); never the reverse.
+# of sans-I/O exchanges (the fetcher drives exchanges.transport.fetch); never the reverse.
 MAY_IMPORT = {
     "ndnps.ndn": set(),
     "ndnps.protocol": {"ndnps.ndn"},
@@ -79,10 +111,11 @@ MAY_IMPORT = {
     "ndnps.exchanges": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml"},
     # the lab places aggregators (placement) and plans pipelines (planner) before a run
     "ndnps.lab": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml", "ndnps.placement", "ndnps.planner",
-                  "forwarder"},
+                  "ndnps.forwarder"},
     "ndnps": {"ndnps.lab", "ndnps.ml"},          # the `python -m ndnps.<program>` entry points
-    "forwarder": {"ndnps.ndn"},
-    "apps": {f"ndnps.{s}" for s in SUBPACKAGES} | {"forwarder"},
+    "ndnps.forwarder": {"ndnps.ndn"},
+    "forwarder": {"ndnps.forwarder"},            # the alias of `python -m forwarder`
+    "ndnps.apps": {f"ndnps.{s}" for s in SUBPACKAGES if s != "apps"},   # the programs
 }
 
 
@@ -96,7 +129,7 @@ def unit(module: str) -> str:
 
 def arrows() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {u: set() for u in MAY_IMPORT}
-    for folder in ("ndnps", "forwarder", "apps"):
+    for folder in ("ndnps", "forwarder"):
         for path, names in modules(folder).items():
             source = unit(".".join(path.relative_to(ROOT).with_suffix("").parts))
             found[source] |= {unit(n) for n in names if unit(n) in MAY_IMPORT} - {source}
@@ -127,7 +160,7 @@ def test_no_import_cycle_between_packages():
 def test_the_apps_and_their_client_stand_on_our_ndn_base_not_python_ndn():
     """python-ndn is for the outside clients the interop tests run against our forwarder; the
     apps, their client, the exchanges and the protocol use ndnps.ndn alone."""
-    for folder in ("ndnps/client", "ndnps/exchanges", "ndnps/protocol", "apps"):
+    for folder in ("ndnps/client", "ndnps/exchanges", "ndnps/protocol", "ndnps/apps"):
         for path, names in modules(folder).items():
             wrong = {n for n in names if n == "ndn" or n.startswith("ndn.")}
             assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
@@ -181,7 +214,64 @@ def package_cycles(folder: Path) -> list[list[str]]:
 def test_no_import_cycle_inside_any_package():
     """Within a package every file stands on the ones below it: no two files, nor a longer
     loop of them, import each other — not even in a function, nor for the type checker."""
-    packages = sorted({p.parent for folder in ("ndnps", "forwarder", "apps")
+    packages = sorted({p.parent for folder in ("ndnps", "forwarder")
                        for p in (ROOT / folder).rglob("*.py")})
     found = {str(pkg.relative_to(ROOT)): package_cycles(pkg) for pkg in packages}
     assert not {pkg: loops for pkg, loops in found.items() if loops}
+
+
+def test_no_import_cycle_between_the_subpackages_of_any_package():
+    """Within a package, its subpackages stand on one another one way only (the exchanges'
+    transport under the PS's exchanges, the apps' common under the programs, the forwarder's
+    tables and faces)."""
+    found = {}
+    for package in sorted({p.parent for p in (ROOT / "ndnps").rglob("__init__.py")}):
+        subs = sorted(p for p in package.iterdir() if (p / "__init__.py").is_file())
+        if len(subs) < 2:
+            continue
+        graph: dict[Path, set[Path]] = {sub: set() for sub in subs}
+        for sub in subs:
+            for path in sub.rglob("*.py"):
+                graph[sub] |= {other for target in file_imports(path) for other in subs
+                               if other != sub and target.is_relative_to(other)}
+        loops = []
+        state: dict[Path, int] = {}
+
+        def visit(node: Path, path: list[Path]) -> None:
+            state[node] = 1
+            for target in sorted(graph[node]):
+                if state.get(target) == 1:
+                    loops.append([p.name for p in path[path.index(target):] + [target]])
+                elif target not in state:
+                    visit(target, path + [target])
+            state[node] = 2
+
+        for node in subs:
+            if node not in state:
+                visit(node, [node])
+        if loops:
+            found[str(package.relative_to(ROOT))] = loops
+    assert not found
+
+
+# Inside two packages, their parts stand on one another one way (checked file by file): the
+# exchanges' transport under the PS's exchanges and nothing else; the Forwarder's layers
+# outgoing < incoming < pipelines (a layer never reads one above it).
+INNER = {
+    "ndnps/exchanges": {"transport": set(), "ps": {"transport"}, "collectives": set(),
+                        "sharing": set(), "pipeline": set()},
+    "ndnps/forwarder": {"outgoing.py": set(), "incoming.py": {"outgoing.py"},
+                        "pipelines.py": {"incoming.py", "outgoing.py"}},
+}
+
+
+def test_the_parts_of_the_exchanges_and_of_the_forwarder_stand_one_way():
+    for package, rules in INNER.items():
+        base = ROOT / package
+        for part, allowed in rules.items():
+            files = [base / part] if part.endswith(".py") else sorted((base / part).rglob("*.py"))
+            for path in files:
+                used = {other for target in file_imports(path) for other in rules
+                        if other != part and target.is_relative_to(base / other)}
+                wrong = used - allowed
+                assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"

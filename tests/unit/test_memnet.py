@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from forwarder.pipelines import Forwarder
+from ndnps.forwarder.pipelines import Forwarder
 from ndnps.client.errors import InterestNack, InterestTimeout
 from ndnps.client.security import DigestSigner
 from ndnps.protocol import names

@@ -104,7 +104,7 @@ def test_long_components_and_wide_types_parse_as_python_ndn_reads_them():
 
 
 def test_partial_sums_of_an_all_reduce_round_trip_and_are_told_apart():
-    from ndnps.exchanges.collective import BCube
+    from ndnps.exchanges.collectives.schedules import BCube
     n = names.partial("p3", "t1", 5, True, 1, 0, 2, 0)
     assert names.to_str(n) == "/p3/t1/v=5/reduce/1/0/2/seg=0"
     assert names.parse_partial(n) == names.Partial("p3", "t1", 5, True, 1, 0, 2, 0)

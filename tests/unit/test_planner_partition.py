@@ -50,7 +50,7 @@ def test_the_objective_is_the_1f1b_time_of_one_slow_stage():
     last (no transfers), and at most that otherwise (a slow first stage's forwards overlap the
     fill of the others) while every stage's backward is twice its forward; the split that
     shortens the fill wins over one that only balances."""
-    from ndnps.exchanges.pipeline import simulate
+    from ndnps.exchanges.pipeline.schedule import simulate
     for times in ([1.0, 1.0, 4.0], [4.0, 1.0, 1.0], [1.0, 4.0, 2.0]):
         for k in (1, 4, 8):
             sim = simulate([t / 3 for t in times], [2 * t / 3 for t in times], k)
@@ -123,7 +123,7 @@ def test_the_plan_beats_its_baselines_on_a_1_2_4_cluster():
 def test_a_prediction_given_the_stages_compute_as_it_ran():
     """predict's `compute`: each stage's forward and backward × its factor (a run's compute ÷
     the profile's); at 1 the plan's own prediction, a slower slowest stage a longer step."""
-    from ndnps.exchanges.pipeline import simulate
+    from ndnps.exchanges.pipeline.schedule import simulate
     from ndnps.planner.plan import predict
     ls = layers([1.0] * 7)
     devs = [Device("fast", 4), Device("mid", 2), Device("slow", 1)]

@@ -160,7 +160,7 @@ def test_link_reliability_goes_on_both_ends_of_every_forwarder_link(tmp_path):
     faces = [f for node in plan.forwarders.values() for f in node.faces]
     assert len(faces) == 4 and all(f.reliability for f in faces)
     conf = plan.forwarders["leaf1"].config(tmp_path, {}, 1.0)
-    from forwarder.config import parse_config, read_toml
+    from ndnps.forwarder.config import parse_config, read_toml
     (tmp_path / "leaf1.toml").write_text(conf)
     [root] = parse_config(read_toml(tmp_path / "leaf1.toml")).faces
     assert (root.name, root.reliability, root.link.loss) == ("root", True, 0.05)
@@ -198,8 +198,8 @@ def test_app_faces_false_on_a_local_star_is_refused():
 
 def test_every_forwarder_gets_the_trainings_retransmission_suppression(tmp_path):
     """The forwarders suppress retransmissions for the interval the apps' fetchers wait."""
-    from forwarder.config import parse_config, read_toml
-    from forwarder.strategy import strategy_by_name
+    from ndnps.forwarder.config import parse_config, read_toml
+    from ndnps.forwarder.strategy import strategy_by_name
     from ndnps.lab.topology import forwarder_strategy, plan_local
     sc = parse({"topology": {"kind": "tree"},
                 "training": {"retx_suppression_ms": 3, "retx_suppression_max_ms": 5}}, "t")
