@@ -34,10 +34,11 @@ def run_scenario(out: Path, scenario: str, overrides: list[str],
 def reference(scenario: str, overrides: list[str]) -> dict:
     """The single-process sync SGD reference with the scenario's training settings."""
     cfg = load(scenario, overrides).training
-    ds = load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs())
-    spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **cfg.model_spec()}
-    return train_sync_reference(ds, spec, len(cfg.workers), cfg.epochs, cfg.batch, cfg.lr,
-                                cfg.momentum, cfg.weight_decay, cfg.seed)
+    ds = load_dataset(cfg.model.dataset, cfg.model.seed, **cfg.model.dataset_kwargs())
+    spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **cfg.model.model_spec()}
+    return train_sync_reference(ds, spec, len(cfg.who.workers), cfg.sgd.epochs, cfg.sgd.batch,
+                                cfg.sgd.lr, cfg.sgd.momentum, cfg.sgd.weight_decay,
+                                cfg.model.seed)
 
 
 def ends(out: Path, peers: list[str]) -> dict[str, dict]:
