@@ -93,13 +93,10 @@ def round_of(v: int, epoch: int) -> int:
     return v + (epoch << 32)
 
 
-def schedule_of(cfg: PeerConfig | StageConfig, peers: int, size: int,
-                collective: str = "") -> list[Transfer]:
-    """The all-reduce schedule of a `size`-value vector over `peers` peers (`collective`:
-    the job's, unless given)."""
-    if (collective or cfg.peers.collective) == "ring":
-        return ring(peers, size)
-    return BCube(cfg.peers.bcube_n, cfg.peers.bcube_levels(len(cfg.who.workers))).schedule(size)
+def schedule_of(peers: int, size: int, bcube: tuple[int, int] | None = None) -> list[Transfer]:
+    """The all-reduce schedule of a `size`-value vector over `peers` peers: a ring, or
+    BCube(n, k) level by level when `bcube` is (n, k)."""
+    return ring(peers, size) if bcube is None else BCube(*bcube).schedule(size)
 
 
 def part_key(v: int, t: Transfer) -> tuple:
@@ -113,10 +110,12 @@ def part_of(t: Transfer) -> tuple:
 
 
 class Scheduled:
-    def __init__(self, peer: Owner, collective: str = "") -> None:
+    """Ring all-reduce, or BCube's (`bcube`: its (n, k))."""
+
+    def __init__(self, peer: Owner, bcube: tuple[int, int] | None = None) -> None:
         self.peer = peer
         self.index = peer.members.index(peer.name)
-        self.schedule = schedule_of(peer.cfg, len(peer.members), peer.n_params, collective)
+        self.schedule = schedule_of(len(peer.members), peer.n_params, bcube)
         # what this peer serves, once per name (a distribute part goes to several peers)
         offers: dict[tuple, Transfer] = {}
         for t in self.schedule:
@@ -248,7 +247,7 @@ class Shared:
     def __init__(self, peer: PeerOwner, share: Share) -> None:
         self.peer, self.share = peer, share
         self.network = InNetwork(peer)
-        self.ring = Scheduled(peer, "ring")
+        self.ring = Scheduled(peer)
         self.last: Decision | None = None
         self.rounds_ring = 0
 

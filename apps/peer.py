@@ -104,8 +104,11 @@ class Peer:
         return total_steps(self.cfg.sgd, len(self.dataset.X_train), len(self.cfg.who.workers))
 
     def make_combine(self) -> InNetwork | Scheduled | Shared:
-        if self.cfg.peers.collective != "ina":
-            return Scheduled(self)
+        c = self.cfg.peers
+        if c.collective != "ina":
+            bcube = (c.bcube_n, c.bcube_levels(len(self.cfg.who.workers))) \
+                if c.collective == "bcube" else None
+            return Scheduled(self, bcube)
         return Shared(self, self.share) if self.cfg.sharing.share_controller else InNetwork(self)
 
     def round(self, v: int) -> int:

@@ -121,7 +121,7 @@ class Stage:
         self.fetcher = training_fetcher(cfg.transport, app, self.sec.validator,
                                         self.fetch_stats, cfg.liveness.worker_timeout)
         self.published = Published()
-        self.combine = Scheduled(self, "ring")
+        self.combine = Scheduled(self)           # a ring
         self.version = 0
         self.last_asked = 0.0
         self.delta = Delta()

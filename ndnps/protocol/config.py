@@ -19,7 +19,7 @@ import argparse
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Self, cast
+from typing import Any, Mapping, NoReturn, Self, cast
 
 from .part import ConfigError, Part
 from .parts import (Aggregation, Checkpointing, Collective, Device, Identity, Liveness, Model,
@@ -94,7 +94,7 @@ class TrainingSpec:
 
     # ---- the checks across parts -----------------------------------------------------------
 
-    def _fail(self, key: str, why: str) -> None:
+    def _fail(self, key: str, why: str) -> NoReturn:
         raise ConfigError(f"training.{key}: {why}")
 
     def _check(self) -> None:
@@ -238,13 +238,12 @@ class PeerConfig(_Of):
 @dataclass(frozen=True)
 class StageConfig(_Of):
     """A pipeline stage's (apps/stage.py): the job, the model and its optimizer, its fetches,
-    the pipeline, its ring across machines (collective = "ring") and the devices' time."""
+    the pipeline and the devices' time."""
     who: Identity
     model: Model
     sgd: Sgd
     transport: Transport
     liveness: Liveness
-    peers: Collective
     stages: Stages
     device: Device
 

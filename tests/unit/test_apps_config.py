@@ -192,8 +192,7 @@ def test_each_program_reads_only_its_parts():
                         "sharing", "device"},
              PeerConfig: {"who", "model", "sgd", "transport", "liveness", "aggregation",
                           "sharing", "peers", "device"},
-             StageConfig: {"who", "model", "sgd", "transport", "liveness", "peers", "stages",
-                           "device"}}
+             StageConfig: {"who", "model", "sgd", "transport", "liveness", "stages", "device"}}
     for program, names in owned.items():
         cfg = program.of(spec)
         assert set(program.__dataclass_fields__) == names
