@@ -172,8 +172,7 @@ class Scheduled:
 
     async def _fetch(self, v: int, t: Transfer) -> np.ndarray:
         src = self.peer.members[t.src]
-        return await fetch_floats(self.peer.fetcher, self.peer.cfg,
-                                  self._namer(src, v, t),
+        return await fetch_floats(self.peer.fetcher, self.peer.cfg, self._namer(src, v, t),
                                   t.range[1] - t.range[0], f"peer {src}",
                                   f"version {v & EPOCH_MASK} (step {t.step}, part {t.range})")
 

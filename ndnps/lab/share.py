@@ -91,9 +91,10 @@ def apply(s: ShareConfig, sc: "Scenario") -> None:
     """Each job as the policy runs it."""
     for i, job in enumerate(list(sc.all_jobs)):
         where = f"jobs[{i}]" if sc.jobs else "training"
-        if job.peers.collective not in ("", "ina") and not (s.policy == "never"
-                                                      and job.peers.collective == "ring"):
-            raise ScenarioError(f"{where}.collective: {job.peers.collective!r} uses no aggregator "
+        collective = job.peers.collective
+        if collective not in ("", "ina") and not (s.policy == "never"
+                                                  and collective == "ring"):
+            raise ScenarioError(f"{where}.collective: {collective!r} uses no aggregator "
                                 "([share] is for a PS's job or collective = \"ina\")")
         if job.update.mode != "sync" or not job.who.key:
             raise ScenarioError(f"{where}: sharing aggregators needs mode = \"sync\" and a key")
