@@ -83,7 +83,7 @@ def figures(system: str, out: Path) -> dict:
         "accuracy": s.get("final_accuracy"),
         # the busiest direction of a link between forwarders, per version (every system alike)
         "max_link_bytes_per_version": rnd(busiest_link(
-            s.get("link_bytes") or {}, [*sc.training.workers, sc.training.ps])
+            s.get("link_bytes") or {}, [*sc.training.who.workers, sc.training.who.ps])
             / max(1, s.get("versions") or 1), 0),
         "retransmissions": s.get("retransmissions"),
     }

@@ -295,7 +295,7 @@ async def training(parts: Parts, threshold: int, model: Mapping[str, Any], n_wor
     """The run: the PS and `n_workers` workers on one MemNet, `versions` versions."""
     from ndnps.apps.ps.__main__ import ParameterServer
     from ndnps.apps.worker.__main__ import Worker
-    from ndnps.protocol.config import from_table
+    from ndnps.protocol.config import PsConfig, from_table
     memnet = importlib.import_module("tests.support.memnet")   # test support: no types
     gpus = [f"w{i + 1}" for i in range(n_workers)]
     cfg = from_table({"workers": gpus, "min_workers": n_workers, "key": KEY,
@@ -307,7 +307,7 @@ async def training(parts: Parts, threshold: int, model: Mapping[str, Any], n_wor
     workers = [Worker(g, KEY.encode(), net.app()) for g in gpus]
     tasks = [asyncio.create_task(w.run()) for w in workers]
     await asyncio.sleep(0)
-    ps = ParameterServer(cfg, net.app())
+    ps = ParameterServer(PsConfig.of(cfg), net.app())
     instrument(parts, net, ps, workers)
     parts.counter.arm(threshold)
     code = await asyncio.wait_for(ps.run(), 300)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import TrainingSpec
 
 from .feature import Feature, Launcher
 from .process import READY_TIMEOUT, wait_until
@@ -40,27 +40,27 @@ def env() -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(path)}
 
 
-def training_args(t: TrainingConfig) -> list[str]:
+def training_args(t: TrainingSpec) -> list[str]:
     """The training every role needs: workers, data, model, batches (0 for a dataset size:
     the dataset's default, as ndnps reads it)."""
-    return ["--workers", str(len(t.workers)), "--n-samples", str(t.n_samples),
-            "--n-features", str(t.n_features), "--n-classes", str(t.n_classes),
-            "--hidden", ",".join(map(str, t.hidden)), "--batch", str(t.batch),
-            "--lr", repr(t.lr), "--momentum", repr(t.momentum), "--seed", str(t.seed)]
+    return ["--workers", str(len(t.who.workers)), "--n-samples", str(t.model.n_samples),
+            "--n-features", str(t.model.n_features), "--n-classes", str(t.model.n_classes),
+            "--hidden", ",".join(map(str, t.model.hidden)), "--batch", str(t.sgd.batch),
+            "--lr", repr(t.sgd.lr), "--momentum", repr(t.sgd.momentum), "--seed", str(t.model.seed)]
 
 
-def ps_argv(t: TrainingConfig, address: str, ready: Path, metrics: Path) -> list[str]:
+def ps_argv(t: TrainingSpec, address: str, ready: Path, metrics: Path) -> list[str]:
     """The PS, listening on `address` (a free port, written to `ready`): versions as the
     ndnps PS counts them (epochs over the shard, capped by max_versions), evaluated and
     stopped at the target accuracy as it does."""
     return [sys.executable, "-m", MODULE, "ps", *training_args(t),
-            "--epochs", str(t.epochs), "--max-versions", str(t.max_versions),
-            "--weight-decay", repr(t.weight_decay), "--eval-every", str(t.eval_every),
-            "--target-accuracy", repr(t.target_accuracy),
+            "--epochs", str(t.sgd.epochs), "--max-versions", str(t.sgd.max_versions),
+            "--weight-decay", repr(t.sgd.weight_decay), "--eval-every", str(t.sgd.eval_every),
+            "--target-accuracy", repr(t.sgd.target_accuracy),
             "--host", address, "--port", "0", "--ready", str(ready), "--metrics", str(metrics)]
 
 
-def worker_argv(t: TrainingConfig, index: int, address: str, port: int,
+def worker_argv(t: TrainingSpec, index: int, address: str, port: int,
                 metrics: Path) -> list[str]:
     """Worker `index` (its shard), connecting to the PS at `address`:`port`."""
     return [sys.executable, "-m", MODULE, "worker", *training_args(t), "--index", str(index),
@@ -75,11 +75,13 @@ def check(sc: "Scenario", doc: dict[str, Any]) -> None:
         raise ScenarioError("run.system: \"tcp\" (the plain TCP PS baseline) runs over the "
                             "bottleneck topology only (topology.kind = \"bottleneck\")")
     for t in sc.all_jobs:
-        for key, wanted in (("mode", "sync"), ("dataset", "synthetic"), ("model", "mlp")):
-            if getattr(t, key) != wanted:
+        for key, got, wanted in (("mode", t.update.mode, "sync"),
+                                 ("dataset", t.model.dataset, "synthetic"),
+                                 ("model", t.model.model, "mlp")):
+            if got != wanted:
                 raise ScenarioError(f"training.{key}: the TCP PS baseline (run.system = "
                                     f"\"tcp\") trains {key} = {wanted!r} only, got "
-                                    f"{getattr(t, key)!r}")
+                                    f"{got!r}")
     for key in doc.get("links", {}):
         if key in sc.links.as_table():
             raise ScenarioError(f"links.{key}: the TCP PS baseline (run.system = \"tcp\") has "
@@ -116,7 +118,7 @@ def launch(runner: Launcher, plan: "Plan") -> tuple[dict, dict]:
         if app.role == "worker":
             t = sc.job_of(app.name)
             argv = runner.wrap(plan.forwarders[app.forwarder]) + worker_argv(
-                t, t.workers.index(app.name), listening[t.ps][0], ports[t.ps],
+                t, t.who.workers.index(app.name), listening[t.who.ps][0], ports[t.who.ps],
                 run_dir / "metrics" / f"{app.name}.jsonl")
             workers[app.name] = runner.spawn(app.name, argv, children)
     return pss, workers

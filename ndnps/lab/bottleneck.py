@@ -17,11 +17,12 @@ def bottleneck_note(sc: "Scenario") -> str:
     """What a bottleneck run measures: its accuracy, after a training cut short so that a run
     takes minutes, reads as a broken one otherwise."""
     t = sc.training
-    versions = f"{t.max_versions} versions" if t.max_versions else f"{t.epochs} epochs"
+    versions = f"{t.sgd.max_versions} versions" if t.sgd.max_versions else f"{t.sgd.epochs} epochs"
     what = "each job's share of the wire and iteration time, summary.json `sharing`" \
         if sc.jobs else "iteration time against the wire's limit, summary.json `bottleneck`"
     return (f"{sc.name} measures the link ({what}), not the model: {versions} of training on "
-            f"{t.dataset} data end far from converged, so the accuracy is no verdict on the run")
+            f"{t.model.dataset} data end far from converged, so the accuracy is no verdict on "
+            "the run")
 
 
 def limit(netns: "Netns", sc: "Scenario") -> None:
@@ -81,7 +82,7 @@ def bottleneck_summary(sc: Any, qdisc: dict[str, dict[str, Any]] | None, model_b
                    qdisc_drops_over_sent=_drop_ratio(drops, sent))
     if model_bytes:
         # the first job's (one job: the run's); several jobs are compared in `sharing`
-        limits = wire_limits(model_bytes, len(sc.training.workers), b.rate_bytes_per_s)
+        limits = wire_limits(model_bytes, len(sc.training.who.workers), b.rate_bytes_per_s)
         out["wire_limit_seconds"] = limits
         out["iteration_over_wire_limit"] = {
             k: (iteration / v if iteration is not None else None) for k, v in limits.items()}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import TrainingSpec
 
 
 @dataclass
@@ -76,13 +76,14 @@ class Scenario:
     netem: bool = True
     bottleneck: Bottleneck = field(default_factory=Bottleneck)
     system: str = "ndnps"          # [run] system: what trains over the topology
-    training: TrainingConfig = field(default_factory=TrainingConfig)
+    training: TrainingSpec = field(default_factory=TrainingSpec)
     # every training of the run: [training] alone, or one per [[jobs]] entry (training is
     # then the first)
-    jobs: list[TrainingConfig] = field(default_factory=list)
+    jobs: list[TrainingSpec] = field(default_factory=list)
     kills: list["Kill"] = field(default_factory=list)    # [faults], by version
     ina: Any = None                # [ina]: in-network aggregation (ndnps.lab.ina.Ina), or None
-    share: Any = None              # [share]: jobs sharing an aggregator (ndnps.lab.share.Share)
+    # [share]: jobs sharing an aggregator (ndnps.protocol.sharing.ShareConfig), or None
+    share: Any = None
     # [[device_kinds]] and [pipeline]: pipeline + data parallel (ndnps.lab.pipeline_plan.Pipeline)
     pipeline: Any = None
     job_start: dict[str, float] = field(default_factory=dict)   # [[jobs]] start, by job (ps)
@@ -96,15 +97,22 @@ class Scenario:
     @property
     def worker_names(self) -> list[str]:
         """Every job's workers, job by job."""
-        return [w for job in self.all_jobs for w in job.workers]
+        return [w for job in self.all_jobs for w in job.who.workers]
 
     @property
-    def all_jobs(self) -> list[TrainingConfig]:
+    def all_jobs(self) -> list[TrainingSpec]:
         return self.jobs or [self.training]
 
-    def job_of(self, app: str) -> TrainingConfig:
+    def replace_job(self, old: TrainingSpec, new: TrainingSpec) -> None:
+        """`new` stands where `old` did (a job's spec is frozen: a changed job is a new
+        one)."""
+        self.jobs = [new if j is old else j for j in self.jobs]
+        if self.training is old:
+            self.training = new
+
+    def job_of(self, app: str) -> TrainingSpec:
         """The job whose PS or worker `app` is."""
-        return next(j for j in self.all_jobs if app == j.ps or app in j.workers)
+        return next(j for j in self.all_jobs if app == j.who.ps or app in j.who.workers)
 
 
 @dataclass(frozen=True)

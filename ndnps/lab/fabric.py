@@ -93,7 +93,7 @@ def bcube_apps(sc: "Scenario", net: "Network") -> list[AppNode]:
     workers = [a for a in apps if a.role != "ps"]
     first = len(net.hosts) - len(workers)
     hosts = net.hosts[first:]
-    if sc.training.collective == "ring" and not first:
+    if sc.training.peers.collective == "ring" and not first:
         hosts = [net.hosts[h] for h in gray_ring(sc.n, sc.k)]
     return [AppNode(a.name, a.role, net.hosts[0]) for a in apps if a.role == "ps"] + \
         [AppNode(a.name, a.role, hosts[i]) for i, a in enumerate(workers)]
@@ -115,8 +115,8 @@ def _route_apps(sc: "Scenario", nodes: dict[str, ForwarderNode], net: "Network",
     for app in apps:
         route(nodes, net, app.name, app.forwarder)
     t = sc.training
-    if t.collective == "ina" and t.aggregate_at in nodes:
-        route(nodes, net, t.aggregate_at, t.aggregate_at)
+    if t.peers.collective == "ina" and t.aggregation.aggregate_at in nodes:
+        route(nodes, net, t.aggregation.aggregate_at, t.aggregation.aggregate_at)
 
 
 def plan_netns(sc: "Scenario") -> Plan:
@@ -140,7 +140,7 @@ def route(nodes: dict[str, ForwarderNode], net: "Network", name: str, at: str) -
 
 def check(sc: "Scenario") -> None:
     """What the fabric cannot hold: more apps than hosts; a fat-tree in namespaces."""
-    pss = sum(1 for job in sc.all_jobs if not job.collective)
+    pss = sum(1 for job in sc.all_jobs if not job.peers.collective)
     # a BCube's PS may share the first host with a worker (ndnps.lab.fabric.bcube_apps)
     apps = len(sc.worker_names) + (0 if sc.topology == "bcube" and pss == 1 else pss)
     if apps > hosts(sc):

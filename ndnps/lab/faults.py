@@ -47,9 +47,9 @@ def parse_faults(table: dict, sc: "Scenario", forwarders: list[str]) -> list[Kil
             raise ScenarioError(f"{where}.at_version: missing")
         version = number(entry["at_version"], f"{where}.at_version", 1, integer=True)
         after = _restart_after(entry, where)
-        if "ps" in entry and sc.training.collective:
+        if "ps" in entry and sc.training.peers.collective:
             raise ScenarioError(f"{where}.ps: PS-less training has no PS")
-        if "worker" in entry and after is not None and sc.training.collective:
+        if "worker" in entry and after is not None and sc.training.peers.collective:
             raise ScenarioError(f"{where}.restart_after: a killed peer does not rejoin a "
                                 "PS-less training (the others stop)")
         if "ps" in entry:
@@ -58,7 +58,7 @@ def parse_faults(table: dict, sc: "Scenario", forwarders: list[str]) -> list[Kil
             if after is None:
                 raise ScenarioError(f"{where}.restart_after: needed for the PS (the run "
                                     f"cannot finish without it)")
-            kills.append(Kill(sc.training.ps, version, after, "ps"))
+            kills.append(Kill(sc.training.who.ps, version, after, "ps"))
             continue
         if "forwarder" in entry:
             fwd = entry["forwarder"]
@@ -71,9 +71,9 @@ def parse_faults(table: dict, sc: "Scenario", forwarders: list[str]) -> list[Kil
             kills.append(Kill(fwd, version, after, "forwarder"))
             continue
         worker = entry["worker"]
-        if worker not in sc.training.workers:
+        if worker not in sc.training.who.workers:
             raise ScenarioError(f"{where}.worker: no such worker {worker!r} "
-                                f"(workers: {', '.join(sc.training.workers)})")
+                                f"(workers: {', '.join(sc.training.who.workers)})")
         kills.append(Kill(worker, version, after))
     rnd = table.get("random")
     if rnd is not None:
@@ -87,12 +87,12 @@ def parse_faults(table: dict, sc: "Scenario", forwarders: list[str]) -> list[Kil
         if high < low:
             raise ScenarioError(f"faults.random.to_version: {high} < from_version {low}")
         after = _restart_after(rnd, "faults.random")
-        if after is not None and sc.training.collective:
+        if after is not None and sc.training.peers.collective:
             raise ScenarioError("faults.random.restart_after: a killed peer does not rejoin a "
                                 "PS-less training (the others stop)")
         rng = random.Random(seed)
         for _ in range(n):
-            kills.append(Kill(rng.choice(sc.training.workers), rng.randint(low, high), after))
+            kills.append(Kill(rng.choice(sc.training.who.workers), rng.randint(low, high), after))
     return sorted(kills, key=lambda k: k.at_version)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
-    from ndnps.protocol.config import TrainingConfig
+    from ndnps.protocol.config import TrainingSpec
 
     from .config import Scenario
     from .process import ManagedProcess
@@ -111,7 +111,7 @@ class Feature:
         """The program of a non-PS app of its job (None: not its app)."""
         return None
 
-    def loss_policy(self, job: "TrainingConfig", name: str, role: str) -> str | None:
+    def loss_policy(self, job: "TrainingSpec", name: str, role: str) -> str | None:
         """What its job does when app `name` (of `role`) exits unplanned."""
         return None
 

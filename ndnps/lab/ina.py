@@ -35,7 +35,7 @@ from .values import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, ScenarioError, 
 if TYPE_CHECKING:
     from ndnps.placement.lp import Solution
     from ndnps.placement.network import Network
-    from ndnps.protocol.config import TrainingConfig
+    from ndnps.protocol.config import TrainingSpec
 
     from .config import Scenario
     from .nodes import Plan
@@ -133,17 +133,17 @@ def parse(table: Any, sc: "Scenario") -> Ina:
     if len(sc.all_jobs) > 1:
         raise ScenarioError("ina: one job only (several jobs share one aggregator with [share])")
     job = sc.training
-    if job.mode != "sync":
+    if job.update.mode != "sync":
         raise ScenarioError("ina: needs training.mode = \"sync\"")
-    if not job.key:
+    if not job.who.key:
         raise ScenarioError("ina: needs training.key (aggregators check each contribution's "
                             "HMAC)")
-    if job.aggregate_at or job.aggregate_via:
+    if job.aggregation.aggregate_at or job.aggregation.aggregate_via:
         raise ScenarioError("training.aggregate_at: set by [ina] (leave it out)")
     return ina
 
 
-def configure(transport: str, job: "TrainingConfig", node: str, slots: int = 1024,
+def configure(transport: str, job: "TrainingSpec", node: str, slots: int = 1024,
               timeout: float = 2.0, first: int = 0) -> None:
     """Make the forwarder at `transport` (unix://...) aggregate `job` as node `node`, in slots
     [first, first + slots) of its pool: the management command aggregators/add with the
@@ -154,8 +154,9 @@ def configure(transport: str, job: "TrainingConfig", node: str, slots: int = 102
     from ndnps.ndn.aggregation import AggregatorConfig
     from ndnps.ndn.tlv import name_from_str
     from ndnps.protocol import names
-    config = AggregatorConfig(name_from_str(f"/{job.ps}/{job.train}"), node, job.key.encode(),
-                              b"".join(bytes(c) for c in names.key(job.ps, job.train)), slots,
+    who = job.who
+    config = AggregatorConfig(name_from_str(f"/{who.ps}/{who.train}"), node, who.key.encode(),
+                              b"".join(bytes(c) for c in names.key(who.ps, who.train)), slots,
                               timeout, first=first)
     code, text = command(transport, Name.from_str("/localhost/nfd/aggregators/add")
                          + [Component.from_bytes(config.encode())])
@@ -168,11 +169,11 @@ def edge(sc: "Scenario") -> str:
     if sc.topology == "bottleneck":
         return BOTTLENECK_PS_HOST
     if sc.topology == "fat-tree":
-        return fabric.network(sc, 1000.0).edge_of(sc.training.ps)
+        return fabric.network(sc, 1000.0).edge_of(sc.training.who.ps)
     if sc.topology == "minindn":                # the PS's node, locally and in namespaces
         return sc.ps_node
     if sc.netns:
-        return f"h-{sc.training.ps}"
+        return f"h-{sc.training.who.ps}"
     return "fwd" if sc.topology == "star" else "root"
 
 
@@ -184,7 +185,7 @@ def candidates(sc: "Scenario") -> list[str]:
         return [f"leaf{i + 1}" for i in range(sc.leaves)]
     if sc.topology == "fat-tree":
         net = fabric.network(sc, 1000.0)
-        return [s for s in net.switches if s != net.edge_of(sc.training.ps)]
+        return [s for s in net.switches if s != net.edge_of(sc.training.who.ps)]
     if sc.topology == "minindn":
         return [n for n in sc.network.switches if n != sc.ps_node]
     return []
@@ -206,18 +207,18 @@ def network(sc: "Scenario", ina: Ina) -> "Network":
         a, b = BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST
         switches = [a, b]
         links.append(Link(a, b, sc.bottleneck.rate_mbps))
-        links.append(Link(job.ps, a, ina.link_mbps))
-        links += [Link(w, b, ina.link_mbps) for w in job.workers]
+        links.append(Link(job.who.ps, a, ina.link_mbps))
+        links += [Link(w, b, ina.link_mbps) for w in job.who.workers]
     elif sc.topology == "star":
         switches = ["fwd"]
-        links += [Link(h, "fwd", bw) for h in [job.ps, *job.workers]]
+        links += [Link(h, "fwd", bw) for h in [job.who.ps, *job.who.workers]]
     else:
         leaves = [f"leaf{i + 1}" for i in range(sc.leaves)]
         switches = ["root", *leaves]
         links += [Link("root", leaf, bw) for leaf in leaves]
-        links.append(Link(job.ps, "root", bw))
-        links += [Link(w, leaves[i % len(leaves)], bw) for i, w in enumerate(job.workers)]
-    return Network([job.ps, *job.workers], switches, links, sc.name)
+        links.append(Link(job.who.ps, "root", bw))
+        links += [Link(w, leaves[i % len(leaves)], bw) for i, w in enumerate(job.who.workers)]
+    return Network([job.who.ps, *job.who.workers], switches, links, sc.name)
 
 
 def place(sc: "Scenario", ina: Ina) -> InaPlan:
@@ -233,13 +234,13 @@ def place(sc: "Scenario", ina: Ina) -> InaPlan:
     if not cands or ina.k == 0 or ina.placement == "edge-only":
         chosen: list[str] = []
     elif ina.placement == "random":
-        chosen = sorted(random.Random(job.seed).sample(cands, min(ina.k, len(cands))))
+        chosen = sorted(random.Random(job.model.seed).sample(cands, min(ina.k, len(cands))))
     elif isinstance(ina.placement, list):
         chosen = list(ina.placement)
     else:
         chosen = []                                 # greedy, below
     # the edge in namespaces is the PS's host forwarder; the LP's is the router it joins
-    problem = Problem(network(sc, ina), job.ps, list(job.workers), ina.capacity,
+    problem = Problem(network(sc, ina), job.who.ps, list(job.who.workers), ina.capacity,
                       edge_capacity=ina.capacity, unsummed=False)
     if ina.placement == "greedy" and cands and ina.k:
         found = greedy(problem, ina.k)
@@ -252,7 +253,7 @@ def place(sc: "Scenario", ina: Ina) -> InaPlan:
     # for its edge (a star's fwd, a tree's root) sums what the LP sends "to the edge"
     router_edge = sc.netns and sc.topology not in ("bottleneck", "minindn")
     edge_workers = 0
-    for w in job.workers:
+    for w in job.who.workers:
         node = sol.plan.get(w, "edge")
         if node == "edge" or node == problem.edge:
             edge_workers += 1
@@ -309,7 +310,7 @@ class InNetwork(Feature):
     tables = ("ina",)
 
     def active(self, sc: "Scenario") -> bool:
-        return sc.ina is not None or bool(sc.training.aggregate_at)
+        return sc.ina is not None or bool(sc.training.aggregation.aggregate_at)
 
     def parse(self, doc: dict[str, Any], sc: "Scenario") -> None:
         if "ina" in doc:
@@ -320,9 +321,8 @@ class InNetwork(Feature):
             return []
         # where the aggregators go, and the plan the PS sends them
         plan = sc.ina.plan = place(sc, sc.ina)
-        sc.training.aggregate_at = plan.root
-        sc.training.aggregate_via = plan.aggregate_via()
-        sc.training.validate()
+        sc.replace_job(sc.training, sc.training.with_values(
+            aggregate_at=plan.root, aggregate_via=plan.aggregate_via()))
         return plan.notes()
 
     def routes(self, sc: "Scenario", plan: "Plan") -> None:
@@ -332,7 +332,8 @@ class InNetwork(Feature):
     def aggregators(self, sc: "Scenario") -> list[str] | None:
         if sc.ina is not None and sc.ina.plan is not None:
             return sc.ina.plan.configured()
-        return [sc.training.aggregate_at] if sc.training.aggregate_at else []
+        at = sc.training.aggregation.aggregate_at
+        return [at] if at else []
 
     def configure(self, sc: "Scenario", name: str, transport: str) -> bool:
         table = sc.ina or Ina()

@@ -91,18 +91,18 @@ class Jobs(Feature):
 
     def document(self, sc: "Scenario", doc: dict[str, Any]) -> None:
         doc.pop("training")
-        doc["jobs"] = [{**job.as_dict(), **({"start": sc.job_start[job.ps]}
-                                            if job.ps in sc.job_start else {})}
+        doc["jobs"] = [{**job.as_table(), **({"start": sc.job_start[job.who.ps]}
+                                            if job.who.ps in sc.job_start else {})}
                        for job in sc.jobs]
 
     def summarize(self, run_dir: Path, sc: "Scenario", summary: dict[str, Any],
                   wall_seconds: float) -> None:
-        runs = {job.ps: ps_series(run_dir, job.recorder) for job in sc.jobs}
-        summary["jobs"] = [{"ps": job.ps, **job_summary(run_dir, job, runs[job.ps])}
+        runs = {job.who.ps: ps_series(run_dir, job.recorder) for job in sc.jobs}
+        summary["jobs"] = [{"ps": job.who.ps, **job_summary(run_dir, job, runs[job.who.ps])}
                            for job in sc.jobs]
         sharing = summary["sharing"] = sharing_summary(
-            runs, {job.ps: wire_bytes_per_version(sc.system, job_bytes(runs[job.ps]),
-                                                  len(job.workers)) for job in sc.jobs})
+            runs, {job.who.ps: wire_bytes_per_version(sc.system, job_bytes(runs[job.who.ps]),
+                                                  len(job.who.workers)) for job in sc.jobs})
         if sc.topology == "bottleneck" and sharing.get("jobs"):
             # the jobs' wire rates together over one direction's rate (a duplex link: up to 2)
             sharing["link_use"] = sum(j["wire_mbps"] for j in sharing["jobs"].values()) \

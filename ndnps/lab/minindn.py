@@ -186,12 +186,12 @@ def check_apps(sc: "Scenario", doc: dict[str, Any]) -> None:
     are routed by name), PS-less training is not built on it, the links are the file's."""
     nodes = set(sc.network.nodes)
     for job in sc.all_jobs:
-        for key, app in [("ps", job.ps)] + [("workers", w) for w in job.workers]:
+        for key, app in [("ps", job.who.ps)] + [("workers", w) for w in job.who.workers]:
             if app in nodes:
                 raise ScenarioError(f"training.{key}: {app!r} is also a node of topology.file "
                                     "(the routes to the app and to the node would clash): "
                                     "name the app otherwise")
-        if job.collective:
+        if job.peers.collective:
             raise ScenarioError("training.collective: PS-less training on a topology file is "
                                 "not built (a PS and its workers are)")
     if doc.get("links", {}).get("app_faces") is True:

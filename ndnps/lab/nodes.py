@@ -65,10 +65,10 @@ class ForwarderNode:
 def forwarder_strategy(sc: Scenario) -> str:
     """Every forwarder's strategy for the training's names: best-route, with the training's
     retransmission suppression (initial and maximum interval), which its fetchers wait for
-    (TrainingConfig)."""
+    (the training's transport)."""
     t = sc.training
-    return BestRoute(RetxSuppression(initial=t.retx_suppression_ms / 1000,
-                                     max=t.retx_suppression_max_ms / 1000)).name
+    return BestRoute(RetxSuppression(initial=t.transport.retx_suppression_ms / 1000,
+                                     max=t.transport.retx_suppression_max_ms / 1000)).name
 
 
 @dataclass
@@ -97,9 +97,9 @@ def apps(sc: Scenario, worker_at, ps_at: str) -> list[AppNode]:
     `worker_at(i)`); a PS-less job's peers where workers go, and no PS."""
     apps, i = [], 0
     for job in sc.all_jobs:
-        if not job.collective:
-            apps.append(AppNode(job.ps, "ps", ps_at))
-        for w in job.workers:
-            apps.append(AppNode(w, "peer" if job.collective else "worker", worker_at(i)))
+        if not job.peers.collective:
+            apps.append(AppNode(job.who.ps, "ps", ps_at))
+        for w in job.who.workers:
+            apps.append(AppNode(w, "peer" if job.peers.collective else "worker", worker_at(i)))
             i += 1
     return apps

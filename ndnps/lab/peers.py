@@ -34,7 +34,7 @@ from .traces import link_bytes
 from .values import ScenarioError, fmt
 
 if TYPE_CHECKING:
-    from ndnps.protocol.config import TrainingConfig
+    from ndnps.protocol.config import TrainingSpec
 
     from .config import Scenario
     from .nodes import AppNode
@@ -89,7 +89,7 @@ def collective_summary(run_dir: Path, job: Any, versions: int, link_bytes: dict[
     by_peer: dict[str, dict[int, dict]] = {}
     analytics: list[dict[str, float]] = []     # each peer's, from the schedule it ran
     reformed: dict[int, dict] = {}
-    for p in job.workers:
+    for p in job.who.workers:
         path = run_dir / "metrics" / f"{p}.jsonl"
         recs = read_metrics(path) if path.exists() else []
         by_peer[p] = {r["version"]: r for r in recs if "digest" in r}
@@ -122,17 +122,18 @@ def collective_summary(run_dir: Path, job: Any, versions: int, link_bytes: dict[
         data_sent[lvl] = statistics.mean(xs) if xs else 0.0
     # what went onto the peers' links (Interests included), per version of the run
     # a ring's or an aggregator's traffic on a BCube: every uplink, one figure
-    on_links = face_bytes(link_bytes, senders, bcube, by_level=job.collective == "bcube")
+    on_links = face_bytes(link_bytes, senders, bcube, by_level=job.peers.collective == "bcube")
     measured = {lvl: statistics.mean(xs) / versions for lvl, xs in sorted(on_links.items())
                 if versions} or data_sent
     analytic = {lvl: statistics.mean(a.get(lvl, 0.0) for a in analytics)
                 for lvl in sorted({lvl for a in analytics for lvl in a}, key=int)}
-    busiest = busiest_link(link_bytes, [*job.workers, job.ps])
+    busiest = busiest_link(link_bytes, [*job.who.workers, job.who.ps])
     return {
-        "kind": job.collective,
-        "peers": len(job.workers),
-        **({"bcube": {"n": job.bcube_n, "k": _levels(job.bcube_n, len(job.workers))}}
-           if job.collective == "bcube" else {}),
+        "kind": job.peers.collective,
+        "peers": len(job.who.workers),
+        **({"bcube": {"n": job.peers.bcube_n,
+                      "k": _levels(job.peers.bcube_n, len(job.who.workers))}}
+           if job.peers.collective == "bcube" else {}),
         "versions_compared": len(compared),
         "reformed": [reformed[e] for e in sorted(reformed)],
         "parameters_identical": not mismatches,
@@ -162,12 +163,12 @@ def peer_defaults(training: dict[str, Any], sc: "Scenario") -> None:
 def check_peers(sc: "Scenario", doc: dict[str, Any]) -> None:
     """What a PS-less training (training.collective) cannot do."""
     for t in sc.all_jobs:
-        if t.collective:
+        if t.peers.collective:
             _check_peer_job(sc, doc, t)
 
 
-def _check_peer_job(sc: "Scenario", doc: dict[str, Any], t: "TrainingConfig") -> None:
-    if sc.jobs and t.collective == "bcube":
+def _check_peer_job(sc: "Scenario", doc: dict[str, Any], t: "TrainingSpec") -> None:
+    if sc.jobs and t.peers.collective == "bcube":
         raise ScenarioError("jobs: a BCube's peers fill the fabric: one job")
     if sc.system != "ndnps":
         raise ScenarioError("run.system: the TCP baseline trains with a PS, not "
@@ -175,13 +176,13 @@ def _check_peer_job(sc: "Scenario", doc: dict[str, Any], t: "TrainingConfig") ->
     if sc.topology == "bottleneck":
         raise ScenarioError("topology.kind: the bottleneck has one host for every worker; "
                             "PS-less training needs a host per peer (star, tree, bcube)")
-    if t.collective == "bcube" and sc.topology == "bcube" and \
-            (t.bcube_n, t.bcube_levels()) != (sc.n, sc.k):
-        raise ScenarioError(f"training.bcube_n: the peers form BCube({t.bcube_n}, "
+    if t.peers.collective == "bcube" and sc.topology == "bcube" and \
+            (t.peers.bcube_n, t.bcube_levels()) != (sc.n, sc.k):
+        raise ScenarioError(f"training.bcube_n: the peers form BCube({t.peers.bcube_n}, "
                             f"{t.bcube_levels()}), the topology is BCube({sc.n}, {sc.k})")
-    if t.collective == "ina" and t.aggregate_at not in router_names(sc):
-        raise ScenarioError(f"training.aggregate_at: {t.aggregate_at!r} is not one of the "
-                            f"topology's forwarders ({', '.join(router_names(sc))})")
+    if t.peers.collective == "ina" and t.aggregation.aggregate_at not in router_names(sc):
+        raise ScenarioError(f"training.aggregate_at: {t.aggregation.aggregate_at!r} is not one "
+                            f"of the topology's forwarders ({', '.join(router_names(sc))})")
     if "ina" in doc:
         raise ScenarioError("ina: places aggregators for a PS; PS-less training with "
                             "collective = \"ina\" aggregates at training.aggregate_at")
@@ -194,7 +195,7 @@ def senders(sc: "Scenario") -> list[str]:
     h-<peer>, its BCube host's p<i>."""
     if sc.topology == "bcube":           # each peer's host forwarder
         return [a.forwarder for a in fabric.bcube_apps(sc, fabric.network(sc, 1000.0))]
-    peers = sc.training.workers
+    peers = sc.training.who.workers
     return [f"h-{p}" for p in peers] if sc.netns else list(peers)
 
 
@@ -211,7 +212,7 @@ class Collective(Feature):
     name = "collective"
 
     def active(self, sc: "Scenario") -> bool:
-        return bool(sc.training.collective) and sc.pipeline is None
+        return bool(sc.training.peers.collective) and sc.pipeline is None
 
     def training(self, doc: dict[str, Any], sc: "Scenario",
                  table: dict[str, Any]) -> dict[str, Any]:
@@ -220,20 +221,20 @@ class Collective(Feature):
         return table
 
     def parse(self, doc: dict[str, Any], sc: "Scenario") -> None:
-        if any(job.collective for job in sc.all_jobs):
+        if any(job.peers.collective for job in sc.all_jobs):
             check_peers(sc, doc)
 
     def program(self, sc: "Scenario", run_dir: Path, app: "AppNode") -> Launch | None:
         # by the app's own job: in a [[jobs]] run the first training may be a PS's
-        if app.role != "peer" or not sc.job_of(app.name).collective:
+        if app.role != "peer" or not sc.job_of(app.name).peers.collective:
             return None
         return Launch("peer", ["ndnps.apps.peer"])
 
-    def loss_policy(self, job: "TrainingConfig", name: str, role: str) -> str | None:
+    def loss_policy(self, job: "TrainingSpec", name: str, role: str) -> str | None:
         if role != "peer":
             return None
-        wait = f"once it is silent for training.worker_timeout = {job.worker_timeout:g} s"
-        if job.on_peer_loss == "re-form":
+        wait = f"once it is silent for training.worker_timeout = {job.liveness.worker_timeout:g} s"
+        if job.peers.on_peer_loss == "re-form":
             return (f"the other peers re-form without it {wait} (training.on_peer_loss = "
                     f"'re-form')")
         return f"the training stops {wait} (training.on_peer_loss = 'stop')"

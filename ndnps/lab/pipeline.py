@@ -20,7 +20,7 @@ from .profiling import profile_layers
 from .values import ScenarioError, fmt
 
 if TYPE_CHECKING:
-    from ndnps.protocol.config import TrainingConfig
+    from ndnps.protocol.config import TrainingSpec
 
     from .config import Scenario
     from .nodes import AppNode
@@ -45,14 +45,14 @@ def pipeline_summary(run_dir: Path, sc: "Scenario") -> dict[str, Any]:
     """summary.json's `pipeline` block and the top-level figures a pipeline replaces."""
     p: Pipeline = sc.pipeline
     t = sc.training
-    grid = t.stage_apps()
+    grid = t.stages.stage_apps()
     recs = {a: read_metrics(run_dir / "metrics" / f"{a}.jsonl")
             if (run_dir / "metrics" / f"{a}.jsonl").exists() else [] for row in grid for a in row}
     steady = {a: _steady(r) for a, r in recs.items()}
     recorder = [r for r in steady[t.recorder]]
     times = [r["t"] for r in recorder]
     iteration = _median([b - a for a, b in zip(times, times[1:])])
-    kinds = t.stage_devices()
+    kinds = t.stages.stage_devices()
     profiled = _profiled_step(p, t)
     stages = []
     for s, (kind, speed) in enumerate(kinds):
@@ -90,7 +90,7 @@ def pipeline_summary(run_dir: Path, sc: "Scenario") -> dict[str, Any]:
     again = _predict(p, t, scales) if None not in scales else None
     out: dict[str, Any] = {
         "plan": p.plan, "split": p.split, "recompute": p.recompute,
-        "device_time": t.device_time, "stages": stages,
+        "device_time": t.device.device_time, "stages": stages,
         "stage_imbalance": max(times) / statistics.mean(times) if times else None,
         "iteration_seconds": iteration, "predicted_iteration_seconds": predicted,
         "predicted_vs_measured": predicted / iteration if predicted and iteration else None,
@@ -98,7 +98,7 @@ def pipeline_summary(run_dir: Path, sc: "Scenario") -> dict[str, Any]:
         # transfers, the synchronisation and the event loops add beyond the plan's model
         "predicted_from_run_compute": again,
         "run_compute_predicted_vs_measured": _ratio(again, iteration),
-        "samples_per_second": t.machines * t.batch / iteration if iteration else None,
+        "samples_per_second": t.stages.machines * t.sgd.batch / iteration if iteration else None,
         "parameters_identical": identical, "digest_mismatches": mismatches,
         "speed_followed_within_10_percent": all(
             st["speed_followed"] is not None and abs(st["speed_followed"] - 1) <= 0.1
@@ -114,27 +114,29 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _split_of(p: Pipeline, t: "TrainingConfig") -> tuple[Any, list]:
+def _split_of(p: Pipeline, t: "TrainingSpec") -> tuple[Any, list]:
     """The split run and the layers as its devices run them, rebuilt from the plan."""
     from ndnps.planner.partition import split_by_bounds
     assert p.plan is not None
-    layers, devices = p.planner_inputs(profile_layers(p.plan["profile"]), t.stage_devices())
-    return split_by_bounds(layers, devices, t.stage_layers, p.micro_batches, p.machines), layers
+    layers, devices = p.planner_inputs(profile_layers(p.plan["profile"]),
+                                       t.stages.stage_devices())
+    return split_by_bounds(layers, devices, t.stages.stage_layers, p.micro_batches,
+                           p.machines), layers
 
 
-def _profiled_step(p: Pipeline, t: "TrainingConfig") -> list[float] | None:
+def _profiled_step(p: Pipeline, t: "TrainingSpec") -> list[float] | None:
     """Each stage's device seconds per step as the plan's profile has them (its micro-batches'
     rows in proportion to the profile's micro-batch)."""
     if not p.plan or not p.plan.get("profile"):
         return None
     split, layers = _split_of(p, t)
     fastest = max(d.speed for d in split.devices)
-    profiled = t.batch / -(-t.batch // p.micro_batches)     # profiled micro-batches a step
+    profiled = t.sgd.batch / -(-t.sgd.batch // p.micro_batches)     # profiled micro-batches a step
     return [profiled * sum(layers[i].forward + layers[i].backward for i in idx)
             * fastest / d.speed for idx, d in zip(split.stages, split.devices)]
 
 
-def _predict(p: Pipeline, t: "TrainingConfig", compute: list[float]) -> float | None:
+def _predict(p: Pipeline, t: "TrainingSpec", compute: list[float]) -> float | None:
     from ndnps.planner.plan import predict
     if not p.plan or not p.plan.get("profile"):
         return None
@@ -164,9 +166,9 @@ def _accuracy(run_dir: Path, sc: "Scenario", recs: dict[str, list[dict]],
     from ndnps.ml.models import build_model
     from ndnps.ml.train import steps_per_epoch, train_sync_reference
     t = sc.training
-    ds = load_dataset(t.dataset, t.seed, **t.dataset_kwargs())
-    spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **t.model_spec()}
-    model = build_model(spec, t.seed)
+    ds = load_dataset(t.model.dataset, t.model.seed, **t.model.dataset_kwargs())
+    spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **t.model.model_spec()}
+    model = build_model(spec, t.model.seed)
     params: dict[str, np.ndarray] = {}
     for a in grid[0]:
         path = run_dir / STAGES_DIR / f"{a}.npz"
@@ -180,17 +182,18 @@ def _accuracy(run_dir: Path, sc: "Scenario", recs: dict[str, list[dict]],
     model.load_params(params)
     accuracy = model.accuracy(ds.X_test, ds.y_test)
     out: dict[str, Any] = {"final_accuracy": accuracy}
-    spe = steps_per_epoch(len(ds.X_train), t.machines, t.batch)
-    total = min(t.epochs * spe, t.max_versions) if t.max_versions else t.epochs * spe
-    ref = train_sync_reference(ds, t.model_spec(), t.machines, -(-total // spe), t.batch,
-                               t.lr, t.momentum, t.weight_decay, t.seed)
+    sgd, machines = t.sgd, t.stages.machines
+    spe = steps_per_epoch(len(ds.X_train), machines, sgd.batch)
+    total = min(sgd.epochs * spe, sgd.max_versions) if sgd.max_versions else sgd.epochs * spe
+    ref = train_sync_reference(ds, t.model.model_spec(), machines, -(-total // spe), sgd.batch,
+                               sgd.lr, sgd.momentum, sgd.weight_decay, t.model.seed)
     losses: dict[int, list[float]] = {}
     for row in grid:
         for r in recs[row[-1]]:
             if r.get("loss") is not None and "event" not in r:
                 losses.setdefault((r["version"] - 1) // spe, []).append(r["loss"])
     # whole epochs only (every machine's every step), beside the reference's same epochs
-    whole = [e for e in range(total // spe) if len(losses.get(e, [])) == t.machines * spe]
+    whole = [e for e in range(total // spe) if len(losses.get(e, [])) == t.stages.machines * spe]
     curve = [float(np.mean(losses[e])) for e in whole]
     ref_curve = [ref["history"][e]["loss"] for e in whole]
     if total % spe:             # the reference trained the last epoch whole: not comparable
@@ -228,7 +231,7 @@ def plot_loss(run_dir: Path, sc: "Scenario", path: Path) -> Path:
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 4.5))
     end = 0.0                               # the last step's time: where the accuracy goes
-    for i, row in enumerate(sc.training.stage_apps()):
+    for i, row in enumerate(sc.training.stages.stage_apps()):
         last = run_dir / "metrics" / f"{row[-1]}.jsonl"
         recs = [r for r in (read_metrics(last) if last.exists() else [])
                 if r.get("loss") is not None and "event" not in r and "t" in r]
@@ -280,21 +283,22 @@ class PipelineFeature(Feature):
 
     def prepare(self, sc: "Scenario", run_dir: Path) -> list[str]:
         # the planner on this machine: the stages and their layers, before anything runs
-        write_plan(run_dir, make_plan(sc.pipeline, sc.training))
+        write_plan(run_dir, make_plan(sc))
         return []
 
     def program(self, sc: "Scenario", run_dir: Path, app: "AppNode") -> Launch | None:
-        if app.role != "peer" or not sc.job_of(app.name).machines:
+        if app.role != "peer" or not sc.job_of(app.name).stages.machines:
             return None
         # a stage saves its final parameters: the model the summary evaluates
         return Launch("stage", ["ndnps.apps.stage", "--save",
                                 str(run_dir / STAGES_DIR / f"{app.name}.npz")])
 
-    def loss_policy(self, job: "TrainingConfig", name: str, role: str) -> str | None:
+    def loss_policy(self, job: "TrainingSpec", name: str, role: str) -> str | None:
         if role != "stage":
             return None
         return (f"the pipeline stops: it cannot go on without stage {name} (its other stages "
-                f"stop once it is silent for training.worker_timeout = {job.worker_timeout:g} s)")
+                f"stop once it is silent for training.worker_timeout = "
+                f"{job.liveness.worker_timeout:g} s)")
 
     def summarize(self, run_dir: Path, sc: "Scenario", summary: dict[str, Any],
                   wall_seconds: float) -> None:

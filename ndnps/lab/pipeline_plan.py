@@ -29,7 +29,7 @@ to the split chosen; each stage app (python -m ndnps.apps.stage) then runs from 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,6 @@ from .profiling import load_profile, profile_model
 from .values import ScenarioError, known_keys, number
 
 if TYPE_CHECKING:
-    from ndnps.protocol.config import TrainingConfig
 
     from .config import Scenario
 
@@ -167,19 +166,22 @@ def training_table(p: Pipeline, training: dict[str, Any]) -> dict[str, Any]:
             "workers": [f"m{j + 1}-{k}" for j in range(p.machines) for k, _ in p.kinds]}
 
 
-def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
-    """The planner on this machine: profile, order, split (ndnps.planner); the training set
-    to the split `p.split` chooses. Returns the plan as written to plan.json."""
+def make_plan(sc: "Scenario") -> dict[str, Any]:
+    """The planner on this machine: profile, order, split (ndnps.planner); the scenario's
+    training set to the split its pipeline's `split` chooses. Returns the plan as written to
+    plan.json."""
     from ndnps.planner.plan import make_plan as plan_of
     from ndnps.protocol.config import ConfigError
-    _check_layers(len(t.hidden) + 1, p)
+    p, t = sc.pipeline, sc.training
+    _check_layers(len(t.model.hidden) + 1, p)
     from ndnps.ml.data import load_dataset
     from ndnps.ml.train import steps_per_epoch
-    n_train = len(load_dataset(t.dataset, t.seed, **t.dataset_kwargs()).X_train)
-    if steps_per_epoch(n_train, p.machines, t.batch) < 1:
+    n_train = len(load_dataset(t.model.dataset, t.model.seed,
+                               **t.model.dataset_kwargs()).X_train)
+    if steps_per_epoch(n_train, p.machines, t.sgd.batch) < 1:
         raise ScenarioError(f"training.batch: {n_train} samples over {p.machines} machines "
-                            f"hold no mini-batch of {t.batch}")
-    micro = -(-t.batch // p.micro_batches)
+                            f"hold no mini-batch of {t.sgd.batch}")
+    micro = -(-t.sgd.batch // p.micro_batches)
     measured = load_profile(p.profile, t, micro) if p.profile else \
         profile_model(t, micro, p.profile_samples, "pipeline.profile_samples")
     layers, devices = p.planner_inputs(measured, [(k, v) for k, v in p.kinds])
@@ -190,14 +192,16 @@ def make_plan(p: Pipeline, t: "TrainingConfig") -> dict[str, Any]:
     predicted = plan.predicted if p.split == "planned" else \
         plan.baselines[p.split.replace("-", "_")]
     order = [(d.name, d.speed) for d in plan.devices]
-    t.stage_kinds = [f"{k}:{v:g}" for k, v in order]
-    t.stage_layers = [len(s) for s in stages]
-    t.device_time = p.device_time
+    split = replace(t.stages, stage_kinds=tuple(f"{k}:{v:g}" for k, v in order),
+                    stage_layers=tuple(len(s) for s in stages))
+    changes: dict[str, Any] = {
+        "stage_kinds": split.stage_kinds, "stage_layers": split.stage_layers,
+        "device_time": p.device_time,
+        "workers": [a for row in split.stage_apps() for a in row]}
     if p.device_time == "profiled":     # per sample, this machine's core (the apps scale it)
-        t.layer_seconds = [c / micro for l in measured for c in (l.forward, l.backward)]
-    t.workers = [a for row in t.stage_apps() for a in row]
+        changes["layer_seconds"] = [c / micro for l in measured for c in (l.forward, l.backward)]
     try:
-        t.validate()
+        sc.replace_job(t, t.with_values(**changes))
     except ConfigError as e:
         raise ScenarioError(str(e)) from None
     p.plan = {**plan.as_dict(), "split": p.split, "stage_layers": stages,

@@ -21,9 +21,9 @@ def plot_all(run_dir: Path, scenario: Any) -> list[Path]:
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
     made = []
-    runs = {job.ps: ps_series(run_dir, job.recorder) for job in scenario.all_jobs}
+    runs = {job.who.ps: ps_series(run_dir, job.recorder) for job in scenario.all_jobs}
     several = len(runs) > 1
-    marks = fault_marks(read_summary(run_dir), runs[scenario.training.ps].records)
+    marks = fault_marks(read_summary(run_dir), runs[scenario.training.who.ps].records)
     time_axis = TIME_AXIS
 
     if not any(feature.draws_loss for feature in active(scenario)):

@@ -50,9 +50,9 @@ class Progress:
 
     def __init__(self, sc: Scenario, run_dir: Path, live: bool) -> None:
         self.sc = sc
-        self.jobs = {job.ps: JobFollower(run_dir / "metrics" / f"{job.recorder}.jsonl")
+        self.jobs = {job.who.ps: JobFollower(run_dir / "metrics" / f"{job.recorder}.jsonl")
                      for job in sc.all_jobs}
-        self.path = self.jobs[sc.training.ps].path        # the first job's (faults)
+        self.path = self.jobs[sc.training.who.ps].path        # the first job's (faults)
         self.live = live and sys.stdout.isatty()
         self._live: Live | None = None
         self._last_print = 0.0
@@ -72,7 +72,7 @@ class Progress:
     def records(self) -> list[dict]:
         """The (first) PS's version records so far, one per version (a resumed PS's redone
         versions replace the killed PS's)."""
-        return self.jobs[self.sc.training.ps].series.versions
+        return self.jobs[self.sc.training.who.ps].series.versions
 
     def update(self) -> None:
         for job in self.jobs.values():
@@ -99,10 +99,11 @@ class Progress:
                 break
         it = ((recent[-1]["t"] - recent[0]["t"]) / (len(recent) - 1)) if len(recent) > 1 else None
         job = self.sc.job_of(ps)
-        replicas = job.machines or len(job.workers)     # a pipeline's machines hold the data
+        # a pipeline's machines hold the data
+        replicas = job.stages.machines or len(job.who.workers)
         return {"version": last["version"], "loss": last.get("loss"), "accuracy": acc,
                 "iteration": it,
-                "samples_per_s": (job.batch * replicas / it) if it else None}
+                "samples_per_s": (job.sgd.batch * replicas / it) if it else None}
 
     def _cells(self, ps: str) -> list[str]:
         s = self._stats(ps)
@@ -122,7 +123,7 @@ class Progress:
     def _table(self):
         from rich.table import Table
         jobs = f"{len(self.jobs)} jobs, " if self.sc.jobs else ""
-        table = Table(title=f"ndnps {self.sc.name} — {jobs}{self.sc.training.mode}, "
+        table = Table(title=f"ndnps {self.sc.name} — {jobs}{self.sc.training.update.mode}, "
                             f"{len(self.sc.worker_names)} workers, {self.sc.topology}")
         for col in self._columns():
             table.add_column(col, justify="right")

@@ -74,17 +74,19 @@ class Runner(NamespaceSetup, Supervision):
         [training] file (`job_configs`: the scenario's own file when it has one job)."""
         for sub in ("logs", "metrics", "traces", "plots", "config", "sockets"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
-        if any(k.role == "ps" for k in self.sc.kills) and not self.sc.training.checkpoint:
+        t = self.sc.training
+        if any(k.role == "ps" for k in self.sc.kills) and not t.checkpointing.checkpoint:
             # [faults] kills the PS: it resumes from a checkpoint in the run directory
-            self.sc.training.checkpoint = str(self.run_dir.resolve() / "ps-checkpoint.npz")
+            self.sc.replace_job(t, t.with_values(
+                checkpoint=str(self.run_dir.resolve() / "ps-checkpoint.npz")))
         for feature in self.features:           # a placement, a pipeline's plan
             self.notes += feature.prepare(self.sc, self.run_dir)
         if self.sc.topology == "bottleneck":
             self.notes.append(bottleneck_note(self.sc))
-        for job in self.sc.all_jobs:            # emulated devices timed by a profile
-            fill_layer_seconds(job)
+        for job in list(self.sc.all_jobs):      # emulated devices timed by a profile
+            self.sc.replace_job(job, fill_layer_seconds(job))
         doc = dict(self.sc.raw)
-        doc["training"] = self.sc.training.as_dict()          # resolved: every field as run
+        doc["training"] = self.sc.training.as_table()         # resolved: every field as run
         for feature in self.features:
             feature.document(self.sc, doc)
         doc["links"] = {**doc.get("links", {}), "reliability": self.sc.links.reliability}
@@ -96,12 +98,13 @@ class Runner(NamespaceSetup, Supervision):
         path.write_text(f"# scenario {self.sc.name!r} as run\n" + to_toml(doc))
         for job in self.sc.all_jobs:
             if self.sc.jobs:
-                self.job_configs[job.ps] = self.run_dir / "config" / f"{job.ps}.training.toml"
-                self.job_configs[job.ps].write_text(
-                    f"# job {job.ps!r} of scenario {self.sc.name!r}\n"
-                    + to_toml({"training": job.as_dict()}))
+                ps = job.who.ps
+                self.job_configs[ps] = self.run_dir / "config" / f"{ps}.training.toml"
+                self.job_configs[ps].write_text(
+                    f"# job {ps!r} of scenario {self.sc.name!r}\n"
+                    + to_toml({"training": job.as_table()}))
             else:
-                self.job_configs[job.ps] = path
+                self.job_configs[job.who.ps] = path
         return path
 
     def plan(self) -> topology.Plan:
@@ -186,7 +189,7 @@ class Runner(NamespaceSetup, Supervision):
 
     def _start_flags(self, app: str) -> list[str]:
         """[[jobs]] start: a job's PS or peers wait so long (its workers wait for its PS)."""
-        start = self.sc.job_start.get(self.sc.job_of(app).ps)
+        start = self.sc.job_start.get(self.sc.job_of(app).who.ps)
         return ["--start-after", repr(start)] if start else []
 
     def _program(self, app: topology.AppNode) -> tuple[str, list[str]]:
@@ -207,7 +210,7 @@ class Runner(NamespaceSetup, Supervision):
             node = plan.forwarders[app.forwarder]
             env = {"NDN_CLIENT_TRANSPORT": f"unix://{self.sockets[app.forwarder]}"}
             metrics = self.run_dir / "metrics" / f"{app.name}.jsonl"
-            config = self.job_configs[self.sc.job_of(app.name).ps]
+            config = self.job_configs[self.sc.job_of(app.name).who.ps]
             self.roles[app.name] = app.role
             if app.role == "ps":
                 ps_nodes.append((app, node, env, metrics, config))

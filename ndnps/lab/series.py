@@ -128,7 +128,7 @@ def job_summary(run_dir: Path, job: Any, run: PsRun) -> dict[str, Any]:
     """One job's figures from its PS's and workers' metrics."""
     versions, end, start = run.versions, run.end, run.start
     workers_end: dict[str, dict] = {}
-    for w in job.workers:
+    for w in job.who.workers:
         path = run_dir / "metrics" / f"{w}.jsonl"
         recs = read_metrics(path) if path.exists() else []      # (a worker that never ran)
         workers_end[w] = next((r for r in reversed(recs) if r.get("event") == "end"), {})
@@ -140,7 +140,7 @@ def job_summary(run_dir: Path, job: Any, run: PsRun) -> dict[str, Any]:
     iters = [dt for _, dt in iterations(versions)]
     seconds = training_seconds(run)
     return {
-        "workers": len(job.workers),
+        "workers": len(job.who.workers),
         "final_accuracy": end.get("accuracy", versions[-1].get("accuracy") if versions else None),
         "versions": end.get("version", len(versions)),
         "model_params": n_params,
@@ -169,7 +169,7 @@ def job_summary(run_dir: Path, job: Any, run: PsRun) -> dict[str, Any]:
         "ps_restarts": end.get("restarts", 0),
         "ps_resumed_from": end.get("resumed_from"),
         "reconnects": {name: e.get("reconnects", 0)
-                       for name, e in [(job.ps, end), *workers_end.items()]
+                       for name, e in [(job.who.ps, end), *workers_end.items()]
                        if e.get("reconnects")},
         "warnings": run_warnings(run),
         "ps_end": end,

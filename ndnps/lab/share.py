@@ -1,5 +1,6 @@
 """Several jobs sharing one aggregating forwarder in a scenario (docs/sharing.md): the `[share]`
-table, what it does to each job, the controller's process, and the run's invariants.
+table (ndnps.protocol.sharing: the controller reads the same), what it does to each job, the
+controller's process, and the run's invariants.
 
     [share]
     policy = "time-division"   # a share controller decides each round (docs/sharing.md);
@@ -11,13 +12,16 @@ table, what it does to each job, the controller's process, and the run's invaria
     slots = 64                 # its pool: made to fit one job's round
     slot_timeout = 2.0         # s a slot waits for its contributors
     agree_timeout = 1.0        # the controller: s for all of a job's nodes to ask a round
+                               # (`timeout`, the controller's older name for it, is read too)
     backoff = 0.05             # ... s after an abort, doubling
     tries = 4                  # ... aborts of a round before it goes the ordinary way
+    hold_limit = 30.0          # ... a holder that never says done is released after this
+    name = "ctl"               # the controller's node name
 
 Every job of the scenario (a PS's, or peers' with collective = "ina") aggregates at `at`; the
 runner configures it there for each job — the same slots for all (time-division, always-wait:
 `first = 0`), or disjoint ranges (spatial) — and starts the controller (`python -m
-ndnps.apps.controller`, node name "ctl", beside `at`) for the policies that have one. [[jobs]] may
+ndnps.apps.controller`, node `name`, beside `at`) for the policies that have one. [[jobs]] may
 say `start = <s>`: that job's apps wait so long after the run's start.
 """
 from __future__ import annotations
@@ -25,11 +29,12 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ndnps.protocol.config import ConfigError
+from ndnps.protocol.sharing import ShareConfig, read_share
 
 from .feature import Feature, Helper, Launcher
 from .figures import TIME_AXIS, legend, save
@@ -38,60 +43,30 @@ from .metrics import read_metrics
 from .process import READY_TIMEOUT, wait_until
 from .series import ps_series
 from .tomltext import to_toml
-from .values import ScenarioError, known_keys, number
+from .values import ScenarioError
 
 if TYPE_CHECKING:
-    from ndnps.protocol.config import TrainingConfig
+    from ndnps.protocol.config import TrainingSpec
 
     from .config import Scenario
     from .nodes import Plan
-
-CTL = "ctl"                     # the controller's node name
-POLICIES = ("time-division", "always-wait", "spatial", "never")
-# ndnps.exchanges.sharing.decision.SCORES's names (the lab does not import the exchanges; a unit
-# test keeps the two the same)
-SCORES = ("time-saved", "shortest-round")
-CONTROLLED = ("time-division", "always-wait")
-KEYS = {"policy", "score", "at", "slots", "slot_timeout", "agree_timeout", "backoff", "tries",
-        "hold_limit"}
-
-
-@dataclass
-class Share:
-    policy: str = "time-division"
-    score: str = "time-saved"
-    at: str = ""
-    slots: int = 64
-    slot_timeout: float = 2.0
-    agree_timeout: float = 1.0
-    backoff: float = 0.05
-    tries: int = 4
-    hold_limit: float = 30.0
-
-    @property
-    def controlled(self) -> bool:
-        return self.policy in CONTROLLED
-
 
 def default_at(sc: "Scenario") -> str:
     return "fwd" if sc.topology == "star" else "root"
 
 
-def parse(table: Any, sc: "Scenario") -> Share:
+def parse(table: Any, sc: "Scenario") -> ShareConfig:
     """[share], checked against the scenario's topology (errors name the key); the jobs are
     checked and changed by `apply`."""
-    known_keys(table, "share", KEYS)
-    s = Share()
-    s.policy = table.get("policy", s.policy)
-    if s.policy not in POLICIES:
-        raise ScenarioError(f"share.policy: one of {', '.join(POLICIES)}, got {s.policy!r}")
-    s.score = table.get("score", s.score)
-    if s.score not in SCORES:
-        raise ScenarioError(f"share.score: one of {', '.join(SCORES)}, got {s.score!r}")
+    try:
+        s = read_share(table)
+    except ConfigError as e:
+        raise ScenarioError(str(e)) from None
     if sc.topology not in ("star", "tree") or sc.netns:
         raise ScenarioError("share: on a local star or tree (not built for --netns, fabrics or "
                             "the bottleneck)")
-    s.at = table.get("at", default_at(sc))
+    if "at" not in table:
+        s = replace(s, at=default_at(sc))
     routers = ["fwd"] if sc.topology == "star" else ["root", *(f"leaf{i + 1}"
                                                                for i in range(sc.leaves))]
     if s.at not in routers:
@@ -99,15 +74,6 @@ def parse(table: Any, sc: "Scenario") -> Share:
                             f"({', '.join(routers)})")
     if sc.topology == "tree" and s.at != "root":
         raise ScenarioError("share.at: on a tree, the root (every job's traffic meets there)")
-    s.slots = number(table.get("slots", s.slots), "share.slots", 1, 1 << 20, True)
-    s.slot_timeout = number(table.get("slot_timeout", s.slot_timeout), "share.slot_timeout",
-                             0.01, 60.0)
-    s.agree_timeout = number(table.get("agree_timeout", s.agree_timeout),
-                              "share.agree_timeout", 0.01, 60.0)
-    s.backoff = number(table.get("backoff", s.backoff), "share.backoff", 0.001, 10.0)
-    s.tries = number(table.get("tries", s.tries), "share.tries", 1, 100, True)
-    s.hold_limit = number(table.get("hold_limit", s.hold_limit), "share.hold_limit", 0.1,
-                           3600.0)
     if s.policy == "spatial" and s.slots < len(sc.all_jobs):
         raise ScenarioError(f"share.slots: {s.slots} cannot be split among "
                             f"{len(sc.all_jobs)} jobs")
@@ -121,51 +87,50 @@ def defaults(table: Any, sc: "Scenario") -> dict[str, Any]:
     return {"aggregate_at": at}
 
 
-def apply(s: Share, sc: "Scenario") -> None:
+def apply(s: ShareConfig, sc: "Scenario") -> None:
     """Each job as the policy runs it."""
-    for i, job in enumerate(sc.all_jobs):
+    for i, job in enumerate(list(sc.all_jobs)):
         where = f"jobs[{i}]" if sc.jobs else "training"
-        if job.collective not in ("", "ina") and not (s.policy == "never"
-                                                      and job.collective == "ring"):
-            raise ScenarioError(f"{where}.collective: {job.collective!r} uses no aggregator "
+        collective = job.peers.collective
+        if collective not in ("", "ina") and not (s.policy == "never"
+                                                  and collective == "ring"):
+            raise ScenarioError(f"{where}.collective: {collective!r} uses no aggregator "
                                 "([share] is for a PS's job or collective = \"ina\")")
-        if job.mode != "sync" or not job.key:
+        if job.update.mode != "sync" or not job.who.key:
             raise ScenarioError(f"{where}: sharing aggregators needs mode = \"sync\" and a key")
+        changes: dict[str, Any]
         if s.policy == "never":
-            job.aggregate_at, job.aggregate_via = "", []
-            if job.collective == "ina":
-                job.collective = "ring"
+            changes = {"aggregate_at": "", "aggregate_via": []}
+            if job.peers.collective == "ina":
+                changes["collective"] = "ring"
         else:
-            job.aggregate_at, job.aggregate_via = s.at, []
-            job.share_controller = CTL if s.controlled else ""
+            changes = {"aggregate_at": s.at, "aggregate_via": [],
+                       "share_controller": s.name if s.controlled else ""}
         try:
-            job.validate()
+            sc.replace_job(job, job.with_values(**changes))
         except ConfigError as e:
-            raise ScenarioError(f"{where}.{str(e).removeprefix('training.')}") from None
+            raise ScenarioError(str(e.renamed("training.", f"{where}."))) from None
 
 
-def ranges(s: Share, jobs: list["TrainingConfig"]) -> dict[str, tuple[int, int]]:
+def ranges(s: ShareConfig, jobs: list["TrainingSpec"]) -> dict[str, tuple[int, int]]:
     """Each job's (first, slots) at the aggregator."""
     if s.policy != "spatial":
-        return {job.ps: (0, s.slots) for job in jobs}
+        return {job.who.ps: (0, s.slots) for job in jobs}
     each = s.slots // len(jobs)
-    return {job.ps: (i * each, each) for i, job in enumerate(jobs)}
+    return {job.who.ps: (i * each, each) for i, job in enumerate(jobs)}
 
 
-def controller_config(s: Share, jobs: list["TrainingConfig"]) -> dict[str, Any]:
-    """ndnps.apps.controller's configuration (written as TOML by the runner)."""
-    return {"share": {"name": CTL, "policy": s.policy, "score": s.score,
-                      "timeout": s.agree_timeout, "backoff": s.backoff, "tries": s.tries,
-                      "slot_timeout": s.slot_timeout, "hold_limit": s.hold_limit},
-            "jobs": [job.as_dict() for job in jobs]}
+def controller_config(s: ShareConfig, jobs: list["TrainingSpec"]) -> dict[str, Any]:
+    """ndnps.apps.controller's configuration (written as TOML by the runner): the same [share]."""
+    return {"share": s.as_table(), "jobs": [job.as_table() for job in jobs]}
 
 
-def routes(s: Share, sc: "Scenario", forwarders: dict[str, Any]) -> None:
+def routes(s: ShareConfig, sc: "Scenario", forwarders: dict[str, Any]) -> None:
     """A tree's leaves reach the controller (beside the root) through the root."""
     if s.controlled and sc.topology == "tree":
         for name, node in forwarders.items():
             if name != s.at:
-                node.routes.append((f"/{CTL}", s.at))
+                node.routes.append((f"/{s.name}", s.at))
 
 
 # ---- the run's figures and invariants ----------------------------------------------------------
@@ -182,7 +147,8 @@ def _records(run_dir: Path, app: str) -> list[dict]:
     return read_metrics(path) if path.exists() else []
 
 
-def share_summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) -> dict[str, Any]:
+def share_summary(s: ShareConfig, sc: "Scenario", run_dir: Path,
+                  wall_seconds: float) -> dict[str, Any]:
     """summary.json's `share`: per job its rounds by decision (an "unreachable" one: the
     controller did not answer), its nodes' asks answered RETRY, round waits, completion time;
     `decision_mismatches` (nodes of one job that chose differently for a round: must be 0),
@@ -206,7 +172,7 @@ def share_summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) 
         for rnd, by_node in sorted(chosen.items()):
             uses = {n: v == "aggregate" for n, v in by_node.items()}
             if len(set(uses.values())) > 1:
-                mismatches.append({"job": job.ps, "round": rnd, "nodes": by_node})
+                mismatches.append({"job": job.who.ps, "round": rnd, "nodes": by_node})
         recs = _records(run_dir, job.recorder)
         versions = [r for r in recs if "version" in r and "event" not in r]
         start = next((r for r in recs if r.get("event") == "start"), None)
@@ -215,7 +181,7 @@ def share_summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) 
             v = by_node.get(nodes[0])
             if v is not None:
                 counts[v] = counts.get(v, 0) + 1
-        jobs[job.ps] = {
+        jobs[job.who.ps] = {
             "rounds": counts, "rounds_asked": len(chosen), "ask_retries": retries,
             "round_wait_mean": statistics.mean(waits) if waits else None,
             "round_wait_p99": _p99(waits),
@@ -224,7 +190,7 @@ def share_summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) 
             else None,
             "final_accuracy": versions[-1].get("accuracy") if versions else None,
             "versions": versions[-1]["version"] if versions else 0}
-    out: dict[str, Any] = {**asdict(s), "jobs": jobs, "decision_mismatches": len(mismatches),
+    out: dict[str, Any] = {**s.as_table(), "jobs": jobs, "decision_mismatches": len(mismatches),
                            "mismatched_rounds": mismatches[:20]}
     if s.policy != "never":
         try:
@@ -240,7 +206,7 @@ def share_summary(s: Share, sc: "Scenario", run_dir: Path, wall_seconds: float) 
             wall_seconds > 0 else None
         out["aggregator_counters"] = agg.get("counters", {})
     if s.controlled:
-        end: dict[str, Any] = next((r for r in reversed(_records(run_dir, CTL))
+        end: dict[str, Any] = next((r for r in reversed(_records(run_dir, s.name))
                                     if r.get("event") == "end"), {})
         cj = end.get("jobs", {})
         out["controller"] = {"busy_seconds": end.get("busy_seconds"),
@@ -308,7 +274,7 @@ class Sharing(Feature):
     def configure(self, sc: "Scenario", name: str, transport: str) -> bool:
         s = sc.share                    # every job, in its range of the one pool
         for job in sc.all_jobs:
-            first, slots = ranges(s, sc.all_jobs)[job.ps]
+            first, slots = ranges(s, sc.all_jobs)[job.who.ps]
             configure(transport, job, name, slots, s.slot_timeout, first)
         return True
 
@@ -320,22 +286,23 @@ class Sharing(Feature):
         conf = runner.run_dir / "config" / "share.toml"
         conf.write_text(to_toml(controller_config(s, runner.sc.all_jobs)))
         argv = [sys.executable, "-m", "ndnps.apps.controller", "--config", str(conf), "--metrics",
-                str(runner.run_dir / "metrics" / f"{CTL}.jsonl"), *runner.link_flags()]
-        proc = runner.spawn(CTL, argv, {"NDN_CLIENT_TRANSPORT": f"unix://{runner.sockets[s.at]}"})
+                str(runner.run_dir / "metrics" / f"{s.name}.jsonl"), *runner.link_flags()]
+        proc = runner.spawn(s.name, argv,
+                            {"NDN_CLIENT_TRANSPORT": f"unix://{runner.sockets[s.at]}"})
         wait_until(lambda: "ready" in proc.tail(5), READY_TIMEOUT, proc, "ready")
-        return [controller(proc)]
+        return [controller(proc, s.name)]
 
     def summarize(self, run_dir: Path, sc: "Scenario", summary: dict[str, Any],
                   wall_seconds: float) -> None:
         summary["share"] = share_summary(sc.share, sc, run_dir, wall_seconds)
 
     def plot(self, run_dir: Path, sc: "Scenario", plots: Path) -> list[Path]:
-        runs = {job.ps: ps_series(run_dir, job.recorder) for job in sc.all_jobs}
+        runs = {job.who.ps: ps_series(run_dir, job.recorder) for job in sc.all_jobs}
         return [plot(runs, sc, plots / "share.png")]
 
 
-def controller(proc: Any) -> Helper:
+def controller(proc: Any, name: str) -> Helper:
     """The controller's process as the runner watches it: its loss leaves rounds to the
     ordinary way."""
-    return Helper(proc, "controller", CTL,
+    return Helper(proc, "controller", name,
                   "none: rounds go the ordinary way (the nodes find it unreachable)")

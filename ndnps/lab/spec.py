@@ -42,7 +42,8 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  checkpoint: training.checkpoint defaults to the run directory's); {
                  forwarder = "fwd", ... } a forwarder (restarted on the same socket); random = { kills = 3, seed = 1, from_version = 20,
                  to_version = 200, restart_after = 2.0 } adds kills drawn from the seed
-    [training]   everything `python -m ndnps.apps.ps --help` lists (ndnps/protocol/config.py)
+    [training]   everything `python -m ndnps.apps.ps --help` lists (ndnps/protocol/config.py's
+                 TrainingSpec, of the parts in ndnps/protocol/parts.py)
     [[device_kinds]], [pipeline]
                  pipeline + data parallel on devices of different speeds: see
                  ndnps/lab/pipeline_plan.py
@@ -66,7 +67,7 @@ from typing import Any
 
 from ndnps.forwarder.outgoing import Limits
 from ndnps.protocol import config as training_config
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import TrainingSpec
 
 from . import fabric, minindn
 from .topology import router_names
@@ -222,8 +223,8 @@ def parse(doc: dict[str, Any], name: str, base: Path | None = None) -> Scenario:
         sc.training = training_config.from_table(training)
     except training_config.ConfigError as e:
         raise ScenarioError(str(e)) from None
-    if len(sc.training.workers) != sc.workers and "workers" in doc.get("training", {}):
-        raise ScenarioError(f"training.workers: {len(sc.training.workers)} names for "
+    if len(sc.training.who.workers) != sc.workers and "workers" in doc.get("training", {}):
+        raise ScenarioError(f"training.workers: {len(sc.training.who.workers)} names for "
                             f"topology.workers = {sc.workers}")
     if "jobs" in doc:
         sc.jobs = _jobs(doc["jobs"], {**shared, **doc.get("training", {})}, sc.workers,
@@ -256,13 +257,13 @@ def parse(doc: dict[str, Any], name: str, base: Path | None = None) -> Scenario:
 
 
 def _jobs(entries: Any, base: dict[str, Any], default_workers: int,
-          starts: dict[str, float]) -> list[TrainingConfig]:
+          starts: dict[str, float]) -> list[TrainingSpec]:
     """[[jobs]]: one training per entry, [training] with the entry's keys replacing its own;
     an entry's `start` (s after the run's start: its apps wait so long) into `starts`."""
     if not isinstance(entries, list) or not entries or \
             not all(isinstance(e, dict) for e in entries):
         raise ScenarioError("jobs: expected an array of tables ([[jobs]] entries)")
-    jobs: list[TrainingConfig] = []
+    jobs: list[TrainingSpec] = []
     seen: dict[str, str] = {}                  # app name -> the key that named it first
     for i, entry in enumerate(entries):
         where = f"jobs[{i}]"
@@ -278,8 +279,8 @@ def _jobs(entries: Any, base: dict[str, Any], default_workers: int,
         try:
             job = training_config.from_table(table)
         except training_config.ConfigError as e:
-            raise ScenarioError(f"{where}.{str(e).removeprefix('training.')}") from None
-        for key, name in [("ps", job.ps)] + [("workers", w) for w in job.workers]:
+            raise ScenarioError(str(e.renamed("training.", f"{where}."))) from None
+        for key, name in [("ps", job.who.ps)] + [("workers", w) for w in job.who.workers]:
             if name in seen:
                 raise ScenarioError(f"{where}.{key}: {name!r} is already {seen[name]}")
             seen[name] = f"{where}'s" if key == "ps" else f"a worker of {where}"

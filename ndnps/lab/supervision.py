@@ -127,7 +127,7 @@ class Supervision:
             if proc.poll() not in (None, 0):
                 faults.forget("worker", name)
                 self.unplanned(proc, "worker", name,
-                               f"none: on_worker_loss = {self.sc.training.on_worker_loss!r} "
+                               f"none: on_worker_loss = {self.sc.training.tasks.on_worker_loss!r} "
                                "decides")
         done = True
         for name, ps in list(faults.pss.items()):      # None: killed, restarting
@@ -145,7 +145,7 @@ class Supervision:
                 # for a [faults] kill; the run ends when they have
                 faults.forget("worker", name)
                 self.unplanned(ps, role, name, self._loss_policy(name, role))
-            elif code != 0 and not self.sc.job_of(name).checkpoint:
+            elif code != 0 and not self.sc.job_of(name).checkpointing.checkpoint:
                 self.unplanned(ps, "ps", name, "run failed: no checkpoint to resume from "
                                "(training.checkpoint)")
                 raise ps.fail(f"exited with {describe(code)}")

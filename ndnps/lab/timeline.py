@@ -39,7 +39,7 @@ def timeline(run_dir: Path, scenario: Any) -> Path:
     pid = 0
     for job in scenario.all_jobs:                   # a lane per job's PS
         pid += 1
-        lane(pid, f"PS {job.ps}")
+        lane(pid, f"PS {job.who.ps}")
         run = ps_series(run_dir, job.recorder)
         for r in run.records:      # superseded versions too: a killed PS's work happened
             if "version" not in r or "event" in r or "t" not in r:

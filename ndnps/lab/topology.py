@@ -56,7 +56,7 @@ def plan_local(sc: Scenario) -> Plan:
         leaves.append(leaf)
         join(root, leaf, f"udp4://127.0.0.1:{leaf.udp}", f"udp4://127.0.0.1:{root.udp}", link,
               sc.links.reliability)
-        leaf.routes += [(f"/{job.ps}", "root") for job in sc.all_jobs]
+        leaf.routes += [(f"/{job.who.ps}", "root") for job in sc.all_jobs]
     apps = app_nodes(sc, lambda i: leaves[i % len(leaves)].name, "root")
     root.routes += [(f"/{app.name}", app.forwarder) for app in apps if app.role != "ps"]
     for app in apps:                    # a peer reaches the other leaves' through the root
@@ -73,8 +73,8 @@ def _route_peers_aggregator(sc: Scenario, nodes: dict[str, ForwarderNode]) -> No
     Interests carry it as their ForwardingHint): a leaf through the root, the root down to
     the leaf that aggregates."""
     for job in sc.all_jobs:
-        at = job.aggregate_at
-        if job.collective != "ina" or sc.topology != "tree" or at not in nodes:
+        at = job.aggregation.aggregate_at
+        if job.peers.collective != "ina" or sc.topology != "tree" or at not in nodes:
             continue
         for name, node in nodes.items():
             if name == at or name.startswith("h-"):
@@ -101,7 +101,7 @@ def plan_netns(sc: Scenario) -> Plan:
     if sc.topology == "tree":
         for leaf in routers[1:]:
             links.append(("root", leaf))
-            routes[leaf] += [(f"/{job.ps}", "root") for job in sc.all_jobs]
+            routes[leaf] += [(f"/{job.who.ps}", "root") for job in sc.all_jobs]
     app_hosts = app_nodes(sc, lambda i: "fwd" if sc.topology == "star"
                           else routers[1 + i % sc.leaves], routers[0])
     apps = []
@@ -118,12 +118,12 @@ def plan_netns(sc: Scenario) -> Plan:
         routes[router].append((f"/{app.name}", hf))
         job = sc.job_of(app.name)
         if app.role == "peer":          # every other peer, and the aggregator by its name
-            routes[hf] = [(f"/{w}", router) for w in job.workers if w != app.name]
-            if job.aggregate_at:
-                routes[hf].append((f"/{job.aggregate_at}", router))
+            routes[hf] = [(f"/{w}", router) for w in job.who.workers if w != app.name]
+            if job.aggregation.aggregate_at:
+                routes[hf].append((f"/{job.aggregation.aggregate_at}", router))
         else:
-            routes[hf] = [(f"/{job.ps}", router)] if app.role == "worker" else \
-                [(f"/{w}", router) for w in job.workers]
+            routes[hf] = [(f"/{job.who.ps}", router)] if app.role == "worker" else \
+                [(f"/{w}", router) for w in job.who.workers]
         apps.append(AppNode(app.name, app.role, hf))
     for name, rs in routes.items():
         nodes[name].routes = rs
@@ -138,7 +138,7 @@ def plan_bottleneck(sc: Scenario) -> Plan:
     `assign_addresses`, once the veth exists."""
     a, b = BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST
     nodes = {a: ForwarderNode(a, host=a, routes=[(f"/{w}", b) for w in sc.worker_names]),
-             b: ForwarderNode(b, host=b, routes=[(f"/{job.ps}", a) for job in sc.all_jobs])}
+             b: ForwarderNode(b, host=b, routes=[(f"/{job.who.ps}", a) for job in sc.all_jobs])}
     return Plan(nodes, app_nodes(sc, lambda i: b, a), [(a, b)])
 
 
@@ -160,7 +160,7 @@ def route_aggregators(plan: Plan, sc: Scenario, nodes: list[str]) -> None:
             plan.forwarders["root"].routes.append((prefix, node))
         else:                                           # from the PS's host, by its router
             first = "fwd" if sc.topology == "star" else "root"
-            plan.forwarders[f"h-{sc.training.ps}"].routes.append((prefix, first))
+            plan.forwarders[f"h-{sc.training.who.ps}"].routes.append((prefix, first))
             if node != first:
                 plan.forwarders[first].routes.append((prefix, node))
 

@@ -27,7 +27,7 @@ from ndnps.lab.process import ManagedProcess
 from ndnps.ndn import aggregation
 from ndnps.ndn.tlv import NAME, encode_tlv, name_from_str
 from ndnps.protocol import names
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import from_table
 
 from tests.support.procfs import processes_naming
 from tests.support.rawclient import RawFace
@@ -91,7 +91,7 @@ def test_a_pool_too_small_falls_back_and_stays_correct(tmp_path):
 
 def _aggregating_forwarder(procs, node: str = "edge", slots: int = 64) -> str:
     sock = procs.forwarder()
-    job = TrainingConfig(ps="ps", train="t1", workers=list(WORKERS), key=KEY)
+    job = from_table({"ps": "ps", "train": "t1", "workers": list(WORKERS), "key": KEY})
     ina.configure(f"unix://{sock}", job, node, slots, 1.0)
     return sock
 

@@ -79,13 +79,14 @@ def reference_accuracy(sets: list[str], scenario: str = "bottleneck") -> float:
     from ndnps.ml.models import SGD, build_model
     from ndnps.ml.train import WorkerBatches, average_grads
     t = spec.load(scenario, sets).training
-    ds = load_dataset(t.dataset, t.seed, **t.dataset_kwargs())
+    ds = load_dataset(t.model.dataset, t.model.seed, **t.model.dataset_kwargs())
     model = build_model({"n_in": ds.n_features, "n_classes": ds.n_classes,
-                         **t.model_spec()}, t.seed)
-    opt = SGD(t.lr, t.momentum, t.weight_decay)
-    feeds = [WorkerBatches(ds, len(t.workers), i, t.batch, t.seed) for i in range(len(t.workers))]
+                         **t.model.model_spec()}, t.model.seed)
+    opt = SGD(t.sgd.lr, t.sgd.momentum, t.sgd.weight_decay)
+    n = len(t.who.workers)
+    feeds = [WorkerBatches(ds, n, i, t.sgd.batch, t.model.seed) for i in range(n)]
     with threadpool_limits(1):
-        for v in range(t.max_versions):
+        for v in range(t.sgd.max_versions):
             grads = [model.loss_and_grad(*f.for_step(v))[1] for f in feeds]
             opt.step(model.params, average_grads(grads))
         return float(model.accuracy(ds.X_test, ds.y_test))

@@ -34,10 +34,11 @@ def run_scenario(out: Path, scenario: str, overrides: list[str],
 def reference(scenario: str, overrides: list[str]) -> dict:
     """The single-process sync SGD reference with the scenario's training settings."""
     cfg = load(scenario, overrides).training
-    ds = load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs())
-    spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **cfg.model_spec()}
-    return train_sync_reference(ds, spec, len(cfg.workers), cfg.epochs, cfg.batch, cfg.lr,
-                                cfg.momentum, cfg.weight_decay, cfg.seed)
+    ds = load_dataset(cfg.model.dataset, cfg.model.seed, **cfg.model.dataset_kwargs())
+    spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **cfg.model.model_spec()}
+    return train_sync_reference(ds, spec, len(cfg.who.workers), cfg.sgd.epochs, cfg.sgd.batch,
+                                cfg.sgd.lr, cfg.sgd.momentum, cfg.sgd.weight_decay,
+                                cfg.model.seed)
 
 
 def ends(out: Path, peers: list[str]) -> dict[str, dict]:
@@ -53,7 +54,7 @@ def check_run(tmp_path: Path, scenario: str, overrides: list[str], peers: int) -
     assert s["ok"] is True and s["peers"] == peers and s["workers"] == peers
     assert s["parameters_identical"] is True and s["digest_mismatches"] == []
     ref = reference(scenario, overrides)
-    epochs = load(scenario, overrides).training.epochs
+    epochs = load(scenario, overrides).training.sgd.epochs
     assert s["versions"] == epochs * ref["steps_per_epoch"]
     assert s["versions_compared"] == s["versions"]
     names = [f"w{i + 1}" for i in range(peers)]
@@ -190,7 +191,7 @@ def test_a_killed_peer_is_left_behind_when_the_collective_re_forms(tmp_path, col
     # w2 dies once the recorder (w1) has version 5; a peer still finishing version 5 (its last
     # ring part was w2's to pass on) is at 4, so the survivors may go on from 4
     assert reformed["lost"] == ["w2"] and reformed["version"] >= 4
-    total = load(str(path), []).training.epochs * reference(str(path), [])["steps_per_epoch"]
+    total = load(str(path), []).training.sgd.epochs * reference(str(path), [])["steps_per_epoch"]
     assert s["versions"] == total and s["versions_compared"] == total
     end = ends(out, ["w1", "w3", "w4"])
     assert {p: (e["code"], e["version"]) for p, e in end.items()} == \

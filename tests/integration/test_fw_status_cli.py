@@ -72,9 +72,10 @@ def test_status_json_has_the_udp_face_counters(procs):
 
 def test_status_shows_an_aggregators_counters(procs):
     from ndnps.lab import ina
-    from ndnps.protocol.config import TrainingConfig
+    from ndnps.protocol.config import from_table
     sock = procs.forwarder()
-    ina.configure(f"unix://{sock}", TrainingConfig(ps="ps", train="t1", key="k"), "edge", 64)
+    ina.configure(f"unix://{sock}", from_table({"ps": "ps", "train": "t1", "key": "k"}), "edge",
+                  64)
     proc = _status("--transport", f"unix://{sock}")
     assert proc.returncode == 0, proc.stderr
     assert "aggregation: sums 0 of 0 asked" in proc.stdout

@@ -49,10 +49,12 @@ key = "kb"
 
 async def _node(sock: str, table: dict, node: str) -> tuple[Share, App, asyncio.Task]:
     cfg = from_table(table)
+    who = cfg.who
     app = App(f"unix://{sock}")
     await app.face.open()
     task = asyncio.create_task(app.face.run())
-    return Share(cfg, app, node, Security(cfg.key_bytes, names.key(cfg.ps, cfg.train)).validator), \
+    return Share(who, cfg.sharing, app, node,
+                 Security(who.key_bytes, names.key(who.ps, who.train)).validator), \
         app, task
 
 

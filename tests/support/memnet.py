@@ -4,7 +4,7 @@ the real forwarder core and the apps' real client.
 ``MemNet`` is one ``ndnps.forwarder.pipelines.Forwarder`` (the sans-I/O core the daemon runs: PIT,
 persistent PIT, CS, dead-nonce list, FIB/RIB, strategies) configured as the scenario runner
 configures the daemon for a training: default table limits (``Limits()``; scenarios set none)
-and best-route for ``/`` with the training's retransmission suppression (TrainingConfig's
+and best-route for ``/`` with the training's retransmission suppression (its transport's
 ``retx_suppression_ms`` / ``retx_suppression_max_ms``, as ``ndnps.lab.topology.
 forwarder_strategy`` writes it).  Its clock is the running event loop's (``loop.time()``: the
 daemon's ``time.monotonic``, or a test's fake loop clock); ``Forwarder.tick`` (the daemon's
@@ -33,7 +33,6 @@ unexpired persistent entry), ``pushes_out`` (the forwarder's copies along persis
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 import weakref
@@ -51,7 +50,7 @@ from ndnps.client.security import DigestSigner
 from ndnps.client.wire import make_data
 from ndnps.ndn import encoders, nfd, packet
 from ndnps.ndn.tlv import LP_PACKET, DecodeError, component_offsets, read_tl
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.parts import Transport
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +61,10 @@ _MGMT = nfd.LOCALHOST + nfd.NFD
 
 def training_strategy() -> Strategy:
     """What the scenario runner sets on every forwarder for a training (topology.
-    forwarder_strategy), with TrainingConfig's defaults."""
-    defaults = {f.name: f.default for f in dataclasses.fields(TrainingConfig)}
-    return BestRoute(RetxSuppression(initial=defaults["retx_suppression_ms"] / 1000,
-                                     max=defaults["retx_suppression_max_ms"] / 1000))
+    forwarder_strategy), with the training's transport defaults."""
+    t = Transport()
+    return BestRoute(RetxSuppression(initial=t.retx_suppression_ms / 1000,
+                                     max=t.retx_suppression_max_ms / 1000))
 
 
 def _loop_time() -> float:

@@ -17,7 +17,7 @@ from ndnps.ndn.aggregation import Group
 from ndnps.ndn.tlv import MAX_PACKET_SIZE
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import PsConfig, from_table
 
 E = messages.SUMMABLE_VALUES
 
@@ -52,8 +52,8 @@ def test_a_whole_gradient_blob_is_no_header():
 
 
 def aggregate(via: list[str], workers=("w1", "w2", "w3", "w4", "w5")) -> Aggregate:
-    cfg = TrainingConfig(workers=list(workers), key="k", aggregate_at="edge",
-                         aggregate_via=via).validate()
+    cfg = PsConfig.of(from_table({"workers": list(workers), "key": "k", "aggregate_at": "edge",
+                                  "aggregate_via": via}))
     app = SimpleNamespace(lp_reliability=False, link_repair=False)
     return Aggregate(cfg, app, None, Security(b"k", names.key("ps", "t1")), 10, PsCounters(),
                      lambda w, why: None)

@@ -1,5 +1,6 @@
-"""The apps' supporting pieces: training configuration (TOML and flags, errors naming the key),
-message payloads, metrics lines, pacing, held Interests, and the command lines' --help."""
+"""The apps' supporting pieces: training configuration (TOML and flags, errors naming the key;
+its parts, each checking its own settings, and each program's config of them), message
+payloads, metrics lines, pacing, held Interests, and the command lines' --help."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,9 @@ from ndnps.protocol.codec import CodecError, encode_tensors
 from ndnps.lab.metrics import Delta, MetricsWriter, read_metrics
 from ndnps.client.pacer import Pacer
 from ndnps.client.pending import HeldInterests
-from ndnps.protocol.config import ConfigError, TrainingConfig, add_arguments, from_table, load
+from ndnps.protocol import parts
+from ndnps.protocol.config import (ConfigError, PeerConfig, PsConfig, StageConfig, TrainingSpec,
+                                   add_arguments, from_table, load)
 
 # ---- training configuration --------------------------------------------------------------------
 
@@ -24,7 +27,8 @@ from ndnps.protocol.config import ConfigError, TrainingConfig, add_arguments, fr
 def test_defaults_are_valid_and_match_the_reference_defaults():
     from ndnps.ml.train import DEFAULTS
     cfg = from_table({})
-    assert (cfg.dataset, cfg.model, cfg.hidden, cfg.epochs, cfg.batch, cfg.lr, cfg.momentum) == \
+    assert (cfg.model.dataset, cfg.model.model, list(cfg.model.hidden), cfg.sgd.epochs,
+            cfg.sgd.batch, cfg.sgd.lr, cfg.sgd.momentum) == \
         (DEFAULTS["dataset"], DEFAULTS["model"], DEFAULTS["hidden"], DEFAULTS["epochs"],
          DEFAULTS["batch"], DEFAULTS["lr"], DEFAULTS["momentum"])
 
@@ -37,9 +41,18 @@ def test_toml_table_then_flags_override(tmp_path):
     add_arguments(parser)
     args = parser.parse_args(["--lr", "0.5", "--workers", "a,b,c", "--hidden", "32,16"])
     cfg = load(path, args)
-    assert (cfg.ps, cfg.workers, cfg.lr, cfg.mode, cfg.hidden) == \
-        ("lab", ["a", "b", "c"], 0.5, "async", [32, 16])
-    assert isinstance(load(path).lr, float) and load(path).key_bytes == b"s3cret"
+    assert (cfg.who.ps, cfg.who.workers, cfg.sgd.lr, cfg.update.mode, cfg.model.hidden) == \
+        ("lab", ("a", "b", "c"), 0.5, "async", (32, 16))
+    assert isinstance(load(path).sgd.lr, float) and load(path).who.key_bytes == b"s3cret"
+    # a bad value given by flag names the flag and the key
+    with pytest.raises(ConfigError, match=r"^--lr / training\.lr: must be > 0"):
+        load(path, parser.parse_args(["--lr", "-1"]))
+    with pytest.raises(ConfigError, match=r"^--workers / training\.workers\[1\]"):
+        load(path, parser.parse_args(["--workers", "a,b/c"]))
+    bad = tmp_path / "bad.toml"                 # the file's value: the key alone
+    bad.write_text("[training]\nlr = -1\n")
+    with pytest.raises(ConfigError, match=r"^training\.lr: must be > 0"):
+        load(bad, parser.parse_args(["--epochs", "2"]))
 
 
 @pytest.mark.parametrize("table,message", [
@@ -117,7 +130,74 @@ def test_every_field_has_a_flag():
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     flags = {a.dest for a in parser._actions}
-    assert {f for f in TrainingConfig.__dataclass_fields__} <= flags
+    assert set(TrainingSpec.keys()) <= flags and len(TrainingSpec.keys()) == 72
+
+
+# ---- the parts, and each program's config of them ---------------------------------------------
+
+# one bad value per part: (part, its key, the value, what the error says)
+BAD = [
+    (parts.Identity, "workers", [], "need at least one worker"),
+    (parts.Identity, "ps", "a/b", "must be a non-empty string without '/'"),
+    (parts.Model, "hidden", [0], "need positive layer sizes"),
+    (parts.Model, "n_features", 3, "applies to dataset"),
+    (parts.Sgd, "lr", 0, "must be > 0"),
+    (parts.Sgd, "momentum", float("nan"), "expected a finite number"),
+    (parts.Update, "mode", "semi", "must be one of sync, async"),
+    (parts.Transport, "window", 0, "must be >= 1"),
+    (parts.Transport, "segment_timeout", float("inf"), "expected a finite number"),
+    (parts.Push, "push_rate", "fast", "must be one of adaptive, fixed"),
+    (parts.Probe, "probe_min", 9.0, "must be <= probe_max"),
+    (parts.Liveness, "worker_timeout", "soon", "expected a number"),
+    (parts.Tasks, "on_worker_loss", "retry", "must be one of continue, wait"),
+    (parts.Registration, "register_tries", 2.5, "expected an integer"),
+    (parts.Checkpointing, "checkpoint_every", 0, "must be >= 1"),
+    (parts.Aggregation, "aggregate_via", ["x"], "needs aggregate_at"),
+    (parts.Sharing, "share_controller", "*insert*", "reserved marker"),
+    (parts.Collective, "collective", "star", "must be one of"),
+    (parts.Stages, "recompute", "yes", "expected true or false"),
+    (parts.Device, "layer_seconds", [1.0, float("nan")], "expected finite numbers"),
+]
+
+
+@pytest.mark.parametrize("part, key, value, why", BAD, ids=[f"{p.__name__}.{k}"
+                                                           for p, k, _, _ in BAD])
+def test_each_part_refuses_its_bad_values_naming_the_key(part, key, value, why):
+    with pytest.raises(ConfigError) as e:
+        part(**{key: value})
+    assert str(e.value).startswith(f"training.{key}: ") and why in str(e.value), str(e.value)
+    # the same from the whole table
+    with pytest.raises(ConfigError, match=f"^training.{key}"):
+        from_table({key: value})
+
+
+def test_every_part_is_in_the_table_once_and_is_frozen():
+    keys = [k for part in TrainingSpec.part_types().values() for k in part.keys()]
+    assert len(keys) == len(set(keys)) == len(TrainingSpec.keys())
+    cfg = from_table({"workers": ["a", "b"], "hidden": [8]})
+    with pytest.raises(AttributeError):
+        cfg.sgd.lr = 1.0                                        # type: ignore[misc]
+    assert cfg.who.workers == ("a", "b") and cfg.as_table()["workers"] == ["a", "b"]
+    assert from_table(cfg.as_table()) == cfg                    # the table round-trips
+    changed = cfg.with_values(lr=0.5)
+    assert changed.sgd.lr == 0.5 and cfg.sgd.lr == 0.1 and changed.model == cfg.model
+    with pytest.raises(ConfigError, match="^training.lr"):
+        cfg.with_values(lr=-1)
+
+
+def test_each_program_reads_only_its_parts():
+    spec = from_table({"workers": ["a", "b"], "key": "k"})
+    owned = {PsConfig: {"who", "model", "sgd", "update", "transport", "push", "probe",
+                        "liveness", "tasks", "registration", "checkpointing", "aggregation",
+                        "sharing", "device"},
+             PeerConfig: {"who", "model", "sgd", "transport", "liveness", "aggregation",
+                          "sharing", "peers", "device"},
+             StageConfig: {"who", "model", "sgd", "transport", "liveness", "stages", "device"}}
+    for program, names in owned.items():
+        cfg = program.of(spec)
+        assert set(program.__dataclass_fields__) == names
+        assert all(getattr(cfg, n) is getattr(spec, n) for n in names)
+    assert not hasattr(PsConfig.of(spec), "stages") and not hasattr(PeerConfig.of(spec), "tasks")
 
 
 # ---- messages -----------------------------------------------------------------------------------

@@ -15,15 +15,15 @@ from ndnps.client.events import now_ms
 from ndnps.client.wire import parse_data
 from ndnps.protocol import messages, names
 from tests.support.memnet import MemNet
-from ndnps.protocol.config import from_table
+from ndnps.protocol.config import PsConfig, from_table
 
 KEY = b"k"
 
 
 def config(**kw):
-    return from_table({"workers": ["w1", "w2"], "min_workers": 1, "key": KEY.decode(),
-                       "task_timeout": 0.2, "task_tries": 2, "linger": 0.1, "max_versions": 2,
-                       **kw})
+    return PsConfig.of(from_table({"workers": ["w1", "w2"], "min_workers": 1,
+                                   "key": KEY.decode(), "task_timeout": 0.2, "task_tries": 2,
+                                   "linger": 0.1, "max_versions": 2, **kw}))
 
 
 async def started(net, *gpus):

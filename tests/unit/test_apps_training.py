@@ -23,7 +23,7 @@ from ndnps.lab.metrics import MetricsWriter, read_metrics
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_segments
 from ndnps.ml.train import train_sync_reference
-from ndnps.protocol.config import from_table
+from ndnps.protocol.config import PsConfig, from_table
 
 KEY = "k3y"
 
@@ -31,7 +31,7 @@ KEY = "k3y"
 def config(**kw):
     base = {"workers": ["w1", "w2", "w3"], "min_workers": 3, "epochs": 2, "key": KEY,
             "linger": 0.2, "probe_initial": 0.2, "gap_delay": 0.01}
-    return from_table({**base, **kw})
+    return PsConfig.of(from_table({**base, **kw}))
 
 
 async def run(cfg, drop=None, faults=None, metrics_dir=None, worker_key=KEY, rogue=None,
@@ -44,7 +44,7 @@ async def run(cfg, drop=None, faults=None, metrics_dir=None, worker_key=KEY, rog
     workers = [Worker(g, worker_key.encode(), net.app(), faults=faults.get(g),
                       metrics=MetricsWriter(metrics_dir / f"{g}.jsonl" if metrics_dir else None),
                       **({"content_patience": patience[g]} if patience and g in patience else {}))
-               for g in cfg.workers]
+               for g in cfg.who.workers]
     tasks = [asyncio.create_task(w.run()) for w in workers]
     await asyncio.sleep(0)
     ps = ParameterServer(cfg, net.app(),
@@ -59,9 +59,10 @@ async def run(cfg, drop=None, faults=None, metrics_dir=None, worker_key=KEY, rog
 
 
 def reference(cfg):
-    ds = load_dataset(cfg.dataset, cfg.seed)
-    return train_sync_reference(ds, cfg.model_spec(), len(cfg.workers), cfg.epochs, cfg.batch,
-                                cfg.lr, cfg.momentum, cfg.weight_decay, cfg.seed)
+    ds = load_dataset(cfg.model.dataset, cfg.model.seed)
+    return train_sync_reference(ds, cfg.model.model_spec(), len(cfg.who.workers), cfg.sgd.epochs,
+                                cfg.sgd.batch, cfg.sgd.lr, cfg.sgd.momentum,
+                                cfg.sgd.weight_decay, cfg.model.seed)
 
 
 def assert_same_params(ps, ref):
@@ -176,7 +177,7 @@ async def test_lost_pushes_are_recovered_by_probes_and_the_run_stays_exact():
 @pytest.mark.asyncio
 async def test_injected_push_loss_flag_is_survived():
     cfg = config()
-    faults = {g: Faults(drop_pushes_prob=0.2, seed=i) for i, g in enumerate(cfg.workers)}
+    faults = {g: Faults(drop_pushes_prob=0.2, seed=i) for i, g in enumerate(cfg.who.workers)}
     ps, workers, code, codes, _ = await run(cfg, faults=faults)
     assert code == 0 and codes == [0, 0, 0]
     assert_same_params(ps, reference(cfg))
@@ -222,7 +223,7 @@ async def test_workers_with_another_key_are_not_trusted_and_say_why(tmp_path):
     assert code == 3 and all(w.job is None or w.job.params is None for w in workers)
     (failed,) = [r for r in read_metrics(tmp_path / "ps.jsonl") if r.get("event") == "failed"]
     assert "failed its signature check (is the key the producer's?)" in failed["reason"]
-    reasons = [r["reason"] for w in cfg.workers for r in read_metrics(tmp_path / f"{w}.jsonl")
+    reasons = [r["reason"] for w in cfg.who.workers for r in read_metrics(tmp_path / f"{w}.jsonl")
                if r.get("event") == "failed"]
     assert reasons and all("may differ from the PS's" in r for r in reasons)
 
@@ -375,5 +376,5 @@ async def test_a_worker_gives_up_on_the_content_after_its_patience():
 
     ps, workers, code, codes, _ = await run(cfg, drop=drop, patience={"w2": 0.5})
     w2 = next(w for w in workers if w.gpu == "w2")
-    assert codes[cfg.workers.index("w2")] == EXIT_JOB_FAILED
+    assert codes[cfg.who.workers.index("w2")] == EXIT_JOB_FAILED
     assert w2.job.params is None

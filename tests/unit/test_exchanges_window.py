@@ -40,7 +40,7 @@ def test_slow_start_doubles_from_the_initial_window_per_round_trip_up_to_the_cap
     w = CongestionWindow(maximum=16)
     assert w.cwnd == INITIAL_WINDOW == 2 and w.room == 2
     assert [round_trip(w) for _ in range(5)] == [2, 4, 8, 16, 16]
-    assert w.cwnd == 16                                     # the cap: TrainingConfig.window
+    assert w.cwnd == 16                                     # the cap: training.window
 
 
 def test_a_mark_halves_the_window_once_per_round_trip_then_it_grows_one_per_round_trip():

@@ -11,11 +11,12 @@ import pytest
 from ndnps.apps.ps.__main__ import JobFailed, ParameterServer
 from tests.support.memnet import MemNet
 from ndnps.lab.series import fault_counts
-from ndnps.protocol.config import from_table
+from ndnps.protocol.config import PsConfig, from_table
 
 
 def config(path, **kw):
-    return from_table({"workers": ["w1", "w2"], "key": "k", "checkpoint": str(path), **kw})
+    return PsConfig.of(from_table({"workers": ["w1", "w2"], "key": "k",
+                                   "checkpoint": str(path), **kw}))
 
 
 def trained(path, **kw) -> ParameterServer:

@@ -37,7 +37,7 @@ def test_fault_scenarios_exist_and_kill():
     chaos = load("chaos")
     assert len(chaos.kills) == 5 and chaos.links.loss > 0
     assert {k.role for k in chaos.kills} == {"worker", "ps", "forwarder"}
-    assert chaos.training.min_workers < chaos.workers        # kills must not end the job
+    assert chaos.training.who.min_workers < chaos.workers        # kills must not end the job
 
 
 @pytest.mark.parametrize("faults, key", [
@@ -67,14 +67,14 @@ def test_bad_faults_name_the_key(faults, key):
 def test_faults_round_trip_through_the_scenario_as_run():
     sc = load("worker-killed")
     doc = dict(sc.raw)
-    doc["training"] = sc.training.as_dict()
+    doc["training"] = sc.training.as_table()
     again = parse(tomllib.loads(to_toml(doc)), "again")
     assert again.kills == sc.kills
 
 
 def test_worker_loss_policy_is_validated():
-    assert from_table({"on_worker_loss": "wait"}).on_worker_loss == "wait"
-    assert from_table({}).on_worker_loss == "continue"
+    assert from_table({"on_worker_loss": "wait"}).tasks.on_worker_loss == "wait"
+    assert from_table({}).tasks.on_worker_loss == "continue"
     with pytest.raises(ConfigError, match=r"^training.on_worker_loss: must be one of"):
         from_table({"on_worker_loss": "retry"})
     with pytest.raises(ConfigError, match=r"^training.rejoin_interval"):
@@ -109,6 +109,7 @@ def test_bad_ps_and_forwarder_kills_name_the_key(faults, training, key):
 
 
 def test_checkpoint_in_both_modes():
-    assert from_table({"checkpoint": "x.npz", "mode": "async"}).checkpoint == "x.npz"
+    assert from_table({"checkpoint": "x.npz", "mode": "async"}).checkpointing.checkpoint == \
+        "x.npz"
     with pytest.raises(ConfigError, match=r"^training.checkpoint_every"):
         from_table({"checkpoint_every": 0})

@@ -25,11 +25,13 @@ def test_the_shipped_scenario_is_the_congestion_testbed():
     assert (sc.topology, sc.netns, sc.workers, sc.system) == ("bottleneck", True, 8, "ndnps")
     assert (sc.bottleneck.rate_mbps, sc.bottleneck.mtu) == (100.0, 1500)
     t = sc.training
-    assert (t.mode, t.push_mode, t.model, t.dataset) == ("sync", "persistent", "mlp", "synthetic")
-    sizes = [t.n_features, *t.hidden, 10]
+    assert (t.update.mode, t.push.push_mode, t.model.model, t.model.dataset) == \
+        ("sync", "persistent", "mlp", "synthetic")
+    sizes = [t.model.n_features, *t.model.hidden, 10]
     assert sum(a * b + b for a, b in zip(sizes, sizes[1:])) == 986_634      # the "1M" model
-    assert t.max_versions == 60 and t.epochs * steps_per_epoch(16_000, 8, t.batch) >= 60
-    assert load("bottleneck", ['training.push_mode="unicast"']).training.push_mode == "unicast"
+    assert t.sgd.max_versions == 60
+    assert t.sgd.epochs * steps_per_epoch(16_000, 8, t.sgd.batch) >= 60
+    assert load("bottleneck", ['training.push_mode="unicast"']).training.push.push_mode == "unicast"
     assert load("bottleneck", ['run.system="tcp"']).system == "tcp"
 
 
@@ -215,10 +217,10 @@ def test_the_tcp_baseline_trains_the_scenarios_training(tmp_path):
     assert (ps.workers, ps.n_features, ps.hidden, ps.n_samples, ps.n_classes) == \
         (8, 1024, [768, 256], 20000, 10)
     assert (ps.batch, ps.lr, ps.momentum, ps.weight_decay, ps.seed) == \
-        (t.batch, t.lr, t.momentum, 0.001, t.seed)
-    assert (ps.eval_every, ps.target_accuracy) == (t.eval_every, 0.9)
+        (t.sgd.batch, t.sgd.lr, t.sgd.momentum, 0.001, t.model.seed)
+    assert (ps.eval_every, ps.target_accuracy) == (t.sgd.eval_every, 0.9)
     # versions as the ndnps PS counts them: epochs over the shard, capped by max_versions
-    assert tcp_ps.total_versions(ps, 16_000) == 2 * steps_per_epoch(16_000, 8, t.batch)
+    assert tcp_ps.total_versions(ps, 16_000) == 2 * steps_per_epoch(16_000, 8, t.sgd.batch)
     ps.max_versions = 5
     assert tcp_ps.total_versions(ps, 16_000) == 5
     w = tcp_ps.parser().parse_args(baseline.worker_argv(t, 3, "10.0.0.1", 4242,

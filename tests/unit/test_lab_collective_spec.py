@@ -108,9 +108,9 @@ def test_training_config_refuses_what_a_collective_cannot_do(table, message):
 
 def test_training_config_collective_levels_and_recorder():
     ps = from_table({"workers": PEERS})
-    assert ps.collective == "" and ps.recorder == "ps"
+    assert ps.peers.collective == "" and ps.recorder == "ps"
     cube = from_table({"collective": "bcube", "workers": [f"p{i}" for i in range(8)]})
-    assert (cube.bcube_n, cube.bcube_levels(), cube.recorder) == (2, 3, "p0")
+    assert (cube.peers.bcube_n, cube.bcube_levels(), cube.recorder) == (2, 3, "p0")
     nine = from_table({"collective": "bcube", "bcube_n": 3,
                        "workers": [f"p{i}" for i in range(9)]})
     assert nine.bcube_levels() == 2
@@ -118,7 +118,7 @@ def test_training_config_collective_levels_and_recorder():
     assert ring.recorder == "a"
     ina = from_table({"collective": "ina", "aggregate_at": "fwd", "workers": PEERS,
                       "key": "k"})
-    assert ina.aggregate_at == "fwd"
+    assert ina.aggregation.aggregate_at == "fwd"
 
 
 # ---- defaults from the topology --------------------------------------------------------------
@@ -126,22 +126,22 @@ def test_training_config_collective_levels_and_recorder():
 def test_bcube_n_comes_from_a_bcube_topology():
     sc = parse(doc({"kind": "bcube", "n": 3, "k": 2, "workers": 9}, {"collective": "bcube"}),
                "bc")
-    assert (sc.training.bcube_n, sc.training.bcube_levels()) == (3, 2)
+    assert (sc.training.peers.bcube_n, sc.training.bcube_levels()) == (3, 2)
     sc = parse(doc({"kind": "bcube", "n": 2, "k": 3, "workers": 8}, {"collective": "bcube"}),
                "bc")
-    assert (sc.training.bcube_n, sc.training.bcube_levels()) == (2, 3)
+    assert (sc.training.peers.bcube_n, sc.training.bcube_levels()) == (2, 3)
     # a BCube schedule over a star: bcube_n as given (2 by default)
     sc = parse(doc({"workers": 9}, {"collective": "bcube", "bcube_n": 3}), "bc")
-    assert (sc.training.bcube_n, sc.topology) == (3, "star")
+    assert (sc.training.peers.bcube_n, sc.topology) == (3, "star")
 
 
 def test_ina_on_a_star_aggregates_at_its_forwarder_unless_told():
     sc = parse(doc(training={"collective": "ina"}), "ina")
-    assert sc.training.aggregate_at == "fwd"
+    assert sc.training.aggregation.aggregate_at == "fwd"
     sc = parse(doc({"kind": "tree"}, {"collective": "ina", "aggregate_at": "leaf2"}), "ina")
-    assert sc.training.aggregate_at == "leaf2"
+    assert sc.training.aggregation.aggregate_at == "leaf2"
     # a ring has no aggregator
-    assert parse(doc(), "ring").training.aggregate_at == ""
+    assert parse(doc(), "ring").training.aggregation.aggregate_at == ""
 
 
 @pytest.mark.parametrize("name, kind, peers, collective", [
@@ -150,16 +150,16 @@ def test_ina_on_a_star_aggregates_at_its_forwarder_unless_told():
 ])
 def test_the_builtin_scenarios_parse(name, kind, peers, collective):
     sc = load(name)
-    assert (sc.topology, len(sc.training.workers), sc.training.collective) == \
+    assert (sc.topology, len(sc.training.who.workers), sc.training.peers.collective) == \
         (kind, peers, collective)
-    assert sc.training.mode == "sync" and sc.training.recorder == "w1"
+    assert sc.training.update.mode == "sync" and sc.training.recorder == "w1"
     if collective == "ina":
-        assert sc.training.aggregate_at == "fwd"
+        assert sc.training.aggregation.aggregate_at == "fwd"
     if collective == "bcube":
-        assert (sc.training.bcube_n, sc.training.bcube_levels()) == (sc.n, sc.k) == (3, 2)
+        assert (sc.training.peers.bcube_n, sc.training.bcube_levels()) == (sc.n, sc.k) == (3, 2)
     # the bcube scenario's documented variant
     small = load("bcube", ["topology.n=2", "topology.k=3", "topology.workers=8"])
-    assert small.training.bcube_n == 2 and small.training.bcube_levels() == 3
+    assert small.training.peers.bcube_n == 2 and small.training.bcube_levels() == 3
 
 
 # ---- plans: no PS, peers, routes -------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_netns_hosts_route_the_other_peers_and_the_aggregator_to_their_router(ki
         routes = plan.forwarders[host].routes
         expected = [(f"/{q}", router) for q in PEERS if q != p]
         if collective == "ina":
-            expected.append((f"/{sc.training.aggregate_at}", router))
+            expected.append((f"/{sc.training.aggregation.aggregate_at}", router))
         assert routes == expected
         assert (f"/{p}", host) in plan.forwarders[router].routes
     every_peer_reaches_every_other(plan)
@@ -257,7 +257,7 @@ def test_every_peer_reaches_the_aggregator_off_a_star(topo, aggregate_at, netns)
 def test_on_a_star_the_aggregator_is_every_peers_own_forwarder():
     sc = parse(doc(training={"collective": "ina"}), "ina")
     plan = topology.plan_local(sc)
-    assert {a.forwarder for a in plan.apps} == {sc.training.aggregate_at} == {"fwd"}
+    assert {a.forwarder for a in plan.apps} == {sc.training.aggregation.aggregate_at} == {"fwd"}
     ns = topology.plan_hosts(parse(doc(training={"collective": "ina"},
                                        netns={"enabled": True}), "ina"))
     for app in ns.apps:
@@ -271,4 +271,4 @@ def test_a_bcube_cannot_re_form_and_ring_and_ina_can():
     for collective in ("ring", "ina"):
         sc = parse(doc(training={"collective": collective, "on_peer_loss": "re-form"},
                        faults={"kill": [{"worker": "w2", "at_version": 5}]}), "ok")
-        assert sc.training.on_peer_loss == "re-form" and sc.kills[0].worker == "w2"
+        assert sc.training.peers.on_peer_loss == "re-form" and sc.kills[0].worker == "w2"

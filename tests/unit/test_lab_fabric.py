@@ -70,7 +70,7 @@ def test_the_ina_fat_tree_scenario_places_and_routes_its_aggregators():
     assert plan.gamma_by_k[0] < plan.gamma_by_k[1] < plan.gamma_by_k[2]
     assert plan.aggregators and set(plan.aggregators) <= set(plan.placement)
     grouped = [w for ws in plan.aggregators.values() for w in ws]
-    assert len(grouped) == len(set(grouped)) and set(grouped) <= set(sc.training.workers)
+    assert len(grouped) == len(set(grouped)) and set(grouped) <= set(sc.training.who.workers)
     net_plan = topology.plan_local(sc)
     topology.route_aggregators(net_plan, sc, list(plan.aggregators))
     for node in plan.aggregators:

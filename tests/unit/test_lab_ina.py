@@ -9,7 +9,7 @@ import pytest
 
 from ndnps.lab import ina
 from ndnps.lab.spec import ScenarioError, load, parse
-from ndnps.protocol.config import ConfigError, TrainingConfig
+from ndnps.protocol.config import ConfigError, TrainingSpec, from_table
 
 TREE = """
 [topology]
@@ -260,7 +260,7 @@ def test_the_bottleneck_sums_on_the_workers_side_at_every_rate_and_capacity(rate
     sc = load("bottleneck", ["ina.k=1", f"bottleneck.rate_mbps={rate}",
                              f"ina.capacity={capacity}", f"topology.workers={workers}"])
     plan = ina.place(sc, sc.ina)
-    assert plan.aggregators == {"workers-host": sc.training.workers}
+    assert plan.aggregators == {"workers-host": list(sc.training.who.workers)}
     assert plan.direct and plan.idle == {}
 
 
@@ -306,22 +306,20 @@ def test_the_network_follows_the_topology():
 def test_the_placement_is_a_valid_training_plan(scenario_name, overrides):
     sc = load(scenario_name, overrides)
     plan = ina.place(sc, sc.ina)
-    sc.training.aggregate_at = plan.root
-    sc.training.aggregate_via = plan.aggregate_via()
-    assert sc.training.validate() is sc.training
-    assert sc.training.aggregation_plan() == ({} if plan.direct else plan.aggregators)
+    t = sc.training.with_values(aggregate_at=plan.root, aggregate_via=plan.aggregate_via())
+    assert t.aggregation.groups() == ({} if plan.direct else plan.aggregators)
     assert plan.configured()[0] == plan.root
 
 
-def training(**kw) -> TrainingConfig:
+def training(**kw) -> TrainingSpec:
     base = {"workers": ["w1", "w2", "w3", "w4"], "key": "k", "aggregate_at": "root"}
-    return TrainingConfig(**{**base, **kw})
+    return from_table({**base, **kw})
 
 
 def test_a_hand_written_plan_is_accepted():
-    t = training(aggregate_via=["leaf1:w1+w3", "leaf2:w2"]).validate()
-    assert t.aggregation_plan() == {"leaf1": ["w1", "w3"], "leaf2": ["w2"]}
-    assert training().validate().aggregation_plan() == {}
+    t = training(aggregate_via=["leaf1:w1+w3", "leaf2:w2"])
+    assert t.aggregation.groups() == {"leaf1": ["w1", "w3"], "leaf2": ["w2"]}
+    assert training().aggregation.groups() == {}
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -341,7 +339,7 @@ def test_a_hand_written_plan_is_accepted():
 ])
 def test_a_bad_plan_is_refused_naming_the_entry(kw, message):
     with pytest.raises(ConfigError) as e:
-        training(**kw).validate()
+        training(**kw)
     assert str(e.value).startswith(message)
 
 
@@ -361,7 +359,7 @@ def test_in_namespaces_the_router_edge_sums_what_goes_to_the_edge(topology, grou
     d["ina"] = {"link_mbps": 100, "placement": "edge-only"}
     sc = parse(d, "t")
     edge_router = "fwd" if topology["kind"] == "star" else "root"
-    assert ina.place(sc, sc.ina).aggregators == {edge_router: sc.training.workers}
+    assert ina.place(sc, sc.ina).aggregators == {edge_router: list(sc.training.who.workers)}
 
 
 def test_a_placement_list_names_each_forwarder_once():

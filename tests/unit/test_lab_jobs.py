@@ -21,8 +21,10 @@ TWO = {"topology": {"kind": "star", "workers": 2}, "training": {"key": "k", "lr"
 def test_each_job_is_the_training_with_its_own_keys():
     sc = parse(TWO, "two")
     one, two = sc.all_jobs
-    assert (one.ps, one.workers, one.lr, one.key) == ("ps1", ["ps1-w1", "ps1-w2"], 0.1, "k")
-    assert (two.ps, two.workers, two.lr, two.key) == ("big", ["a", "b", "c"], 0.2, "k")
+    assert (one.who.ps, one.who.workers, one.sgd.lr, one.who.key) == \
+        ("ps1", ("ps1-w1", "ps1-w2"), 0.1, "k")
+    assert (two.who.ps, two.who.workers, two.sgd.lr, two.who.key) == \
+        ("big", ("a", "b", "c"), 0.2, "k")
     assert sc.training is one and sc.worker_names == ["ps1-w1", "ps1-w2", "a", "b", "c"]
     assert sc.job_of("b") is two and sc.job_of("ps1") is one
     # without [[jobs]]: one job, the training
@@ -85,10 +87,10 @@ def test_the_runner_writes_a_training_file_per_job(tmp_path):
     runner = Runner(sc, tmp_path / "run", live=False)
     as_run = runner.prepare()
     again = load(str(as_run))
-    assert [j.as_dict() for j in again.all_jobs] == [j.as_dict() for j in sc.all_jobs]
+    assert [j.as_table() for j in again.all_jobs] == [j.as_table() for j in sc.all_jobs]
     for job in sc.all_jobs:
-        table = tomllib.loads(runner.job_configs[job.ps].read_text())["training"]
-        assert table == json.loads(json.dumps(job.as_dict()))
+        table = tomllib.loads(runner.job_configs[job.who.ps].read_text())["training"]
+        assert table == json.loads(json.dumps(job.as_table()))
     # one job: its file is the scenario's
     single = Runner(parse({"topology": {"kind": "star", "workers": 2}}, "one"),
                     tmp_path / "one", live=False)

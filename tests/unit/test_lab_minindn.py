@@ -65,7 +65,7 @@ def test_a_scenario_reads_the_file_beside_it(files):
     sc = load(str(files / "fan.toml"))
     assert sc.topology == "minindn" and sc.ps_node == "a"
     assert sc.worker_nodes == ["x", "y", "z"] and sc.workers == 3
-    assert sc.training.workers == ["w1", "w2", "w3"]
+    assert sc.training.who.workers == ("w1", "w2", "w3")
     assert sc.raw["topology"]["file"] == str((files / "fan.conf").resolve())
     # apps use their node's forwarder over its socket; a lossy link asks for link reliability
     assert sc.links.app_faces is False and sc.links.reliability is True

@@ -27,10 +27,10 @@ def table(**kw):
 
 def test_a_pipeline_training_names_its_apps_and_its_recorder():
     cfg = from_table(table())
-    assert cfg.stage_apps() == [APPS[:3], APPS[3:]]
-    assert cfg.stage_devices() == [("fast", 4.0), ("mid", 2.0), ("slow", 1.0)]
+    assert cfg.stages.stage_apps() == [APPS[:3], APPS[3:]]
+    assert cfg.stages.stage_devices() == [("fast", 4.0), ("mid", 2.0), ("slow", 1.0)]
     assert cfg.recorder == "m1-slow"              # the first machine's last stage: the loss
-    assert from_table({}).recorder == "ps" and from_table({}).machines == 0
+    assert from_table({}).recorder == "ps" and from_table({}).stages.machines == 0
 
 
 @pytest.mark.parametrize("changes,message", [
@@ -80,27 +80,28 @@ def scenario(extra: str = "", doc: str = DOC, overrides: list[str] | None = None
 def test_the_scenario_tables_make_the_training():
     sc = scenario()
     t = sc.training
-    assert (t.machines, t.collective, t.micro_batches, t.device_scale) == (2, "ring", 2, 2.0)
-    assert t.workers == ["m1-slow", "m1-fast", "m2-slow", "m2-fast"] and sc.workers == 4
-    assert t.stage_layers == [2, 2] and sc.pipeline.kinds == [("slow", 1.0), ("fast", 3.0)]
+    assert (t.stages.machines, t.peers.collective, t.stages.micro_batches,
+            t.stages.device_scale) == (2, "ring", 2, 2.0)
+    assert t.who.workers == ("m1-slow", "m1-fast", "m2-slow", "m2-fast") and sc.workers == 4
+    assert t.stages.stage_layers == (2, 2) and sc.pipeline.kinds == [("slow", 1.0), ("fast", 3.0)]
 
 
 def test_the_plan_orders_the_kinds_and_splits_the_layers(tmp_path):
     sc = scenario()
-    plan = pipeline_plan.make_plan(sc.pipeline, sc.training)
+    plan = pipeline_plan.make_plan(sc)
     t = sc.training
-    assert t.stage_kinds == ["fast:3", "slow:1"]          # the fastest first (equal links)
-    assert t.workers == ["m1-fast", "m1-slow", "m2-fast", "m2-slow"]
-    assert sum(t.stage_layers) == 4 and plan["stage_layers"] == [
-        list(range(t.stage_layers[0])), list(range(t.stage_layers[0], 4))]
+    assert t.stages.stage_kinds == ("fast:3", "slow:1")    # the fastest first (equal links)
+    assert t.who.workers == ("m1-fast", "m1-slow", "m2-fast", "m2-slow")
+    assert sum(t.stages.stage_layers) == 4 and plan["stage_layers"] == [
+        list(range(t.stages.stage_layers[0])), list(range(t.stages.stage_layers[0], 4))]
     assert plan["predicted_seconds"] == plan["predicted_iteration_seconds"] > 0
     assert len(plan["profile"]) == 4 and set(plan["baselines"]) == {
         "equal_layers", "equal_devices", "data_parallel"}
     pipeline_plan.write_plan(tmp_path, plan)
     assert json.loads((tmp_path / "plan.json").read_text())["split"] == "planned"
     equal = scenario(overrides=["pipeline.split=\"equal-layers\""])
-    plan = pipeline_plan.make_plan(equal.pipeline, equal.training)
-    assert equal.training.stage_layers == [2, 2]
+    plan = pipeline_plan.make_plan(equal)
+    assert equal.training.stages.stage_layers == (2, 2)
     assert plan["predicted_seconds"] == plan["baselines"]["equal_layers"]
 
 
@@ -138,14 +139,14 @@ def test_a_batch_no_shard_holds_is_refused_by_the_plan():
     sc = scenario(overrides=["training.batch=1000"])
     with pytest.raises(ScenarioError, match="training.batch: 1347 samples over 2 machines hold "
                        "no mini-batch of 1000"):
-        pipeline_plan.make_plan(sc.pipeline, sc.training)
+        pipeline_plan.make_plan(sc)
 
 
 def test_more_kinds_than_layers_is_refused_by_the_plan():
     sc = scenario(overrides=["training.hidden=[16]"])
     sc.pipeline.kinds.append(("mid", 2.0))
     with pytest.raises(ScenarioError, match="training.hidden: 2 layers cannot make 3 stages"):
-        pipeline_plan.make_plan(sc.pipeline, sc.training)
+        pipeline_plan.make_plan(sc)
 
 
 @pytest.mark.parametrize("batch,micro,sizes", [(96, 4, [24] * 4), (10, 4, [3, 3, 2, 2]),
@@ -169,17 +170,17 @@ def test_the_stage_parameters_saved_make_the_model(tmp_path):
     """(No run: the summary's assembly on hand-made files.) The first machine's stages'
     parameter files together are the whole model; a file missing is said, not guessed."""
     sc = scenario()
-    pipeline_plan.make_plan(sc.pipeline, sc.training)
+    pipeline_plan.make_plan(sc)
     from ndnps.ml.data import load_dataset
     from ndnps.ml.models import build_model
     t = sc.training
-    ds = load_dataset(t.dataset, t.seed)
+    ds = load_dataset(t.model.dataset, t.model.seed)
     model = build_model({"n_in": ds.n_features, "n_classes": ds.n_classes,
-                         **t.model_spec()}, t.seed)
+                         **t.model.model_spec()}, t.model.seed)
     (tmp_path / pipeline.STAGES_DIR).mkdir()
-    grid = t.stage_apps()
+    grid = t.stages.stage_apps()
     at = 0
-    for a, n in zip(grid[0], t.stage_layers):
+    for a, n in zip(grid[0], t.stages.stage_layers):
         np.savez(tmp_path / pipeline.STAGES_DIR / f"{a}.npz",
                  **{f"{p}{i}": model.params[f"{p}{i}"] for i in range(at, at + n)
                     for p in ("W", "b")})
@@ -195,14 +196,14 @@ def test_a_plan_may_reuse_an_earlier_runs_profile(tmp_path):
     """pipeline.profile: runs compared side by side planned from one profile, not each from
     its own (a shared host's noise moves a profile, and with it the split)."""
     sc = scenario()
-    plan = pipeline_plan.make_plan(sc.pipeline, sc.training)
+    plan = pipeline_plan.make_plan(sc)
     pipeline_plan.write_plan(tmp_path, plan)
     again = scenario(overrides=[f"pipeline.profile=\"{tmp_path / 'plan.json'}\""])
-    plan2 = pipeline_plan.make_plan(again.pipeline, again.training)
+    plan2 = pipeline_plan.make_plan(again)
     assert plan2["profile"] == plan["profile"]
     assert plan2["stage_layers"] == plan["stage_layers"]
     assert plan2["predicted_seconds"] == plan["predicted_seconds"]
-    assert again.training.layer_seconds == sc.training.layer_seconds
+    assert again.training.device.layer_seconds == sc.training.device.layer_seconds
     for overrides, message in [
             ([f"pipeline.profile=\"{tmp_path / 'none.json'}\""], "pipeline.profile: .*none.json: "
              "not a plan.json with a profile"),
@@ -212,7 +213,7 @@ def test_a_plan_may_reuse_an_earlier_runs_profile(tmp_path):
              "pipeline.profile: .* profiles another model or micro-batch size")]:
         other = scenario(overrides=overrides)
         with pytest.raises(ScenarioError, match=message):
-            pipeline_plan.make_plan(other.pipeline, other.training)
+            pipeline_plan.make_plan(other)
     with pytest.raises(ScenarioError, match="pipeline.profile: a plan.json's path, got 3"):
         scenario(overrides=["pipeline.profile=3"])
 
@@ -223,14 +224,15 @@ def test_the_prediction_from_a_runs_own_compute():
     plan's simulator given the run's compute ÷ the profile's gives the plan's prediction at 1
     and more for slower stages."""
     sc = scenario()
-    plan = pipeline_plan.make_plan(sc.pipeline, sc.training)
+    plan = pipeline_plan.make_plan(sc)
     p, t = sc.pipeline, sc.training
     steps = pipeline._profiled_step(p, t)
-    fastest = max(v for _, v in t.stage_devices())
+    fastest = max(v for _, v in t.stages.stage_devices())
     at = 0
-    for s, ((_, speed), n) in enumerate(zip(t.stage_devices(), t.stage_layers)):
+    for s, ((_, speed), n) in enumerate(zip(t.stages.stage_devices(), t.stages.stage_layers)):
         factor = p.device_scale * fastest / speed
-        cost = t.batch * (t.step_cost(at, at + n - 1, False) + t.step_cost(at, at + n - 1, True))
+        cost = t.sgd.batch * (t.device.step_cost(at, at + n - 1, False)
+                              + t.device.step_cost(at, at + n - 1, True))
         assert steps[s] == pytest.approx(factor * cost)
         at += n
     assert pipeline._predict(p, t, [1.0, 1.0]) == pytest.approx(plan["predicted_seconds"],
@@ -245,7 +247,7 @@ def test_the_loss_plot_draws_the_stages_loss_and_marks_the_final_accuracy(tmp_pa
     matplotlib.use("Agg")
     sc = scenario()
     (tmp_path / "metrics").mkdir()
-    for j, row in enumerate(sc.training.stage_apps()):
+    for j, row in enumerate(sc.training.stages.stage_apps()):
         (tmp_path / "metrics" / f"{row[-1]}.jsonl").write_text("".join(
             json.dumps({"version": v, "t": 0.1 * v, "loss": 2.0 / v + j}) + "\n"
             for v in range(1, 6)))

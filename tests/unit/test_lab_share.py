@@ -1,6 +1,7 @@
 """Several jobs sharing one aggregator in a scenario ([share]): what the spec refuses
 (each error naming the key), what each policy does to the jobs, the ranges of the pool, the
-routes to the controller, and the run's invariants counted from crafted records."""
+routes to the controller, the run's invariants counted from crafted records; and [share]'s one
+model, which the scenario and the controller read alike."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,10 @@ import pytest
 
 from ndnps.lab import share, topology
 from ndnps.lab.spec import ScenarioError, parse
+from ndnps.lab.tomltext import to_toml
+from ndnps.protocol.config import ConfigError, load_controller
+from ndnps.protocol.sharing import (CONTROLLED_POLICIES, SCORE_NAMES, SHARE_POLICIES, ShareConfig,
+                                    read_share)
 from tests.support.plans import walk
 
 
@@ -47,20 +52,21 @@ def test_refusals_name_the_key(document, key):
     assert str(e.value).startswith(key), str(e.value)
 
 
-@pytest.mark.parametrize("policy", share.POLICIES)
+@pytest.mark.parametrize("policy", SHARE_POLICIES)
 def test_each_policy_sets_the_jobs_up(policy):
     sc = parse(doc(policy), "t")
     a, b, c = sc.jobs
     assert sc.share.policy == policy and sc.job_start == {"b": 1.5}
     if policy == "never":
-        assert [j.aggregate_at for j in sc.jobs] == ["", "", ""]
-        assert b.collective == "ring"               # the peers' ordinary way
-        again = parse({**doc(policy), "jobs": [j.as_dict() for j in sc.jobs]}, "as run")
-        assert again.jobs[1].collective == "ring"   # the scenario as run reads back
+        assert [j.aggregation.aggregate_at for j in sc.jobs] == ["", "", ""]
+        assert b.peers.collective == "ring"         # the peers' ordinary way
+        again = parse({**doc(policy), "jobs": [j.as_table() for j in sc.jobs]}, "as run")
+        assert again.jobs[1].peers.collective == "ring"   # the scenario as run reads back
     else:
-        assert [j.aggregate_at for j in sc.jobs] == ["root"] * 3 and b.collective == "ina"
+        assert [j.aggregation.aggregate_at for j in sc.jobs] == ["root"] * 3
+        assert b.peers.collective == "ina"
         expected = "ctl" if policy in ("time-division", "always-wait") else ""
-        assert [j.share_controller for j in sc.jobs] == [expected] * 3
+        assert [j.sharing.share_controller for j in sc.jobs] == [expected] * 3
     ranges = share.ranges(sc.share, sc.jobs)
     if policy == "spatial":
         assert ranges == {"a": (0, 4), "b": (4, 4), "c": (8, 4)}    # disjoint, ATP-style
@@ -89,7 +95,7 @@ def test_the_invariants_are_counted_from_the_nodes_and_the_aggregator(tmp_path):
     _write(m / "a.jsonl", [{"event": "start", "t": 1.0}] + [
         {"version": v + 1, "t": 1.0 + v, "share": "aggregate" if v % 2 else "ordinary",
          "share_round": v, "share_wait": 0.01 * v, "accuracy": 0.9} for v in range(4)])
-    peers = sc.jobs[1].workers
+    peers = sc.jobs[1].who.workers
     for i, p in enumerate(peers):
         # round 2: the last peer went the ordinary way alone
         _write(m / f"{p}.jsonl", [{"event": "start", "t": 2.0}] + [
@@ -110,9 +116,63 @@ def test_the_invariants_are_counted_from_the_nodes_and_the_aggregator(tmp_path):
     assert s["controller"]["aborts"] == 2 and s["controller"]["gave_up"] == 1
 
 
-def test_the_lab_knows_every_score_the_controller_has():
+def test_the_scores_and_the_policies_have_one_source_each():
+    from ndnps.exchanges.sharing.agreement import Controller
     from ndnps.exchanges.sharing.decision import SCORES
-    assert set(share.SCORES) == set(SCORES)
+    assert tuple(SCORES) == SCORE_NAMES             # a function for every name [share] takes
+    assert set(CONTROLLED_POLICIES) < set(SHARE_POLICIES)
+    for policy in CONTROLLED_POLICIES:              # what a controller runs...
+        Controller({"j": ["a"]}, policy)
+    for policy in set(SHARE_POLICIES) - set(CONTROLLED_POLICIES):   # ... and what it does not
+        with pytest.raises(ValueError):
+            Controller({"j": ["a"]}, policy)
+
+
+def test_share_has_one_model_the_scenario_and_the_controller_read(tmp_path):
+    sc = parse(doc(share={"agree_timeout": 0.5, "hold_limit": 9.0, "tries": 2}), "t")
+    assert isinstance(sc.share, ShareConfig) and sc.share.at == "root"
+    path = tmp_path / "share.toml"
+    path.write_text(to_toml(share.controller_config(sc.share, sc.jobs)))
+    cfg = load_controller(path)
+    assert cfg.share == sc.share                     # the same model, read back as it was
+    assert [j.nodes for j in cfg.jobs] == [tuple(j.nodes) for j in sc.jobs]
+    assert [j.who for j in cfg.jobs] == [j.who for j in sc.jobs]
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"timeout": 0}, "share.timeout: must be >= 0.01"),        # the older key, as written
+    ({"timeout": float("nan")}, "share.timeout: expected a finite number"),
+    ({"agree_timeout": 61}, "share.agree_timeout: must be <= 60"),
+    ({"timeout": 1.0, "agree_timeout": 1.0}, "share.timeout: the older name of "
+                                             "share.agree_timeout"),
+    ({"slots": 1.5}, "share.slots: expected an integer"),
+    ({"backoff": float("inf")}, "share.backoff: expected a finite number"),
+    ({"name": "a/b"}, "share.name"),
+    ({"colour": 1}, "share.colour: unknown key"),
+])
+def test_share_refuses_its_bad_values_naming_the_key_as_written(tmp_path, table, message):
+    with pytest.raises(ConfigError) as e:
+        read_share(table)
+    assert str(e.value).startswith(message), str(e.value)
+    with pytest.raises(ScenarioError) as s:             # in a scenario
+        parse(doc(share=table), "t")
+    assert str(s.value).startswith(message), str(s.value)
+    path = tmp_path / "share.toml"                      # in the controller's file
+    path.write_text(to_toml({"share": table, "jobs": [{"ps": "a", "key": "k"}]}))
+    with pytest.raises(ConfigError) as c:
+        load_controller(path)
+    assert str(c.value).startswith(message), str(c.value)
+
+
+def test_the_older_timeout_key_is_read_as_the_agreement_timeout(tmp_path):
+    assert read_share({"timeout": 0.5}) == ShareConfig(agree_timeout=0.5)
+    assert parse(doc(share={"timeout": 0.5}), "t").share.agree_timeout == 0.5
+    path = tmp_path / "share.toml"
+    path.write_text('[share]\ntimeout = 0.5\n[[jobs]]\nps = "a"\nkey = "k"\n')
+    assert load_controller(path).share.agree_timeout == 0.5
+    path.write_text('[share]\npolicy = "spatial"\n[[jobs]]\nps = "a"\nkey = "k"\n')
+    with pytest.raises(ConfigError, match="^share.policy: one of time-division, always-wait"):
+        load_controller(path)
 
 
 @pytest.mark.parametrize("table, key", [
@@ -124,7 +184,7 @@ def test_the_lab_knows_every_score_the_controller_has():
     ({"share_controller": "c/d", "aggregate_at": "fwd"}, "training.share_controller"),
 ])
 def test_the_training_config_refuses_what_sharing_cannot_do(table, key):
-    from ndnps.protocol.config import ConfigError, from_table
+    from ndnps.protocol.config import from_table
     with pytest.raises(ConfigError) as e:
         from_table({"workers": ["a", "b"], "key": "k", **table})
     assert str(e.value).startswith(key), str(e.value)

@@ -60,7 +60,7 @@ def test_the_runner_gives_every_child_its_start_as_the_origin(tmp_path, monkeypa
 
 def _progress(tmp_path: Path, records: list[dict]) -> Progress:
     sc = spec.load("sync-sgd", ["topology.workers=1"])
-    path = tmp_path / "metrics" / f"{sc.training.ps}.jsonl"
+    path = tmp_path / "metrics" / f"{sc.training.who.ps}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     progress = Progress(sc, tmp_path, live=False)
@@ -83,7 +83,7 @@ def test_progress_takes_the_resumed_ps_versions_over_the_killed_ones(tmp_path, c
     progress = _progress(tmp_path, _killed_and_resumed(resumed_t0=3.0))
     assert [r["version"] for r in progress.records] == list(range(1, 9))
     assert [r["t"] for r in progress.records][-4:] == [3.5, 3.6, 3.7, 3.8]
-    stats = progress._stats(progress.sc.training.ps)
+    stats = progress._stats(progress.sc.training.who.ps)
     assert stats["version"] == 8
     # versions 1..8 from t 1.1 to 3.8: the restart's pause is in the mean, never negative
     assert stats["iteration"] == pytest.approx((3.8 - 1.1) / 7)
@@ -93,7 +93,7 @@ def test_progress_never_shows_a_negative_iteration_time(tmp_path, capsys):
     """Metrics without the run's time base (an app started by hand, a file from before):
     the resumed PS's clock restarts at 0."""
     progress = _progress(tmp_path, _killed_and_resumed(resumed_t0=0.0))
-    stats = progress._stats(progress.sc.training.ps)
+    stats = progress._stats(progress.sc.training.who.ps)
     assert stats["iteration"] == pytest.approx(0.1)
     assert stats["samples_per_s"] > 0
-    assert "iteration ms -" not in progress._line(progress.sc.training.ps)
+    assert "iteration ms -" not in progress._line(progress.sc.training.who.ps)

@@ -195,7 +195,7 @@ def test_a_dead_stage_names_the_stage_and_the_pipelines_policy(tmp_path, setup):
 
 def test_a_dead_controller_is_recorded_once_and_the_jobs_go_on(tmp_path, setup):
     runner, faults = setup()
-    runner.helpers.append(share.controller(exited(tmp_path, "share-ctl", -9)))
+    runner.helpers.append(share.controller(exited(tmp_path, "share-ctl", -9), "ctl"))
     assert runner.check_exits(faults) is False and runner.check_exits(faults) is False
     (rec,) = runner.unplanned_exits
     assert (rec["role"], rec["how"]) == ("controller", "SIGKILL")

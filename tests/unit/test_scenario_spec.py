@@ -12,7 +12,7 @@ from ndnps.lab.spec import ScenarioError, apply_overrides, load, parse
 def test_every_builtin_scenario_is_valid(name):
     sc = load(name)
     assert sc.name == name and sc.description
-    assert len(sc.training.workers) == sc.workers
+    assert len(sc.training.who.workers) == sc.workers
 
 
 def test_the_required_scenarios_exist():
@@ -22,15 +22,16 @@ def test_the_required_scenarios_exist():
 
 def test_default_is_the_embedded_sync_sgd():
     sc = load(None)
-    assert (sc.name, sc.topology, sc.workers, sc.training.mode) == ("sync-sgd", "star", 4, "sync")
+    assert (sc.name, sc.topology, sc.workers, sc.training.update.mode) == \
+        ("sync-sgd", "star", 4, "sync")
 
 
 def test_overrides_reach_any_field():
     sc = load("sync-sgd", ["training.epochs=3", "links.loss=0.05", "topology.workers=8",
                            "workers.slowdown={ w2 = 2.0 }", "training.hidden=[32, 16]"])
-    assert sc.training.epochs == 3 and sc.links.loss == 0.05 and sc.workers == 8
-    assert sc.training.workers == [f"w{i}" for i in range(1, 9)]
-    assert sc.slowdown == {"w2": 2.0} and sc.training.hidden == [32, 16]
+    assert sc.training.sgd.epochs == 3 and sc.links.loss == 0.05 and sc.workers == 8
+    assert sc.training.who.workers == tuple(f"w{i}" for i in range(1, 9))
+    assert sc.slowdown == {"w2": 2.0} and sc.training.model.hidden == (32, 16)
     assert sc.links.reliability                 # lossy links have it unless told otherwise
     assert not load("sync-sgd").links.reliability
     assert not load("lossy", ["links.reliability=false"]).links.reliability
@@ -134,7 +135,7 @@ def test_unknown_scenario_and_unreadable_file(tmp_path):
 def test_scenario_as_run_round_trips_through_toml(tmp_path):
     sc = load("straggler", ["training.epochs=2"])
     doc = dict(sc.raw)
-    doc["training"] = sc.training.as_dict()
+    doc["training"] = sc.training.as_table()
     path = tmp_path / "as-run.toml"
     path.write_text(to_toml(doc))
     again = load(str(path))

@@ -42,7 +42,7 @@ from ndnps.ndn.aggregation import Group
 from ndnps.ndn.rto import RtoEstimator
 from ndnps.ndn.tlv import read_components
 from ndnps.protocol import messages, names
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import PeerConfig, PsConfig
 
 from .training import JobFailed, PsCounters
 
@@ -58,9 +58,10 @@ FALLBACK = b""            # a Nacked sum's content, as the fetcher hands it on: 
 
 
 class Aggregate:
-    """`fetcher`: the PS's own (fallback collects); `drop`: the roster's."""
+    """`cfg`: the PS's (or an "ina" peer's); `fetcher`: the PS's own (fallback collects);
+    `drop`: the roster's."""
 
-    def __init__(self, cfg: TrainingConfig, app: Any, fetcher: SegmentFetcher, sec: Security,
+    def __init__(self, cfg: PsConfig | PeerConfig, app: Any, fetcher: SegmentFetcher, sec: Security,
                  n_params: int, counters: PsCounters,
                  drop: Callable[[Member, str], None],
                  own: tuple[str, Callable[[int], list[bytes]]] | None = None) -> None:
@@ -69,21 +70,22 @@ class Aggregate:
         # a member that is this app (a peer, ndnps.apps.peer): its name, and its gradient's
         # segment contents by step — a fallback takes them here, not over its own face
         self.own = own
-        self.groups = cfg.aggregation_plan()
-        self.per = messages.summable_values(bool(cfg.aggregate_via))    # values per segment
+        agg, t = cfg.aggregation, cfg.transport
+        self.groups = agg.groups()
+        self.per = messages.summable_values(bool(agg.aggregate_via))    # values per segment
         self.stats = FetchStats()
         self.sums = SegmentFetcher(
-            self._express, sec.validator, cfg.aggregate_window,
-            RtoEstimator(cfg.segment_timeout, min_rto=max(MIN_RTO, SUM_MIN_RTO),
-                         max_rto=4 * cfg.segment_timeout),
+            self._express, sec.validator, agg.aggregate_window,
+            RtoEstimator(t.segment_timeout, min_rto=max(MIN_RTO, SUM_MIN_RTO),
+                         max_rto=4 * t.segment_timeout),
             SUM_TRIES, self.stats, reorder_floor=reorder_floor(app),
-            suppression=cfg.retx_suppression_ms / 1000,
-            suppression_max=cfg.retx_suppression_max_ms / 1000,
-            patience=cfg.collect_lifetime, initial_window=cfg.initial_window)
+            suppression=t.retx_suppression_ms / 1000,
+            suppression_max=t.retx_suppression_max_ms / 1000,
+            patience=t.collect_lifetime, initial_window=t.initial_window)
         self._plan_wire = b""
         # the plans are signed under the training's key (validate() makes aggregate_at need one)
         self._mac = hmac.new(sec.key or b"", digestmod=hashlib.sha256)
-        self._key_name = b"".join(bytes(c) for c in names.key(cfg.ps, cfg.train))
+        self._key_name = b"".join(bytes(c) for c in names.key(cfg.who.ps, cfg.who.train))
         # the last call's sums all came back or were declined (a Nack frees the slot): no
         # slot of it may still be held in the network (the share controller's release)
         self.clean = True
@@ -100,7 +102,7 @@ class Aggregate:
             elif mine:
                 members.append(mine[0])         # a group of one gains nothing: the edge
         members += [w for w in workers if w not in grouped]
-        return Group(self.cfg.aggregate_at, tuple(members))
+        return Group(self.cfg.aggregation.aggregate_at, tuple(members))
 
     async def __call__(self, step: int, workers: list[Member], segments: int,
                        network: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -142,7 +144,7 @@ class Aggregate:
         """Each segment's sum asked of the network, into `got` (a Nacked one: FALLBACK)."""
         cfg = self.cfg
         self._plan_wire = aggregation.encode_plan(self.plan([w.gpu for w in workers]))
-        t = self.sums.transfer(lambda s: names.aggregate(cfg.ps, cfg.train, step, s),
+        t = self.sums.transfer(lambda s: names.aggregate(cfg.who.ps, cfg.who.train, step, s),
                                fresh=True, on_segment=lambda seg: got.update(
                                    {seg.number: seg.content}))
         t.want(range(1, segments + 1))
@@ -169,14 +171,14 @@ class Aggregate:
                 mine = self.own[1](step)
                 return {s: mine[s] for s in segs}
             got = await self.fetcher.fetch_many(
-                lambda s: names.collect(w.gpu, cfg.ps, cfg.train, step, s), segs)
+                lambda s: names.collect(w.gpu, cfg.who.ps, cfg.who.train, step, s), segs)
             return {s: seg.content for s, seg in got.items()}
 
         results = await asyncio.gather(*(fetch(w) for w in workers), return_exceptions=True)
         adders = {s: _Adder(self._size(s)) for s in segs}
         for w, r in zip(workers, results):
             if isinstance(r, FetchError):
-                self.drop(w, f"silent for {cfg.worker_timeout:.0f} s ({r})")
+                self.drop(w, f"silent for {cfg.liveness.worker_timeout:.0f} s ({r})")
                 continue
             if isinstance(r, BaseException):
                 raise r
@@ -196,7 +198,8 @@ class Aggregate:
         """The fetcher's express: the `*aggregate*` Interest for `name` with the plan; a Nack
         answers FALLBACK (the segment is summed here) instead of failing the fetch."""
         wire, full = aggregation.encode_interest(b"".join(bytes(c) for c in name),
-                                                 self._plan_wire, self.cfg.aggregate_at,
+                                                 self._plan_wire,
+                                                 self.cfg.aggregation.aggregate_at,
                                                  lifetime, self._mac, self._key_name)
         inner = self.app.express_wire([bytes(c) for c in read_components(full, 0, len(full))],
                                       wire, lifetime, validator, must_be_fresh=True)

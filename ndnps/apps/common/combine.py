@@ -37,7 +37,7 @@ from ndnps.exchanges.ps.membership import Member
 from ndnps.ndn.conventions import SEGMENT_SIZE
 from ndnps.protocol import messages, names
 from ndnps.protocol.names import FormalName
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import PeerConfig, StageConfig
 
 from .aggregate import Aggregate
 from .published import Published
@@ -63,7 +63,10 @@ class PeerLost(Exception):
 
 
 class Owner(Protocol):
-    cfg: TrainingConfig
+    """A peer of a collective (apps/peer.py), or a pipeline's stage (apps/stage.py: its ring
+    across machines)."""
+    @property
+    def cfg(self) -> PeerConfig | StageConfig: ...
     app: Any
     name: str
     fetcher: SegmentFetcher
@@ -73,6 +76,12 @@ class Owner(Protocol):
     members: list[str]          # the peers of the current epoch, in index order
 
     def round(self, v: int) -> int: ...
+
+
+class PeerOwner(Owner, Protocol):
+    """A PS-less peer (its aggregator, its share controller)."""
+    @property
+    def cfg(self) -> PeerConfig: ...
 
 
 EPOCH_MASK = (1 << 32) - 1      # a round's version
@@ -85,13 +94,10 @@ def round_of(v: int, epoch: int) -> int:
     return v + (epoch << 32)
 
 
-def schedule_of(cfg: TrainingConfig, peers: int, size: int,
-                collective: str = "") -> list[Transfer]:
-    """The all-reduce schedule of a `size`-value vector over `peers` peers (`collective`:
-    the job's, unless given)."""
-    if (collective or cfg.collective) == "ring":
-        return ring(peers, size)
-    return BCube(cfg.bcube_n, cfg.bcube_levels()).schedule(size)
+def schedule_of(peers: int, size: int, bcube: tuple[int, int] | None = None) -> list[Transfer]:
+    """The all-reduce schedule of a `size`-value vector over `peers` peers: a ring, or
+    BCube(n, k) level by level when `bcube` is (n, k)."""
+    return ring(peers, size) if bcube is None else BCube(*bcube).schedule(size)
 
 
 def part_key(v: int, t: Transfer) -> tuple:
@@ -105,10 +111,12 @@ def part_of(t: Transfer) -> tuple:
 
 
 class Scheduled:
-    def __init__(self, peer: Owner, collective: str = "") -> None:
+    """Ring all-reduce, or BCube's (`bcube`: its (n, k))."""
+
+    def __init__(self, peer: Owner, bcube: tuple[int, int] | None = None) -> None:
         self.peer = peer
         self.index = peer.members.index(peer.name)
-        self.schedule = schedule_of(peer.cfg, len(peer.members), peer.n_params, collective)
+        self.schedule = schedule_of(len(peer.members), peer.n_params, bcube)
         # what this peer serves, once per name (a distribute part goes to several peers)
         offers: dict[tuple, Transfer] = {}
         for t in self.schedule:
@@ -160,7 +168,7 @@ class Scheduled:
 
     def _namer(self, producer: str, v: int, t: Transfer) -> Callable[[int], FormalName]:
         """Segment s of transfer t's part, as `producer` serves it."""
-        train = self.peer.cfg.train
+        train = self.peer.cfg.who.train
         return lambda s: names.partial(producer, train, v, t.reduce, t.set, t.level, t.part, s)
 
     async def _fetch(self, v: int, t: Transfer) -> np.ndarray:
@@ -170,7 +178,7 @@ class Scheduled:
                                   f"version {v & EPOCH_MASK} (step {t.step}, part {t.range})")
 
 
-async def fetch_floats(fetcher: SegmentFetcher, cfg: TrainingConfig,
+async def fetch_floats(fetcher: SegmentFetcher, cfg: PeerConfig | StageConfig,
                        name_of: Callable[[int], FormalName], count: int, producer: str,
                        what: str) -> np.ndarray:
     """`count` float32 values that `producer` serves once it has made them (a partial sum, a
@@ -178,15 +186,14 @@ async def fetch_floats(fetcher: SegmentFetcher, cfg: TrainingConfig,
     least), doubling to collect_lifetime; the rest windowed, losses fetched again. PeerLost:
     the producer silent for worker_timeout, or the wrong number of bytes."""
     size = 4 * count
+    longest, timeout = cfg.transport.collect_lifetime, cfg.liveness.worker_timeout
     loop = asyncio.get_running_loop()
     try:
         parts, _, _ = await fetcher.fetch_held(
             name_of, max(0, -(-size // SEGMENT_SIZE) - 1),
-            min(max(HELD_FIRST, 4 * fetcher.srtt()), cfg.collect_lifetime),
-            cfg.collect_lifetime, loop.time() + cfg.worker_timeout)
+            min(max(HELD_FIRST, 4 * fetcher.srtt()), longest), longest, loop.time() + timeout)
     except FetchError as e:
-        raise PeerLost(f"{producer} silent for {cfg.worker_timeout:g} s at {what}: {e}") \
-            from None
+        raise PeerLost(f"{producer} silent for {timeout:g} s at {what}: {e}") from None
     blob = b"".join(parts)
     if len(blob) != size:
         raise PeerLost(f"{producer} sent {len(blob)} bytes for {what}, not {size}")
@@ -194,7 +201,7 @@ async def fetch_floats(fetcher: SegmentFetcher, cfg: TrainingConfig,
 
 
 class InNetwork:
-    def __init__(self, peer: Owner) -> None:
+    def __init__(self, peer: PeerOwner) -> None:
         self.peer = peer
         cfg = peer.cfg
         self.counters = PsCounters()            # segments_aggregated / _fallback, malformed
@@ -223,7 +230,7 @@ class InNetwork:
                                         per=self.aggregate.per)
         self.contents = {v: parts}
         peer.published.publish((v, "gradient"), sign_parts(
-            parts, lambda s: names.collect(peer.name, cfg.ps, cfg.train, v, s),
+            parts, lambda s: names.collect(peer.name, cfg.who.ps, cfg.who.train, v, s),
             peer.sec.signer, FRESHNESS_MS))
         total, counts = await self.aggregate(v, self.members, len(parts) - 1)
         if self.lost:
@@ -237,10 +244,10 @@ class Shared:
     the same at every peer, which the controller's agreement guarantees. `last`: the latest
     round's decision, for the records."""
 
-    def __init__(self, peer: Owner, share: Share) -> None:
+    def __init__(self, peer: PeerOwner, share: Share) -> None:
         self.peer, self.share = peer, share
         self.network = InNetwork(peer)
-        self.ring = Scheduled(peer, "ring")
+        self.ring = Scheduled(peer)
         self.last: Decision | None = None
         self.rounds_ring = 0
 

@@ -15,7 +15,8 @@ from ndnps.client.fetcher import FetchError, SegmentFetcher
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_parts
 from ndnps.protocol import names
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import PeerConfig, StageConfig
+from ndnps.protocol.parts import Identity
 
 from .published import Published
 
@@ -27,7 +28,8 @@ FRESHNESS_MS = 60_000
 
 
 class Lingering(Protocol):
-    cfg: TrainingConfig
+    @property
+    def cfg(self) -> PeerConfig | StageConfig: ...
     name: str
     sec: Security
     fetcher: SegmentFetcher
@@ -35,23 +37,23 @@ class Lingering(Protocol):
     last_asked: float           # time.monotonic() of the last Interest for our newest version
 
 
-def done_name(app: str, cfg: TrainingConfig, v: int, seg: int = 0) -> names.FormalName:
-    return names.collect(app, cfg.ps, cfg.train, v, seg)
+def done_name(app: str, who: Identity, v: int, seg: int = 0) -> names.FormalName:
+    return names.collect(app, who.ps, who.train, v, seg)
 
 
 async def linger(owner: Lingering, others: list[str], v: int) -> None:
     """Publish our marker for round `v`, wait for the `others`' and for quiet."""
     cfg = owner.cfg
     owner.published.publish((v, "gradient"), sign_parts(
-        [DONE], lambda s: done_name(owner.name, cfg, v, s), owner.sec.signer, FRESHNESS_MS))
+        [DONE], lambda s: done_name(owner.name, cfg.who, v, s), owner.sec.signer, FRESHNESS_MS))
     loop = asyncio.get_running_loop()
-    until = loop.time() + cfg.linger
+    until = loop.time() + cfg.liveness.linger
 
     async def done(other: str) -> bool:
         try:
             await owner.fetcher.fetch_held(
-                lambda s: done_name(other, cfg, v, s), 0, cfg.collect_lifetime,
-                cfg.collect_lifetime, until, whole=False)
+                lambda s: done_name(other, cfg.who, v, s), 0, cfg.transport.collect_lifetime,
+                cfg.transport.collect_lifetime, until, whole=False)
             return True
         except FetchError:
             return False

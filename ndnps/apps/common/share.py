@@ -20,7 +20,7 @@ from ndnps.client.errors import (InterestCanceled, InterestNack, InterestTimeout
 from ndnps.exchanges.sharing.agreement import Asker, Verdict
 from ndnps.protocol import names
 from ndnps.protocol.codec import CodecError, decode_tensors, encode_tensors
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.parts import Identity, Sharing
 
 log = logging.getLogger("share")
 
@@ -65,10 +65,12 @@ class Decision:
 
 
 class Share:
-    """`node`: this app's name in the job (the PS, or a peer)."""
+    """`node`: this app's name in the job `who` (the PS, or a peer)."""
 
-    def __init__(self, cfg: TrainingConfig, app: Any, node: str, validator: Any) -> None:
-        self.cfg, self.app, self.node, self.validator = cfg, app, node, validator
+    def __init__(self, who: Identity, sharing: Sharing, app: Any, node: str,
+                 validator: Any) -> None:
+        self.who, self.app, self.node, self.validator = who, app, node, validator
+        self.controller, self.patience = sharing.share_controller, sharing.share_patience
         self.reachable = True
         self.unreachable_rounds = 0
         self._done_tasks: set[asyncio.Task] = set()
@@ -81,7 +83,7 @@ class Share:
         headers collected): ask one controller round trip before then, so that the answer is
         here when the round is, and the aggregators are not held while it is prepared. `ask(r)`
         then waits for this answer."""
-        if self.cfg.share_controller:
+        if self.controller:
             self.cancel()
             lead = self.rtt if self.rtt is not None else ready_in
             self._early = (r, asyncio.create_task(self._ask(r, max(0.0, ready_in - lead))))
@@ -105,13 +107,12 @@ class Share:
     async def _ask(self, r: int, delay: float = 0.0) -> Decision:
         if delay > 0:
             await asyncio.sleep(delay)
-        cfg = self.cfg
-        if not cfg.share_controller:
+        if not self.controller:
             return Decision(r, True, "", 0.0)
         loop = asyncio.get_running_loop()
         asker = Asker(r, loop.time(), LIFETIME,
-                      cfg.share_patience if self.reachable else LIFETIME)
-        name = names.share_ask(cfg.share_controller, cfg.ps, cfg.train, self.node, r)
+                      self.patience if self.reachable else LIFETIME)
+        name = names.share_ask(self.controller, self.who.ps, self.who.train, self.node, r)
         while True:
             now = loop.time()
             asker.tick(now)
@@ -137,10 +138,10 @@ class Share:
             if self.reachable:
                 log.warning("share controller %s unreachable (no answer for %.1f s, round "
                             "%d): rounds go the ordinary way until it answers",
-                            cfg.share_controller, cfg.share_patience, r)
+                            self.controller, self.patience, r)
             self.reachable = False
         elif not self.reachable:
-            log.info("share controller %s answers again (round %d)", cfg.share_controller, r)
+            log.info("share controller %s answers again (round %d)", self.controller, r)
             self.reachable = True
         wait = asker.wait(loop.time())
         if asker.why != "unreachable" and not asker.retries:
@@ -150,15 +151,15 @@ class Share:
     def done(self, r: int, clean: bool) -> None:
         """Round `r` is over: said in the background (a few tries; the next round's ask says
         it too)."""
-        if not self.cfg.share_controller or not self.reachable:
+        if not self.controller or not self.reachable:
             return
         task = asyncio.create_task(self._done(r, clean))
         self._done_tasks.add(task)
         task.add_done_callback(self._done_tasks.discard)
 
     async def _done(self, r: int, clean: bool) -> None:
-        cfg = self.cfg
-        name = names.share_done(cfg.share_controller, cfg.ps, cfg.train, self.node, r, clean)
+        name = names.share_done(self.controller, self.who.ps, self.who.train, self.node, r,
+                                clean)
         for _ in range(DONE_TRIES):
             try:
                 await self.app.express(name, self.validator, lifetime=int(LIFETIME * 1000),

@@ -10,34 +10,35 @@ from typing import Any
 from ndnps.client.fetcher import MIN_RTO, FetchStats, SegmentFetcher, reorder_floor
 from ndnps.ml.train import steps_per_epoch
 from ndnps.ndn.rto import RtoEstimator
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.parts import Sgd, Transport
 
 
 class JobFailed(Exception):
     """The training cannot go on (the message says why)."""
 
 
-def total_steps(cfg: TrainingConfig, n_train: int, workers: int) -> int:
+def total_steps(sgd: Sgd, n_train: int, workers: int) -> int:
     """Steps (sync: versions) per worker: epochs over the shard, capped by max_versions."""
-    spe = steps_per_epoch(n_train, workers, cfg.batch)
+    spe = steps_per_epoch(n_train, workers, sgd.batch)
     if spe < 1:
         raise JobFailed(f"{n_train} samples over {workers} workers give no full batch of "
-                        f"{cfg.batch}")
-    total = cfg.epochs * spe
-    return min(total, cfg.max_versions) if cfg.max_versions else total
+                        f"{sgd.batch}")
+    total = sgd.epochs * spe
+    return min(total, sgd.max_versions) if sgd.max_versions else total
 
 
-def training_fetcher(cfg: TrainingConfig, app: Any, validator: Any, stats: FetchStats,
+def training_fetcher(transport: Transport, app: Any, validator: Any, stats: FetchStats,
                      patience: float) -> SegmentFetcher:
     """A fetcher with the training's window, RTO, tries and retransmission suppression;
     `patience`: how long a silent producer is waited for."""
+    t = transport
     return SegmentFetcher(
-        app.express_future, validator, cfg.window,
-        RtoEstimator(cfg.segment_timeout, min_rto=MIN_RTO, max_rto=4 * cfg.segment_timeout),
-        cfg.max_tries, stats, reorder_floor=reorder_floor(app),
-        suppression=cfg.retx_suppression_ms / 1000,
-        suppression_max=cfg.retx_suppression_max_ms / 1000,
-        patience=patience, initial_window=cfg.initial_window)
+        app.express_future, validator, t.window,
+        RtoEstimator(t.segment_timeout, min_rto=MIN_RTO, max_rto=4 * t.segment_timeout),
+        t.max_tries, stats, reorder_floor=reorder_floor(app),
+        suppression=t.retx_suppression_ms / 1000,
+        suppression_max=t.retx_suppression_max_ms / 1000,
+        patience=patience, initial_window=t.initial_window)
 
 
 @dataclass

@@ -9,15 +9,17 @@ decision rule s1–s3 of ndnps.exchanges.sharing.decision, or a FIFO lock for "a
 is acknowledged at once. Answers are signed under the job's key, freshness zero: a cache never
 answers a later ask. The configuration (TOML)::
 
-    [share]
+    [share]                         # ndnps.protocol.sharing: the scenario's [share] too
     name = "ctl"                    # the prefix served, /ctl/share
     policy = "time-division"        # | "always-wait"
     score = "time-saved"            # | "shortest-round" (time-division's CalcScore)
-    timeout = 1.0                   # s for every node of a job to ask, then abort and retry
+    agree_timeout = 1.0             # s for every node of a job to ask, then abort and retry
+                                    # (`timeout`, its older name, is read too)
     backoff = 0.05                  # s, doubling per abort
     tries = 4                       # aborts of one round before it goes the ordinary way
     slot_timeout = 2.0              # the aggregators' slot timeout: an unclean round's hold
     hold_limit = 30.0               # a holder that never says done is released after this
+                                    # (at, slots: the scenario's aggregator; not used here)
 
     [[jobs]]                        # one per job: its [training] table (ps, train, key, and
     ps = "ps1"                      # workers: a peer job's nodes; a PS job's node is its PS)
@@ -32,19 +34,15 @@ import argparse
 import asyncio
 import logging
 import sys
-import tomllib
-from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any, Callable
 
 from ndnps.client.events import now_ms
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_parts
-from ndnps.exchanges.sharing.agreement import POLICIES, Answer, Controller, Verdict
-from ndnps.exchanges.sharing.decision import SCORES
+from ndnps.exchanges.sharing.agreement import Answer, Controller, Verdict
 from ndnps.lab.metrics import MetricsWriter
 from ndnps.protocol import names
-from ndnps.protocol.config import ConfigError, TrainingConfig, from_table
+from ndnps.protocol.config import ConfigError, ControllerConfig, load_controller
 
 from ..common.launch import EXIT_OK, EXIT_USAGE, app_parser, serve_args, setup_logging
 from ..common.share import ack_content, answer_content
@@ -55,77 +53,21 @@ STATUS_EVERY = 1.0      # s between status records
 MAX_HELD = 4096         # asks held at once (one per node: more are strangers' or a flood)
 
 
-@dataclass
-class ShareConfig:
-    name: str = "ctl"
-    policy: str = "time-division"
-    score: str = "time-saved"
-    timeout: float = 1.0
-    backoff: float = 0.05
-    tries: int = 4
-    slot_timeout: float = 2.0
-    hold_limit: float = 30.0
-
-
 def job_id(ps: str, train: str) -> str:
     return f"{ps}/{train}"
-
-
-def load_config(path: str | Path) -> tuple[ShareConfig, list[TrainingConfig]]:
-    """ConfigError naming the offending key."""
-    with open(path, "rb") as f:
-        try:
-            doc = tomllib.load(f)
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: {e}") from None
-    for key in doc:
-        if key not in ("share", "jobs"):
-            raise ConfigError(f"{key}: unknown table (known: share, jobs)")
-    table = doc.get("share", {})
-    known = {f.name: f for f in fields(ShareConfig)}
-    share = ShareConfig()
-    for key, value in table.items():
-        if key not in known:
-            raise ConfigError(f"share.{key}: unknown key (known: {', '.join(known)})")
-        default = getattr(share, key)
-        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if type(value) is not type(default):
-            raise ConfigError(f"share.{key}: expected {type(default).__name__}, got {value!r}")
-        if isinstance(value, (int, float)) and value <= 0:
-            raise ConfigError(f"share.{key}: must be > 0, got {value}")
-        setattr(share, key, value)
-    names.check_id(share.name, "share.name")
-    if share.policy not in POLICIES:
-        raise ConfigError(f"share.policy: one of {', '.join(POLICIES)}, got {share.policy!r}")
-    if share.score not in SCORES:
-        raise ConfigError(f"share.score: one of {', '.join(SCORES)}, got {share.score!r}")
-    entries = doc.get("jobs")
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError("jobs: expected at least one [[jobs]] entry")
-    jobs = []
-    for i, entry in enumerate(entries):
-        try:
-            jobs.append(from_table(entry))
-        except ConfigError as e:
-            raise ConfigError(f"jobs[{i}].{str(e).removeprefix('training.')}") from None
-    ids = [job_id(j.ps, j.train) for j in jobs]
-    if len(set(ids)) != len(ids):
-        raise ConfigError("jobs: a training (ps, train) given twice")
-    return share, jobs
 
 
 class ShareController:
     """The adapter: Interests in, the Controller's answers out, its timers on the loop."""
 
-    def __init__(self, share: ShareConfig, jobs: list[TrainingConfig], app: Any,
-                 metrics: MetricsWriter) -> None:
-        self.share, self.app, self.metrics = share, app, metrics
-        self.jobs = {job_id(j.ps, j.train): j for j in jobs}
-        self.core = Controller({k: j.nodes for k, j in self.jobs.items()}, share.policy,
-                               share.score, share.timeout, share.backoff, share.tries,
+    def __init__(self, cfg: ControllerConfig, app: Any, metrics: MetricsWriter) -> None:
+        share = self.share = cfg.share
+        self.app, self.metrics = app, metrics
+        self.jobs = {job_id(j.who.ps, j.who.train): j for j in cfg.jobs}
+        self.core = Controller({k: list(j.nodes) for k, j in self.jobs.items()}, share.policy,
+                               share.score, share.agree_timeout, share.backoff, share.tries,
                                share.slot_timeout, share.hold_limit)
-        self.signers = {k: Security(j.key_bytes, names.key(j.ps, j.train)).signer
+        self.signers = {k: Security(j.who.key_bytes, names.key(j.who.ps, j.who.train)).signer
                         for k, j in self.jobs.items()}
         # (job, node) -> its ask held: (round, reply, name, deadline in ms)
         self.held: dict[tuple[str, str], tuple[int, Callable[[bytes], Any], list, int]] = {}
@@ -225,14 +167,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        share, jobs = load_config(args.config)
-    except (ConfigError, OSError) as e:
+        cfg = load_controller(args.config)
+    except ConfigError as e:
         print(f"controller: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE
-    setup_logging(args.log_level, share.name)
-    metrics = MetricsWriter(args.metrics, role="controller", name=share.name)
+    setup_logging(args.log_level, cfg.share.name)
+    metrics = MetricsWriter(args.metrics, role="controller", name=cfg.share.name)
     return serve_args(args, metrics,
-                      lambda app: ShareController(share, jobs, app, metrics).run())
+                      lambda app: ShareController(cfg, app, metrics).run())
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from ndnps.ml.models import SGD, build_model
 from ndnps.ml.train import WorkerBatches
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, decode_tensors, encode_tensors, flatten
-from ndnps.protocol.config import ConfigError, TrainingConfig, load_member
+from ndnps.protocol.config import ConfigError, PeerConfig, load_member
 
 from ..common.combine import (FRESHNESS_MS, HELD_FIRST, InNetwork, PeerLost, Scheduled, Shared,
                               round_of)
@@ -68,27 +68,28 @@ def digest(vector: np.ndarray) -> str:
 
 
 class Peer:
-    def __init__(self, cfg: TrainingConfig, name: str, app, metrics: MetricsWriter) -> None:
-        if name not in cfg.workers:
+    def __init__(self, cfg: PeerConfig, name: str, app, metrics: MetricsWriter) -> None:
+        if name not in cfg.who.workers:
             raise ConfigError(f"--name: {name!r} is not one of training.workers")
         self.cfg, self.name, self.app, self.metrics = cfg, name, app, metrics
-        self.index = cfg.workers.index(name)
-        self.sec = Security(cfg.key_bytes, names.key(cfg.ps, cfg.train))
-        ds = self.dataset = load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs())
-        spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **cfg.model_spec()}
-        self.model = build_model(spec, cfg.seed)       # every peer's: the same parameters
+        who, model, sgd = cfg.who, cfg.model, cfg.sgd
+        self.index = who.workers.index(name)
+        self.sec = Security(who.key_bytes, names.key(who.ps, who.train))
+        ds = self.dataset = load_dataset(model.dataset, model.seed, **model.dataset_kwargs())
+        spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **model.model_spec()}
+        self.model = build_model(spec, model.seed)       # every peer's: the same parameters
         self.n_params = self.model.n_params
-        self.opt = SGD(cfg.lr, cfg.momentum, cfg.weight_decay)
-        self.rule = rule_for("sync", cfg.max_staleness)
-        self.batches = WorkerBatches(ds, len(cfg.workers), self.index, cfg.batch, cfg.seed)
+        self.opt = SGD(sgd.lr, sgd.momentum, sgd.weight_decay)
+        self.rule = rule_for("sync", 0)         # (sync averages: no staleness)
+        self.batches = WorkerBatches(ds, len(who.workers), self.index, sgd.batch, model.seed)
         self.fetch_stats = FetchStats()
-        self.fetcher = training_fetcher(cfg, app, self.sec.validator, self.fetch_stats,
-                                        cfg.worker_timeout)
+        self.fetcher = training_fetcher(cfg.transport, app, self.sec.validator,
+                                        self.fetch_stats, cfg.liveness.worker_timeout)
         self.sent_by_level: Counter[int] = Counter()    # Data bytes we sent, by BCube level
         self.published = Published(on_sent=self._sent)
-        self.members = list(cfg.workers)        # the collective's peers, this epoch
+        self.members = list(who.workers)        # the collective's peers, this epoch
         self.epoch = 0                          # re-formed collectives so far
-        self.share = Share(cfg, app, name, self.sec.validator)     # docs/sharing.md
+        self.share = Share(who, cfg.sharing, app, name, self.sec.validator)   # docs/sharing.md
         self.combine = self.make_combine()
         self.before: tuple | None = None        # re-form: (params, velocity) of self.version - 1
         self.version = 0
@@ -100,12 +101,15 @@ class Peer:
     @property
     def total_steps(self) -> int:
         """Versions: epochs over a peer's shard, capped by max_versions (as a PS counts)."""
-        return total_steps(self.cfg, len(self.dataset.X_train), len(self.cfg.workers))
+        return total_steps(self.cfg.sgd, len(self.dataset.X_train), len(self.cfg.who.workers))
 
     def make_combine(self) -> InNetwork | Scheduled | Shared:
-        if self.cfg.collective != "ina":
-            return Scheduled(self)
-        return Shared(self, self.share) if self.cfg.share_controller else InNetwork(self)
+        c = self.cfg.peers
+        if c.collective != "ina":
+            bcube = (c.bcube_n, c.bcube_levels(len(self.cfg.who.workers))) \
+                if c.collective == "bcube" else None
+            return Scheduled(self, bcube)
+        return Shared(self, self.share) if self.cfg.sharing.share_controller else InNetwork(self)
 
     def round(self, v: int) -> int:
         return round_of(v, self.epoch)
@@ -122,17 +126,17 @@ class Peer:
     def on_interest(self, name, _param, reply, ctx) -> None:
         r = names.parse_roll(name)
         if r is not None:
-            if (r.peer, r.ps, r.train) == (self.name, self.cfg.ps, self.cfg.train):
+            if (r.peer, r.ps, r.train) == (self.name, self.cfg.who.ps, self.cfg.who.train):
                 self.published.ask(roll_key(r.epoch), r.segment, reply, ctx["deadline"])
             return
         p = names.parse_partial(name)
-        if p is not None and p.peer == self.name and p.train == self.cfg.train:
+        if p is not None and p.peer == self.name and p.train == self.cfg.who.train:
             key: tuple = (p.version, p.reduce, p.set, p.level, p.part)
             seg = p.segment
         else:
             c = names.parse_collect(name)
-            if c is None or c.gpu != self.name or (c.ps, c.train) != (self.cfg.ps,
-                                                                      self.cfg.train):
+            if c is None or c.gpu != self.name or (c.ps, c.train) != (self.cfg.who.ps,
+                                                                      self.cfg.who.train):
                 return
             key, seg = (c.step, "gradient"), c.segment
         if key[0] >= self.round(self.version) - 1:
@@ -151,29 +155,30 @@ class Peer:
             total = self.total_steps
             self.metrics.write({"event": "start", "workers": self.members,
                                 "n_params": self.n_params, "total_steps": total, "mode": "sync",
-                                "collective": cfg.collective, "index": self.index,
+                                "collective": cfg.peers.collective, "index": self.index,
                                 "version": 0, "analytic_bytes_by_level": {
                                     str(k): v for k, v in self.combine.analytic().items()}})
             log.info("peer %s (%d of %d) ready: %s all-reduce, %d parameters, %d versions",
-                     self.name, self.index + 1, len(self.members), cfg.collective,
+                     self.name, self.index + 1, len(self.members), cfg.peers.collective,
                      self.n_params, total)
             done = False
             while not done:
                 try:
                     done = await self.step(total)
                 except PeerLost as e:
-                    if cfg.on_peer_loss != "re-form":
+                    if cfg.peers.on_peer_loss != "re-form":
                         raise
                     await self.reform(e)
         except (PeerLost, JobFailed) as e:
-            log.error("training %s/%s stops at version %d: %s", cfg.ps, cfg.train,
+            log.error("training %s/%s stops at version %d: %s", cfg.who.ps, cfg.who.train,
                       self.version, e)
             self.metrics.write({"event": "failed", "reason": str(e), "version": self.version})
             self.end(EXIT_JOB_FAILED)
             return EXIT_JOB_FAILED
         await self.linger()
         self.end(EXIT_OK)
-        log.info("training %s/%s done at version %d, test accuracy %.4f", cfg.ps, cfg.train,
+        log.info("training %s/%s done at version %d, test accuracy %.4f", cfg.who.ps,
+                 cfg.who.train,
                  self.version, self.accuracy if self.accuracy is not None else float("nan"))
         return EXIT_OK
 
@@ -181,10 +186,10 @@ class Peer:
         """One version: our gradient, the collective, the update; True when the last."""
         v = self.version
         if isinstance(self.combine, Shared):
-            self.combine.prepare(v, self.cfg.device_ms / 1000 + self.last_compute)
+            self.combine.prepare(v, self.cfg.device.device_ms / 1000 + self.last_compute)
             await asyncio.sleep(0)          # an ask due now goes out before the computation
-        if self.cfg.device_ms:              # an accelerator's step, emulated
-            await asyncio.sleep(self.cfg.device_ms / 1000)
+        if self.cfg.device.device_ms:       # an accelerator's step, emulated
+            await asyncio.sleep(self.cfg.device.device_ms / 1000)
         t0 = time.perf_counter()
         X, y = self.batches.for_step(v)
         loss, grads = self.model.loss_and_grad(X, y)
@@ -192,14 +197,14 @@ class Peer:
         compute = self.last_compute = time.perf_counter() - t0
         computed_at = self.run_time()
         mean = await self.combine(v, vector, loss, compute)
-        if self.cfg.on_peer_loss == "re-form":      # a re-formed collective may redo v
+        if self.cfg.peers.on_peer_loss == "re-form":    # a re-formed collective may redo v
             self.before = (copy.deepcopy(self.model.params), copy.deepcopy(self.opt.velocity))
         self.rule.apply(self.model.params, self.opt, v,
                         [Contribution(0, messages.Gradient(v, v, mean, loss, compute))])
         self.version = v + 1
         ready_at = self.run_time()
         accuracy = self.evaluate(force=self.version >= total)
-        target = self.cfg.target_accuracy
+        target = self.cfg.sgd.target_accuracy
         done = self.version >= total or bool(target and accuracy is not None
                                               and accuracy >= target)
         shared = self.combine.last.record() if isinstance(self.combine, Shared) and \
@@ -227,15 +232,16 @@ class Peer:
         epoch = self.epoch
         self.published.publish(roll_key(epoch), sign_parts(
             [encode_tensors([], kind="roll", version=self.version)],
-            lambda s: names.roll(self.name, cfg.ps, cfg.train, epoch, s), self.sec.signer,
+            lambda s: names.roll(self.name, cfg.who.ps, cfg.who.train, epoch, s),
+            self.sec.signer,
             FRESHNESS_MS))
-        until = asyncio.get_running_loop().time() + 2 * cfg.worker_timeout
+        until = asyncio.get_running_loop().time() + 2 * cfg.liveness.worker_timeout
 
         async def where(peer: str) -> int | None:
             try:
                 parts, _, _ = await self.fetcher.fetch_held(
-                    lambda s: names.roll(peer, cfg.ps, cfg.train, epoch, s), 0,
-                    HELD_FIRST, cfg.collect_lifetime, until)
+                    lambda s: names.roll(peer, cfg.who.ps, cfg.who.train, epoch, s), 0,
+                    HELD_FIRST, cfg.transport.collect_lifetime, until)
                 _, meta = decode_tensors(b"".join(parts))
                 return int(meta["version"]) if meta.get("kind") == "roll" else None
             except (FetchError, CodecError, KeyError, TypeError, ValueError):
@@ -248,10 +254,10 @@ class Peer:
         alive = list(versions)
         lost_peers = [p for p in self.members if p not in versions]
         r = min(versions.values())
-        if len(alive) < cfg.min_workers or max(versions.values()) > r + 1:
+        if len(alive) < cfg.who.min_workers or max(versions.values()) > r + 1:
             raise JobFailed(f"epoch {epoch}: peers {alive} at versions "
                             f"{list(versions.values())} cannot re-form (min_workers = "
-                            f"{cfg.min_workers})")
+                            f"{cfg.who.min_workers})")
         if self.version == r + 1:                   # we finished r before the loss: redo it
             assert self.before is not None
             self.model.params, self.opt.velocity = self.before
@@ -267,9 +273,9 @@ class Peer:
         """Every peer evaluates when a target accuracy may stop the training (they decide
         alike: the same parameters); otherwise the first peer, for the records."""
         cfg = self.cfg
-        if not (force or self.version % cfg.eval_every == 0):
+        if not (force or self.version % cfg.sgd.eval_every == 0):
             return None
-        if not cfg.target_accuracy and self.members[0] != self.name and not force:
+        if not cfg.sgd.target_accuracy and self.members[0] != self.name and not force:
             return None
         self.accuracy = self.model.accuracy(self.dataset.X_test, self.dataset.y_test)
         return self.accuracy
@@ -281,7 +287,7 @@ class Peer:
 
     def end(self, code: int) -> None:
         self.metrics.write({"event": "end", "code": code, "version": self.version,
-                            "accuracy": self.accuracy, "collective": self.cfg.collective,
+                            "accuracy": self.accuracy, "collective": self.cfg.peers.collective,
                             **self.app.traffic(), **asdict(self.fetch_stats),
                             **self.combine.counts(), **self.published.counts()})
 
@@ -306,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     begin(args, args.name)
     try:
-        cfg = load_member(args.config, args.name)
-        if not cfg.collective:
+        cfg = PeerConfig.of(load_member(args.config, args.name))
+        if not cfg.peers.collective:
             raise ConfigError("training.collective: empty (a PS trains this job: ndnps.apps.ps)")
     except (ConfigError, OSError) as e:
         print(f"peer: bad configuration: {e}", file=sys.stderr)

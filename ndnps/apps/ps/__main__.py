@@ -44,7 +44,7 @@ from ndnps.ml.models import SGD, build_model
 from ndnps.ndn.conventions import segment
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten, param_spec
-from ndnps.protocol.config import ConfigError, TrainingConfig, add_arguments, load
+from ndnps.protocol.config import ConfigError, PsConfig, add_arguments, load
 
 from ..common.aggregate import Aggregate
 from ..common.launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
@@ -66,32 +66,33 @@ log = logging.getLogger("ps")
 class ParameterServer:
     roster: Roster          # (made after the content, which reports fetches to it)
 
-    def __init__(self, cfg: TrainingConfig, app, metrics: MetricsWriter | None = None,
+    def __init__(self, cfg: PsConfig, app, metrics: MetricsWriter | None = None,
                  save_path: str | None = None, update_rule: UpdateRule | None = None) -> None:
         self.cfg, self.app = cfg, app
         self.metrics = metrics or MetricsWriter(None)
         self.save_path = save_path
-        self.sec = Security(cfg.key_bytes, names.key(cfg.ps, cfg.train))
-        self.dataset = ds = load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs())
-        self.spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **cfg.model_spec()}
-        self.model = build_model(self.spec, cfg.seed)          # = train_sync_reference's
+        who, model, sgd = cfg.who, cfg.model, cfg.sgd
+        self.sec = Security(who.key_bytes, names.key(who.ps, who.train))
+        self.dataset = ds = load_dataset(model.dataset, model.seed, **model.dataset_kwargs())
+        self.spec = {"n_in": ds.n_features, "n_classes": ds.n_classes, **model.model_spec()}
+        self.model = build_model(self.spec, model.seed)          # = train_sync_reference's
         self.pspec = param_spec(self.model.params)
         self.n_params = self.model.n_params
-        self.opt = SGD(cfg.lr, cfg.momentum, cfg.weight_decay)
-        self.rule = update_rule or rule_for(cfg.mode, cfg.max_staleness)
+        self.opt = SGD(sgd.lr, sgd.momentum, sgd.weight_decay)
+        self.rule = update_rule or rule_for(cfg.update.mode, cfg.update.max_staleness)
         self.version = 0
         self.collected: dict[str, int] = {}         # async: last step collected per worker
         self.accuracy: float | None = None
         self.done = False
         self.membership = Membership(
-            min_workers=cfg.min_workers, rejoin_interval=cfg.rejoin_interval,
-            rejoin_timeout=cfg.rejoin_timeout,
-            fetch_patience=max(cfg.rejoin_interval, 4 * cfg.segment_timeout))
+            min_workers=who.min_workers, rejoin_interval=cfg.tasks.rejoin_interval,
+            rejoin_timeout=cfg.tasks.rejoin_timeout,
+            fetch_patience=max(cfg.tasks.rejoin_interval, 4 * cfg.transport.segment_timeout))
         self.counters = PsCounters()
         self.fetch_stats = FetchStats()
         # a collect's segments: as long as its worker lives
-        self.fetcher = training_fetcher(cfg, app, self.sec.validator, self.fetch_stats,
-                                        cfg.worker_timeout)
+        self.fetcher = training_fetcher(cfg.transport, app, self.sec.validator,
+                                        self.fetch_stats, cfg.liveness.worker_timeout)
         # the parts: each owns its exchange's I/O (see their modules)
         self.content = Content(self, self.membership, self.sec.signer,
                                on_fetched=lambda w: self.roster.fetched(w))
@@ -101,8 +102,9 @@ class ParameterServer:
                                self.roster.drop, on_push_report=self.on_push_report)
         # in-network aggregation: the gradients' sums asked of the network (common/aggregate.py)
         self.aggregate = Aggregate(cfg, app, self.fetcher, self.sec, self.n_params,
-                                   self.counters, self.roster.drop) if cfg.aggregate_at else None
-        self.share = Share(cfg, app, cfg.ps, self.sec.validator)     # docs/sharing.md
+                                   self.counters, self.roster.drop) \
+            if cfg.aggregation.aggregate_at else None
+        self.share = Share(who, cfg.sharing, app, who.ps, self.sec.validator)   # docs/sharing.md
         self.serving = Serving(cfg, app, self, self.membership, self.content, self.sec.signer,
                                self.counters)
         self.delta = Delta()
@@ -128,12 +130,12 @@ class ParameterServer:
     # ---- life cycle ------------------------------------------------------------------------
 
     async def run(self) -> int:
-        cfg = self.cfg
+        cfg, who = self.cfg, self.cfg.who
         self.serving.attach()
         try:
-            if not await self.app.register(names.node(cfg.ps)):
-                raise JobFailed(f"the forwarder refused to register /{cfg.ps}")
-            resumed = self.resume() if cfg.checkpoint else None
+            if not await self.app.register(names.node(who.ps)):
+                raise JobFailed(f"the forwarder refused to register /{who.ps}")
+            resumed = self.resume() if cfg.checkpointing.checkpoint else None
             accepted = await self.roster.assign_tasks()
             if resumed is not None:
                 # the workers of the checkpoint, in its order (shards and averaging as before);
@@ -144,9 +146,9 @@ class ParameterServer:
                 await self.push_resumed()
             else:
                 self.prepare_content(accepted)
-            await (run_sync(self) if cfg.mode == "sync" else AsyncTraining(self).run())
+            await (run_sync(self) if cfg.update.mode == "sync" else AsyncTraining(self).run())
         except JobFailed as e:
-            log.error("training %s/%s cannot go on: %s", cfg.ps, cfg.train, e)
+            log.error("training %s/%s cannot go on: %s", who.ps, who.train, e)
             self.metrics.write({"event": "failed", "reason": str(e)})
             await self.abort()
             return EXIT_JOB_FAILED
@@ -184,35 +186,36 @@ class ParameterServer:
     @property
     def total_steps(self) -> int:
         """Steps (sync: versions) per worker: epochs over the shard, capped by max_versions."""
-        return total_steps(self.cfg, len(self.dataset.X_train), len(self.workers))
+        return total_steps(self.cfg.sgd, len(self.dataset.X_train), len(self.workers))
 
     def prepare_content(self, gpus: list[str]) -> None:
         """The training's workers are `gpus`, in index order: each one's content is made."""
         cfg = self.cfg
+        mode, push_mode = cfg.update.mode, cfg.push.push_mode
         self.membership.admit(gpus, self.resumed_steps)
         vec = flatten(self.model.params)
         for w in self.workers:
             self.content.make(w, vec)
         segments = len(segment(messages.params_blob(vec, 0, False)))
         log.info("training %s/%s: %d workers, %d parameters (%d segments), %d steps, %s/%s",
-                 cfg.ps, cfg.train, len(gpus), self.n_params, segments, self.total_steps,
-                 cfg.mode, cfg.push_mode)
+                 cfg.who.ps, cfg.who.train, len(gpus), self.n_params, segments,
+                 self.total_steps, mode, push_mode)
         self.metrics.write({"event": "start", "workers": gpus, "n_params": self.n_params,
-                            "total_steps": self.total_steps, "mode": cfg.mode,
-                            "push_mode": cfg.push_mode, "version": self.version,
+                            "total_steps": self.total_steps, "mode": mode,
+                            "push_mode": push_mode, "version": self.version,
                             "resumed_from": self.resumed_from, "restarts": self.restarts})
 
     # ---- the model's progress (loops.py's loops call these) -------------------------------
 
     def evaluate(self, force: bool = False) -> float | None:
-        if force or self.version % self.cfg.eval_every == 0:
+        if force or self.version % self.cfg.sgd.eval_every == 0:
             ds = self.dataset
             self.accuracy = self.model.accuracy(ds.X_test, ds.y_test)
             return self.accuracy
         return None
 
     def is_done(self, accuracy: float | None) -> bool:
-        target = self.cfg.target_accuracy
+        target = self.cfg.sgd.target_accuracy
         return bool(target and accuracy is not None and accuracy >= target)
 
     # ---- records, and the end -------------------------------------------------------------------
@@ -243,15 +246,16 @@ class ParameterServer:
                             **self.delta.take(counters)})
 
     async def finish(self) -> None:
-        cfg = self.cfg
+        who = self.cfg.who
         if self.accuracy is None:
             self.evaluate(force=True)
-        log.info("training %s/%s done: version %d, test accuracy %.4f", cfg.ps, cfg.train,
+        log.info("training %s/%s done: version %d, test accuracy %.4f", who.ps, who.train,
                  self.version, self.accuracy)
         if self.save_path:
             checkpoint.save_model(self.save_path, {
-                "ps": cfg.ps, "train": cfg.train, "version": self.version,
-                "accuracy": self.accuracy, "model_spec": self.spec, "mode": cfg.mode},
+                "ps": who.ps, "train": who.train, "version": self.version,
+                "accuracy": self.accuracy, "model_spec": self.spec,
+                "mode": self.cfg.update.mode},
                 self.model.params)
             log.info("model saved to %s", self.save_path)
         await self.serving.linger()
@@ -277,10 +281,10 @@ class ParameterServer:
     def resume(self) -> list[str] | None:
         """Load the checkpoint if there is one: version, parameters, optimizer state.  Returns
         its workers (in index order), or None when starting afresh."""
-        path = self.cfg.checkpoint
+        path = self.cfg.checkpointing.checkpoint
         try:
             got = checkpoint.load(path, checkpoint.fingerprint(self.cfg, self.spec),
-                                  self.cfg.workers, list(self.model.params))
+                                  list(self.cfg.who.workers), list(self.model.params))
         except checkpoint.CheckpointError as e:
             raise JobFailed(str(e)) from None
         if got is None:
@@ -318,13 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     begin(args, "ps")
     try:
-        cfg = load(args.config, args)
-        if cfg.device_time == "profiled":           # the workers' devices need the profile
-            cfg.step_cost(0, 0, False)
+        cfg = PsConfig.of(load(args.config, args))
+        if cfg.device.device_time == "profiled":    # the workers' devices need the profile
+            cfg.device.step_cost(0, 0, False)
     except ConfigError as e:
         print(f"ps: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE
-    metrics = MetricsWriter(args.metrics, role="ps", name=cfg.ps, train=cfg.train)
+    metrics = MetricsWriter(args.metrics, role="ps", name=cfg.who.ps, train=cfg.who.train)
     metrics.write({"event": "launched"})        # the PS's start, for its start-to-end time
     return serve_args(args, metrics,
                       lambda app: ParameterServer(cfg, app, metrics, args.save).run())

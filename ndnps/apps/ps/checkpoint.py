@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import PsConfig
 
 Params = dict[str, np.ndarray]
 
@@ -44,11 +44,12 @@ class Resumed:
     optimizer: dict[str, Any]           # SGD.state_dict()'s form
 
 
-def fingerprint(cfg: TrainingConfig, model_spec: dict) -> dict:
+def fingerprint(cfg: PsConfig, model_spec: dict) -> dict:
     """What must match for a checkpoint to be resumed by this configuration."""
-    return {"ps": cfg.ps, "train": cfg.train, "mode": cfg.mode, "model_spec": model_spec,
-            "dataset": cfg.dataset, "dataset_kwargs": cfg.dataset_kwargs(),
-            "seed": cfg.seed, "batch": cfg.batch}
+    return {"ps": cfg.who.ps, "train": cfg.who.train, "mode": cfg.update.mode,
+            "model_spec": model_spec, "dataset": cfg.model.dataset,
+            "dataset_kwargs": cfg.model.dataset_kwargs(), "seed": cfg.model.seed,
+            "batch": cfg.sgd.batch}
 
 
 def write(path: str, fp: dict, progress: Progress, params: Params,

@@ -16,7 +16,7 @@ from ndnps.exchanges.ps import collector
 from ndnps.exchanges.ps.membership import Member
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, MixedSegments
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import PsConfig
 
 from ..common.training import PsCounters
 
@@ -26,7 +26,7 @@ log = logging.getLogger("ps")
 class Collect:
     """`app`: the PS's app (its reconnects and connection state are read)."""
 
-    def __init__(self, cfg: TrainingConfig, app: Any, fetcher: SegmentFetcher, n_params: int,
+    def __init__(self, cfg: PsConfig, app: Any, fetcher: SegmentFetcher, n_params: int,
                  counters: PsCounters, drop: Callable[[Member, str], None],
                  on_push_report: Callable[[object], None] = lambda _: None) -> None:
         self.cfg, self.app, self.fetcher, self.n_params = cfg, app, fetcher, n_params
@@ -46,21 +46,23 @@ class Collect:
         """With in-network aggregation: worker w's gradient header of `step` (segment 0 alone,
         asked for as the whole gradient is without it); its values are summed on the way
         (common/aggregate.py)."""
-        n, per = self.n_params, messages.summable_values(bool(self.cfg.aggregate_via))
+        n = self.n_params
+        per = messages.summable_values(bool(self.cfg.aggregation.aggregate_via))
         got = await self._collect(w, step, ref, False, lambda parts: messages.parse_gradient_meta(
             parts[0], n, step, per))
         return got if isinstance(got, messages.GradientMeta) else None
 
     async def _collect(self, w: Member, step: int, ref: float, whole: bool,
                        parse: Callable[[list[bytes | memoryview]], object]) -> object | None:
-        cfg = self.cfg
+        who, longest = self.cfg.who, self.cfg.transport.collect_lifetime
+        timeout = self.cfg.liveness.worker_timeout
         loop = asyncio.get_running_loop()
         delay = collector.send_at(w.estimator, ref) - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
 
         def name_of(s: int):
-            return names.collect(w.gpu, cfg.ps, cfg.train, step, s)
+            return names.collect(w.gpu, who.ps, who.train, step, s)
 
         why = "malformed gradients"
         for attempt in range(3):
@@ -68,14 +70,14 @@ class Collect:
             reconnects = self.app.reconnects
             rtt = collector.round_trip(self.fetcher)
             lifetime = collector.held_lifetime(w.estimator, ref, sent, self.fetcher,
-                                               cfg.collect_lifetime, TLP_FLOOR)
+                                               longest, TLP_FLOOR)
             try:
                 # once the first Data is in, the fetcher's loss recovery takes over
                 parts, arrived, waited = await self.fetcher.fetch_held(
-                    name_of, w.last_segment if whole else 0, lifetime, cfg.collect_lifetime,
-                    sent + cfg.worker_timeout, whole=whole)
+                    name_of, w.last_segment if whole else 0, lifetime, longest,
+                    sent + timeout, whole=whole)
             except FetchError as e:
-                why = f"silent for {cfg.worker_timeout:.0f} s ({e})"
+                why = f"silent for {timeout:.0f} s ({e})"
                 if self.app.reconnects == reconnects and self.app.connected:
                     break
                 # our own face was down meanwhile, or is (a forwarder restart): the worker was

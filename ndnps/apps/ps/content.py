@@ -19,8 +19,10 @@ from ndnps.exchanges.ps.membership import Member, Membership, State
 from ndnps.ml.train import steps_per_epoch
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import PsConfig
 
+# the worker-side settings the PS sends (the wire's keys, in this order), from its parts:
+# transport, probe, registration, aggregation, device
 CONTENT_KNOBS = ("window", "initial_window", "retx_suppression_ms", "retx_suppression_max_ms",
                  "segment_timeout",
                  "max_tries", "probe_initial", "probe_k", "probe_min", "probe_max", "gap_delay",
@@ -29,9 +31,17 @@ CONTENT_KNOBS = ("window", "initial_window", "retx_suppression_ms", "retx_suppre
                  "device_time", "layer_seconds")
 
 
+def knobs(cfg: PsConfig) -> dict[str, Any]:
+    """The training content's `knobs`: the worker-side settings, by key (CONTENT_KNOBS)."""
+    table = {**cfg.transport.as_table(), **cfg.probe.as_table(),
+             **cfg.registration.as_table(), **cfg.aggregation.as_table(),
+             **cfg.device.as_table()}
+    return {k: table[k] for k in CONTENT_KNOBS}
+
+
 class Training(Protocol):
     """What the content reads of the PS."""
-    cfg: TrainingConfig
+    cfg: PsConfig
     spec: dict[str, Any]
     pspec: Any
     dataset: Any
@@ -62,22 +72,24 @@ class Content:
             vec = flatten(t.model.params)
         n = len(self.membership.members)
         info = {
-            "ps": cfg.ps, "train": cfg.train, "workers": n, "mode": cfg.mode,
-            "push_mode": cfg.push_mode, "model_spec": t.spec,
-            "param_spec": [[k, list(s)] for k, s in t.pspec], "dataset": cfg.dataset,
-            "dataset_kwargs": cfg.dataset_kwargs(), "seed": cfg.seed, "batch": cfg.batch,
-            "steps_per_epoch": steps_per_epoch(len(t.dataset.X_train), n, cfg.batch),
+            "ps": cfg.who.ps, "train": cfg.who.train, "workers": n, "mode": cfg.update.mode,
+            "push_mode": cfg.push.push_mode, "model_spec": t.spec,
+            "param_spec": [[k, list(s)] for k, s in t.pspec], "dataset": cfg.model.dataset,
+            "dataset_kwargs": cfg.model.dataset_kwargs(), "seed": cfg.model.seed,
+            "batch": cfg.sgd.batch,
+            "steps_per_epoch": steps_per_epoch(len(t.dataset.X_train), n, cfg.sgd.batch),
             "total_steps": t.total_steps,
-            "hyper": {"lr": cfg.lr, "momentum": cfg.momentum, "weight_decay": cfg.weight_decay,
-                      "max_staleness": cfg.max_staleness},
-            "knobs": {k: getattr(cfg, k) for k in CONTENT_KNOBS},
+            "hyper": {"lr": cfg.sgd.lr, "momentum": cfg.sgd.momentum,
+                      "weight_decay": cfg.sgd.weight_decay,
+                      "max_staleness": cfg.update.max_staleness},
+            "knobs": knobs(cfg),
             "version": t.version,
             "step": w.steps_done,               # async: the step it computes next
             "restarts": t.restarts,             # a worker rolls back only for a new PS
             "gpu": w.gpu, "index": w.index}
         wires = self.contents[w.gpu] = sign_segments(
             messages.content_blob(vec, info),
-            lambda s: names.content(cfg.ps, cfg.train, w.gpu, s), self.signer)
+            lambda s: names.content(cfg.who.ps, cfg.who.train, w.gpu, s), self.signer)
         for key in [k for k in self.held.keys() if k[0] == w.gpu]:
             if key[1] < len(wires) and self.held.release(key, wires[key[1]]):
                 self.served(w, key[1])
@@ -91,7 +103,8 @@ class Content:
         segment)."""
         cfg = self.training.cfg
         return sign_segments(messages.refusal_blob(self.refused[gpu]),
-                             lambda s: names.content(cfg.ps, cfg.train, gpu, s), self.signer)
+                             lambda s: names.content(cfg.who.ps, cfg.who.train, gpu, s),
+                             self.signer)
 
     def release_refused(self) -> None:
         """The assignment is over: the refused workers' content Interests held meanwhile are
@@ -114,7 +127,7 @@ class Content:
         if wires is None:
             # held while the assignment is running, or while a lost worker's new content (the
             # current version) is not made yet
-            if c.gpu in self.training.cfg.workers and (
+            if c.gpu in self.training.cfg.who.workers and (
                     not m.members or (w is not None and m.may_come_back(w))):
                 self.held.hold((c.gpu, c.segment), reply, ctx["deadline"])
             return

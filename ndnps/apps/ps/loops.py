@@ -23,7 +23,7 @@ import numpy as np
 from ndnps.exchanges.ps.membership import Member
 from ndnps.exchanges.ps.update import Contribution, UpdateRule
 from ndnps.protocol import messages
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import PsConfig
 
 from ..common.aggregate import Aggregate
 from ..common.share import Share
@@ -37,7 +37,7 @@ log = logging.getLogger("ps")
 
 class Server(Protocol):
     """What the loops use of the PS."""
-    cfg: TrainingConfig
+    cfg: PsConfig
     version: int
     done: bool
     accuracy: float | None
@@ -73,7 +73,7 @@ async def run_sync(ps: Server) -> None:
     ref = ps.loop_time()
     collecting = 0.0                        # how long the last version's gradients took
     while not ps.done:
-        if cfg.on_worker_loss == "continue":
+        if cfg.tasks.on_worker_loss == "continue":
             await ps.roster.quorum()
         v = ps.version
         t0 = ps.loop_time()
@@ -85,7 +85,7 @@ async def run_sync(ps: Server) -> None:
         grads = await asyncio.gather(*(collect(w, v, ref) for w in live))
         got = [(w, g) for w, g in zip(live, grads) if g is not None]
         lost = [w for w, g in zip(live, grads) if g is None]
-        while cfg.on_worker_loss == "wait" and lost:
+        while cfg.tasks.on_worker_loss == "wait" and lost:
             # the version waits for them: collected again once they are back
             log.info("version %d: waiting for %s to rejoin", v, ", ".join(w.gpu for w in lost))
             await ps.roster.wait_rejoin(lost)
@@ -128,8 +128,9 @@ async def run_sync(ps: Server) -> None:
                   gradients=len(got), accuracy=accuracy, **shared)
         # after the version's record (a PS killed during the push leaves no checkpoint
         # ahead of its records) and off the workers' path (they compute meanwhile)
-        if cfg.checkpoint and (ps.version % cfg.checkpoint_every == 0 or ps.done):
-            ps.write_checkpoint(cfg.checkpoint)
+        ckpt = cfg.checkpointing
+        if ckpt.checkpoint and (ps.version % ckpt.checkpoint_every == 0 or ps.done):
+            ps.write_checkpoint(ckpt.checkpoint)
 
 
 class AsyncTraining:
@@ -167,8 +168,8 @@ class AsyncTraining:
         # the closing version: the same parameters, marked done, under a fresh version number
         ps.version += 1
         ps.evaluate(force=True)
-        if ps.cfg.checkpoint:
-            ps.write_checkpoint(ps.cfg.checkpoint)
+        if ps.cfg.checkpointing.checkpoint:
+            ps.write_checkpoint(ps.cfg.checkpointing.checkpoint)
         push_time = await ps.serving.push(ps.version, True)
         ps.record(push=push_time, accuracy=ps.accuracy, closing=True)
 
@@ -207,9 +208,10 @@ class AsyncTraining:
         if ps.is_done(accuracy):
             ps.done = True
             self.stopped.set()
-        if ps.cfg.checkpoint and ps.version % ps.cfg.checkpoint_every == 0:
-            ps.write_checkpoint(ps.cfg.checkpoint)
-        if ps.cfg.push_mode == "unicast":
+        ckpt = ps.cfg.checkpointing
+        if ckpt.checkpoint and ps.version % ckpt.checkpoint_every == 0:
+            ps.write_checkpoint(ckpt.checkpoint)
+        if ps.cfg.push.push_mode == "unicast":
             ps.serving.publish(ps.version, False)
         else:
             self.new_version.set()

@@ -18,7 +18,7 @@ from ndnps.exchanges.ps.membership import Event, Member, Membership, State
 from ndnps.lab.metrics import MetricsWriter
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import PsConfig
 
 from ..common.training import JobFailed, PsCounters
 from .content import Content
@@ -33,7 +33,7 @@ class Progress(Protocol):
 
 
 class Roster:
-    def __init__(self, cfg: TrainingConfig, progress: Progress, membership: Membership,
+    def __init__(self, cfg: PsConfig, progress: Progress, membership: Membership,
                  fetcher: SegmentFetcher, content: Content, metrics: MetricsWriter,
                  counters: PsCounters) -> None:
         self.cfg, self.progress, self.membership = cfg, progress, membership
@@ -57,8 +57,8 @@ class Roster:
         cfg = self.cfg
         try:
             seg = await self.fetcher.fetch_one(
-                names.task(gpu, cfg.ps, cfg.train), lifetime=cfg.task_timeout,
-                max_lifetime=16 * cfg.task_timeout, tries=tries, fresh=True, prompt=True)
+                names.task(gpu, cfg.who.ps, cfg.who.train), lifetime=cfg.tasks.task_timeout,
+                max_lifetime=16 * cfg.tasks.task_timeout, tries=tries, fresh=True, prompt=True)
         except FetchError as e:
             if e.rejected:
                 # its acceptance failed our signature check: it signs with another key; its
@@ -72,24 +72,24 @@ class Roster:
 
     async def assign_task(self, gpu: str) -> tuple[bool, str]:
         """Ask one candidate; (accepted, reason)."""
-        return await self.offer_task(gpu, self.cfg.task_tries)
+        return await self.offer_task(gpu, self.cfg.tasks.task_tries)
 
     async def assign_tasks(self) -> list[str]:
         """Every candidate asked at once; the ones that accepted, in configuration order."""
         cfg = self.cfg
         # after a restart (checkpoint), workers still in the job answer "already assigned" and
         # fetch their content again: the checkpoint's version and parameters
-        answers = await asyncio.gather(*(self.assign_task(g) for g in cfg.workers))
+        answers = await asyncio.gather(*(self.assign_task(g) for g in cfg.who.workers))
         self.content.release_refused()          # their content Interests held meanwhile
-        for gpu, (ok, reason) in zip(cfg.workers, answers):
+        for gpu, (ok, reason) in zip(cfg.who.workers, answers):
             log.info("worker %s %s%s", gpu, "accepted" if ok else "declined",
                      f": {reason}" if reason else "")
             self.metrics.write({"event": "task", "worker": gpu, "accepted": ok, "reason": reason})
-        accepted = [g for g, (ok, _) in zip(cfg.workers, answers) if ok]
-        if len(accepted) < cfg.min_workers:
-            declined = {g: r for g, (ok, r) in zip(cfg.workers, answers) if not ok}
-            raise JobFailed(f"only {len(accepted)} of {len(cfg.workers)} workers accepted, "
-                            f"min_workers = {cfg.min_workers}; declined: {declined}")
+        accepted = [g for g, (ok, _) in zip(cfg.who.workers, answers) if ok]
+        if len(accepted) < cfg.who.min_workers:
+            declined = {g: r for g, (ok, r) in zip(cfg.who.workers, answers) if not ok}
+            raise JobFailed(f"only {len(accepted)} of {len(cfg.who.workers)} workers accepted, "
+                            f"min_workers = {cfg.who.min_workers}; declined: {declined}")
         return accepted
 
     # ---- loss and rejoin: exchanges.ps.membership decides, these wait and send -----------------
@@ -111,7 +111,7 @@ class Roster:
             self.rejoin_tasks[w.gpu] = asyncio.get_running_loop().create_task(self.rejoin(w))
         if not rejoin and not self.membership.has_quorum():
             raise JobFailed(f"{len(self.membership.live)} live workers left, min_workers = "
-                            f"{self.cfg.min_workers} (last dropped {w.gpu}: {why})")
+                            f"{self.cfg.who.min_workers} (last dropped {w.gpu}: {why})")
         self.last_dropped = f"{w.gpu}: {why}"
 
     async def rejoin(self, w: Member) -> None:
@@ -135,7 +135,7 @@ class Roster:
                     await self.reoffer(w)
                 elif event is Event.GIVE_UP:
                     log.warning("worker %s did not come back within %.0f s", w.gpu,
-                                self.cfg.rejoin_timeout)
+                                self.cfg.tasks.rejoin_timeout)
                     self.metrics.write({"event": "rejoin_gave_up", "worker": w.gpu})
                     self.changed.set()              # a waiting sync loop rechecks and fails
         finally:
@@ -200,7 +200,8 @@ class Roster:
             if not any(self.membership.may_come_back(w) for w in lost):
                 gone = [w.gpu for w in lost if w.state is not State.LIVE]
                 raise JobFailed(f"on_worker_loss = wait: {', '.join(gone)} did not rejoin "
-                                f"within rejoin_timeout = {self.cfg.rejoin_timeout:.0f} s")
+                                f"within rejoin_timeout = "
+                                f"{self.cfg.tasks.rejoin_timeout:.0f} s")
             self.changed.clear()
             await self.changed.wait()
 

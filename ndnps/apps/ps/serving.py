@@ -26,7 +26,7 @@ from ndnps.exchanges.transport.publisher import Publisher
 from ndnps.exchanges.transport.push_rate import PushRate, PushReport
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten
-from ndnps.protocol.config import TrainingConfig
+from ndnps.protocol.config import PsConfig
 
 from ..common.training import PsCounters
 from ..common.unicast import ParamsServer
@@ -45,19 +45,20 @@ class Params(Protocol):
 
 
 class Serving:
-    def __init__(self, cfg: TrainingConfig, app: Any, params: Params, membership: Membership,
+    def __init__(self, cfg: PsConfig, app: Any, params: Params, membership: Membership,
                  content: Content, signer: Any, counters: PsCounters) -> None:
         self.cfg, self.app, self.params, self.membership = cfg, app, params, membership
         self.content, self.signer, self.counters = content, signer, counters
-        self.publisher = Publisher(self.sign_push, cfg.keep_versions)
-        self.unicast = ParamsServer(cfg.ps, cfg.train, max(cfg.keep_versions,
-                                                           4 * len(cfg.workers) + 4),
+        push = cfg.push
+        self.publisher = Publisher(self.sign_push, push.keep_versions)
+        self.unicast = ParamsServer(cfg.who.ps, cfg.who.train, max(push.keep_versions,
+                                                                   4 * len(cfg.who.workers) + 4),
                                     functools.partial(app.make_data, signer=signer))
-        self.pacer = Pacer(cfg.push_rate_mbps, cfg.push_burst, app.drain)
+        self.pacer = Pacer(push.push_rate_mbps, push.push_burst, app.drain)
         # the pushes' pace, from the workers' reports (None: fixed at push_rate_mbps)
         self.push_rate: PushRate | None = PushRate(
-            cfg.push_rate_mbps, cfg.push_rate_floor_mbps, cfg.push_rate_ceiling_mbps) \
-            if cfg.push_rate == "adaptive" and cfg.push_mode == "persistent" else None
+            push.push_rate_mbps, push.push_rate_floor_mbps, push.push_rate_ceiling_mbps) \
+            if push.push_rate == "adaptive" and push.push_mode == "persistent" else None
         self.removed = asyncio.Event()              # a *remove*, or a unicast final fetch
         self.all_left = False                       # a *remove* came after the end
 
@@ -68,7 +69,7 @@ class Serving:
     def attach(self) -> None:
         """The PS answers under /<ps>; the marker names reach it by the stripped name's route,
         so their handlers are attached without registering them."""
-        ps = self.cfg.ps
+        ps = self.cfg.who.ps
         self.app.attach_handler(names.node(ps), self.on_interest)
         self.app.attach_handler(names.insert_prefix(ps), self.on_register)
         self.app.attach_handler(names.remove_prefix(ps), self.on_remove)
@@ -78,18 +79,18 @@ class Serving:
         """Everything under /<ps>: training content, and the unicast baseline's parameters."""
         cfg = self.cfg
         c = names.parse_content(name)
-        if c is not None and (c.ps, c.train) == (cfg.ps, cfg.train):
+        if c is not None and (c.ps, c.train) == (cfg.who.ps, cfg.who.train):
             self.content.serve(c, self.counted(reply) if self.push_rate else reply, ctx)
             return
         p = names.parse_params(name)
-        if p is not None and (p.ps, p.train) == (cfg.ps, cfg.train):
+        if p is not None and (p.ps, p.train) == (cfg.who.ps, cfg.who.train):
             self.serve_params(p, reply, ctx)
 
     # ---- step 4: registration, and leaving ---------------------------------------------------
 
     def on_register(self, name, _param, reply, _ctx) -> None:
         t = names.parse_insert(name)
-        if t is None or (t.ps, t.train) != (self.cfg.ps, self.cfg.train):
+        if t is None or (t.ps, t.train) != (self.cfg.who.ps, self.cfg.who.train):
             return
         self.counters.registrations += 1
         reply(self.app.make_data(names.confirm(t.ps, t.train), b"", signer=self.signer,
@@ -97,7 +98,7 @@ class Serving:
 
     def on_remove(self, name, _param, reply, _ctx) -> None:
         t = names.parse_remove(name)
-        if t is None or (t.ps, t.train) != (self.cfg.ps, self.cfg.train):
+        if t is None or (t.ps, t.train) != (self.cfg.who.ps, self.cfg.who.train):
             return
         self.counters.removes += 1
         if self.params.done:
@@ -125,15 +126,16 @@ class Serving:
 
     def sign_push(self, version: int, blob: Blob) -> list[bytes]:
         cfg = self.cfg
-        return sign_segments(blob, lambda s: names.distribute(cfg.ps, cfg.train, version, s),
+        return sign_segments(blob, lambda s: names.distribute(cfg.who.ps, cfg.who.train,
+                                                              version, s),
                              self.signer, PUSH_FRESHNESS_MS)
 
     def publish(self, version: int, done: bool, aborted: bool = False) -> list[bytes] | None:
         """Parameters `version` as Data: the publisher's signed push segments, or in unicast
         mode kept for each worker's copy.  Returns the push segments (None in unicast mode)."""
-        collected = self.params.collected if self.cfg.mode == "async" else None
+        collected = self.params.collected if self.cfg.update.mode == "async" else None
         vector = flatten(self.params.model.params)
-        if self.cfg.push_mode == "unicast":
+        if self.cfg.push.push_mode == "unicast":
             self.unicast.publish(version, messages.params_blob(vector, version, done, collected,
                                                                aborted))
             return None
@@ -156,7 +158,7 @@ class Serving:
         """Step 9: a worker missed segments of a push.  Versions not produced yet are not
         answered: the forwarder keeps the probe's PIT entry and the push satisfies it."""
         d = names.parse_distribute(name)
-        if d is None or (d.ps, d.train) != (self.cfg.ps, self.cfg.train):
+        if d is None or (d.ps, d.train) != (self.cfg.who.ps, self.cfg.who.train):
             return
         wire = self.publisher.answer(d.version, d.segment)
         if wire is not None:
@@ -180,14 +182,14 @@ class Serving:
         forwarder restarted since the push (one that still caches it drops the same bytes:
         its workers' probes find it in the cache)."""
         cfg = self.cfg
-        deadline = self.loop_time() + cfg.linger
+        deadline = self.loop_time() + cfg.liveness.linger
         while self.loop_time() < deadline:
-            if cfg.push_mode == "persistent" and self.all_left:
+            if cfg.push.push_mode == "persistent" and self.all_left:
                 break
-            if cfg.push_mode == "unicast" and self.all_fetched_final():
+            if cfg.push.push_mode == "unicast" and self.all_fetched_final():
                 break
             self.removed.clear()
             if not await wait_event(self.removed, min(1.0, deadline - self.loop_time())):
-                if cfg.push_mode == "persistent" and self.loop_time() < deadline:
+                if cfg.push.push_mode == "persistent" and self.loop_time() < deadline:
                     self.counters.final_repushes += 1
                     await self.push(self.params.version, True)

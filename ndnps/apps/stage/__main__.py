@@ -53,7 +53,7 @@ from ndnps.ml.stages import StageModel
 from ndnps.ml.train import WorkerBatches, steps_per_epoch
 from ndnps.protocol import names
 from ndnps.protocol.codec import flatten, param_spec, unflatten
-from ndnps.protocol.config import ConfigError, TrainingConfig, load_member
+from ndnps.protocol.config import ConfigError, StageConfig, load_member
 
 from ..common.combine import FRESHNESS_MS, PeerLost, Scheduled, fetch_floats
 from ..common.launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
@@ -81,8 +81,8 @@ def digest(params: dict[str, np.ndarray]) -> str:
 
 
 class Stage:
-    def __init__(self, cfg: TrainingConfig, name: str, app, metrics: MetricsWriter) -> None:
-        grid = cfg.stage_apps()
+    def __init__(self, cfg: StageConfig, name: str, app, metrics: MetricsWriter) -> None:
+        grid = cfg.stages.stage_apps()
         where = [(j, s) for j, row in enumerate(grid) for s, a in enumerate(row) if a == name]
         if not where:
             raise ConfigError(f"--name: {name!r} is not one of the pipeline's stage apps")
@@ -93,14 +93,16 @@ class Stage:
         self.prev = row[self.index - 1] if self.index > 0 else None
         self.next = row[self.index + 1] if self.index + 1 < self.stages else None
         self.members = [r[self.index] for r in grid]    # this stage on every machine
-        kinds = cfg.stage_devices()
+        kinds = cfg.stages.stage_devices()
         self.kind, self.speed = kinds[self.index]
-        self.device = Device(factor(self.speed, max(v for _, v in kinds), cfg.device_scale))
-        ds = self.dataset = load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs())
+        self.device = Device(factor(self.speed, max(v for _, v in kinds),
+                                    cfg.stages.device_scale))
+        spec, sgd = cfg.model, cfg.sgd
+        ds = self.dataset = load_dataset(spec.dataset, spec.seed, **spec.dataset_kwargs())
         model = build_model({"n_in": ds.n_features, "n_classes": ds.n_classes,
-                             **cfg.model_spec()}, cfg.seed)
-        first = sum(cfg.stage_layers[:self.index])
-        self.layers = (first, first + cfg.stage_layers[self.index] - 1)
+                             **spec.model_spec()}, spec.seed)
+        first = sum(cfg.stages.stage_layers[:self.index])
+        self.layers = (first, first + cfg.stages.stage_layers[self.index] - 1)
         self.model = StageModel(model, *self.layers)
         self.params = self.model.params()
         self.pspec = param_spec(self.params)
@@ -108,18 +110,18 @@ class Stage:
         self.width_in = model.sizes[self.layers[0]]
         self.width_out = model.sizes[self.layers[1] + 1]
         # device_time = "profiled": each operation's cost per sample on this machine's core
-        if cfg.device_time == "profiled":
-            self.forward_cost = cfg.step_cost(*self.layers, backward=False)
-            self.backward_cost = cfg.step_cost(*self.layers, backward=True)
-        self.opt = SGD(cfg.lr, cfg.momentum, cfg.weight_decay)
-        self.batches = WorkerBatches(ds, cfg.machines, self.machine, cfg.batch, cfg.seed)
-        self.slices = micro_slices(cfg.batch, cfg.micro_batches)
-        self.sec = Security(cfg.key_bytes, names.key(cfg.ps, cfg.train))
+        if cfg.device.device_time == "profiled":
+            self.forward_cost = cfg.device.step_cost(*self.layers, backward=False)
+            self.backward_cost = cfg.device.step_cost(*self.layers, backward=True)
+        self.opt = SGD(sgd.lr, sgd.momentum, sgd.weight_decay)
+        self.batches = WorkerBatches(ds, cfg.stages.machines, self.machine, sgd.batch, spec.seed)
+        self.slices = micro_slices(sgd.batch, cfg.stages.micro_batches)
+        self.sec = Security(cfg.who.key_bytes, names.key(cfg.who.ps, cfg.who.train))
         self.fetch_stats = FetchStats()
-        self.fetcher = training_fetcher(cfg, app, self.sec.validator, self.fetch_stats,
-                                        cfg.worker_timeout)
+        self.fetcher = training_fetcher(cfg.transport, app, self.sec.validator,
+                                        self.fetch_stats, cfg.liveness.worker_timeout)
         self.published = Published()
-        self.combine = Scheduled(self, "ring")
+        self.combine = Scheduled(self)           # a ring
         self.version = 0
         self.last_asked = 0.0
         self.delta = Delta()
@@ -130,7 +132,7 @@ class Stage:
 
     @property
     def total_steps(self) -> int:
-        return total_steps(self.cfg, len(self.dataset.X_train), self.cfg.machines)
+        return total_steps(self.cfg.sgd, len(self.dataset.X_train), self.cfg.stages.machines)
 
     # ---- serving ------------------------------------------------------------------------------
 
@@ -138,16 +140,16 @@ class Stage:
         cfg = self.cfg
         t = names.parse_stage_tensor(name)
         if t is not None:
-            if (t.stage, t.train) != (self.name, cfg.train):
+            if (t.stage, t.train) != (self.name, cfg.who.train):
                 return
             key: tuple = (t.version, "grad" if t.backward else "act", t.mb)
             seg = t.segment
         elif (p := names.parse_partial(name)) is not None:
-            if (p.peer, p.train) != (self.name, cfg.train):
+            if (p.peer, p.train) != (self.name, cfg.who.train):
                 return
             key, seg = (p.version, p.reduce, p.set, p.level, p.part), p.segment
         elif (c := names.parse_collect(name)) is not None:         # a done marker
-            if (c.gpu, c.ps, c.train) != (self.name, cfg.ps, cfg.train):
+            if (c.gpu, c.ps, c.train) != (self.name, cfg.who.ps, cfg.who.train):
                 return
             key, seg = (c.step, "gradient"), c.segment
         else:
@@ -158,7 +160,7 @@ class Stage:
 
     def _publish(self, v: int, backward: bool, mb: int, values: np.ndarray) -> None:
         wires = sign_segments(np.ascontiguousarray(values, np.float32).tobytes(),
-                              lambda s: names.stage_tensor(self.name, self.cfg.train, v,
+                              lambda s: names.stage_tensor(self.name, self.cfg.who.train, v,
                                                            backward, mb, s),
                               self.sec.signer, FRESHNESS_MS)
         self.published.publish((v, "grad" if backward else "act", mb), wires)
@@ -169,7 +171,7 @@ class Stage:
         rows = self.slices[mb].stop - self.slices[mb].start
         values = await fetch_floats(
             self.fetcher, self.cfg,
-            lambda s: names.stage_tensor(producer, self.cfg.train, v, backward, mb, s),
+            lambda s: names.stage_tensor(producer, self.cfg.who.train, v, backward, mb, s),
             rows * width, f"stage {producer}",
             f"step {v} ({'gradient' if backward else 'activation'} of micro-batch {mb})")
         return values.reshape(rows, width)
@@ -189,7 +191,7 @@ class Stage:
             "device_factor": self.device.factor, "layers": list(self.layers),
             "n_params": self.n_params, "total_steps": total, "mode": "sync",
             "collective": "pipeline", "members": self.members, "version": 0,
-            "micro_batches": cfg.micro_batches, "recompute": cfg.recompute})
+            "micro_batches": cfg.stages.micro_batches, "recompute": cfg.stages.recompute})
         log.info("stage %s (machine %d, stage %d of %d, %s x%.3g): layers %d-%d, %d "
                  "parameters, %d steps", self.name, self.machine + 1, self.index + 1,
                  self.stages, self.kind, self.device.factor, *self.layers, self.n_params, total)
@@ -197,7 +199,8 @@ class Stage:
             while self.version < total:
                 await self.step(self.version)
         except (PeerLost, JobFailed) as e:
-            log.error("training %s/%s stops at step %d: %s", cfg.ps, cfg.train, self.version, e)
+            log.error("training %s/%s stops at step %d: %s", cfg.who.ps, cfg.who.train,
+                      self.version, e)
             self.metrics.write({"event": "failed", "reason": str(e), "version": self.version})
             self.end(EXIT_JOB_FAILED)
             return EXIT_JOB_FAILED
@@ -207,7 +210,7 @@ class Stage:
         others = [a for a in (self.prev, self.next, *self.members) if a and a != self.name]
         await linger(self, others, self.version)
         self.end(EXIT_OK)
-        log.info("training %s/%s done at step %d", cfg.ps, cfg.train, self.version)
+        log.info("training %s/%s done at step %d", cfg.who.ps, cfg.who.train, self.version)
         return EXIT_OK
 
     async def step(self, v: int) -> None:
@@ -215,8 +218,8 @@ class Stage:
         cfg = self.cfg
         t0 = time.monotonic()
         started_at = self.metrics_time()
-        work = StageWork(self.model, self.index, self.stages, cfg.batch, cfg.micro_batches,
-                         cfg.recompute)
+        work = StageWork(self.model, self.index, self.stages, cfg.sgd.batch,
+                         cfg.stages.micro_batches, cfg.stages.recompute)
         X, y = self.batches.for_step(v)
         last = self.next is None
         if self.prev is None:
@@ -239,11 +242,11 @@ class Stage:
                     work.gradient(i, await self._fetch(self.next, v, True, i, self.width_out))
                     arrived.set()
 
-                asked = 0 if self.prev is not None else cfg.micro_batches
+                asked = 0 if self.prev is not None else cfg.stages.micro_batches
                 forwards = 0
                 recomputed = 0.0
                 while not work.finished:
-                    while asked < min(cfg.micro_batches, forwards + window):
+                    while asked < min(cfg.stages.micro_batches, forwards + window):
                         tg.create_task(activation(asked))
                         asked += 1
                     op = work.machine.ready()
@@ -255,7 +258,7 @@ class Stage:
                     # timed by its CPU time: rehearsed first (ndnps.ml.device: warm-up)
                     sent, timed = self.device.run(work.step, self._cost(op), work.rehearse)
                     assert sent is not None
-                    if op.kind != FORWARD and cfg.recompute:
+                    if op.kind != FORWARD and cfg.stages.recompute:
                         recomputed += self._recompute_device(op, work)
                     busy.add(timed)
                     await self._wait(self.device.owe(timed), busy)  # the device is still at it
@@ -268,7 +271,7 @@ class Stage:
             raise group.exceptions[0] from None
         await self._wait(self.device.settle(), busy)
         self.device.idle()                          # the synchronisation and the next step
-        if cfg.device_time != "profiled":
+        if cfg.device.device_time != "profiled":
             recomputed = work.recompute_cpu * self.device.factor
         pipeline_s = time.monotonic() - t0
         computed_at = self.metrics_time()
@@ -297,17 +300,17 @@ class Stage:
         """An operation's cost on this machine's core: profiled (its layers' per-sample costs
         × its samples; a backward after recomputation runs the forward again), or None:
         measured as it runs."""
-        if self.cfg.device_time != "profiled":
+        if self.cfg.device.device_time != "profiled":
             return None
         if op.kind == FORWARD:
             return self._rows(op) * self.forward_cost
-        again = self.forward_cost if self.cfg.recompute else 0.0
+        again = self.forward_cost if self.cfg.stages.recompute else 0.0
         return self._rows(op) * (self.backward_cost + again)
 
     def _recompute_device(self, op: Op, work: StageWork) -> float:
         """The device seconds a backward spent recomputing its activations (the time cost of
         the memory saved)."""
-        if self.cfg.device_time == "profiled":
+        if self.cfg.device.device_time == "profiled":
             return self._rows(op) * self.forward_cost * self.device.factor
         return 0.0                  # measured: the step's total, from StageWork, below
 
@@ -357,15 +360,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     begin(args, args.name)
     try:
-        cfg = load_member(args.config, args.name)
-        if not cfg.machines:
+        cfg = StageConfig.of(load_member(args.config, args.name))
+        if not cfg.stages.machines:
             raise ConfigError("training.machines: 0 (not a pipeline training)")
-        if cfg.device_time == "profiled":
-            cfg.step_cost(0, 0, False)              # the profile is there
-        n_train = len(load_dataset(cfg.dataset, cfg.seed, **cfg.dataset_kwargs()).X_train)
-        if steps_per_epoch(n_train, cfg.machines, cfg.batch) < 1:
-            raise ConfigError(f"training.batch: {n_train} samples over {cfg.machines} "
-                              f"machines hold no mini-batch of {cfg.batch}")
+        if cfg.device.device_time == "profiled":
+            cfg.device.step_cost(0, 0, False)              # the profile is there
+        model = cfg.model
+        n_train = len(load_dataset(model.dataset, model.seed, **model.dataset_kwargs()).X_train)
+        if steps_per_epoch(n_train, cfg.stages.machines, cfg.sgd.batch) < 1:
+            raise ConfigError(f"training.batch: {n_train} samples over {cfg.stages.machines} "
+                              f"machines hold no mini-batch of {cfg.sgd.batch}")
         if args.save:
             Path(args.save).parent.mkdir(parents=True, exist_ok=True)
     except (ConfigError, OSError) as e:

@@ -42,9 +42,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ndnps.protocol.sharing import CONTROLLED_POLICIES
+
 from .decision import SCORES, JobState, Score, decide
 
-POLICIES = ("time-division", "always-wait")
 DECISIONS_KEPT = 256              # per job: rounds whose decision a late ask may still need
 
 
@@ -171,8 +172,9 @@ class Controller:
                  score: str | Score = "time-saved", timeout: float = 1.0,
                  backoff: float = 0.05, tries: int = 4, slot_timeout: float = 2.0,
                  hold_limit: float = 30.0) -> None:
-        if policy not in POLICIES:
-            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        if policy not in CONTROLLED_POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(CONTROLLED_POLICIES)}, got "
+                             f"{policy!r}")
         if isinstance(score, str) and score not in SCORES:
             raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
         if not jobs or any(not nodes or len(set(nodes)) != len(nodes)

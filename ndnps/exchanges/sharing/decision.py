@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from ndnps.protocol.sharing import SHORTEST_ROUND, TIME_SAVED
+
 
 @dataclass(frozen=True)
 class JobState:
@@ -110,4 +112,5 @@ def decide(job: JobState, others: Sequence[JobState], holder: str | None, now: f
     return all(mine >= score(o, now) for o in arriving)
 
 
-SCORES: dict[str, Score] = {"time-saved": time_saved, "shortest-round": shortest_round}
+# the scores by the names [share] gives them (ndnps.protocol.sharing.SCORE_NAMES)
+SCORES: dict[str, Score] = {TIME_SAVED: time_saved, SHORTEST_ROUND: shortest_round}

@@ -3,7 +3,7 @@ adaptation, as ndncatchunks' AIMD pipeline and ndn-cxx's SegmentFetcher (after R
 start and congestion avoidance), for the fetches of ndnps.exchanges.transport.fetch.
 
 * **Growth** on each new Data: slow start (+1) below ``ssthresh``, then additive increase
-  (+1/cwnd, one Interest per round trip), up to ``maximum`` (TrainingConfig.window).  Only while
+  (+1/cwnd, one Interest per round trip), up to ``maximum`` (training.window).  Only while
   the window is used (RFC 9002 §7.8, Linux's cwnd-limited test): at least half of it in flight
   when the Data came; a PS collecting a 3-segment gradient every version would otherwise open
   its window to the maximum without ever having probed the path at that rate.
