@@ -4,7 +4,7 @@ The ``[training]`` table of a TOML file (the scenario file) and/or command-line 
 win) make a `TrainingSpec`: the table's parts, one per concern (ndnps.protocol.parts), each
 checking its own settings, and the checks that span parts — every error naming the key as the
 user wrote it (``training.lr: must be > 0, got -1``; ``--lr / training.lr: ...`` for a flag).
-Every setting is a flag of ``python -m apps.ps`` (``--min-workers 3``); lists are
+Every setting is a flag of ``python -m ndnps.apps.ps`` (``--min-workers 3``); lists are
 comma-separated (``--workers w1,w2,w3``, ``--hidden 64,32``).
 
 Each program reads the parts that are its own: `PsConfig` (the PS: everything but the
@@ -201,7 +201,7 @@ class _Of:
 
 @dataclass(frozen=True)
 class PsConfig(_Of):
-    """The parameter server's (apps/ps.py): the job, the model and its optimizer, the update
+    """The parameter server's (ndnps.apps.ps): the job, the model and its optimizer, the update
     rule, its fetches, pushes, task offers and checkpoint, aggregation and sharing; and what
     it sends its workers in the training content (probe, registration, transport, device)."""
     who: Identity
@@ -222,7 +222,7 @@ class PsConfig(_Of):
 
 @dataclass(frozen=True)
 class PeerConfig(_Of):
-    """A PS-less peer's (apps/peer.py): the job, the model and its optimizer, its fetches,
+    """A PS-less peer's (ndnps.apps.peer): the job, the model and its optimizer, its fetches,
     the collective (and the aggregator of "ina", shared or not), the emulated device."""
     who: Identity
     model: Model
@@ -237,7 +237,7 @@ class PeerConfig(_Of):
 
 @dataclass(frozen=True)
 class StageConfig(_Of):
-    """A pipeline stage's (apps/stage.py): the job, the model and its optimizer, its fetches,
+    """A pipeline stage's (ndnps.apps.stage): the job, the model and its optimizer, its fetches,
     the pipeline and the devices' time."""
     who: Identity
     model: Model
@@ -258,7 +258,7 @@ class SharedJob:
 
 @dataclass(frozen=True)
 class ControllerConfig:
-    """The share controller's (apps/controller.py): ``[share]`` and its jobs."""
+    """The share controller's (ndnps.apps.controller): ``[share]`` and its jobs."""
     share: ShareConfig
     jobs: tuple[SharedJob, ...]
 

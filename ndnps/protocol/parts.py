@@ -97,7 +97,7 @@ class Sgd(Part):
 
 @dataclass(frozen=True)
 class Update(Part):
-    """The PS's update rule (ndnps.exchanges.update)."""
+    """The PS's update rule (ndnps.exchanges.ps.update)."""
     mode: str = setting("sync", "sync or async SGD", choices=("sync", "async"))
     max_staleness: int = setting(8, "async: drop gradients computed this many versions back "
                                  "or more (staleness > max_staleness is dropped)", low=0)
@@ -113,7 +113,7 @@ class Transport(Part):
     window: int = setting(16, "most segment Interests in flight towards one producer: the cap "
                           "of the fetches' congestion window (from initial_window, growing per "
                           "Data, halved at most once per round trip on a CongestionMark or a "
-                          "loss; ndnps.exchanges.window)", low=1)
+                          "loss; ndnps.exchanges.transport.window)", low=1)
     initial_window: int = setting(2, "a new congestion window's size (segment Interests "
                                   "towards a producer not heard from yet); at most `window`",
                                   low=1)
@@ -149,7 +149,7 @@ class Push(Part):
                                     "back-pressure)", low=0)
     push_rate: str = setting("adaptive", "adaptive: the push rate follows the marks and "
                              "losses the workers report on each version's push "
-                             "(ndnps.exchanges.push_rate); fixed: push_rate_mbps",
+                             "(ndnps.exchanges.transport.push_rate); fixed: push_rate_mbps",
                              choices=("adaptive", "fixed"))
     push_rate_floor_mbps: float = setting(1.0, "the adaptive push rate never goes below this",
                                           low=0, strict_low=True)
@@ -291,7 +291,7 @@ class Sharing(Part):
     """A job's side of several jobs sharing aggregators in turns (docs/sharing.md): the
     controller its nodes ask before each round."""
     share_controller: str = setting("", "with aggregate_at: the share controller's node name "
-                                    "(python -m apps.controller): before each round the job's "
+                                    "(python -m ndnps.apps.controller): before each round the job's "
                                     "nodes ask it whether the round uses the aggregators; a "
                                     "round that does not runs the ordinary way at once (the "
                                     "PS sums; peers: ring). Empty: every round uses them")
@@ -308,7 +308,7 @@ class Sharing(Part):
 class Collective(Part):
     """PS-less training (docs/collectives.md): how the peers combine their gradients."""
     collective: str = setting("", "PS-less training: the peers (`workers`, python -m "
-                              "apps.peer) combine their gradients by \"ring\" all-reduce, "
+                              "ndnps.apps.peer) combine their gradients by \"ring\" all-reduce, "
                               "\"ina\" (every peer asks aggregate_at for the sums) or "
                               "\"bcube\" (BCube(bcube_n, k) level by level). Empty: a PS "
                               "trains", choices=("", "ring", "ina", "bcube"))
@@ -336,7 +336,7 @@ class Stages(Part):
     """Pipeline + data parallel training on devices of different speeds (docs/hetero.md):
     the machines, each stage's device kind and layers, the micro-batches."""
     machines: int = setting(0, "pipeline training: the virtual machines m, each running one "
-                            "stage app (python -m apps.stage) per device kind, named "
+                            "stage app (python -m ndnps.apps.stage) per device kind, named "
                             "m<j>-<kind> (`workers`, machine by machine, each in stage "
                             "order); the same stage of every machine is synchronised by ring "
                             "all-reduce (collective = \"ring\"). 0: not a pipeline", low=0)

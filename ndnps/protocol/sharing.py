@@ -1,5 +1,5 @@
 """``[share]``: several jobs sharing one aggregating forwarder (docs/sharing.md), one model for
-the scenario's table (ndnps.lab.share) and the share controller's (apps/controller.py), and
+the scenario's table (ndnps.lab.share) and the share controller's (ndnps.apps.controller), and
 the names both check against: the policies and the share controller's scores.
 
     [share]
@@ -26,11 +26,11 @@ from typing import Any, Mapping
 
 from .part import ConfigError, Part, setting
 
-# the policies a share controller runs (ndnps.exchanges.agreement), and every policy a
+# the policies a share controller runs (ndnps.exchanges.sharing.agreement), and every policy a
 # scenario's [share] may name (the others need no controller)
 CONTROLLED_POLICIES = ("time-division", "always-wait")
 SHARE_POLICIES = CONTROLLED_POLICIES + ("spatial", "never")
-# time-division's CalcScore, by name (ndnps.exchanges.share.SCORES: the functions)
+# time-division's CalcScore, by name (ndnps.exchanges.sharing.decision.SCORES: the functions)
 TIME_SAVED, SHORTEST_ROUND = "time-saved", "shortest-round"
 SCORE_NAMES = (TIME_SAVED, SHORTEST_ROUND)
 # older names of keys, still read: {older: current}

@@ -1,4 +1,4 @@
-"""A stream face's write batching (forwarder/faces/stream.py, `batch`: the apps' faces, [listen]
+"""A stream face's write batching (ndnps/forwarder/faces/stream.py, `batch`: the apps' faces, [listen]
 batch_ms): under load a write waits until `batch` has passed since the last one, so that one
 write (one wake-up of the app) carries several packets; after a quiet spell a packet leaves at
 the end of its loop turn. The loop's clock is fake (looptime): the waits are exact."""

@@ -63,7 +63,7 @@ class PeerLost(Exception):
 
 
 class Owner(Protocol):
-    """A peer of a collective (apps/peer.py), or a pipeline's stage (apps/stage.py: its ring
+    """A peer of a collective (ndnps.apps.peer), or a pipeline's stage (ndnps.apps.stage: its ring
     across machines)."""
     @property
     def cfg(self) -> PeerConfig | StageConfig: ...
