@@ -181,7 +181,7 @@ class Link:
 
     def __init__(self, scheduler: Scheduler, to_b: Callable[[bytes], None],
                  to_a: Callable[[bytes], None], spec: LinkSpec,
-                 spec_ba: LinkSpec | None = None, seed: int = 0) -> None:
+                 spec_ba: LinkSpec | None = None, seed: int | str = 0) -> None:
         # each direction its own generator: one direction's traffic never shifts the other's
         # losses, so a run is the same whatever the order its events tie in
         self.ab = Channel(spec, scheduler, to_b, random.Random(f"{seed}/ab"))

@@ -56,9 +56,10 @@ class _Timer(asyncio.TimerHandle):
         self._seq = seq
 
     def __lt__(self, other: Any) -> bool:
-        if self._when == other._when:
-            return self._seq < other._seq
-        return self._when < other._when
+        me: Any = self                      # asyncio's private fields, untyped
+        if me._when == other._when:
+            return me._seq < other._seq
+        return me._when < other._when
 
 
 class _Clock:
@@ -69,7 +70,7 @@ class _Clock:
         self.loop = loop
 
     def select(self, timeout: float | None) -> list:
-        loop = self.loop
+        loop: Any = self.loop
         if timeout is None:
             raise Stalled(f"nothing ready and no timer scheduled at t={loop.time():.6f} s: "
                           "a task waits for something only the outside could bring")
@@ -96,14 +97,15 @@ class VirtualLoop(asyncio.BaseEventLoop):
     def time(self) -> float:
         return self._now
 
-    def call_at(self, when: float, callback: Callable[..., object], *args: Any,
-                context: Any = None) -> asyncio.TimerHandle:
+    def call_at(self, when: float, callback: Callable[..., object],  # type: ignore[override]
+                *args: Any, context: Any = None) -> asyncio.TimerHandle:
         """asyncio's call_at, with the FIFO tie-break (call_later comes here too)."""
         if when is None:
             raise TypeError("when cannot be None")
-        self._check_closed()
-        timer = _Timer(next(self._seq), when, callback, args, self, context)
-        heapq.heappush(self._scheduled, timer)
+        base: Any = self                    # asyncio's private fields, untyped
+        base._check_closed()
+        timer: Any = _Timer(next(self._seq), when, callback, args, self, context)
+        heapq.heappush(base._scheduled, timer)
         timer._scheduled = True
         return timer
 
@@ -123,11 +125,12 @@ class VirtualLoop(asyncio.BaseEventLoop):
     def _real_io(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("no real I/O in a virtual-time loop: use the simulated network")
 
-    add_reader = add_writer = remove_reader = remove_writer = _real_io
+    add_reader = add_writer = remove_reader = remove_writer = _real_io  # type: ignore[assignment]
     sock_recv = sock_recv_into = sock_sendall = sock_connect = sock_accept = _real_io
-    add_signal_handler = _real_io
+    add_signal_handler = _real_io           # type: ignore[assignment]
 
-    def run_in_executor(self, executor: Any, func: Callable[..., T], *args: Any) -> Any:
+    def run_in_executor(self, executor: Any, func: Callable[..., T],  # type: ignore[override]
+                        *args: Any) -> Any:
         raise RuntimeError(f"no threads in a virtual-time loop: {func!r} would run in real "
                            "time (getaddrinfo included: give the simulated faces their peers)")
 

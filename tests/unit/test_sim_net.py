@@ -1,0 +1,144 @@
+"""A simulated network of real forwarders (the daemon's own objects on the virtual clock) with
+the apps' real client: routes and registration through the real management, timing by the
+link model, bytes per link."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ndnps.client.security import DigestSigner
+from ndnps.ndn import packet
+from ndnps.protocol import names
+from ndnps.sim.link import WIRE_OVERHEAD, LinkSpec
+from ndnps.sim.loop import run
+from ndnps.sim.net import SimNet
+
+pytestmark = pytest.mark.timeout(60)
+
+SIGNER = DigestSigner()
+
+
+def accept(_data) -> bool:
+    return True
+
+
+def producer(app, prefix: str, content: bytes):
+    seen = []
+
+    def on_interest(name, _param, reply, _ctx):
+        seen.append(name)
+        reply(app.make_data(name, content, signer=SIGNER))
+    app.attach_handler(names.node(prefix), on_interest)
+    return seen
+
+
+def two_nodes(loop, spec: LinkSpec) -> SimNet:
+    net = SimNet(loop)
+    net.add_forwarder("a")
+    net.add_forwarder("b")
+    net.connect("a", "b", spec)
+    net.route("a", "/ps", "b")
+    return net
+
+
+def test_an_interest_crosses_two_forwarders_and_the_data_comes_back_in_link_time():
+    spec = LinkSpec(rate_mbps=100, delay_ms=5)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        net = two_nodes(loop, spec)
+        await net.start()
+        prod = net.app("b")
+        seen = producer(prod, "ps", b"z" * 1000)
+        assert await prod.register(names.node("ps"))        # the real management's answer
+        consumer = net.app("a")
+        await asyncio.sleep(1)
+        t0 = loop.time()
+        data = await consumer.express(names.node("ps") + names.node("x"), accept,
+                                      lifetime=1000)
+        rtt = loop.time() - t0
+        await net.stop()
+        return net, data, seen, rtt
+
+    (net, data, seen, rtt), loop = run(main())
+    assert bytes(data.content) == b"z" * 1000 and len(seen) == 1
+    ab, ba = net.counters()
+    assert (ab["from"], ab["to"], ab["packets"], ba["packets"]) == ("a", "b", 1, 1)
+    # the round trip is the two serialisations and two delays: apps and forwarders take no time
+    expected = sum((row["bytes"] + WIRE_OVERHEAD) * 8 / 100e6 for row in (ab, ba)) + 0.010
+    assert rtt == pytest.approx(expected, abs=1e-9)
+    # the forwarders' face counters count what the link carried
+    a_face = net.nodes["a"].faces["b"].info.counters
+    assert a_face.out_bytes == ab["bytes"] and a_face.in_bytes == ba["bytes"]
+    assert loop.events > 0
+
+
+def test_a_transfer_takes_what_the_link_rate_says():
+    spec = LinkSpec(rate_mbps=100, delay_ms=2, mtu=1472)
+    n, size = 200, 4000                      # each Data in 3 fragments
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        net = two_nodes(loop, spec)
+        await net.start()
+        prod = net.app("b")
+        producer(prod, "ps", b"q" * size)
+        assert await prod.register(names.node("ps"))
+        consumer = net.app("a")
+        await asyncio.sleep(1)
+        t0 = loop.time()
+        await asyncio.gather(*(consumer.express(names.node("ps") + names.node(f"s{i}"),
+                                                accept, lifetime=4000) for i in range(n)))
+        took = loop.time() - t0
+        await net.stop()
+        return net, took
+
+    (net, took), _ = run(main())
+    ab, ba = net.counters()
+    assert ba["packets"] == n and ba["frames"] == 3 * n and ba["lost"] == 0
+    # the Data direction is the bottleneck: its wire bytes at 100 Mbit/s, plus one Interest's
+    # trip and the delays, within one packet's time
+    link_time = ba["wire_bytes"] * 8 / 100e6
+    one_packet = (size + 200) * 8 / 100e6
+    first_interest = (ab["bytes"] / n + WIRE_OVERHEAD) * 8 / 100e6
+    assert took == pytest.approx(link_time + first_interest + 0.004, abs=one_packet)
+
+
+def test_pushes_along_a_persistent_entry_cross_the_link_at_its_rate():
+    """The forwarders' persistent PIT across a simulated link: a subscriber's *insert* at a
+    reaches b's producer; b's pushes come back along the entries, paced by the link."""
+    spec = LinkSpec(rate_mbps=100, delay_ms=5, mtu=1472)
+    n, size = 50, 4000
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        net = two_nodes(loop, spec)
+        await net.start()
+        pusher = net.app("b")
+        inserts = []
+        pusher.attach_handler(names.insert_prefix("ps"),
+                              lambda name, p, reply, c: inserts.append(loop.time()))
+        assert await pusher.register(names.node("ps"))
+        sub = net.app("a")
+        got = []
+        sub.on_distribute = lambda data: got.append((loop.time(), bytes(data.content)))
+        await asyncio.sleep(1)
+        t_insert = loop.time()
+        sub.face.send(packet.encode_interest(names.insert("ps", "t1"), 1, 10_000, False, True))
+        await asyncio.sleep(0.1)
+        t0 = loop.time()
+        for i in range(n):
+            pusher.send_data(pusher.make_data(names.distribute("ps", "t1", 1, i),
+                                              bytes([i]) * size, signer=SIGNER))
+        await asyncio.sleep(1)
+        await net.stop()
+        return net, inserts, t_insert, got, t0
+
+    (net, inserts, t_insert, got, t0), _ = run(main())
+    assert len(inserts) == 1 and inserts[0] > t_insert + 0.005     # one delay at least
+    assert [c for _, c in got] == [bytes([i]) * size for i in range(n)]
+    ab, ba = net.counters()
+    assert ba["packets"] == n and net.nodes["b"].fw.counters.pushes_out == n
+    # the last push lands when the link has carried every frame, plus one delay
+    assert got[-1][0] - t0 == pytest.approx(ba["wire_bytes"] * 8 / 100e6 + 0.005, abs=1e-9)
