@@ -55,14 +55,14 @@ class AppFace(Face):
     def __init__(self, owner: FaceOwner, client: ClientFace, uri: str) -> None:
         self.owner = owner
         self.client = client
-        self.loop = asyncio.get_running_loop()
         self.info = owner.face_up(self, True, uri, "sim://forwarder", ON_DEMAND)
         self.closed = False
         client.connection_made(AppTransport(self))      # type: ignore[arg-type]
 
     def send(self, wire: bytes) -> None:
         if not self.closed:
-            self.loop.call_soon(self._to_app, wire)
+            # the loop of the moment: an app may be made before its loop runs
+            asyncio.get_running_loop().call_soon(self._to_app, wire)
 
     def _to_app(self, wire: bytes) -> None:
         if not self.closed:
@@ -74,7 +74,7 @@ class AppFace(Face):
         if not self.closed:
             self.closed = True
             self.owner.face_down(self)
-            self.loop.call_soon(self.client.connection_lost, None)
+            asyncio.get_running_loop().call_soon(self.client.connection_lost, None)
 
 
 class AppTransport:
