@@ -18,17 +18,20 @@ from typing import Any
 from ndnps.client.face import Face as ClientFace
 from ndnps.forwarder.faces.base import Face, FaceOwner
 from ndnps.forwarder.faces.udp import ON_DEMAND, PERMANENT
+from ndnps.ndn.reliability import WRAP_OVERHEAD, ReliableLink
 
 from .link import Channel
 
 
 class LinkFace(Face):
-    """One end of a link: `out` carries what the forwarder sends; `arrive` is the other
-    direction's delivery."""
+    """One end of a link: `out` carries what the forwarder sends, `inbound` brings what the
+    other end sends (its delivery calls `arrive`)."""
 
-    def __init__(self, owner: FaceOwner, out: Channel, remote_uri: str, local_uri: str) -> None:
+    def __init__(self, owner: FaceOwner, out: Channel, inbound: Channel, remote_uri: str,
+                 local_uri: str) -> None:
         self.owner = owner
         self.out = out
+        self.inbound = inbound
         self.info = owner.face_up(self, False, remote_uri, local_uri, PERMANENT)
         self.info.mtu = out.spec.mtu
         self.info.lp_fragmentation = out.fragmentation
@@ -38,6 +41,20 @@ class LinkFace(Face):
     def send(self, wire: bytes) -> None:
         self.out.send(wire)
 
+    def set_reliability(self, on: bool) -> None:
+        """NDNLPv2 reliability below fragmentation, as a UDP face's: each fragment a frame of
+        its own, resent alone."""
+        out = self.out
+        if on and self.reliable is None:
+            reliable = self.reliable = ReliableLink(out.emit, asyncio.get_running_loop(),
+                                                    mtu=out.spec.mtu)
+            out.wrap, out.room = reliable.wrap_many, out.spec.mtu - WRAP_OVERHEAD
+            self.inbound.unwrap = lambda frame: reliable.receive_many([frame])
+        elif not on and self.reliable is not None:
+            self.reliable.close()
+            self.reliable = None
+            out.wrap, out.room, self.inbound.unwrap = None, out.spec.mtu, None
+
     def arrive(self, wire: bytes) -> None:
         if not self.closed:
             self.owner.receive(self, wire)
@@ -45,6 +62,7 @@ class LinkFace(Face):
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            self.set_reliability(False)
             self.out.close()
             self.owner.face_down(self)
 

@@ -17,7 +17,11 @@ only once the kernel pushes back; here the link itself is that kernel, so its qu
 once), jitter, reordering, and CPU time (a forwarder here forwards in zero virtual time).
 
 Loss is drawn per frame as it is put on the queue (netem drops on enqueue: a lost frame takes
-no wire time), so a lost fragment loses its packet as on a real link.  Time is the scheduler's
+no wire time), so a lost fragment loses its packet as on a real link.  NDNLPv2 link
+reliability, when the faces turn it on, sits below fragmentation as on a UDP face: the
+sending face's `wrap` makes each fragment a frame of its own, the receiving face's `unwrap`
+reads the frames (Acks, retransmissions) before reassembly; its retransmissions and lone
+Acks enter by `emit`.  Time is the scheduler's
 (`time()`, `call_at`): the virtual loop's, or any asyncio loop's.
 """
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ndnps.ndn.tlv import LP_PACKET, MAX_PACKET_SIZE, DecodeError
 # Octets a frame takes on the wire besides itself: Ethernet (14), IPv4 (20) and UDP (8)
 # headers, what a veth's rate limit counts for each datagram of a real run.
 WIRE_OVERHEAD = 14 + 20 + 8
+_LP = bytes((LP_PACKET,))
 
 
 class Scheduler(Protocol):
@@ -104,6 +109,11 @@ class Channel:
         self._delay = spec.delay_ms / 1000
         self._busy = False                  # a frame is on the wire
         self.closed = False
+        # link reliability (faces.py's LinkFace sets them): the sender's, on each packet's
+        # frames, with room for its headers; the receiver's, on each frame that arrives
+        self.wrap: Callable[[list[bytes]], list[bytes]] | None = None
+        self.room = spec.mtu
+        self.unwrap: Callable[[bytes], list[bytes]] | None = None
 
     def send(self, wire: bytes) -> None:
         """A packet from the sending face: queued (marked if the queue is congested), in
@@ -121,20 +131,35 @@ class Channel:
                     wire = set_congestion_mark(wire)
                 except DecodeError:         # not ours to judge: sent unmarked
                     pass
-        mtu = self.spec.mtu
-        frames = [wire] if len(wire) <= mtu else self.fragmenter.fragment(wire, mtu)
+        room = self.room
+        frames = [wire] if len(wire) <= room else self.fragmenter.fragment(wire, room)
         if not frames:
             self.counters.fragment_errors += 1
             return
         self.counters.packets += 1
         self.counters.bytes += len(wire)
-        loss = self.spec.loss
+        if self.wrap is not None:
+            frames = self.wrap(frames)
         for frame in frames:
-            if loss and self.rng.random() < loss:
-                self.counters.lost += 1
-            else:
-                queue.push(frame, now)
-        if not self._busy and queue:
+            self._enqueue(frame, now)
+
+    def emit(self, frame: bytes) -> None:
+        """A frame no packet's admission covered (link reliability's retransmissions and
+        lone Acks): dropped if it must wait and the queue is full, as the UDP face's."""
+        if self.closed:
+            return
+        if self._busy and not self.queue.admits(len(frame)):
+            self.counters.queue_full += 1
+            return
+        self._enqueue(frame, self.scheduler.time())
+
+    def _enqueue(self, frame: bytes, now: float) -> None:
+        loss = self.spec.loss
+        if loss and self.rng.random() < loss:
+            self.counters.lost += 1
+            return
+        self.queue.push(frame, now)
+        if not self._busy:
             self._transmit(now)
 
     def _transmit(self, now: float) -> None:
@@ -158,17 +183,24 @@ class Channel:
     def _arrive(self, frame: bytes) -> None:
         if self.closed:
             return
-        if frame[:1] == bytes((LP_PACKET,)):        # perhaps a fragment
+        if self.unwrap is not None and frame[:1] == _LP:
+            for wire in self.unwrap(frame):
+                self._reassemble(wire)
+        else:
+            self._reassemble(frame)
+
+    def _reassemble(self, wire: bytes) -> None:
+        if wire[:1] == _LP:                 # perhaps a fragment
             try:
-                whole = self.reassembler.receive(frame, self.scheduler.time())
+                whole = self.reassembler.receive(wire, self.scheduler.time())
             except DecodeError:
                 self.counters.malformed += 1
                 return
             if whole is None:
                 return
-            frame = whole
+            wire = whole
         self.counters.delivered += 1
-        self.deliver(frame)
+        self.deliver(wire)
 
     def close(self) -> None:
         """The link goes down: what waits and what is in flight is lost."""

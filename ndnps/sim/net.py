@@ -136,8 +136,10 @@ class SimNet:
             link = sl.link = Link(self.loop, lambda w: ends[1].arrive(w),
                                   lambda w: ends[0].arrive(w), spec, spec_ba,
                                   seed=f"{self.seed}/{i}")
-            ends.append(LinkFace(a, link.ab, f"sim://{sl.b.name}", f"sim://{sl.a.name}"))
-            ends.append(LinkFace(b, link.ba, f"sim://{sl.a.name}", f"sim://{sl.b.name}"))
+            ends.append(LinkFace(a, link.ab, link.ba, f"sim://{sl.b.name}",
+                                 f"sim://{sl.a.name}"))
+            ends.append(LinkFace(b, link.ba, link.ab, f"sim://{sl.a.name}",
+                                 f"sim://{sl.b.name}"))
             for node, name, face in ((sl.a, sl.a_face, ends[0]), (sl.b, sl.b_face, ends[1])):
                 node.faces[name] = face
                 node.daemon.configure_face(self._face_config(node, name), face.info.id)

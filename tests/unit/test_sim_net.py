@@ -142,3 +142,35 @@ def test_pushes_along_a_persistent_entry_cross_the_link_at_its_rate():
     assert ba["packets"] == n and net.nodes["b"].fw.counters.pushes_out == n
     # the last push lands when the link has carried every frame, plus one delay
     assert got[-1][0] - t0 == pytest.approx(ba["wire_bytes"] * 8 / 100e6 + 0.005, abs=1e-9)
+
+
+def test_link_reliability_repairs_a_lossy_link_below_fragmentation():
+    """Faces with NDNLPv2 reliability on (as faces/update turns it on): each fragment a frame
+    of its own, a lost one resent by the link, so every Data arrives at 5 % loss each way."""
+    spec = LinkSpec(rate_mbps=100, delay_ms=2, loss=0.05, mtu=1472)
+    n = 100
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        net = SimNet(loop, seed=3)
+        net.add_forwarder("a")
+        net.add_forwarder("b")
+        net.connect("a", "b", spec, reliability=True)
+        net.route("a", "/ps", "b")
+        await net.start()
+        prod = net.app("b")
+        producer(prod, "ps", b"r" * 3000)
+        assert await prod.register(names.node("ps"))
+        consumer = net.app("a")
+        got = await asyncio.gather(*(consumer.express(names.node("ps") + names.node(f"s{i}"),
+                                                      accept, lifetime=2000)
+                                     for i in range(n)))
+        await net.stop()
+        return net, got
+
+    (net, got), _ = run(main())
+    assert len(got) == n and all(bytes(d.content) == b"r" * 3000 for d in got)
+    ab, ba = net.counters()
+    assert ab["lost"] + ba["lost"] > 0
+    rel = net.nodes["b"].faces["a"].info.lp_reliability
+    assert rel is not None and rel.retransmitted > 0
