@@ -12,9 +12,14 @@ delay after their last bit has left, unless the seeded random loss took them.  T
 ndnSIM's PointToPointNetDevice and channel (transmit time by size, then the channel's delay)
 with NFD's GenericLinkService above it, as ndnSIM runs NFD's.
 
-What it does not model: the kernel's socket buffer in front of the wire (the real face queues
-only once the kernel pushes back; here the link itself is that kernel, so its queue starts at
-once), jitter, reordering, and CPU time (a forwarder here forwards in zero virtual time).
+The real face queues only once the kernel pushes back: its socket's send buffer holds the
+frames the wire has not taken yet, up to SO_SNDBUF (faces/udp.py), and only then do packets
+wait in the face's queue, where they are judged.  `kernel_bytes` models that buffer between
+the queue and the wire (Linux's rule: a datagram is taken while less than the limit is held);
+0, the default, is a buffer of the one frame on the wire, so the queue starts at once.
+
+What it does not model: jitter, reordering, and CPU time (a forwarder here forwards in zero
+virtual time).
 
 Loss is drawn per frame as it is put on the queue (netem drops on enqueue: a lost frame takes
 no wire time), so a lost fragment loses its packet as on a real link.  NDNLPv2 link
@@ -27,6 +32,7 @@ Acks enter by `emit`.  Time is the scheduler's
 from __future__ import annotations
 
 import random
+from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Protocol
 
@@ -58,6 +64,7 @@ class LinkSpec:
     loss: float = 0.0               # probability a frame is lost
     mtu: int = MAX_PACKET_SIZE      # the longest frame: longer packets leave as fragments
     overhead: int = WIRE_OVERHEAD   # octets per frame on the wire besides the frame
+    kernel_bytes: int = 0           # the socket buffer before the wire (0: the frame on it)
     queue: QueueOptions = field(default_factory=QueueOptions)
     reassembly: ReassemblyOptions = field(default_factory=ReassemblyOptions)
 
@@ -68,8 +75,8 @@ class LinkSpec:
             raise ValueError(f"loss must be within [0, 1], got {self.loss}")
         if not 64 <= self.mtu <= MAX_PACKET_SIZE:
             raise ValueError(f"mtu must be within [64, {MAX_PACKET_SIZE}], got {self.mtu}")
-        if self.overhead < 0:
-            raise ValueError(f"overhead must be >= 0, got {self.overhead}")
+        if self.overhead < 0 or self.kernel_bytes < 0:
+            raise ValueError("overhead and kernel_bytes must be >= 0")
         self.queue.validate()
 
 
@@ -107,7 +114,10 @@ class Channel:
         self.queue = SendQueue(spec.queue)
         self._seconds_per_octet = 8 / (spec.rate_mbps * 1e6) if spec.rate_mbps else 0.0
         self._delay = spec.delay_ms / 1000
-        self._busy = False                  # a frame is on the wire
+        # what the kernel holds, the frame on the wire first, and whether one is on it
+        self._kernel: deque[bytes] = deque()
+        self._kernel_bytes = 0
+        self._busy = False
         self.closed = False
         # link reliability (faces.py's LinkFace sets them): the sender's, on each packet's
         # frames, with room for its headers; the receiver's, on each frame that arrives
@@ -122,7 +132,7 @@ class Channel:
             return
         now = self.scheduler.time()
         queue = self.queue
-        if self._busy:                      # it will wait: the face's queue rules apply
+        if self._waits():                   # it will wait: the face's queue rules apply
             if not queue.admits(len(wire)):
                 self.counters.queue_full += 1
                 return
@@ -148,23 +158,38 @@ class Channel:
         lone Acks): dropped if it must wait and the queue is full, as the UDP face's."""
         if self.closed:
             return
-        if self._busy and not self.queue.admits(len(frame)):
+        if self._waits() and not self.queue.admits(len(frame)):
             self.counters.queue_full += 1
             return
         self._enqueue(frame, self.scheduler.time())
+
+    def _waits(self) -> bool:
+        """Whether a packet sent now waits in the face's queue: the real face's `paused`
+        (the kernel takes no more), or frames wait before it."""
+        return bool(self.queue) or not self._kernel_takes()
+
+    def _kernel_takes(self) -> bool:
+        return not self._kernel or self._kernel_bytes < self.spec.kernel_bytes
 
     def _enqueue(self, frame: bytes, now: float) -> None:
         loss = self.spec.loss
         if loss and self.rng.random() < loss:
             self.counters.lost += 1
             return
-        self.queue.push(frame, now)
+        if not self.queue and self._kernel_takes():
+            self._to_kernel(frame)
+        else:
+            self.queue.push(frame, now)
         if not self._busy:
             self._transmit(now)
 
+    def _to_kernel(self, frame: bytes) -> None:
+        self._kernel.append(frame)
+        self._kernel_bytes += len(frame)
+
     def _transmit(self, now: float) -> None:
-        """The wire is free: the oldest frame goes on it."""
-        frame = self.queue.pop(now)
+        """The wire is free: the kernel's oldest frame goes on it."""
+        frame = self._kernel[0]
         self._busy = True
         octets = len(frame) + self.spec.overhead
         self.counters.frames += 1
@@ -172,12 +197,19 @@ class Channel:
         self.scheduler.call_at(now + octets * self._seconds_per_octet, self._sent, frame)
 
     def _sent(self, frame: bytes) -> None:
-        """Its last bit has left: it arrives one delay later; the next frame goes on."""
-        now = self.scheduler.time()
-        if not self.closed:
-            self.scheduler.call_at(now + self._delay, self._arrive, frame)
+        """Its last bit has left: it arrives one delay later; the kernel takes what waits in
+        the queue as it has room, and the next frame goes on."""
         self._busy = False
-        if self.queue and not self.closed:
+        if self.closed:
+            return
+        now = self.scheduler.time()
+        self.scheduler.call_at(now + self._delay, self._arrive, frame)
+        self._kernel.popleft()
+        self._kernel_bytes -= len(frame)
+        queue = self.queue
+        while queue and self._kernel_takes():
+            self._to_kernel(queue.pop(now))
+        if self._kernel:
             self._transmit(now)
 
     def _arrive(self, frame: bytes) -> None:
@@ -206,6 +238,8 @@ class Channel:
         """The link goes down: what waits and what is in flight is lost."""
         self.closed = True
         self.queue.clear()
+        self._kernel.clear()
+        self._kernel_bytes = 0
 
 
 class Link:

@@ -109,6 +109,34 @@ def test_a_standing_queue_marks_as_the_real_face_does(loop):
     assert link.ab.queue.counters.max_delay > 0.02
 
 
+def test_a_socket_buffer_before_the_wire_delays_the_face_queue_and_its_marks(loop):
+    """The real face queues only once the kernel's buffer is full: with kernel_bytes the
+    backlog fills it first, so the queue's delay (and the first mark) come that much later."""
+    def first_mark(kernel):
+        link, got = wire(loop, LinkSpec(rate_mbps=10, kernel_bytes=kernel,
+                                        queue=QueueOptions(limit_bytes=1 << 22)))
+        start = loop.time()
+        marked_at = []
+
+        def send(pkt):
+            before = link.ab.queue.counters.marked
+            link.ab.send(pkt)
+            if link.ab.queue.counters.marked > before:
+                marked_at.append(loop.time() - start)
+        period = (1000 + 100) * 8 / (20 * MBIT)              # twice the link's rate
+        for i in range(2000):
+            loop.call_at(start + i * period, send, data(1000, bytes([65 + i % 26])))
+        loop.run_until_complete(asyncio.sleep(3))
+        return marked_at[0], link.ab
+
+    plain, ab0 = first_mark(0)
+    later, ab64 = first_mark(64 << 10)
+    # the buffer fills at the excess rate (10 Mbit/s) before anything waits in the queue
+    fill = (64 << 10) * 8 / (10 * MBIT)
+    assert later - plain == pytest.approx(fill, abs=0.01)
+    assert ab64.queue.counters.max_bytes < ab0.queue.counters.max_bytes
+
+
 def test_loss_is_seeded_and_per_direction(loop):
     def run(seed):
         link, got = wire(loop, LinkSpec(loss=0.3), seed=seed)
