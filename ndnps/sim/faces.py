@@ -32,6 +32,7 @@ class LinkFace(Face):
         self.owner = owner
         self.out = out
         self.inbound = inbound
+        inbound.deliver = self.arrive
         self.info = owner.face_up(self, False, remote_uri, local_uri, PERMANENT)
         self.info.mtu = out.spec.mtu
         self.info.lp_fragmentation = out.fragmentation

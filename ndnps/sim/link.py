@@ -242,12 +242,19 @@ class Channel:
         self._kernel_bytes = 0
 
 
+def _nowhere(wire: bytes) -> None:
+    """The delivery of a channel whose far end has no face yet: dropped."""
+
+
 class Link:
     """Two channels between end a and end b: `ab` carries a's packets to b, `ba` b's to a."""
 
-    def __init__(self, scheduler: Scheduler, to_b: Callable[[bytes], None],
-                 to_a: Callable[[bytes], None], spec: LinkSpec,
+    def __init__(self, scheduler: Scheduler, to_b: Callable[[bytes], None] = _nowhere,
+                 to_a: Callable[[bytes], None] = _nowhere, spec: LinkSpec | None = None,
                  spec_ba: LinkSpec | None = None, seed: int | str = 0) -> None:
+        """`to_b`, `to_a`: each end's delivery (a face attached later sets its channel's
+        `deliver`); `spec` both ways unless `spec_ba` is given for b to a."""
+        spec = spec if spec is not None else LinkSpec()
         # each direction its own generator: one direction's traffic never shifts the other's
         # losses, so a run is the same whatever the order its events tie in
         self.ab = Channel(spec, scheduler, to_b, random.Random(f"{seed}/ab"))

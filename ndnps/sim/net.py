@@ -132,14 +132,9 @@ class SimNet:
         self.started = True
         for i, (sl, spec, spec_ba) in enumerate(self._specs):
             a, b = sl.a.daemon, sl.b.daemon
-            ends: list[LinkFace] = []
-            link = sl.link = Link(self.loop, lambda w: ends[1].arrive(w),
-                                  lambda w: ends[0].arrive(w), spec, spec_ba,
-                                  seed=f"{self.seed}/{i}")
-            ends.append(LinkFace(a, link.ab, link.ba, f"sim://{sl.b.name}",
-                                 f"sim://{sl.a.name}"))
-            ends.append(LinkFace(b, link.ba, link.ab, f"sim://{sl.a.name}",
-                                 f"sim://{sl.b.name}"))
+            link = sl.link = Link(self.loop, spec=spec, spec_ba=spec_ba, seed=f"{self.seed}/{i}")
+            ends = (LinkFace(a, link.ab, link.ba, f"sim://{sl.b.name}", f"sim://{sl.a.name}"),
+                    LinkFace(b, link.ba, link.ab, f"sim://{sl.a.name}", f"sim://{sl.b.name}"))
             for node, name, face in ((sl.a, sl.a_face, ends[0]), (sl.b, sl.b_face, ends[1])):
                 node.faces[name] = face
                 node.daemon.configure_face(self._face_config(node, name), face.info.id)

@@ -74,6 +74,42 @@ def test_an_interest_crosses_two_forwarders_and_the_data_comes_back_in_link_time
     assert loop.events > 0
 
 
+def test_a_chain_of_forwarders_each_link_its_own_model():
+    """a - b - c, links of different rates and delays: the round trip is the sum of every
+    hop's serialisations and delays, and each link counts only its own traffic."""
+    specs = {("a", "b"): LinkSpec(rate_mbps=100, delay_ms=1),
+             ("b", "c"): LinkSpec(rate_mbps=10, delay_ms=7)}
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        net = SimNet(loop)
+        for name in "abc":
+            net.add_forwarder(name)
+        for (x, y), spec in specs.items():
+            net.connect(x, y, spec)
+        net.route("a", "/ps", "b")
+        net.route("b", "/ps", "c")
+        await net.start()
+        prod = net.app("c")
+        producer(prod, "ps", b"c" * 500)
+        assert await prod.register(names.node("ps"))
+        consumer = net.app("a")
+        t0 = loop.time()
+        await consumer.express(names.node("ps") + names.node("x"), accept, lifetime=1000)
+        rtt = loop.time() - t0
+        await net.stop()
+        return net, rtt
+
+    (net, rtt), _ = run(main())
+    rows = net.counters()
+    assert [(r["from"], r["to"], r["packets"]) for r in rows] == \
+        [("a", "b", 1), ("b", "a", 1), ("b", "c", 1), ("c", "b", 1)]
+    expected = 0.0
+    for row, spec in zip(rows, (specs[("a", "b")],) * 2 + (specs[("b", "c")],) * 2):
+        expected += row["wire_bytes"] * 8 / (spec.rate_mbps * 1e6) + spec.delay_ms / 1000
+    assert rtt == pytest.approx(expected, abs=1e-9)
+
+
 def test_a_transfer_takes_what_the_link_rate_says():
     spec = LinkSpec(rate_mbps=100, delay_ms=2, mtu=1472)
     n, size = 200, 4000                      # each Data in 3 fragments
