@@ -33,13 +33,27 @@ def producer(app, prefix: str, content: bytes):
     return seen
 
 
-def two_nodes(loop, spec: LinkSpec) -> SimNet:
-    net = SimNet(loop)
-    net.add_forwarder("a")
-    net.add_forwarder("b")
-    net.connect("a", "b", spec)
-    net.route("a", "/ps", "b")
+def line(specs: list[LinkSpec], seed: int = 0, reliability: bool = False) -> SimNet:
+    """Forwarders a, b, c ... in a line, one link each `spec`, /ps routed toward the last."""
+    net = SimNet(asyncio.get_running_loop(), seed=seed)
+    nodes = "abcdefgh"[:len(specs) + 1]
+    for name in nodes:
+        net.add_forwarder(name)
+    for x, y, spec in zip(nodes, nodes[1:], specs):
+        net.connect(x, y, spec, reliability=reliability)
+        net.route(x, "/ps", y)
     return net
+
+
+async def serving(net: SimNet, content: bytes):
+    """The network started, a producer of /ps on its last forwarder (registered through the
+    management); returns a consumer on the first and the Interests the producer saw."""
+    await net.start()
+    *_, last = net.nodes
+    prod = net.app(last)
+    seen = producer(prod, "ps", content)
+    assert await prod.register(names.node("ps"))            # the real management's answer
+    return net.app("a"), seen
 
 
 def test_an_interest_crosses_two_forwarders_and_the_data_comes_back_in_link_time():
@@ -47,12 +61,8 @@ def test_an_interest_crosses_two_forwarders_and_the_data_comes_back_in_link_time
 
     async def main():
         loop = asyncio.get_running_loop()
-        net = two_nodes(loop, spec)
-        await net.start()
-        prod = net.app("b")
-        seen = producer(prod, "ps", b"z" * 1000)
-        assert await prod.register(names.node("ps"))        # the real management's answer
-        consumer = net.app("a")
+        net = line([spec])
+        consumer, seen = await serving(net, b"z" * 1000)
         await asyncio.sleep(1)
         t0 = loop.time()
         data = await consumer.express(names.node("ps") + names.node("x"), accept,
@@ -77,23 +87,12 @@ def test_an_interest_crosses_two_forwarders_and_the_data_comes_back_in_link_time
 def test_a_chain_of_forwarders_each_link_its_own_model():
     """a - b - c, links of different rates and delays: the round trip is the sum of every
     hop's serialisations and delays, and each link counts only its own traffic."""
-    specs = {("a", "b"): LinkSpec(rate_mbps=100, delay_ms=1),
-             ("b", "c"): LinkSpec(rate_mbps=10, delay_ms=7)}
+    specs = [LinkSpec(rate_mbps=100, delay_ms=1), LinkSpec(rate_mbps=10, delay_ms=7)]
 
     async def main():
         loop = asyncio.get_running_loop()
-        net = SimNet(loop)
-        for name in "abc":
-            net.add_forwarder(name)
-        for (x, y), spec in specs.items():
-            net.connect(x, y, spec)
-        net.route("a", "/ps", "b")
-        net.route("b", "/ps", "c")
-        await net.start()
-        prod = net.app("c")
-        producer(prod, "ps", b"c" * 500)
-        assert await prod.register(names.node("ps"))
-        consumer = net.app("a")
+        net = line(specs)
+        consumer, _ = await serving(net, b"c" * 500)
         t0 = loop.time()
         await consumer.express(names.node("ps") + names.node("x"), accept, lifetime=1000)
         rtt = loop.time() - t0
@@ -105,7 +104,7 @@ def test_a_chain_of_forwarders_each_link_its_own_model():
     assert [(r["from"], r["to"], r["packets"]) for r in rows] == \
         [("a", "b", 1), ("b", "a", 1), ("b", "c", 1), ("c", "b", 1)]
     expected = 0.0
-    for row, spec in zip(rows, (specs[("a", "b")],) * 2 + (specs[("b", "c")],) * 2):
+    for row, spec in zip(rows, [specs[0]] * 2 + [specs[1]] * 2):
         expected += row["wire_bytes"] * 8 / (spec.rate_mbps * 1e6) + spec.delay_ms / 1000
     assert rtt == pytest.approx(expected, abs=1e-9)
 
@@ -116,12 +115,8 @@ def test_a_transfer_takes_what_the_link_rate_says():
 
     async def main():
         loop = asyncio.get_running_loop()
-        net = two_nodes(loop, spec)
-        await net.start()
-        prod = net.app("b")
-        producer(prod, "ps", b"q" * size)
-        assert await prod.register(names.node("ps"))
-        consumer = net.app("a")
+        net = line([spec])
+        consumer, _ = await serving(net, b"q" * size)
         await asyncio.sleep(1)
         t0 = loop.time()
         await asyncio.gather(*(consumer.express(names.node("ps") + names.node(f"s{i}"),
@@ -149,7 +144,7 @@ def test_pushes_along_a_persistent_entry_cross_the_link_at_its_rate():
 
     async def main():
         loop = asyncio.get_running_loop()
-        net = two_nodes(loop, spec)
+        net = line([spec])
         await net.start()
         pusher = net.app("b")
         inserts = []
@@ -187,17 +182,8 @@ def test_link_reliability_repairs_a_lossy_link_below_fragmentation():
     n = 100
 
     async def main():
-        loop = asyncio.get_running_loop()
-        net = SimNet(loop, seed=3)
-        net.add_forwarder("a")
-        net.add_forwarder("b")
-        net.connect("a", "b", spec, reliability=True)
-        net.route("a", "/ps", "b")
-        await net.start()
-        prod = net.app("b")
-        producer(prod, "ps", b"r" * 3000)
-        assert await prod.register(names.node("ps"))
-        consumer = net.app("a")
+        net = line([spec], seed=3, reliability=True)
+        consumer, _ = await serving(net, b"r" * 3000)
         got = await asyncio.gather(*(consumer.express(names.node("ps") + names.node(f"s{i}"),
                                                       accept, lifetime=2000)
                                      for i in range(n)))
