@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from ndnps.client.fetcher import SegmentFetcher
 from ndnps.client.security import DigestSigner
 from ndnps.ndn import packet
 from ndnps.protocol import names
@@ -196,3 +197,32 @@ def test_link_reliability_repairs_a_lossy_link_below_fragmentation():
     assert ab["lost"] + ba["lost"] > 0
     rel = net.nodes["b"].faces["a"].info.lp_reliability
     assert rel is not None and rel.retransmitted > 0
+
+
+def test_a_windowed_fetch_fills_a_bottleneck_and_backs_off_on_its_marks():
+    """The client's real fetcher (congestion window, RTO) over a 10 Mbit/s link: the link's
+    queue marks as the real face's, the marks reach the consumer, its window holds the
+    queue's delay down, and the transfer runs at the link's rate."""
+    spec = LinkSpec(rate_mbps=10, delay_ms=5, mtu=1472)
+    n, size = 1500, 4000
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        net = line([spec])
+        consumer, _ = await serving(net, b"f" * size)
+        fetcher = SegmentFetcher(consumer.express_future, accept, window=256)
+        t0 = loop.time()
+        got = await fetcher.fetch_many(lambda seg: names.content("ps", "t1", "w1", seg),
+                                       list(range(n)))
+        took = loop.time() - t0
+        await net.stop()
+        return net, consumer, got, took
+
+    (net, consumer, got, took), _ = run(main())
+    assert len(got) == n
+    ab, ba = net.counters()
+    queue = net.nodes["b"].faces["a"].info.send_queue
+    assert queue is not None and queue.marked > 0 and consumer.marks_in > 0
+    assert ba["queue_full"] == 0 and queue.max_delay < 0.2
+    # link-bound: the Data direction's wire time, within 10 %
+    assert took == pytest.approx(ba["wire_bytes"] * 8 / 10e6, rel=0.1)
