@@ -226,3 +226,21 @@ def test_a_windowed_fetch_fills_a_bottleneck_and_backs_off_on_its_marks():
     assert ba["queue_full"] == 0 and queue.max_delay < 0.2
     # link-bound: the Data direction's wire time, within 10 %
     assert took == pytest.approx(ba["wire_bytes"] * 8 / 10e6, rel=0.1)
+
+
+def test_a_run_is_repeatable():
+    """The same network, seed and apps: the same events at the same virtual times."""
+    spec = LinkSpec(rate_mbps=50, delay_ms=3, loss=0.02, mtu=1472)
+
+    async def main():
+        net = line([spec, spec], seed=7)
+        consumer, _ = await serving(net, b"d" * 3000)
+        fetcher = SegmentFetcher(consumer.express_future, accept, window=64)
+        await fetcher.fetch_many(lambda seg: names.content("ps", "t1", "w1", seg),
+                                 list(range(300)))
+        await net.stop()
+        return net.counters()
+
+    (rows1, loop1), (rows2, loop2) = run(main()), run(main())
+    assert rows1 == rows2 and any(r["lost"] for r in rows1)
+    assert (loop1.time(), loop1.events) == (loop2.time(), loop2.events)
