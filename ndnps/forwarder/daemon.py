@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import time
+from typing import Callable
 from urllib.parse import urlsplit
 
 from ndnps.ndn.clock import run_origin
@@ -37,9 +38,12 @@ ORIGIN_STATIC = 255          # NFD's origin for static routes
 
 
 class ForwarderDaemon:
-    def __init__(self, config: Config) -> None:
+    """`clock`: the core's and the timers' time (the simulator passes its virtual loop's)."""
+
+    def __init__(self, config: Config, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
-        self.fw = Forwarder(config.limits)
+        self.clock = clock
+        self.fw = Forwarder(config.limits, clock=clock)
         self.fw.network_region = [name_from_str(uri) for uri in config.network_region]
         self.faces: dict[int, Face] = {}
         self.mgmt = Management(self.fw, self.create_face, self.destroy_face,
@@ -149,7 +153,7 @@ class ForwarderDaemon:
             timeout=5)
         return proto.info.id, True
 
-    def _configure_face(self, face_cfg: FaceConfig, face_id: int) -> None:
+    def configure_face(self, face_cfg: FaceConfig, face_id: int) -> None:
         """A config face is up: named, link reliability as asked, its static routes in."""
         self._face_by_name[face_cfg.name] = face_id
         if face_cfg.reliability:
@@ -186,7 +190,7 @@ class ForwarderDaemon:
                     tried.set_exception(e)
                 raise
             down = self._kept[face_id] = loop.create_future()
-            self._configure_face(face_cfg, face_id)
+            self.configure_face(face_cfg, face_id)
             log.info("face %s (%s) up as %d", face_cfg.name, face_cfg.uri, face_id)
             if not tried.done():
                 tried.set_result(True)
@@ -243,11 +247,8 @@ class ForwarderDaemon:
             else:
                 face_id, _ = await self.create_face(face_cfg.uri, PERSISTENT, face_cfg.link,
                                                     face_cfg.mtu)
-                self._configure_face(face_cfg, face_id)
-        for prefix_uri, strategy in cfg.strategies.items():
-            prefix = name_from_str(prefix_uri)
-            self.fw.strategy_choice.set(prefix, len(component_offsets(prefix)),
-                                        strategy_by_name(strategy))
+                self.configure_face(face_cfg, face_id)
+        self.start_core()
         # listeners for apps last: whoever connects finds the routes and faces in place
         if cfg.unix:
             _remove_stale_socket(cfg.unix)
@@ -261,9 +262,6 @@ class ForwarderDaemon:
                 lambda: StreamFace(self, "tcp", link=cfg.app_link, batch=cfg.batch), cfg.host,
                 cfg.tcp,
                 reuse_address=True))
-        self._tick_task = loop.create_task(self._tick())
-        if cfg.trace.rates or cfg.trace.tables:
-            self._spawn(self._trace())
         # The tables hold many long-lived objects and the hot path allocates few cycles:
         # freeze what exists now and collect young objects far less often than every 700
         # allocations, or collections rescan the PIT/CS/dead-nonce list most of the time.
@@ -272,19 +270,32 @@ class ForwarderDaemon:
         log.info("forwarder up: unix=%s tcp=%s udp=%s core=%s", cfg.unix or "off",
                  cfg.tcp or "off", cfg.udp or "off", core_build())
 
+    def start_core(self) -> None:
+        """What runs without a socket: the config's strategies, the core's timer, the traces
+        (start() calls it once the faces are up; the simulator, whose faces are made for it,
+        calls it alone)."""
+        cfg = self.config
+        for prefix_uri, strategy in cfg.strategies.items():
+            prefix = name_from_str(prefix_uri)
+            self.fw.strategy_choice.set(prefix, len(component_offsets(prefix)),
+                                        strategy_by_name(strategy))
+        self._tick_task = asyncio.get_running_loop().create_task(self._tick())
+        if cfg.trace.rates or cfg.trace.tables:
+            self._spawn(self._trace())
+
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(TICK_SECONDS)
             self.dispatch(self.fw.tick())
             if self._udp is not None:
-                self._udp.tick(time.monotonic())
+                self._udp.tick(self.clock())
 
     async def _trace(self) -> None:
         """Write the rate and table traces every `trace.interval` seconds."""
         cfg = self.config.trace
         # Time counts from the run's origin (a restarted forwarder's traces go on on the
         # same axis as the apps' metrics), or from our start when run by hand
-        self._trace_start = start = run_origin()
+        self._trace_start = start = run_origin(self.clock)
         tables = None
         if cfg.rates:
             out = open(cfg.rates, "w")
@@ -297,7 +308,7 @@ class ForwarderDaemon:
             tables.write("Time\tNode\tPit\tPersistentEntries\tPersistentFaces\tCs\n")
         while True:
             await asyncio.sleep(cfg.interval)
-            now = round(time.monotonic() - start, 3)
+            now = round(self.clock() - start, 3)
             if self.fw.tracer is not None:
                 self.fw.tracer.flush(now)
             if tables is not None:
@@ -320,7 +331,7 @@ class ForwarderDaemon:
         if self.config.unix:
             _remove_stale_socket(self.config.unix)
         if self.fw.tracer is not None:
-            self.fw.tracer.flush(round(time.monotonic() - self._trace_start, 3))
+            self.fw.tracer.flush(round(self.clock() - self._trace_start, 3))
         for f in self._trace_files:
             f.close()
 

@@ -10,10 +10,13 @@ forwarder_strategy`` writes it).  Its clock is the running event loop's (``loop.
 daemon's ``time.monotonic``, or a test's fake loop clock); ``Forwarder.tick`` (the daemon's
 100 ms timer) runs on the first packet 100 ms or more after the last one.
 
-``net.app()`` is an ``ndnps.client.app.App`` on a ``Face`` whose transport is a local face of
-that forwarder (``MemTransport``): what the app writes is handed to ``Forwarder.on_receive``
-at once; what the forwarder sends to the face reaches the app's face in a later turn of the
-loop (``call_soon``), through its ``data_received`` as a socket read would.  Management is
+``net.app()`` is an ``ndnps.client.app.App`` on a ``Face`` connected to a local face of that
+forwarder, the simulator's in-process app face (``ndnps.sim.faces.AppFace``, the net its
+owner as the daemon is a real face's): what the app writes is handed to
+``Forwarder.on_receive`` at once; what the forwarder sends to the face reaches the app's face
+in a later turn of the loop (``call_soon``), through its ``data_received`` as a socket read
+would.  (``ndnps.sim.net.SimNet`` is the same with the daemon's own management and timer,
+several forwarders and links between them.)  Management is
 the forwarder's, as the daemon answers it: ``rib/register`` (and ``unregister``) from an app
 is a RIB route to its face (origin app, cost 0, CHILD_INHERIT: NFD's defaults), answered with
 a ControlResponse; any other command 501.  ``net.close(app)`` takes its face away (the
@@ -37,7 +40,7 @@ import logging
 import time
 import weakref
 from collections.abc import MutableMapping
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from ndnps.forwarder.daemon import TICK_SECONDS
 from ndnps.forwarder.outgoing import Limits
@@ -51,6 +54,7 @@ from ndnps.client.wire import make_data
 from ndnps.ndn import encoders, nfd, packet
 from ndnps.ndn.tlv import LP_PACKET, DecodeError, component_offsets, read_tl
 from ndnps.protocol.parts import Transport
+from ndnps.sim.faces import AppFace
 
 log = logging.getLogger(__name__)
 
@@ -87,38 +91,6 @@ def _components(value: bytes) -> list[bytes]:
     return [value[a:b] for a, b in zip([0] + offs, offs)]
 
 
-class MemTransport:
-    """The transport of an app's face on the in-memory network: each write is one packet,
-    handed to the forwarder core now."""
-
-    def __init__(self, net: "MemNet", face_id: int) -> None:
-        self.net = net
-        self.face_id = face_id
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        if not self.closed:
-            self.net.receive(self.face_id, bytes(data))
-
-    def writelines(self, packets: list[bytes]) -> None:
-        for data in packets:
-            self.write(data)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            app = self.net.apps.get(self.face_id)
-            self.net.remove(self.face_id)
-            if app is not None:
-                asyncio.get_running_loop().call_soon(app.face.connection_lost, None)
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
-
-
 class MemNet:
     def __init__(self, drop: Callable[[str, FormalName, App], bool] | None = None,
                  limits: Limits | None = None, strategy: Strategy | None = None) -> None:
@@ -126,6 +98,7 @@ class MemNet:
         self.fw.strategy_choice.set(b"", 0, strategy or training_strategy())
         self.apps: dict[int, App] = {}             # face id -> app
         self.face_ids: dict[App, int] = {}
+        self.faces: dict[int, AppFace] = {}        # face id -> the forwarder's face
         self.routes = Routes(self)
         _NETS.add(self)
         self._ticked = self.fw.clock()
@@ -146,12 +119,21 @@ class MemNet:
     def app(self) -> App:
         """A new app on its own face of this forwarder."""
         face = Face("unix:///memnet")
-        info = self.fw.add_face(True, f"memnet://{len(self.apps) + 1}", "memnet://")
         app = App("unix:///memnet", face=face)
-        self.apps[info.id] = app
-        self.face_ids[app] = info.id
-        face.connection_made(MemTransport(self, info.id))     # type: ignore[arg-type]
+        mine = AppFace(self, face, f"memnet://{len(self.apps) + 1}")  # type: ignore[arg-type]
+        self.apps[mine.info.id] = app
+        self.face_ids[app] = mine.info.id
+        self.faces[mine.info.id] = mine
         return app
+
+    # ---- the apps' faces' owner (as the daemon is a real face's) ------------------------------
+
+    def face_up(self, face: AppFace, local: bool, remote_uri: str, local_uri: str,
+                persistency: int):
+        return self.fw.add_face(local, remote_uri, "memnet://")
+
+    def face_down(self, face: AppFace) -> None:
+        self.remove(face.info.id)
 
     def close(self, app: App) -> None:
         """`app`'s face goes away: the forwarder drops its routes, PIT records and persistent
@@ -190,10 +172,11 @@ class MemNet:
 
     # ---- the faces between the apps and the forwarder ------------------------------------------
 
-    def receive(self, face_id: int, wire: bytes) -> list:
+    def receive(self, face: AppFace | int, wire: bytes) -> list:
         """The app of `face_id` sent `wire`: the forwarder handles it now; what it sends to
         apps' faces is delivered in a later turn of the loop (unless `drop` loses it).
         Returns the forwarder's actions."""
+        face_id = face if isinstance(face, int) else face.info.id
         fw = self.fw
         now = fw.clock()
         if now - self._ticked >= TICK_SECONDS:
@@ -212,7 +195,7 @@ class MemNet:
             return
         if self._drop is not None and self._lost(face_id, item, dest):
             return
-        asyncio.get_running_loop().call_soon(dest.face.data_received, item)
+        self.faces[face_id].send(item)
 
     def _management(self, face_id: int, wire: bytes) -> bool:
         """A control command, answered as the daemon answers: rib/register and unregister;
@@ -246,7 +229,7 @@ class MemNet:
             code, text = 400, "Malformed ControlParameters"
         reply = make_data(comps, nfd.control_response(code, text, params), DigestSigner())
         # (no drop: the forwarder answers its own face, as the old in-process RIB did at once)
-        asyncio.get_running_loop().call_soon(self.apps[face_id].face.data_received, reply)
+        self.faces[face_id].send(reply)
         return True
 
     def _lost(self, face_id: int, item: bytes, dest: App) -> bool:
@@ -273,6 +256,7 @@ class MemNet:
         app = self.apps.pop(face_id, None)
         if app is not None:
             self.face_ids.pop(app, None)
+            self.faces.pop(face_id, None)
             self.fw.remove_face(face_id)
             self._pushed.pop(face_id, None)
 

@@ -94,7 +94,7 @@ def test_nothing_imports_the_forwarder_alias():
 
 
 SUBPACKAGES = ("ndn", "client", "protocol", "exchanges", "ml", "lab", "placement", "planner",
-               "forwarder", "apps")
+               "forwarder", "apps", "sim")
 
 # Who may import whom (docs/architecture.md's house): each unit stands only on the ones listed. The
 # lab starts and configures forwarders, so it may read the forwarder's limits, strategies and
@@ -115,7 +115,10 @@ MAY_IMPORT = {
     "ndnps": {"ndnps.lab", "ndnps.ml"},          # the `python -m ndnps.<program>` entry points
     "ndnps.forwarder": {"ndnps.ndn"},
     "forwarder": {"ndnps.forwarder"},            # the alias of `python -m forwarder`
-    "ndnps.apps": {f"ndnps.{s}" for s in SUBPACKAGES if s != "apps"},   # the programs
+    "ndnps.apps": {f"ndnps.{s}" for s in SUBPACKAGES if s not in ("apps", "sim")},  # programs
+    # the simulator: real forwarder cores (through the daemon) and the apps' client in one
+    # process; the lab will drive it, so it stands below the lab
+    "ndnps.sim": {"ndnps.ndn", "ndnps.forwarder", "ndnps.client", "ndnps.protocol"},
 }
 
 
