@@ -18,7 +18,8 @@ from typing import Any
 from ndnps.client.face import Face as ClientFace
 from ndnps.forwarder.faces.base import Face, FaceOwner
 from ndnps.forwarder.faces.udp import ON_DEMAND, PERMANENT
-from ndnps.ndn.reliability import WRAP_OVERHEAD, ReliableLink
+from ndnps.ndn.reliability import WRAP_OVERHEAD
+from ndnps.ndn.reliable_link import ReliableLink
 
 from .link import Channel
 

@@ -8,7 +8,7 @@ import pytest
 
 from ndnps.forwarder.faces.queue import QueueOptions
 from ndnps.ndn.congestion import congestion_mark
-from ndnps.ndn.packet import encode_data, encode_meta_info, encode_signature_info
+from ndnps.ndn.encoders import encode_data, encode_meta_info, encode_signature_info
 from ndnps.sim.link import WIRE_OVERHEAD, Link, LinkSpec
 from ndnps.sim.loop import VirtualLoop
 

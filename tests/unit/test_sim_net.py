@@ -9,7 +9,7 @@ import pytest
 
 from ndnps.client.fetcher import SegmentFetcher
 from ndnps.client.security import DigestSigner
-from ndnps.ndn import packet
+from ndnps.ndn import encoders
 from ndnps.protocol import names
 from ndnps.sim.link import WIRE_OVERHEAD, LinkSpec
 from ndnps.sim.loop import run
@@ -157,7 +157,7 @@ def test_pushes_along_a_persistent_entry_cross_the_link_at_its_rate():
         sub.on_distribute = lambda data: got.append((loop.time(), bytes(data.content)))
         await asyncio.sleep(1)
         t_insert = loop.time()
-        sub.face.send(packet.encode_interest(names.insert("ps", "t1"), 1, 10_000, False, True))
+        sub.face.send(encoders.encode_interest(names.insert("ps", "t1"), 1, 10_000, False, True))
         await asyncio.sleep(0.1)
         t0 = loop.time()
         for i in range(n):
