@@ -5,8 +5,6 @@
     tcp = 6363
     udp = 6363
     host = "0.0.0.0"
-    batch_ms = 1.0                # the apps' faces (unix, tcp): a write within this long of
-                                  # the last waits for it to pass (0: every loop turn writes)
 
     [tables]                      # every field of outgoing.Limits, e.g.
     cs_packets = 65536
@@ -84,9 +82,6 @@ from .tracer import load_classifier
 
 DEFAULT_UNIX = "/run/nfd/nfd.sock"     # python-ndn's default transport
 DEFAULT_PORT = 6363
-# s an app's face waits after a write before the next (StreamFace `batch`): under a push's load
-# a write carries several segments to a worker, not one (docs/forwarder.md, "Writing to apps")
-APP_BATCH = 0.001
 
 
 class ConfigError(ValueError):
@@ -135,7 +130,6 @@ class Config:
     tcp: int = DEFAULT_PORT
     udp: int = DEFAULT_PORT
     host: str = "0.0.0.0"
-    batch: float = APP_BATCH
     limits: Limits = field(default_factory=Limits)
     app_link: LinkParams = field(default_factory=LinkParams)
     udp_faces: UdpFacesConfig = field(default_factory=UdpFacesConfig)
@@ -172,7 +166,7 @@ def parse_config(data: dict) -> Config:
     _check_keys(data, {"listen", "tables", "udp", "app_links", "faces", "routes", "strategies",
                        "trace", "network_region"}, "config")
     listen = _expect(data.get("listen", {}), dict, "listen")
-    _check_keys(listen, {"unix", "tcp", "udp", "host", "batch_ms"}, "listen")
+    _check_keys(listen, {"unix", "tcp", "udp", "host"}, "listen")
     cfg.unix = _expect(listen.get("unix", cfg.unix), str, "listen.unix")
     for key in ("tcp", "udp"):
         port = _expect(listen.get(key, getattr(cfg, key)), int, f"listen.{key}")
@@ -180,8 +174,6 @@ def parse_config(data: dict) -> Config:
             raise ConfigError(f"listen.{key}: port {port} out of range")
         setattr(cfg, key, port)
     cfg.host = _expect(listen.get("host", cfg.host), str, "listen.host")
-    cfg.batch = _bounded(listen, "batch_ms", "listen", cfg.batch * 1000, (int, float),
-                         0.0, 100.0) / 1000
 
     tables = _expect(data.get("tables", {}), dict, "tables")
     limit_fields = {f.name: f for f in fields(Limits)}

@@ -254,13 +254,11 @@ class ForwarderDaemon:
             _remove_stale_socket(cfg.unix)
             os.makedirs(os.path.dirname(cfg.unix) or ".", exist_ok=True)
             self._servers.append(await loop.create_unix_server(
-                lambda: StreamFace(self, "unix", link=cfg.app_link, batch=cfg.batch),
-                cfg.unix))
+                lambda: StreamFace(self, "unix", link=cfg.app_link), cfg.unix))
             os.chmod(cfg.unix, 0o666)
         if cfg.tcp:
             self._servers.append(await loop.create_server(
-                lambda: StreamFace(self, "tcp", link=cfg.app_link, batch=cfg.batch), cfg.host,
-                cfg.tcp,
+                lambda: StreamFace(self, "tcp", link=cfg.app_link), cfg.host, cfg.tcp,
                 reuse_address=True))
         # The tables hold many long-lived objects and the hot path allocates few cycles:
         # freeze what exists now and collect young objects far less often than every 700

@@ -1,12 +1,7 @@
 """Stream faces (unix and TCP): TLV framing on a byte stream; a send queue of their own, with
 congestion marks as NFD's stream faces set them.
 
-Writing: what the face is given during one loop turn leaves in one writev at its end. With
-`batch` (the apps' faces: [listen] batch_ms), what it is given within `batch` of its last write
-waits until `batch` has passed since it: under load one write, and one wake-up of the app,
-carries several packets, while a packet after a quiet spell leaves at the end of its turn. (A
-push at 100 Mbit/s reaches a workers' host as ~1,500 segments a second, about one a loop turn:
-unbatched, each is a writev to each of 16 workers and 16 wake-ups on two cores.) The
+Writing: what the face is given during one loop turn leaves in one writev at its end. The
 transport pushes back as soon as the kernel refuses part of a write (its write-buffer limit is
 0): from then on packets wait in the face's own queue (ndnps/forwarder/faces/queue.py, bounded at
 QUEUE_LIMIT_BYTES, drops counted as `queue_full`), where the forwarder sees how long they wait,
@@ -86,7 +81,7 @@ class StreamFace(Face, asyncio.Protocol):
     def __init__(self, owner: FaceOwner, kind: str, persistency: int = 1,
                  link: LinkParams | None = None, local: bool | None = None,
                  queue: QueueOptions | None = None, kernel_threshold: int = KERNEL_THRESHOLD,
-                 clock: Callable[[], float] = time.monotonic, batch: float = 0.0) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._owner = owner
         self._kind = kind                 # "unix" or "tcp"
         self._persistency = persistency
@@ -101,8 +96,6 @@ class StreamFace(Face, asyncio.Protocol):
         self._queued = 0
         self._flush_scheduled = False
         self._loop = asyncio.get_event_loop()
-        self._batch = batch               # s a write waits after the last one (0: no wait)
-        self._written_at = -math.inf      # the loop's time of the last write
         self.queue = SendQueue(queue if queue is not None else stream_queue_options())
         self._rule = MarkingRule(self.queue.options.interval)
         self.kernel_threshold = kernel_threshold
@@ -178,7 +171,8 @@ class StreamFace(Face, asyncio.Protocol):
         self._outq.extend(wires)
         self._queued += size
         if not self._flush_scheduled:
-            self._schedule_flush()
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     def _write(self, wire: bytes) -> None:
         """Queue; everything queued while the loop handles one batch of input leaves in one
@@ -194,17 +188,8 @@ class StreamFace(Face, asyncio.Protocol):
         self._outq.append(wire)
         self._queued += len(wire)
         if not self._flush_scheduled:
-            self._schedule_flush()
-
-    def _schedule_flush(self) -> None:
-        """At the end of this loop turn, or `batch` after the last write if that is later."""
-        self._flush_scheduled = True
-        if self._batch:
-            wait = self._written_at + self._batch - self._loop.time()
-            if wait > 0:
-                self._loop.call_later(wait, self._flush)
-                return
-        self._loop.call_soon(self._flush)
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     def _enqueue(self, wire: bytes, now: float) -> None:
         if self.queue.admits(len(wire)):
@@ -222,8 +207,6 @@ class StreamFace(Face, asyncio.Protocol):
                     self._should_mark(now, 0.0, self._backlog(now), outq[-1]):
                 outq[-1] = _marked(outq[-1])
             self.transport.writelines(outq)     # may pause us (pause_writing)
-            if self._batch:
-                self._written_at = self._loop.time()
         self._outq = []
         self._queued = 0
 
