@@ -528,7 +528,7 @@ def _interest(name: bytes, lifetime: bytes, lifetime_ms: int) -> Interest:
     """A collect for `name` (TLV-VALUE), MustBeFresh as the PS's own: a worker's segment
     carries no FreshnessPeriod, so the worker answers, never a cached (maybe refused) copy.
     `lifetime`: the InterestLifetime element, of `lifetime_ms`. The bytes
-    ndnps.ndn.packet.encode_interest writes, put together from their fixed parts, and the
+    ndnps.ndn.encoders.encode_interest writes, put together from their fixed parts, and the
     Interest as decode_interest reads them (no HopLimit), without decoding them."""
     nonce = os.urandom(4)
     body = b"".join((tl(NAME, len(name)), name, _FRESH_NONCE, nonce, lifetime))
