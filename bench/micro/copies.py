@@ -174,15 +174,18 @@ def classify(wire: bytes) -> tuple[str, int]:
 
 
 def hook_callbacks(parts: Parts, faces: dict[int, str]) -> None:
-    """Window the loop's callbacks that are a face's read (`data_received`, memnet's delivery
-    of one packet) or its end-of-turn flush, for the faces in `faces` (id -> "ps" | "worker")."""
+    """Window the loop's callbacks that are a face's read (`data_received`, or memnet's
+    delivery of one packet to it) or its end-of-turn flush, for the faces in `faces` (id -> "ps" | "worker")."""
     import asyncio.events
     run = asyncio.events.Handle._run
 
     def windowed_run(handle: Any) -> None:
         cb = handle._callback
-        role = faces.get(id(getattr(cb, "__self__", None)))
+        owner = getattr(cb, "__self__", None)
         what = getattr(cb, "__name__", "")
+        if what == "_to_app":               # memnet's app face (ndnps.sim) handing its client
+            owner, what = getattr(owner, "client", None), "data_received"   # face a packet
+        role = faces.get(id(owner))
         if role is None or what not in ("data_received", "_end_turn"):
             run(handle)
             return
