@@ -50,6 +50,15 @@ class Bottleneck:
 
 
 @dataclass
+class SimOptions:
+    """[sim]: a simulated run's own knobs (docs/simulation.md)."""
+    seed: int = 0                       # the links' losses
+    # the workers send gradients of the model's size without computing them (a step's device
+    # time is still the profiled cost when training.device_time = "profiled")
+    synthetic_gradients: bool = False
+
+
+@dataclass
 class Scenario:
     name: str
     description: str = ""
@@ -76,6 +85,8 @@ class Scenario:
     netem: bool = True
     bottleneck: Bottleneck = field(default_factory=Bottleneck)
     system: str = "ndnps"          # [run] system: what trains over the topology
+    mode: str = "real"             # [run] mode: processes on sockets, or "sim" (ndnps.sim)
+    sim: "SimOptions" = field(default_factory=lambda: SimOptions())
     training: TrainingSpec = field(default_factory=TrainingSpec)
     # every training of the run: [training] alone, or one per [[jobs]] entry (training is
     # then the first)

@@ -8,7 +8,7 @@ A hook's default does nothing, so a feature says only what it changes."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from ndnps.protocol.config import TrainingSpec
@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from .topology import AppNode, Plan
 
 Rows = list[tuple[str, object]]
+# one management command at a forwarder (its name): (status code, status text); the runner's
+# goes over the forwarder's socket, a simulated run's to its management in-process
+Command = Callable[[Any], tuple[int, str]]
 
 
 class Launcher(Protocol):
@@ -33,6 +36,9 @@ class Launcher(Protocol):
     def wrap(self, node: Any) -> list[str]: ...
 
     def link_flags(self) -> list[str]: ...
+
+    def wait_ready(self, proc: "ManagedProcess", text: str) -> None:
+        """Until `text` is in `proc`'s last log lines (READY_TIMEOUT)."""
 
     def address_of(self, host: str) -> str: ...
 
@@ -95,8 +101,9 @@ class Feature:
         """The forwarders that aggregate for it (None: it has no say)."""
         return None
 
-    def configure(self, sc: "Scenario", name: str, transport: str) -> bool:
-        """Configure aggregator `name` at `transport`; False: not its to configure."""
+    def configure(self, sc: "Scenario", name: str, send: Command) -> bool:
+        """Configure aggregator `name` by `send`ing it commands; False: not its to
+        configure."""
         return False
 
     def launch(self, runner: Launcher, plan: "Plan") -> tuple[dict, dict] | None:

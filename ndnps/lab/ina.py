@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import fabric, minindn, topology
-from .feature import Feature
+from .feature import Command, Feature
 from .series import ps_series
 from .values import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, ScenarioError, known_keys, number
 
@@ -143,11 +143,11 @@ def parse(table: Any, sc: "Scenario") -> Ina:
     return ina
 
 
-def configure(transport: str, job: "TrainingSpec", node: str, slots: int = 1024,
+def configure(send: str | Command, job: "TrainingSpec", node: str, slots: int = 1024,
               timeout: float = 2.0, first: int = 0) -> None:
-    """Make the forwarder at `transport` (unix://...) aggregate `job` as node `node`, in slots
-    [first, first + slots) of its pool: the management command aggregators/add with the
-    training's key. ValueError when refused."""
+    """Make a forwarder aggregate `job` as node `node`, in slots [first, first + slots) of its
+    pool: the management command aggregators/add with the training's key, sent by `send` (or
+    over the socket `send` names, unix://...). ValueError when refused."""
     from ndnps.forwarder.status import command
     from ndn.encoding import Component, Name
 
@@ -158,8 +158,8 @@ def configure(transport: str, job: "TrainingSpec", node: str, slots: int = 1024,
     config = AggregatorConfig(name_from_str(f"/{who.ps}/{who.train}"), node, who.key.encode(),
                               b"".join(bytes(c) for c in names.key(who.ps, who.train)), slots,
                               timeout, first=first)
-    code, text = command(transport, Name.from_str("/localhost/nfd/aggregators/add")
-                         + [Component.from_bytes(config.encode())])
+    name = Name.from_str("/localhost/nfd/aggregators/add") + [Component.from_bytes(config.encode())]
+    code, text = command(send, name) if isinstance(send, str) else send(name)
     if code != 200:
         raise ValueError(f"aggregators/add refused at {node}: {code} {text}")
 
@@ -335,9 +335,9 @@ class InNetwork(Feature):
         at = sc.training.aggregation.aggregate_at
         return [at] if at else []
 
-    def configure(self, sc: "Scenario", name: str, transport: str) -> bool:
+    def configure(self, sc: "Scenario", name: str, send: Command) -> bool:
         table = sc.ina or Ina()
-        configure(transport, sc.training, name, table.slots, table.timeout)
+        configure(send, sc.training, name, table.slots, table.timeout)
         return True
 
     def summarize(self, run_dir: Path, sc: "Scenario", summary: dict[str, Any],

@@ -12,13 +12,16 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 from . import reaper, report, spec, topology
 from .bottleneck import bottleneck_note, bottleneck_summary
 from .config import Scenario
 from .exitcodes import EXIT_JOB_FAILED, RunFailed, failed_run_exit
-from .feature import Helper
+from ndnps.forwarder.status import command
+
+from .feature import Command, Helper
 from .features import FEATURES, active
 from .metrics import RUN_T0_ENV
 from .namespaces import NamespaceSetup
@@ -131,10 +134,18 @@ class Runner(NamespaceSetup, Supervision):
         """`aggregators/add` at forwarder `name` for the training (its key, the slots)."""
         try:
             for feature in self.features:
-                if feature.configure(self.sc, name, f"unix://{self.sockets[name]}"):
+                if feature.configure(self.sc, name, self.commander(name)):
                     return
         except (OSError, TimeoutError, ValueError) as e:
             raise RunFailed(f"cannot configure the aggregator at {name}: {e}") from None
+
+    def commander(self, name: str) -> Command:
+        """How a management command reaches forwarder `name`: over its unix socket."""
+        return partial(command, f"unix://{self.sockets[name]}")
+
+    def wait_ready(self, proc: ManagedProcess, text: str) -> None:
+        """Until `text` is in `proc`'s last log lines (READY_TIMEOUT)."""
+        wait_until(lambda: text in proc.tail(5), READY_TIMEOUT, proc, "ready")
 
     def wrap(self, node: topology.ForwarderNode | None) -> list[str]:
         """What runs a command on `node`'s host (nothing locally)."""
@@ -232,8 +243,7 @@ class Runner(NamespaceSetup, Supervision):
             workers[app.name] = self.spawn(app.name, argv, env)
             self.worker_launch[app.name] = (argv, env)
         for name, proc in workers.items():
-            wait_until(lambda p=proc, n=name: f"worker {n} ready" in p.tail(5), READY_TIMEOUT,
-                       proc, "ready")
+            self.wait_ready(proc, f"worker {name} ready")
         pss = dict(peers)
         for app, node, env, metrics, config in ps_nodes:
             model = "model.npz" if not self.sc.jobs else f"model-{app.name}.npz"
@@ -320,7 +330,7 @@ class Runner(NamespaceSetup, Supervision):
         if error:
             extra["error"] = error
         try:
-            summary = report.summarize(self.run_dir, self.sc, time.monotonic() - self.t0, extra)
+            summary = report.summarize(self.run_dir, self.sc, self.elapsed(), extra)
         except (OSError, ValueError, KeyError) as e:
             summary = {"scenario": self.sc.name, "summary_error": str(e), **extra}
         try:

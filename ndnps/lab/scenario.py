@@ -31,6 +31,7 @@ from . import spec
 from .namespaces import check_netns
 from .netns import NetnsUnavailable
 from .runner import Runner
+from .simulated import SimRunner, check_simulable
 from .spec import ScenarioError
 from .supervision import Interrupted, on_stop_signal
 
@@ -100,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="each host in its own network namespace (needs root)")
     p.add_argument("--plain", action="store_true", help="plain progress lines instead of a "
                                                         "live table")
+    p.add_argument("--sim", action="store_true",
+                   help="simulate it: every forwarder and app in this one process over a "
+                        "simulated network, in virtual time (ndnps.sim; [run] mode = \"sim\")")
     args = p.parse_args(argv)
     if args.scenario == "list":
         return list_scenarios()
@@ -112,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.netns:
         sc.netns = True
+    if args.sim:
+        sc.mode = "sim"
     try:
-        if sc.netns:
+        if sc.mode == "sim":
+            check_simulable(sc)
+        elif sc.netns:
             check_netns(sc)
         else:
             spec.check_local(sc)
@@ -128,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_stop_signal)
-    print(f"ndnps: running scenario {sc.name!r} -> {run_dir}")
-    runner = Runner(sc, run_dir, live=not args.plain)
+    simulated = " (simulated)" if sc.mode == "sim" else ""
+    print(f"ndnps: running scenario {sc.name!r}{simulated} -> {run_dir}")
+    runner = (SimRunner if sc.mode == "sim" else Runner)(sc, run_dir, live=not args.plain)
     try:
         code = runner.run()
     except (KeyboardInterrupt, Interrupted):       # before the run's own handling

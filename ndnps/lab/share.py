@@ -36,11 +36,10 @@ from typing import TYPE_CHECKING, Any
 from ndnps.protocol.config import ConfigError
 from ndnps.protocol.sharing import ShareConfig, read_share
 
-from .feature import Feature, Helper, Launcher
+from .feature import Command, Feature, Helper, Launcher
 from .figures import TIME_AXIS, legend, save
 from .ina import configure
 from .metrics import read_metrics
-from .process import READY_TIMEOUT, wait_until
 from .series import ps_series
 from .tomltext import to_toml
 from .values import ScenarioError
@@ -271,11 +270,11 @@ class Sharing(Feature):
     def aggregators(self, sc: "Scenario") -> list[str] | None:
         return [] if sc.share.policy == "never" else [sc.share.at]
 
-    def configure(self, sc: "Scenario", name: str, transport: str) -> bool:
+    def configure(self, sc: "Scenario", name: str, send: Command) -> bool:
         s = sc.share                    # every job, in its range of the one pool
         for job in sc.all_jobs:
             first, slots = ranges(s, sc.all_jobs)[job.who.ps]
-            configure(transport, job, name, slots, s.slot_timeout, first)
+            configure(send, job, name, slots, s.slot_timeout, first)
         return True
 
     def helpers(self, runner: Launcher) -> list[Helper]:
@@ -289,7 +288,7 @@ class Sharing(Feature):
                 str(runner.run_dir / "metrics" / f"{s.name}.jsonl"), *runner.link_flags()]
         proc = runner.spawn(s.name, argv,
                             {"NDN_CLIENT_TRANSPORT": f"unix://{runner.sockets[s.at]}"})
-        wait_until(lambda: "ready" in proc.tail(5), READY_TIMEOUT, proc, "ready")
+        runner.wait_ready(proc, "ready")
         return [controller(proc, s.name)]
 
     def summarize(self, run_dir: Path, sc: "Scenario", summary: dict[str, Any],

@@ -34,7 +34,11 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  restart_after = 1.0; max_restarts = 3: what the runner does when a child
                  dies without being asked to (see ndnps/lab/supervision.py, "Unplanned exits");
                  system = "ndnps" | "tcp": what trains (tcp: bench/tcp_ps.py, the plain TCP
-                 PS, over the bottleneck's link: same hosts, tbf, model, workers, versions)
+                 PS, over the bottleneck's link: same hosts, tbf, model, workers, versions);
+                 mode = "real" | "sim": processes on sockets, or every forwarder and app in
+                 one process in virtual time (ndnps.sim; the same as --sim)
+    [sim]        seed = 0 (the links' losses); synthetic_gradients = false (gradients of the
+                 model's size, not computed): docs/simulation.md
     [netns]      enabled = false (true with the bottleneck topology); netem = true
     [faults]     kill = [{ worker = "w2", at_version = 50, restart_after = 2.0 }]: SIGKILL a
                  worker once the PS reaches that version, optionally restart it (same name)
@@ -107,14 +111,15 @@ key = "sync-sgd-demo-key"
 TOPOLOGIES = ("star", "tree", "bottleneck", "fat-tree", "bcube", "minindn")
 SYSTEMS = ("ndnps", "tcp")
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
-        "training", "faults", "bottleneck", "jobs",
+        "training", "faults", "bottleneck", "jobs", "sim",
         *(table for feature in FEATURES for table in feature.tables)}
 _TABLE_KEYS = {
     "topology": {"kind", "workers", "leaves", "k", "n", "file", "ps_node", "worker_nodes"},
     "links": {f.name for f in fields(Links)},
     "workers": {"slowdown"},
     "run": {"timeout", "trace_interval", "on_child_exit", "restart_after", "max_restarts",
-            "system"},
+            "system", "mode"},
+    "sim": {"seed", "synthetic_gradients"},
     "netns": {"enabled", "netem"},
     "bottleneck": {f.name for f in fields(Bottleneck)},
     "faults": {"kill", "random"},
@@ -192,6 +197,16 @@ def parse(doc: dict[str, Any], name: str, base: Path | None = None) -> Scenario:
                                0.0, 60.0)
     sc.max_restarts = number(run.get("max_restarts", sc.max_restarts), "run.max_restarts", 0,
                               100, True)
+    sc.mode = run.get("mode", sc.mode)
+    if sc.mode not in ("real", "sim"):
+        raise ScenarioError(f"run.mode: must be \"real\" or \"sim\", got {sc.mode!r}")
+    sim = doc.get("sim", {})
+    sc.sim.seed = number(sim.get("seed", sc.sim.seed), "sim.seed", 0, 2 ** 32, True)
+    synthetic = sim.get("synthetic_gradients", False)
+    if not isinstance(synthetic, bool):
+        raise ScenarioError(f"sim.synthetic_gradients: expected true or false, got "
+                            f"{synthetic!r}")
+    sc.sim.synthetic_gradients = synthetic
 
     ns = doc.get("netns", {})
     for key in ("enabled", "netem"):

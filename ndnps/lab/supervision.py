@@ -63,6 +63,10 @@ class Supervision:
     face_labels: dict[tuple[str, int], str]
     apps_seen: set[str]
 
+    def elapsed(self) -> float:
+        """Seconds since the run's start."""
+        return time.monotonic() - self.t0
+
     def supervise(self, pss: dict[str, ManagedProcess], workers: dict[str, ManagedProcess],
                   display: Progress) -> None:
         deadline = self.t0 + self.sc.timeout
@@ -183,7 +187,7 @@ class Supervision:
         """Record a child that died unasked; with on_child_exit = fail, fail the run."""
         code = proc.poll()
         rec = {"who": proc.name, "role": role, "node": node,
-               "t": round(time.monotonic() - self.t0, 3), "code": code, "how": describe(code),
+               "t": round(self.elapsed(), 3), "code": code, "how": describe(code),
                "log": str(proc.log_path), "log_tail": proc.tail(20)}
         if action is not None:
             rec["action"] = action

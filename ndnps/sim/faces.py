@@ -8,7 +8,9 @@ local face to an app in the same process: the forwarder side of an `AppTransport
 app's own client `Face` (ndnps.client.face) is connected to as if to a unix socket.  A packet
 from the app reaches the forwarder at once; one to the app arrives in a later turn of the loop
 (`call_soon`), as a socket read would: an app link takes no time, as a unix socket's
-microseconds are nothing beside a network link's.
+microseconds are nothing beside a network link's.  Unless it is given a `Link`: the
+conditions a real forwarder's `[app_links]` emulate on an app's face (a rate, delay and loss
+toward the app, the same loss from it), as the link's two channels (`ab` toward the app).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from ndnps.forwarder.faces.udp import ON_DEMAND, PERMANENT
 from ndnps.ndn.reliability import WRAP_OVERHEAD
 from ndnps.ndn.reliable_link import ReliableLink
 
-from .link import Channel
+from .link import Channel, Link
 
 
 class LinkFace(Face):
@@ -70,19 +72,40 @@ class LinkFace(Face):
 
 
 class AppFace(Face):
-    """The forwarder's face toward an app of this process."""
+    """The forwarder's face toward an app of this process; with `link`, over its channels
+    (`ab` toward the app, `ba` from it)."""
 
-    def __init__(self, owner: FaceOwner, client: ClientFace, uri: str) -> None:
+    def __init__(self, owner: FaceOwner, client: ClientFace, uri: str,
+                 link: Link | None = None) -> None:
         self.owner = owner
         self.client = client
+        self.link = link
         self.info = owner.face_up(self, True, uri, "sim://forwarder", ON_DEMAND)
         self.closed = False
+        if link is not None:
+            link.ab.deliver = self._to_app
+            link.ba.deliver = self._from_app
         client.connection_made(AppTransport(self))      # type: ignore[arg-type]
 
     def send(self, wire: bytes) -> None:
-        if not self.closed:
+        if self.closed:
+            return
+        if self.link is not None:
+            self.link.ab.send(wire)
+        else:
             # the loop of the moment: an app may be made before its loop runs
             asyncio.get_running_loop().call_soon(self._to_app, wire)
+
+    def from_app(self, wire: bytes) -> None:
+        """A packet the app wrote: to the forwarder now, or onto the link."""
+        if self.link is not None:
+            self.link.ba.send(wire)
+        else:
+            self._from_app(wire)
+
+    def _from_app(self, wire: bytes) -> None:
+        if not self.closed:
+            self.owner.receive(self, wire)
 
     def _to_app(self, wire: bytes) -> None:
         if not self.closed:
@@ -93,6 +116,8 @@ class AppFace(Face):
         lost (in a later turn, as a socket's end)."""
         if not self.closed:
             self.closed = True
+            if self.link is not None:
+                self.link.close()
             self.owner.face_down(self)
             asyncio.get_running_loop().call_soon(self.client.connection_lost, None)
 
@@ -105,9 +130,8 @@ class AppTransport:
         self.face = face
 
     def write(self, data: bytes) -> None:
-        face = self.face
-        if not face.closed:
-            face.owner.receive(face, bytes(data))
+        if not self.face.closed:
+            self.face.from_app(bytes(data))
 
     def writelines(self, packets: list[bytes]) -> None:
         for data in packets:

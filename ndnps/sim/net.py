@@ -20,12 +20,18 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
+
+from ndn.app_support.nfd_mgmt import parse_response
+from ndn.encoding import InterestParam, Name, make_interest, parse_data
 
 from ndnps.client.app import App
 from ndnps.client.face import Face as ClientFace
 from ndnps.forwarder.config import Config, FaceConfig, RouteConfig
 from ndnps.forwarder.daemon import ForwarderDaemon
 from ndnps.forwarder.pipelines import Forwarder
+from ndnps.forwarder.face_table import INTERNAL_FACE
+from ndnps.ndn.packet import decode_interest
 
 from .faces import AppFace, LinkFace
 from .link import Link, LinkSpec
@@ -141,16 +147,35 @@ class SimNet:
         for node in self.nodes.values():
             node.daemon.start_core()
 
-    def app(self, node: SimNode | str) -> App:
-        """A new app attached to `node` on a face of its own (its client is connected)."""
+    def app(self, node: SimNode | str, to_app: LinkSpec | None = None,
+            from_app: LinkSpec | None = None, link_repair: bool = False) -> App:
+        """A new app attached to `node` on a face of its own (its client is connected); with
+        `to_app` (and `from_app`, else the same), over a link of those conditions instead of
+        at once. `link_repair`: the App's (the links further on repair their losses)."""
         if not self.started:
             raise RuntimeError("apps attach after start")
         n = self._node(node)
         client = ClientFace(APP_URI)
-        app = App(APP_URI, face=client)
-        AppFace(n.daemon, client, f"sim://{n.name}/app{len(n.apps) + 1}")
+        app = App(APP_URI, face=client, link_repair=link_repair)
+        link = None
+        if to_app is not None:
+            link = Link(self.loop, spec=to_app, spec_ba=from_app,
+                        seed=f"{self.seed}/{n.name}/app{len(n.apps) + 1}")
+        AppFace(n.daemon, client, f"sim://{n.name}/app{len(n.apps) + 1}", link)
         n.apps.append(app)
         return app
+
+    async def command(self, node: SimNode | str, name: Any) -> tuple[int, str]:
+        """One management command at `node` (a Name: python-ndn's, or its URI), answered by
+        its real management as one over its socket would be: (status code, status text)."""
+        wire = bytes(make_interest(Name.normalize(name), InterestParam(must_be_fresh=True)))
+        reply = await self._node(node).daemon.mgmt.handle(decode_interest(wire, 0, len(wire)),
+                                                         INTERNAL_FACE)
+        if reply is None:
+            raise ValueError(f"no answer to the command {Name.to_str(Name.normalize(name))}")
+        _, _, content, _ = parse_data(reply)
+        response = parse_response(bytes(content or b""))
+        return int(response["status_code"]), str(response["status_text"])
 
     async def stop(self) -> None:
         for node in self.nodes.values():
