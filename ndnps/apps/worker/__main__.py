@@ -166,8 +166,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--key", help="HMAC key of the training (overrides the config's)")
     p.add_argument("--slowdown", type=float, default=1.0, metavar="X",
                    help="emulate a device X times slower: each gradient takes X times its "
-                        "CPU time, the rest waited out (stragglers, heterogeneous workers; "
-                        "ndnps.ml.device)")
+                        "CPU time, the rest awaited, the worker answering meanwhile "
+                        "(stragglers, heterogeneous workers; ndnps.ml.device)")
     p.add_argument("--synthetic-gradients", action="store_true",
                    help="no model pass: each gradient is a deterministic stand-in of the "
                         "model's size (loss NaN), costing the profiled device time "
