@@ -27,7 +27,8 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
 def now_ms() -> int:
     """Milliseconds on the running event loop's clock (monotonic; a test's fake clock follows
     it): the clock of a received Interest's deadline (`ctx["deadline"]`) and of everything
-    that holds Interests until then.  Outside a running loop, the process's monotonic clock (ndnps.ndn.clock)."""
+    that holds Interests until then.  Outside a running loop, the process's monotonic clock
+    (ndnps.ndn.clock)."""
     try:
         return int(asyncio.get_running_loop().time() * 1000)
     except RuntimeError:

@@ -27,7 +27,8 @@ from ndnps.client.app import App
 from ndnps.lab.metrics import MetricsWriter
 
 __all__ = ["EXIT_ERROR", "EXIT_JOB_FAILED", "EXIT_OK", "EXIT_SIGNAL", "EXIT_USAGE", "launch",
-           "serve", "serve_args", "serve_prepared", "Prepared", "app_parser", "begin", "setup_logging", "limit_blas_threads"]
+           "serve", "serve_args", "serve_prepared", "Prepared", "app_parser", "begin",
+           "setup_logging", "limit_blas_threads"]
 
 log = logging.getLogger("launch")
 
