@@ -8,7 +8,8 @@ collected its step then ran on until ps_timeout.  ``asyncio.timeout`` has no suc
 from __future__ import annotations
 
 import asyncio
-import time
+
+from ndnps.ndn.clock import monotonic
 
 
 async def wait_event(event: asyncio.Event, timeout: float) -> bool:
@@ -26,8 +27,9 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
 def now_ms() -> int:
     """Milliseconds on the running event loop's clock (monotonic; a test's fake clock follows
     it): the clock of a received Interest's deadline (`ctx["deadline"]`) and of everything
-    that holds Interests until then.  Outside a running loop, the same monotonic clock."""
+    that holds Interests until then.  Outside a running loop, the process's monotonic clock
+    (ndnps.ndn.clock)."""
     try:
         return int(asyncio.get_running_loop().time() * 1000)
     except RuntimeError:
-        return int(time.monotonic() * 1000)
+        return int(monotonic() * 1000)

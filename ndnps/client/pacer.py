@@ -4,14 +4,15 @@ thousands of segments never sit in one queue at once (ours, or a forwarder's fac
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Awaitable, Callable
+
+from ndnps.ndn.clock import monotonic
 
 
 class Pacer:
     def __init__(self, rate_mbps: float = 0.0, burst: int = 16,
                  drain: Callable[[], Awaitable[None]] | None = None,
-                 clock: Callable[[], float] = time.monotonic,
+                 clock: Callable[[], float] = monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         if rate_mbps < 0 or burst < 1:
             raise ValueError("need rate_mbps >= 0 and burst >= 1")

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from ndnps.ndn.clock import RUN_T0_ENV, run_origin
+from ndnps.ndn.clock import RUN_T0_ENV, monotonic, run_origin, wall
 
 __all__ = ["RUN_T0_ENV", "run_origin", "Delta", "MetricsWriter", "read_metrics"]
 
@@ -46,9 +45,10 @@ def _clean(value: Any) -> Any:
 class MetricsWriter:
     """Writes to `path` (appending, line-buffered); no path: records are dropped. `static`
     fields (role, name, ...) go into every line, with `t`, seconds since the run's origin
-    (`run_origin`), and `ts`, the wall clock (seconds since the epoch)."""
+    (`run_origin`), and `ts`, the wall clock (seconds since the epoch). Both follow the
+    process's clock (ndnps.ndn.clock: a simulator's virtual time when substituted)."""
 
-    def __init__(self, path: str | Path | None, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, path: str | Path | None, clock: Callable[[], float] = monotonic,
                  **static: Any) -> None:
         self.static = static
         self._clock = clock
@@ -64,7 +64,7 @@ class MetricsWriter:
         if self._f is None:
             return
         # t: seconds since the run's origin; ts: wall clock (ts - t: the wall clock at the origin)
-        line = {**self.static, "t": self._clock() - self.start, "ts": time.time(), **record}
+        line = {**self.static, "t": self._clock() - self.start, "ts": wall(), **record}
         self._f.write(json.dumps(_clean(line), separators=(",", ":")) + "\n")
 
     def close(self) -> None:

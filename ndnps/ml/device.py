@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
+from ndnps.ndn.clock import monotonic
+
 T = TypeVar("T")
 
 
@@ -74,11 +76,15 @@ class Device:
     """Runs work and says how long the emulated device would have taken (`factor` ≥ 1), and
     how long to wait for it: what each piece of work owes is summed (`debt`) and waited out
     once it reaches `quantum`; a wait longer than asked is credited to the next work. So the
-    device's time holds over many small operations, not only over each."""
+    device's time holds over many small operations, not only over each.
+
+    `wall_clock` is the process's clock (ndnps.ndn.clock; perf_counter's resolution on Linux).
+    Under a simulator's virtual clock the work takes no time, so the whole device time is owed
+    and waited out virtually: the caller must wait with `await asyncio.sleep`, never block."""
 
     def __init__(self, factor: float = 1.0,
                  cpu_clock: Callable[[], float] = time.thread_time,
-                 wall_clock: Callable[[], float] = time.perf_counter,
+                 wall_clock: Callable[[], float] = monotonic,
                  quantum: float = QUANTUM) -> None:
         if factor < 1.0:
             raise ValueError(f"a device factor is >= 1, got {factor}")

@@ -204,7 +204,7 @@ async def test_collect_is_held_then_answered_with_every_reexpression():
     job.grads.answer_collect(c0, again.append, now + 2000)       # re-expressed, new PIT token
     job.grads.answer_collect(c0, expired.append, now - 1)        # its lifetime is over
     assert first == again == expired == []
-    job.grads.compute(0)
+    await job.grads.compute(0)
     assert first == again == [job.grads.store.get(0)[0]] and expired == []
     assert 0 in job.grads.sent_steps and job.timer.armed          # probe timer armed on sending
     late = []
@@ -549,7 +549,7 @@ async def test_resync_content_made_before_a_newer_push_takes_nobody_back():
         job.mode, job.push_mode = "sync", "persistent"
         job.ps_restarts = 0                         # we trained with the PS before it
         job.newest, job.newest_at = 5, job.now() - 1.0
-        job.grads.compute(5)
+        await job.grads.compute(5)
         parts = [bytes(parse_data(w).content) for w in ps.content.contents["w1"]]
 
         async def fetch(*_a, **_k):
@@ -576,13 +576,13 @@ async def test_a_collect_older_than_the_gradients_kept_is_held_for_the_rewind():
     job = ready_job()
     job.push_mode, job.mode = "persistent", "sync"
     for step in range(6):
-        job.grads.compute(step)
+        await job.grads.compute(step)
     assert job.grads.store.get(1) is None
     got = []
     job.grads.answer_collect(names.Collect("w1", "ps", "t1", 1, 0), got.append,
                        now_ms() + 2000)
     assert got == []
     job.rewind(1, job.now() + 1)                    # as resync() does
-    job.grads.compute(1)
+    await job.grads.compute(1)
     assert got == [job.grads.store.get(1)[0]]
     job.timer.cancel()

@@ -8,6 +8,11 @@ was killed or restarted) is reconnected with bounded exponential backoff (0.1 s 
 while main goes on — meanwhile its Interests are lost and retried as on a lossy link — and,
 once back, every prefix is registered again and the app told (``App.on_reconnect``); after
 ``--reconnect-timeout`` seconds without a forwarder the run ends with exit code 1.
+
+Each program's ``prepare(argv)`` does all that comes before the connection (flags,
+configuration, metrics) and returns a `Prepared` (or the exit code of a bad configuration);
+its ``main`` serves it (`serve_prepared`). A simulator runs the same `Prepared.role` on an App
+it connected itself, in virtual time (ndnps.sim), without `serve`.
 """
 from __future__ import annotations
 
@@ -15,13 +20,15 @@ import argparse
 import asyncio
 import logging
 import signal
-from typing import Any, Callable, Coroutine
+from typing import Any, Callable, Coroutine, NamedTuple
 
 from ndnps.lab.exitcodes import EXIT_ERROR, EXIT_JOB_FAILED, EXIT_OK, EXIT_SIGNAL, EXIT_USAGE
 from ndnps.client.app import App
+from ndnps.lab.metrics import MetricsWriter
 
 __all__ = ["EXIT_ERROR", "EXIT_JOB_FAILED", "EXIT_OK", "EXIT_SIGNAL", "EXIT_USAGE", "launch",
-           "serve", "serve_args", "app_parser", "begin", "setup_logging", "limit_blas_threads"]
+           "serve", "serve_args", "serve_prepared", "Prepared", "app_parser", "begin",
+           "setup_logging", "limit_blas_threads"]
 
 log = logging.getLogger("launch")
 
@@ -72,6 +79,20 @@ def limit_blas_threads(n: int = 1) -> None:
     except ImportError:                                  # pragma: no cover
         return
     threadpool_limits(n)
+
+
+class Prepared(NamedTuple):
+    """A program ready to run, before any connection: whoever runs `role` honours the
+    connection flags of `args` (transport, reconnect_timeout, lp_reliability, link_repair,
+    start_after) and closes `metrics` at the end."""
+    args: argparse.Namespace
+    metrics: MetricsWriter
+    role: Callable[[App], Coroutine[Any, Any, int]]
+
+
+def serve_prepared(p: Prepared) -> int:
+    """Run a prepared program as a process: `serve_args` with its flags."""
+    return serve_args(p.args, p.metrics, p.role)
 
 
 def serve_args(args: argparse.Namespace, metrics,

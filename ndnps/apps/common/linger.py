@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Protocol
 
 from ndnps.client.fetcher import FetchError, SegmentFetcher
 from ndnps.client.security import Security
 from ndnps.client.segments import sign_parts
+from ndnps.ndn.clock import monotonic
 from ndnps.protocol import names
 from ndnps.protocol.config import PeerConfig, StageConfig
 from ndnps.protocol.parts import Identity
@@ -34,7 +34,7 @@ class Lingering(Protocol):
     sec: Security
     fetcher: SegmentFetcher
     published: Published
-    last_asked: float           # time.monotonic() of the last Interest for our newest version
+    last_asked: float           # clock.monotonic() of the last Interest for our newest version
 
 
 def done_name(app: str, who: Identity, v: int, seg: int = 0) -> names.FormalName:
@@ -64,6 +64,6 @@ async def linger(owner: Lingering, others: list[str], v: int) -> None:
                  ", ".join(o for o, h in zip(others, heard) if not h))
     while loop.time() < until:
         owner.published.held.purge()
-        if time.monotonic() - owner.last_asked > QUIET and not len(owner.published.held):
+        if monotonic() - owner.last_asked > QUIET and not len(owner.published.held):
             return
         await asyncio.sleep(0.05)

@@ -44,7 +44,8 @@ from ndnps.lab.metrics import MetricsWriter
 from ndnps.protocol import names
 from ndnps.protocol.config import ConfigError, ControllerConfig, load_controller
 
-from ..common.launch import EXIT_OK, EXIT_USAGE, app_parser, serve_args, setup_logging
+from ..common.launch import (EXIT_OK, EXIT_USAGE, Prepared, app_parser, serve_prepared,
+                             setup_logging)
 from ..common.share import ack_content, answer_content
 
 log = logging.getLogger("controller")
@@ -164,7 +165,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+def prepare(argv: list[str] | None) -> Prepared | int:
+    """Everything before the connection: the controller to run, or the exit code of a bad
+    configuration (its message printed)."""
     args = parse_args(argv)
     try:
         cfg = load_controller(args.config)
@@ -173,8 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     setup_logging(args.log_level, cfg.share.name)
     metrics = MetricsWriter(args.metrics, role="controller", name=cfg.share.name)
-    return serve_args(args, metrics,
-                      lambda app: ShareController(cfg, app, metrics).run())
+    return Prepared(args, metrics, lambda app: ShareController(cfg, app, metrics).run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = prepare(argv)
+    return p if isinstance(p, int) else serve_prepared(p)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import copy
 import hashlib
 import logging
 import sys
-import time
 from collections import Counter
 from dataclasses import asdict
 
@@ -40,6 +39,7 @@ from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
 from ndnps.ml.models import SGD, build_model
 from ndnps.ml.train import WorkerBatches
+from ndnps.ndn.clock import monotonic
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import CodecError, decode_tensors, encode_tensors, flatten
 from ndnps.protocol.config import ConfigError, PeerConfig, load_member
@@ -47,7 +47,7 @@ from ndnps.protocol.config import ConfigError, PeerConfig, load_member
 from ..common.combine import (FRESHNESS_MS, HELD_FIRST, InNetwork, PeerLost, Scheduled, Shared,
                               round_of)
 from ..common.launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
-                             serve_args)
+                             Prepared, serve_prepared)
 from ..common.linger import linger
 from ..common.published import Published
 from ..common.share import Share
@@ -119,7 +119,7 @@ class Peer:
         self.sent_by_level[key[3] if len(key) == 5 else 0] += nbytes
 
     def run_time(self) -> float:
-        return time.monotonic() - self.metrics.start
+        return monotonic() - self.metrics.start
 
     # ---- serving ------------------------------------------------------------------------------
 
@@ -140,7 +140,7 @@ class Peer:
                 return
             key, seg = (c.step, "gradient"), c.segment
         if key[0] >= self.round(self.version) - 1:
-            self.last_asked = time.monotonic()
+            self.last_asked = monotonic()
         self.published.ask(key, seg, reply, ctx["deadline"])
 
     # ---- the training -------------------------------------------------------------------------
@@ -190,11 +190,11 @@ class Peer:
             await asyncio.sleep(0)          # an ask due now goes out before the computation
         if self.cfg.device.device_ms:       # an accelerator's step, emulated
             await asyncio.sleep(self.cfg.device.device_ms / 1000)
-        t0 = time.perf_counter()
+        t0 = monotonic()            # the process's clock: 0 s in a simulation's virtual time
         X, y = self.batches.for_step(v)
         loss, grads = self.model.loss_and_grad(X, y)
         vector = flatten(grads)
-        compute = self.last_compute = time.perf_counter() - t0
+        compute = self.last_compute = monotonic() - t0
         computed_at = self.run_time()
         mean = await self.combine(v, vector, loss, compute)
         if self.cfg.peers.on_peer_loss == "re-form":    # a re-formed collective may redo v
@@ -308,7 +308,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+def prepare(argv: list[str] | None) -> Prepared | int:
+    """Everything before the connection: the peer to run, or the exit code of a bad
+    configuration (its message printed)."""
     args = parse_args(argv)
     begin(args, args.name)
     try:
@@ -319,7 +321,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"peer: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE
     metrics = MetricsWriter(args.metrics, role="peer", name=args.name)
-    return serve_args(args, metrics, lambda app: Peer(cfg, args.name, app, metrics).run())
+    return Prepared(args, metrics, lambda app: Peer(cfg, args.name, app, metrics).run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = prepare(argv)
+    return p if isinstance(p, int) else serve_prepared(p)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from ndnps.protocol.config import ConfigError, PsConfig, add_arguments, load
 
 from ..common.aggregate import Aggregate
 from ..common.launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
-                             serve_args)
+                             Prepared, serve_prepared)
 from ..common.share import Share
 from ..common.training import JobFailed, PsCounters, total_steps, training_fetcher
 from . import checkpoint
@@ -318,7 +318,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+def prepare(argv: list[str] | None) -> Prepared | int:
+    """Everything before the connection: the PS to run, or the exit code of a bad
+    configuration (its message printed)."""
     args = parse_args(argv)
     begin(args, "ps")
     try:
@@ -330,8 +332,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     metrics = MetricsWriter(args.metrics, role="ps", name=cfg.who.ps, train=cfg.who.train)
     metrics.write({"event": "launched"})        # the PS's start, for its start-to-end time
-    return serve_args(args, metrics,
-                      lambda app: ParameterServer(cfg, app, metrics, args.save).run())
+    return Prepared(args, metrics, lambda app: ParameterServer(cfg, app, metrics, args.save).run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = prepare(argv)
+    return p if isinstance(p, int) else serve_prepared(p)
 
 
 if __name__ == "__main__":

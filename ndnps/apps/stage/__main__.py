@@ -33,7 +33,6 @@ import asyncio
 import hashlib
 import logging
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -51,13 +50,14 @@ from ndnps.ml.device import Busy, Device, factor
 from ndnps.ml.models import SGD, build_model
 from ndnps.ml.stages import StageModel
 from ndnps.ml.train import WorkerBatches, steps_per_epoch
+from ndnps.ndn.clock import monotonic
 from ndnps.protocol import names
 from ndnps.protocol.codec import flatten, param_spec, unflatten
 from ndnps.protocol.config import ConfigError, StageConfig, load_member
 
 from ..common.combine import FRESHNESS_MS, PeerLost, Scheduled, fetch_floats
 from ..common.launch import (EXIT_JOB_FAILED, EXIT_OK, EXIT_USAGE, app_parser, begin,
-                             serve_args)
+                             Prepared, serve_prepared)
 from ..common.linger import linger
 from ..common.published import Published
 from ..common.training import JobFailed, total_steps, training_fetcher
@@ -155,7 +155,7 @@ class Stage:
         else:
             return
         if key[0] >= self.version - 1:
-            self.last_asked = time.monotonic()
+            self.last_asked = monotonic()
         self.published.ask(key, seg, reply, ctx["deadline"])
 
     def _publish(self, v: int, backward: bool, mb: int, values: np.ndarray) -> None:
@@ -216,7 +216,7 @@ class Stage:
     async def step(self, v: int) -> None:
         """One mini-batch through this stage, then the data-parallel average and the update."""
         cfg = self.cfg
-        t0 = time.monotonic()
+        t0 = monotonic()
         started_at = self.metrics_time()
         work = StageWork(self.model, self.index, self.stages, cfg.sgd.batch,
                          cfg.stages.micro_batches, cfg.stages.recompute)
@@ -273,7 +273,7 @@ class Stage:
         self.device.idle()                          # the synchronisation and the next step
         if cfg.device.device_time != "profiled":
             recomputed = work.recompute_cpu * self.device.factor
-        pipeline_s = time.monotonic() - t0
+        pipeline_s = monotonic() - t0
         computed_at = self.metrics_time()
         grads = flatten(work.gradients())
         mean = await self.combine(v, grads, work.loss, busy.busy)
@@ -317,9 +317,9 @@ class Stage:
     async def _wait(self, seconds: float, busy: Busy) -> None:
         if seconds <= 0:
             return
-        w0 = time.perf_counter()
+        w0 = monotonic()            # the loop's time: a simulation's virtual time too
         await asyncio.sleep(seconds)
-        waited = time.perf_counter() - w0
+        waited = monotonic() - w0
         self.device.waited(waited)
         busy.wait(waited)
 
@@ -330,7 +330,7 @@ class Stage:
             self._publish(v, True, sent.op.mb, sent.backward)
 
     def metrics_time(self) -> float:
-        return time.monotonic() - self.metrics.start
+        return monotonic() - self.metrics.start
 
     def end(self, code: int) -> None:
         self.metrics.write({"event": "end", "code": code, "version": self.version,
@@ -356,7 +356,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+def prepare(argv: list[str] | None) -> Prepared | int:
+    """Everything before the connection: the stage to run, or the exit code of a bad
+    configuration (its message printed)."""
     args = parse_args(argv)
     begin(args, args.name)
     try:
@@ -376,8 +378,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stage: bad configuration: {e}", file=sys.stderr)
         return EXIT_USAGE
     metrics = MetricsWriter(args.metrics, role="stage", name=args.name)
-    return serve_args(args, metrics,
-                      lambda app: Stage(cfg, args.name, app, metrics).run(args.save))
+    return Prepared(args, metrics, lambda app: Stage(cfg, args.name, app, metrics).run(args.save))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = prepare(argv)
+    return p if isinstance(p, int) else serve_prepared(p)
 
 
 if __name__ == "__main__":

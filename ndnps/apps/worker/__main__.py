@@ -36,7 +36,7 @@ from ndnps.protocol import messages, names
 from ndnps.protocol.config import ConfigError, read_table
 
 from ..common.launch import (EXIT_JOB_FAILED, EXIT_SIGNAL, EXIT_USAGE, app_parser, begin,
-                             serve_args)
+                             Prepared, serve_prepared)
 from .faults import Faults
 from .job import Job
 from .join import CONTENT_PATIENCE
@@ -49,12 +49,13 @@ class Worker:
 
     def __init__(self, gpu: str, key: bytes | None, app, metrics: MetricsWriter | None = None,
                  faults: Faults | None = None, slowdown: float = 1.0,
-                 content_patience: float = CONTENT_PATIENCE) -> None:
+                 content_patience: float = CONTENT_PATIENCE, synthetic: bool = False) -> None:
         self.gpu, self.key, self.app = names.check_id(gpu, "worker name"), key, app
         self.content_patience = content_patience
         self.metrics = metrics or MetricsWriter(None)
         self.faults = faults or Faults()
         self.slowdown = slowdown
+        self.synthetic = synthetic          # synthetic gradients (ndnps.ml.synthetic)
         self.job: Job | None = None
         self.job_task: asyncio.Task | None = None
         self.finished: asyncio.Future | None = None
@@ -165,8 +166,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--key", help="HMAC key of the training (overrides the config's)")
     p.add_argument("--slowdown", type=float, default=1.0, metavar="X",
                    help="emulate a device X times slower: each gradient takes X times its "
-                        "CPU time, the rest waited out (stragglers, heterogeneous workers; "
-                        "ndnps.ml.device)")
+                        "CPU time, the rest awaited, the worker answering meanwhile "
+                        "(stragglers, heterogeneous workers; ndnps.ml.device)")
+    p.add_argument("--synthetic-gradients", action="store_true",
+                   help="no model pass: each gradient is a deterministic stand-in of the "
+                        "model's size (loss NaN), costing the profiled device time "
+                        "(device_time = \"profiled\") or none; the data shard is not loaded "
+                        "(network studies, simulations of many workers: ndnps.ml.synthetic)")
     f = p.add_argument_group("fault injection (tests only)")
     f.add_argument("--drop-pushes-prob", type=float, default=0.0, metavar="P",
                    help="drop each received pushed segment with probability P, as if lost")
@@ -176,7 +182,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+def prepare(argv: list[str] | None) -> Prepared | int:
+    """Everything before the connection: the worker to run, or the exit code of bad flags
+    (their message printed)."""
     args = parse_args(argv)
     begin(args, args.name)
     try:
@@ -203,9 +211,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     faults = Faults(args.drop_pushes_prob, args.forge_gradient_at, args.fault_seed)
     metrics = MetricsWriter(args.metrics, role="worker", name=args.name)
-    return serve_args(args, metrics,
-                      lambda app: Worker(args.name, key.encode() if key else None, app,
-                                         metrics, faults, args.slowdown, float(patience)).run())
+    return Prepared(args, metrics,
+                    lambda app: Worker(args.name, key.encode() if key else None, app, metrics,
+                                       faults, args.slowdown, float(patience),
+                                       args.synthetic_gradients).run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = prepare(argv)
+    return p if isinstance(p, int) else serve_prepared(p)
 
 
 if __name__ == "__main__":

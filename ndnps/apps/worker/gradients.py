@@ -1,12 +1,13 @@
 """A worker's gradients and the collect exchange, step 5 from its side: the gradient of a step
 computed on the newest parameters (a slower device emulated by `--slowdown`), signed as the
 segments of /<gpu>/<ps>/<train>/<step>/<seg>, and the PS's collect Interests answered at once
-or held until the gradient is ready (re-expressed ones are held and answered too).  The first
+or held until the gradient is ready (re-expressed ones are held and answered too).  A slower
+device's rest is awaited, not slept: the worker keeps answering meanwhile, as a GPU leaves the
+CPU free, and under a simulator's virtual clock the wait is virtual (ndnps.ml.device).  The first
 segment sent starts the probe timer: the next version is due.  Belongs to one job, seen
 through `Owner` (its model, batches, parameters, names, counters and receiver)."""
 from __future__ import annotations
 
-import time
 import asyncio
 from typing import Any, Protocol
 
@@ -19,6 +20,8 @@ from ndnps.exchanges.transport.buffers import Recent
 from ndnps.exchanges.transport.push_rate import PushMeter
 from ndnps.exchanges.transport.subscriber import Subscriber
 from ndnps.ml.device import Device
+from ndnps.ml.synthetic import LOSS, synthetic_gradient
+from ndnps.ndn.clock import monotonic, wall
 from ndnps.protocol import messages, names
 from ndnps.protocol.codec import flatten, unflatten
 
@@ -44,6 +47,8 @@ class Owner(Protocol):
     last_from_ps: float
     model: Any
     batches: Any
+    batch: int
+    n_params: int
     pspec: list
     push_meter: PushMeter
     knobs: dict
@@ -68,9 +73,11 @@ class Owner(Protocol):
 
 
 class Gradients:
-    def __init__(self, job: Owner, faults: Faults, slowdown: float = 1.0) -> None:
+    def __init__(self, job: Owner, faults: Faults, slowdown: float = 1.0,
+                 synthetic: bool = False) -> None:
         self.job = job
         self.slowdown = slowdown                    # emulate a device that many times slower
+        self.synthetic = synthetic                  # no model pass: ndnps.ml.synthetic
         self.device = Device(slowdown)              # (its work's cost x slowdown: ndnps.ml.device)
         self.held: HeldInterests[tuple[int, int]] = HeldInterests()    # (step, segment)
         self.store: Recent[int, list[bytes]] = Recent(KEEP_GRADIENTS)  # step -> signed segments
@@ -95,16 +102,17 @@ class Gradients:
         per = knobs.get("layer_seconds") or []
         if knobs.get("device_time") != "profiled" or not per:
             return None
-        return sum(per) * self.job.batches.batch
+        return sum(per) * self.job.batch
 
-    def compute(self, step: int) -> None:
-        """The gradient of `step` on the newest parameters, published for the collect."""
+    async def compute(self, step: int) -> None:
+        """The gradient of `step` on the newest parameters, published for the collect once
+        the device's time is over (`compute` in the record: that time, the wait included)."""
         job = self.job
         assert job.params is not None               # setup() made them before training
         base = job.newest
         self.computed = max(self.computed, step)
-        started = time.time()
-        t0 = time.perf_counter()
+        started = wall()
+        t0 = monotonic()
 
         params = job.params
 
@@ -113,10 +121,17 @@ class Gradients:
             X, y = job.batches.for_step(step)
             loss, grads = job.model.loss_and_grad(X, y)
             return loss, flatten(grads)
-        (loss, vec), timed = self.device.run(work, self.profiled_cost())
-        if timed.owed > 0:                      # a slower device: the same work takes longer
-            time.sleep(timed.owed)
-        compute = time.perf_counter() - t0
+
+        def stand_in() -> tuple[float, np.ndarray]:
+            return LOSS, synthetic_gradient(job.n_params, step, job.gpu)
+        cost = self.profiled_cost()
+        if self.synthetic:          # no work to measure: the profile's cost, else none
+            (loss, vec), timed = self.device.run(stand_in, cost or 0.0)
+        else:
+            (loss, vec), timed = self.device.run(work, cost)
+        if timed.owed > 0:          # a slower device: the same work takes longer
+            await asyncio.sleep(timed.owed)
+        compute = monotonic() - t0
         self.step_record = {"step": step, "base_version": base, "loss": loss, "compute": compute,
                             "compute_at": started}
         report = job.push_meter.report(base)

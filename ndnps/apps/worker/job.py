@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Protocol
 
@@ -27,6 +27,7 @@ from ndnps.lab.metrics import Delta, MetricsWriter
 from ndnps.ml.data import load_dataset
 from ndnps.ml.models import build_model
 from ndnps.ml.train import WorkerBatches
+from ndnps.ndn.clock import monotonic
 from ndnps.ndn.conventions import segment_number
 from ndnps.ndn.rto import RtoEstimator
 from ndnps.protocol import messages, names
@@ -75,6 +76,8 @@ class Host(Protocol):
     @property
     def slowdown(self) -> float: ...
     @property
+    def synthetic(self) -> bool: ...
+    @property
     def metrics(self) -> MetricsWriter: ...
     @property
     def content_patience(self) -> float: ...
@@ -96,7 +99,8 @@ class Job:
         self.knobs: dict = {}
         self.mode: str | None = None                # known once the content is in
         self.push_mode: str | None = None
-        self.grads = Gradients(self, worker.faults, worker.slowdown)   # answering collects
+        self.grads = Gradients(self, worker.faults, worker.slowdown,   # answering collects
+                               worker.synthetic)
         self.rx = Receiver(self)                    # the pushed versions: receiver.py
         self.push_meter = PushMeter()               # what came by each push, for the PS's pacer
         self.newest_at = 0.0                        # when a push (or probe) brought it
@@ -104,6 +108,9 @@ class Job:
         self.step = 0                               # async: the step we compute next
         self.rewinds = 0                            # async: times a PS took self.step back
         self.params: np.ndarray | None = None
+        self.model: Any = None                      # made with the content (setup)
+        self.batches: WorkerBatches | None = None
+        self.batch = 0
         self.done = False
         self.aborted = False
         self.version_event = asyncio.Event()
@@ -117,7 +124,7 @@ class Job:
 
     @staticmethod
     def now() -> float:
-        return time.monotonic()
+        return monotonic()
 
     @property
     def sub(self) -> Subscriber | None:
@@ -178,14 +185,23 @@ class Job:
         self.mode, self.push_mode = info["mode"], info["push_mode"]
         self.total_steps = int(info["total_steps"])
         self.knobs = k = info["knobs"]
-        self.model = build_model(info["model_spec"], int(info["seed"]))
         self.pspec = [(n, tuple(s)) for n, s in info["param_spec"]]
-        if param_spec(self.model.params) != self.pspec:
-            raise CodecError("parameter spec does not match the model spec")
-        self.n_params = self.model.n_params
-        ds = load_dataset(info["dataset"], int(info["seed"]), **info["dataset_kwargs"])
-        self.batches = WorkerBatches(ds, int(info["workers"]), int(info["index"]),
-                                     int(info["batch"]), int(info["seed"]))
+        self.batch = int(info["batch"])
+        if self.grads.synthetic:
+            # synthetic gradients need only the parameters' count: neither the model (its
+            # own copy of the parameters) nor the data shard
+            self.model = self.batches = None
+            self.n_params = sum(math.prod(shape) for _, shape in self.pspec)
+            if vec.size != self.n_params:
+                raise CodecError("the parameters do not match their spec")
+        else:
+            self.model = build_model(info["model_spec"], int(info["seed"]))
+            if param_spec(self.model.params) != self.pspec:
+                raise CodecError("parameter spec does not match the model spec")
+            self.n_params = self.model.n_params
+            ds = load_dataset(info["dataset"], int(info["seed"]), **info["dataset_kwargs"])
+            self.batches = WorkerBatches(ds, int(info["workers"]), int(info["index"]),
+                                         self.batch, int(info["seed"]))
         self.fetcher.window = int(k["window"])
         if "initial_window" in k:           # (a PS of an older ndnps: the default)
             self.fetcher.windows.initial = float(k["initial_window"])
@@ -366,7 +382,7 @@ class Job:
             v = self.newest
             if v < self.total_steps:
                 await self.device_time()
-                self.grads.compute(v)
+                await self.grads.compute(v)
             # != : a resync may take us back to an older version (a resumed PS)
             await self.wait_params(lambda: self.newest != v or self.done)
             self.record(v)
@@ -379,7 +395,7 @@ class Job:
             k, rewinds = self.step, self.rewinds
             if k < self.total_steps:
                 await self.device_time()
-                self.grads.compute(k)
+                await self.grads.compute(k)
                 await self.wait_sent(k, rewinds)
                 if self.step != k or self.rewinds != rewinds:
                     continue                        # moved on, or back (maybe to k itself)
