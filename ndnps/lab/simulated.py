@@ -67,6 +67,14 @@ _CURRENT: contextvars.ContextVar["SimProcess | None"] = contextvars.ContextVar(
     "ndnps_sim_app", default=None)
 
 
+def job_table(sc: Scenario, job: Any) -> dict:
+    """The scenario's own keys of `job`: [training]'s, with its [[jobs]] entry's over them."""
+    own = sc.raw.get("training", {})
+    if not sc.jobs:
+        return own
+    return {**own, **sc.raw.get("jobs", [{}] * len(sc.jobs))[sc.jobs.index(job)]}
+
+
 def check_simulable(sc: Scenario) -> None:
     """ScenarioError naming what a simulated run cannot do."""
     if sc.system != "ndnps":
@@ -240,6 +248,15 @@ class SimRunner(Runner):
     def elapsed(self) -> float:
         return self.loop.time()
 
+    def prepare(self) -> Path:
+        """As a real run's, with each job's compute timed by its profile (device_time =
+        "profiled", the profile in the scenario as run) unless the scenario says otherwise:
+        a measured CPU time differs from run to run, a profile given makes a run repeatable."""
+        for job in list(self.sc.all_jobs):
+            if "device_time" not in job_table(self.sc, job) and not job.stages.machines:
+                self.sc.replace_job(job, job.with_values(device_time="profiled"))
+        return super().prepare()
+
     def step(self, aw: Any, timeout: float | None = None) -> Any:
         """Run the virtual loop until `aw` is done (at most `timeout` virtual s)."""
         t = time.perf_counter()
@@ -408,10 +425,10 @@ class SimRunner(Runner):
 
     def run(self) -> int:
         root = logging.getLogger()
-        self._logs = _AppLogs(self.loop, self.run_dir / "logs" / "sim.log")
         old = (root.handlers[:], root.level)
         with clock.use(self.loop.time, 0.0):
             self.prepare()
+            self._logs = _AppLogs(self.loop, self.run_dir / "logs" / "sim.log")
             root.handlers[:] = [self._logs]
             root.setLevel(logging.INFO)
             asyncio.set_event_loop(self.loop)

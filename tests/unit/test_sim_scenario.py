@@ -42,9 +42,15 @@ def test_a_simulated_sync_sgd_run_trains_and_writes_a_real_runs_outputs(tmp_path
     assert (out / "plots" / "loss_accuracy.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_a_simulated_run_is_the_same_twice(tmp_path):
-    runs = [simulate(tmp_path / str(i), "sync-sgd", "training.max_versions=5")[1]
-            for i in range(2)]
+def test_a_simulated_run_is_the_same_twice_given_its_profile(tmp_path):
+    first = simulate(tmp_path / "1", "sync-sgd", "training.max_versions=5")
+    run = tomllib.loads((first[2] / "scenario.toml").read_text())["training"]
+    assert run["device_time"] == "profiled" and run["layer_seconds"]    # a simulation's default
+    again = simulate(tmp_path / "2", "sync-sgd", "training.max_versions=5",
+                     f"training.layer_seconds={run['layer_seconds']}")
+    third = simulate(tmp_path / "3", "sync-sgd", "training.max_versions=5",
+                     f"training.layer_seconds={run['layer_seconds']}")
+    runs = [again[1], third[1]]
     a, b = ({k: s["simulated"][k] for k in ("virtual_seconds", "events")} for s in runs)
     assert a == b
     assert runs[0]["final_accuracy"] == runs[1]["final_accuracy"]
