@@ -21,4 +21,5 @@ BENCHMARKS: dict[str, str] = {
     "hetero": "bench.hetero",           # pipeline stages split by device speed
     "ndntools": "bench.ndntools",       # ndncatchunks through ndnps vs through NFD 24.07
     "cpu": "bench.cpu",                 # CPU per packet per hop and role, syscalls, copies
+    "agreement": "bench.agreement",     # the simulator against the real runs, case by case
 }

@@ -33,7 +33,7 @@ import time
 import tomllib
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ndnps.forwarder.config import FaceConfig, parse_config
 from ndnps.forwarder.faces.link import LinkParams
@@ -50,7 +50,7 @@ from .config import Scenario
 from .exitcodes import (EXIT_ERROR, EXIT_JOB_FAILED, EXIT_SIGNAL, EXIT_USAGE, JobStopped,
                         RunFailed, failed_run_exit)
 from .feature import Command
-from .process import READY_TIMEOUT, ProcessFailed
+from .process import READY_TIMEOUT, ManagedProcess, ProcessFailed
 from .progress import Progress
 from .runner import Runner
 from .values import ScenarioError
@@ -99,6 +99,7 @@ class SimProcess:
         self._log = open(log_path, "a", buffering=1)
         self.lines: deque[str] = deque(maxlen=50)
         self.code: int | None = None
+        self.face: int | None = None        # its face's id at its forwarder
         self.task: asyncio.Task | None = None
         self._waiting: list[tuple[str, asyncio.Future]] = []
 
@@ -163,6 +164,7 @@ class SimProcess:
         the exit code, the App shut down and the metrics closed whatever happens."""
         args = p.args
         app = net.app(self.node, *links, link_repair=args.link_repair)
+        self.face = net.nodes[self.node].app_faces[-1].info.id
         code = EXIT_ERROR
         try:
             if args.lp_reliability:
@@ -240,6 +242,7 @@ class SimRunner(Runner):
         self.net = SimNet(self.loop, seed=sc.sim.seed)
         self.t0 = 0.0
         self.app_links: dict[str, tuple[LinkSpec | None, LinkSpec | None]] = {}
+        self.sims: list[SimProcess] = []
         self.wall = 0.0                 # s of wall time the loop ran
         self._logs: _AppLogs | None = None
         self.notes.append("simulated: every forwarder and app in one process, in virtual "
@@ -335,7 +338,9 @@ class SimRunner(Runner):
         if self.sc.sim.synthetic_gradients and "ndnps.apps.worker" in argv:
             argv = [*argv, "--synthetic-gradients"]
         proc = SimProcess(name, argv, node, self.run_dir / "logs" / f"{name}.log")
-        self.procs.append(proc)
+        self.sims.append(proc)
+        # the summary's exit codes read every child's name and poll(), as a process's
+        self.procs.append(cast(ManagedProcess, proc))
         proc.start(self.net, self.app_links[node])
         return proc
 
@@ -382,13 +387,13 @@ class SimRunner(Runner):
 
     def stop_all(self) -> None:
         """Every app's task cancelled, then the forwarders stopped (their traces flushed)."""
-        for p in self.procs:
+        for p in self.sims:
             p.stop()
-        tasks = [p.task for p in self.procs if p.task is not None and not p.task.done()]
+        tasks = [p.task for p in self.sims if p.task is not None and not p.task.done()]
         if tasks:
             self.step(asyncio.wait(tasks), 5.0)
         self.step(self.net.stop())
-        for p in self.procs:
+        for p in self.sims:
             p.close()
 
     def write_status(self) -> None:
@@ -400,6 +405,8 @@ class SimRunner(Runner):
             status = status_snapshot(node.fw)
             status["labels"] = {str(f.info.id): peer for peer, f in node.faces.items()
                                 if f is not None}
+            status["labels"].update({str(p.face): p.name for p in self.sims
+                                     if p.node == name and p.face is not None})
             (traces / f"{name}-status.json").write_text(json.dumps(status, indent=1))
         counters = self.net.counters()
         (traces / "sim-links.json").write_text(json.dumps(counters, indent=1))

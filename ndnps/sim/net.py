@@ -53,6 +53,7 @@ class SimNode:
         # face name (the peer's) -> face (None until start)
         self.faces: dict[str, LinkFace | None] = {}
         self.apps: list[App] = []
+        self.app_faces: list[AppFace] = []          # each app's face, in the same order
 
     @property
     def config(self) -> Config:
@@ -161,7 +162,8 @@ class SimNet:
         if to_app is not None:
             link = Link(self.loop, spec=to_app, spec_ba=from_app,
                         seed=f"{self.seed}/{n.name}/app{len(n.apps) + 1}")
-        AppFace(n.daemon, client, f"sim://{n.name}/app{len(n.apps) + 1}", link)
+        n.app_faces.append(AppFace(n.daemon, client, f"sim://{n.name}/app{len(n.apps) + 1}",
+                                   link))
         n.apps.append(app)
         return app
 
