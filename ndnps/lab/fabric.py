@@ -28,16 +28,22 @@ if TYPE_CHECKING:
 
     from .config import Scenario
 
-KINDS = ("fat-tree", "bcube")
+KINDS = ("fat-tree", "leaf-spine", "bcube")
+# the fabrics whose hosts are apps beside one switch (their ToR), and which run locally only
+SWITCHED = ("fat-tree", "leaf-spine")
 
 
 def _generated(sc: "Scenario", bw: float) -> "Network":
-    from ndnps.placement.network import bcube, fat_tree
+    from ndnps.placement.network import bcube, fat_tree, leaf_spine
+    if sc.topology == "leaf-spine":
+        return leaf_spine(sc.spines, sc.leaves, sc.hosts_per_leaf, bw)
     return bcube(sc.n, sc.k, bw) if sc.topology == "bcube" else fat_tree(sc.k, bw)
 
 
 def hosts(sc: "Scenario") -> int:
     """How many apps the scenario's fabric holds."""
+    if sc.topology == "leaf-spine":
+        return sc.leaves * sc.hosts_per_leaf
     return sc.n ** sc.k if sc.topology == "bcube" else sc.k ** 3 // 4
 
 
@@ -48,20 +54,27 @@ def forwarders(sc: "Scenario") -> list[str]:
 
 
 def network(sc: "Scenario", bw: float) -> "Network":
-    """A fat-tree with its hosts named after the apps on them (unused hosts left out), or a
-    BCube as generated (its hosts are forwarders: the apps sit on them)."""
+    """A fat-tree or leaf-spine with its hosts named after the apps on them (unused hosts
+    left out; when every host trains, the PS beside the first worker: on its edge switch, by a
+    link of its own), or a BCube as generated (its hosts are forwarders: the apps sit on
+    them)."""
     from ndnps.placement.network import Link, Network
     net = _generated(sc, bw)
     if sc.topology == "bcube":
         return net
-    apps = [a.name for a in app_nodes(sc, lambda i: "", "")]
-    named = dict(zip(net.hosts, apps))
+    apps = app_nodes(sc, lambda i: "", "")
+    crowded = len(apps) > len(net.hosts)            # fabric.check allows one PS too many
+    named = dict(zip(net.hosts, [a.name for a in apps if not (crowded and a.role == "ps")]))
     switches = set(net.switches)
     links = [Link(named.get(link.a, link.a), named.get(link.b, link.b), link.bw)
              for link in net.links
              if (link.a in named or link.a in switches) and (link.b in named or link.b in switches)]
-    return Network([named[h] for h in net.hosts if h in named], list(net.switches), links,
-                   net.name)
+    hosts = [named[h] for h in net.hosts if h in named]
+    if crowded:
+        ps = next(a.name for a in apps if a.role == "ps")
+        links.append(Link(ps, net.edge_of(net.hosts[0]), bw))
+        hosts.insert(0, ps)
+    return Network(hosts, list(net.switches), links, net.name)
 
 
 def plan(sc: "Scenario") -> Plan:
@@ -132,20 +145,22 @@ def plan_netns(sc: "Scenario") -> Plan:
 
 def route(nodes: dict[str, ForwarderNode], net: "Network", name: str, at: str) -> None:
     """Every forwarder but `at` routes /<name> to its next hop toward `at` (an app's edge
-    switch, or an aggregator)."""
+    switch, or an aggregator): the first hop of net.path(f, at)."""
+    prefix, hops = f"/{name}", net.next_hops(at, nodes)
     for f, node in nodes.items():
         if f != at:
-            node.routes.append((f"/{name}", net.path(f, at)[0][1]))
+            node.routes.append((prefix, hops[f]))
 
 
 def check(sc: "Scenario") -> None:
-    """What the fabric cannot hold: more apps than hosts; a fat-tree in namespaces."""
+    """What the fabric cannot hold: more apps than hosts; a fat-tree or leaf-spine in
+    namespaces."""
     pss = sum(1 for job in sc.all_jobs if not job.peers.collective)
-    # a BCube's PS may share the first host with a worker (ndnps.lab.fabric.bcube_apps)
-    apps = len(sc.worker_names) + (0 if sc.topology == "bcube" and pss == 1 else pss)
+    # one PS may share the first host with a worker (bcube_apps; network)
+    apps = len(sc.worker_names) + (0 if pss == 1 else pss)
     if apps > hosts(sc):
         raise ScenarioError(f"topology.workers: this {sc.topology} has {hosts(sc)} hosts, the "
                             f"run needs {apps}")
-    if sc.netns and sc.topology == "fat-tree":
-        raise ScenarioError("topology.kind: a fat-tree runs locally (its forwarders on "
+    if sc.netns and sc.topology in SWITCHED:
+        raise ScenarioError(f"topology.kind: a {sc.topology} runs locally (its forwarders on "
                             "127.0.0.1), not with --netns")
