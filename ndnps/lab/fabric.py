@@ -16,7 +16,7 @@ ndnps.placement's LP assumes, so the loads the placement planned are the run's.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from .process import free_port
 from .values import ScenarioError
@@ -77,13 +77,15 @@ def network(sc: "Scenario", bw: float) -> "Network":
     return Network(hosts, list(net.switches), links, net.name)
 
 
-def plan(sc: "Scenario") -> Plan:
-    """The forwarders, their faces and routes, and where each app connects."""
+def plan(sc: "Scenario", port: Callable[[], int] = free_port) -> Plan:
+    """The forwarders, their faces and routes, and where each app connects; `port()` gives
+    each forwarder its UDP port on 127.0.0.1 (a run in virtual time, which binds none, may
+    pass one that makes them up)."""
     net = network(sc, 1000.0)
     link = sc.links.as_table()
     app_link = link if sc.links.app_faces else {}
     names = forwarders(sc)
-    nodes = {s: ForwarderNode(s, udp=free_port(), app_link=dict(app_link)) for s in names}
+    nodes = {s: ForwarderNode(s, udp=port(), app_link=dict(app_link)) for s in names}
     for a in names:
         for b in net.neighbours(a):
             if b in nodes and a < b:
