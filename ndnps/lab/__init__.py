@@ -11,7 +11,7 @@ types; nothing below imports it. Its modules:
     feature    what a synchronisation method is to the lab; features: the table of them
     pipeline, baseline, share, peers, ina, jobs   one module per method (its Feature)
     topology   where each process runs and how the forwarders are joined; nodes: the plan's parts
-    fabric     data-centre fabrics (fat-tree, BCube) from ndnps.placement's networks
+    fabric     data-centre fabrics (fat-tree, leaf-spine, BCube) from ndnps.placement's networks
     minindn    a Mini-NDN topology file as a scenario's topology
     netns      network namespaces joined by veths; namespaces: a --netns run's hosts and links
     bottleneck the bottleneck's tbf, counters, summary and rows

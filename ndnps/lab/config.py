@@ -69,6 +69,9 @@ class Scenario:
     # switch ports (ndnps.lab.fabric)
     k: int = 0
     n: int = 2
+    # [topology] kind = "leaf-spine": its spines, and hosts under each of its `leaves`
+    spines: int = 2
+    hosts_per_leaf: int = 4
     links: Links = field(default_factory=Links)
     link_overrides: dict[tuple[str, str], Links] = field(default_factory=dict)
     forwarder: dict[str, Any] = field(default_factory=dict)

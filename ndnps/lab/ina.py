@@ -168,7 +168,7 @@ def edge(sc: "Scenario") -> str:
     """The forwarder the PS's app uses (topology.plan_local / plan_hosts)."""
     if sc.topology == "bottleneck":
         return BOTTLENECK_PS_HOST
-    if sc.topology == "fat-tree":
+    if sc.topology in fabric.SWITCHED:
         return fabric.network(sc, 1000.0).edge_of(sc.training.who.ps)
     if sc.topology == "minindn":                # the PS's node, locally and in namespaces
         return sc.ps_node
@@ -183,7 +183,7 @@ def candidates(sc: "Scenario") -> list[str]:
         return [BOTTLENECK_WORKERS_HOST]
     if sc.topology == "tree":
         return [f"leaf{i + 1}" for i in range(sc.leaves)]
-    if sc.topology == "fat-tree":
+    if sc.topology in fabric.SWITCHED:
         net = fabric.network(sc, 1000.0)
         return [s for s in net.switches if s != net.edge_of(sc.training.who.ps)]
     if sc.topology == "minindn":
@@ -199,7 +199,7 @@ def network(sc: "Scenario", ina: Ina) -> "Network":
     bw = sc.links.rate_mbps or ina.link_mbps
     job = sc.training
     links: list[Link] = []
-    if sc.topology == "fat-tree":
+    if sc.topology in fabric.SWITCHED:
         return fabric.network(sc, bw)
     if sc.topology == "minindn":                # a link without bw= at [links]' rate, or ours
         return minindn.network(sc, bw)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ndnps.placement.network import TopologyError, read_minindn
 
@@ -74,14 +74,15 @@ def conditions(sc: "Scenario", link: "Link") -> dict[str, float]:
     return {k: v for k, v in table.items() if v}
 
 
-def plan(sc: "Scenario") -> Plan:
+def plan(sc: "Scenario", port: Callable[[], int] = free_port) -> Plan:
     """A forwarder per node (and per [switches] entry), the apps on theirs, the routes; the
-    faces locally now, with --netns once the veths exist (`join`)."""
+    faces locally now (each forwarder on UDP port `port()` of 127.0.0.1), with --netns once
+    the veths exist (`join`)."""
     net = network(sc, 1.0)                  # routes only: capacities do not matter
     placed = apps(sc)
     names = sc.network.switches + sc.network.relays
     nodes = {n: ForwarderNode(n, host=n, udp=NDN_PORT) if sc.netns else
-             ForwarderNode(n, udp=free_port()) for n in names}
+             ForwarderNode(n, udp=port()) for n in names}
     host_links = []
     for link in sc.network.links:
         if sc.netns:
@@ -92,9 +93,10 @@ def plan(sc: "Scenario") -> Plan:
                   conditions(sc, link), sc.links.reliability)
     at = {**{n: n for n in sc.network.switches}, **{a.name: a.forwarder for a in placed}}
     for name, node_of in at.items():
+        hops = net.next_hops(name, nodes)
         for f, node in nodes.items():
             if f != node_of:            # (an app's own node: the app registers its prefix)
-                node.routes.append((f"/{name}", net.next_hop(f, name)))
+                node.routes.append((f"/{name}", hops[f]))
     return Plan(nodes, placed, host_links)
 
 

@@ -9,7 +9,10 @@ the training itself, read from TOML (scenarios/*.toml), with `--set key=value` o
                  to the scenario file), every node a forwarder, each link's bw/delay/loss its
                  own; ps_node = "a" (default: its first node), worker_nodes = ["b", ...]
                  (default: the others; worker i on the i-th, round robin); workers defaults
-                 to as many as worker_nodes (ndnps/lab/minindn.py)
+                 to as many as worker_nodes (ndnps/lab/minindn.py); kind = "fat-tree"
+                 (k = 4, even, up to 16), "leaf-spine" (spines = 2, leaves = 4,
+                 hosts_per_leaf = 4) or "bcube" (n = 2, k = 2): ndnps/lab/fabric.py; workers
+                 up to 64, or a fat-tree's or leaf-spine's hosts less the PS's
     [bottleneck] rate_mbps = 100.0; queue_bytes = 1048576 (tbf limit: the kernel queue);
                  burst_bytes = 16384 (tbf burst): that link; mtu: links.mtu (the same, or
                  left out)
@@ -108,13 +111,14 @@ key = "sync-sgd-demo-key"
 """
 
 
-TOPOLOGIES = ("star", "tree", "bottleneck", "fat-tree", "bcube", "minindn")
+TOPOLOGIES = ("star", "tree", "bottleneck", "fat-tree", "leaf-spine", "bcube", "minindn")
 SYSTEMS = ("ndnps", "tcp")
 _TOP = {"description", "topology", "links", "link", "forwarder", "workers", "run", "netns",
         "training", "faults", "bottleneck", "jobs", "sim",
         *(table for feature in FEATURES for table in feature.tables)}
 _TABLE_KEYS = {
-    "topology": {"kind", "workers", "leaves", "k", "n", "file", "ps_node", "worker_nodes"},
+    "topology": {"kind", "workers", "leaves", "k", "n", "file", "ps_node", "worker_nodes",
+                 "spines", "hosts_per_leaf"},
     "links": {f.name for f in fields(Links)},
     "workers": {"slowdown"},
     "run": {"timeout", "trace_interval", "on_child_exit", "restart_after", "max_restarts",
@@ -154,13 +158,23 @@ def parse(doc: dict[str, Any], name: str, base: Path | None = None) -> Scenario:
     # a file's default: a worker per worker node, or per name training.workers gives
     default = (len(named) if isinstance(named, list) and named else len(sc.worker_nodes)) \
         if sc.topology == "minindn" else sc.workers
-    sc.workers = number(topo.get("workers", default), "topology.workers", 1, 64, True)
-    sc.leaves = number(topo.get("leaves", sc.leaves), "topology.leaves", 1, 16, True)
+    if sc.topology == "leaf-spine":
+        _leaf_spine(topo, sc)
+    else:
+        sc.leaves = number(topo.get("leaves", sc.leaves), "topology.leaves", 1, 16, True)
+        for key in ("spines", "hosts_per_leaf"):
+            if key in topo:
+                raise ScenarioError(f"topology.{key}: applies to kind = \"leaf-spine\" only")
+    # a fat-tree up to k = 16 (320 switches, 1,024 hosts: the simulator's datacentre scale)
     sc.k = number(topo.get("k", 2 if sc.topology == "bcube" else 4), "topology.k",
-                   1 if sc.topology == "bcube" else 2, 8, True)
+                   1 if sc.topology == "bcube" else 2, 16 if sc.topology == "fat-tree" else 8,
+                   True)
     sc.n = number(topo.get("n", sc.n), "topology.n", 2, 8, True)
     if sc.topology == "fat-tree" and sc.k % 2:
         raise ScenarioError(f"topology.k: a fat-tree's k must be even, got {sc.k}")
+    # 64 workers, or as many as a fat-tree's or leaf-spine's hosts (fabric.check counts the PS)
+    most = max(64, fabric.hosts(sc)) if sc.topology in ("fat-tree", "leaf-spine") else 64
+    sc.workers = number(topo.get("workers", default), "topology.workers", 1, most, True)
 
     sc.links = _links_from(doc.get("links", {}), "links")
 
@@ -269,6 +283,14 @@ def parse(doc: dict[str, Any], name: str, base: Path | None = None) -> Scenario:
     for feature in FEATURES:            # in the table's order: [share] may change the jobs
         feature.parse(doc, sc)
     return sc
+
+
+def _leaf_spine(topo: dict[str, Any], sc: Scenario) -> None:
+    """kind = "leaf-spine": `spines` (default 2), `leaves` (4), `hosts_per_leaf` (4)."""
+    sc.spines = number(topo.get("spines", 2), "topology.spines", 1, 64, True)
+    sc.leaves = number(topo.get("leaves", 4), "topology.leaves", 1, 128, True)
+    sc.hosts_per_leaf = number(topo.get("hosts_per_leaf", 4), "topology.hosts_per_leaf", 1, 64,
+                               True)
 
 
 def _jobs(entries: Any, base: dict[str, Any], default_workers: int,

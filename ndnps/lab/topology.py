@@ -23,6 +23,8 @@ limited by the kernel's tbf qdisc (the runner sets it up, `[bottleneck]`).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from . import fabric, minindn
 from .config import Scenario
 from .nodes import NDN_PORT, AppNode, Face, ForwarderNode, Plan, forwarder_strategy, join
@@ -35,23 +37,25 @@ __all__ = ["AppNode", "Face", "ForwarderNode", "Plan", "apply_link_overrides",
            "plan_local", "plan_netns", "route_aggregators", "router_names"]
 
 
-def plan_local(sc: Scenario) -> Plan:
+def plan_local(sc: Scenario, port: Callable[[], int] = free_port) -> Plan:
     """Every job's PS on the star's forwarder or the tree's root; workers on the star's
-    forwarder or spread over the leaves (the i-th worker of the run on leaf i mod leaves)."""
-    if sc.topology in ("fat-tree", "bcube"):
-        return fabric.plan(sc)
+    forwarder or spread over the leaves (the i-th worker of the run on leaf i mod leaves).
+    `port()`: each forwarder's UDP port on 127.0.0.1 (a star's needs none; a run in virtual
+    time, which binds none, may make them up)."""
+    if sc.topology in fabric.KINDS:
+        return fabric.plan(sc, port)
     if sc.topology == "minindn":
-        return minindn.plan(sc)
+        return minindn.plan(sc, port)
     link = sc.links.as_table()
     app_link = link if sc.links.app_faces else {}
     if sc.topology == "star":
         fwd = ForwarderNode("fwd", udp=0, app_link=dict(app_link))
         return Plan({"fwd": fwd}, app_nodes(sc, lambda i: "fwd", "fwd"))
-    root = ForwarderNode("root", udp=free_port(), app_link=dict(app_link))
+    root = ForwarderNode("root", udp=port(), app_link=dict(app_link))
     nodes = {"root": root}
     leaves = []
     for i in range(sc.leaves):
-        leaf = ForwarderNode(f"leaf{i + 1}", udp=free_port(), app_link=dict(app_link))
+        leaf = ForwarderNode(f"leaf{i + 1}", udp=port(), app_link=dict(app_link))
         nodes[leaf.name] = leaf
         leaves.append(leaf)
         join(root, leaf, f"udp4://127.0.0.1:{leaf.udp}", f"udp4://127.0.0.1:{root.udp}", link,
@@ -145,7 +149,7 @@ def plan_bottleneck(sc: Scenario) -> Plan:
 def route_aggregators(plan: Plan, sc: Scenario, nodes: list[str]) -> None:
     """Routes to aggregator forwarders by their node names (an `*aggregate*` Interest's
     ForwardingHint): the edge reaches each through the routers between them."""
-    if sc.topology == "fat-tree":
+    if sc.topology in fabric.SWITCHED:
         net = fabric.network(sc, 1000.0)
         for node in nodes:
             fabric.route(plan.forwarders, net, node, node)

@@ -23,7 +23,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 DEFAULT_BW = 100.0            # Mbit/s: a generated topology's links, and a file's without bw=
 NLSR_COST = 10.0              # a Mini-NDN link's cost without delay= (NLSR's: 10 ms)
@@ -62,7 +62,8 @@ class Network:
         self._adj: dict[str, list[str]] = {}
         self._bw: dict[tuple[str, str], float] = {}
         self._cost: dict[tuple[str, str], int] = {}      # thousandths: sums stay exact
-        self._dist: dict[str, dict[str, tuple[int, int]]] = {}
+        self._nexts: dict[str, dict[str, list[str]]] = {}
+        self._paths: dict[tuple[str, str], list[tuple[str, str]]] = {}
         nodes = self.nodes
         if len(set(nodes)) != len(nodes):
             dup = next(n for n in nodes if nodes.count(n) > 1)
@@ -88,6 +89,7 @@ class Network:
             self._cost[(link.a, link.b)] = self._cost[(link.b, link.a)] = round(link.cost * 1000)
         for n in self._adj:
             self._adj[n].sort()
+        self._ends = {n for n, adj in self._adj.items() if len(adj) == 1}   # one link each
 
     @property
     def nodes(self) -> list[str]:
@@ -113,22 +115,58 @@ class Network:
     def directed_links(self) -> list[tuple[str, str]]:
         return sorted(self._bw)
 
-    def _distances(self, dst: str) -> dict[str, tuple[int, int]]:
-        """(cost, hops) from every node to `dst` (Dijkstra; cached per destination)."""
-        if dst not in self._dist:
+    def _equal_nexts(self, dst: str) -> dict[str, list[str]]:
+        """Every node's neighbours on a least-cost path to `dst` — least cost, then fewest
+        hops — in name order (for each node that reaches it but `dst`; cached per
+        destination). Dijkstra from `dst`, each node keeping every neighbour that reached it
+        at its least distance. A node on one link (a host) is on no one's way but its own:
+        it is left out of the search and given its neighbour after (a fat-tree's hosts are
+        most of its nodes)."""
+        if dst not in self._nexts:
             dist = {dst: (0, 0)}
+            nexts: dict[str, list[str]] = {}
             todo = [(0, 0, dst)]
+            ends, costs = self._ends, self._cost
             while todo:
                 cost, hops, n = heapq.heappop(todo)
                 if (cost, hops) > dist[n]:
                     continue
                 for m in self._adj[n]:
-                    d = (cost + self._cost[(m, n)], hops + 1)
-                    if m not in dist or d < dist[m]:
+                    if m in ends and m != dst:
+                        continue
+                    d = (cost + costs[(m, n)], hops + 1)
+                    old = dist.get(m)
+                    if old is None or d < old:
                         dist[m] = d
+                        nexts[m] = [n]
                         heapq.heappush(todo, (*d, m))
-            self._dist[dst] = dist
-        return self._dist[dst]
+                    elif d == old:
+                        nexts[m].append(n)
+            for m, hs in nexts.items():
+                if len(hs) > 1:
+                    hs.sort()                       # as self._adj[m] lists them
+            for m in ends:
+                if m != dst and self._adj[m][0] in dist:
+                    nexts[m] = self._adj[m]
+            self._nexts[dst] = nexts
+        return self._nexts[dst]
+
+    def next_hops(self, dst: str, among: Iterable[str] | None = None) -> dict[str, str]:
+        """`next_hop(node, dst)` of every node but `dst` (or of those `among` it): one search
+        for the destination instead of a walk for each node, as a router fills its FIB."""
+        self._check(dst)
+        nodes = [n for n in (self._adj if among is None else among) if n != dst]
+        # a host on one link: every other node's least-cost paths to it are those to its one
+        # neighbour, then that link (the same next hops): hosts share their switch's search
+        via = self._adj[dst][0] if dst in self._ends else dst
+        nexts = self._equal_nexts(via)
+        out = {}
+        for n in nodes:
+            hops = [dst] if n == via != dst else nexts.get(n)
+            if hops is None:
+                raise TopologyError(f"no path from {n!r} to {dst!r}")
+            out[n] = hops[zlib.crc32(f"{n}>{dst}".encode()) % len(hops)]
+        return out
 
     def _check(self, *ends: str) -> None:
         for end in ends:
@@ -138,14 +176,12 @@ class Network:
     def _walk(self, src: str, dst: str, spread: Callable[[str], int]) -> list[tuple[str, str]]:
         """From `src` to `dst` along least-cost next hops, `spread(node)` choosing among
         equal ones."""
-        dist = self._distances(dst)
-        if src not in dist:
+        equal = self._equal_nexts(dst)
+        if src != dst and src not in equal:
             raise TopologyError(f"no path from {src!r} to {dst!r}")
         out, node = [], src
         while node != dst:
-            cost, hops = dist[node]
-            nexts = [m for m in self._adj[node]
-                     if dist.get(m) == (cost - self._cost[(node, m)], hops - 1)]
+            nexts = equal[node]
             nxt = nexts[spread(node) % len(nexts)]
             out.append((node, nxt))
             node = nxt
@@ -163,11 +199,14 @@ class Network:
         """The directed links from `src` to `dst` along one least-cost path ([] when equal);
         with `fib`, the way Data from src to dst goes (the reverse of dst's Interests' path)."""
         self._check(src, dst)
-        if self.fib:
-            back = self._walk(dst, src, lambda n: zlib.crc32(f"{n}>{src}".encode()))
-            return [(b, a) for a, b in reversed(back)]
-        spread = zlib.crc32(f"{src}>{dst}".encode())
-        return self._walk(src, dst, lambda n: spread)
+        if (src, dst) not in self._paths:           # the LP asks for the same ones often
+            if self.fib:
+                back = self._walk(dst, src, lambda n: zlib.crc32(f"{n}>{src}".encode()))
+                self._paths[src, dst] = [(b, a) for a, b in reversed(back)]
+            else:
+                spread = zlib.crc32(f"{src}>{dst}".encode())
+                self._paths[src, dst] = self._walk(src, dst, lambda n: spread)
+        return list(self._paths[src, dst])
 
     def edge_of(self, host: str) -> str:
         """The forwarder an app on `host` uses: the node itself if it is a switch (a

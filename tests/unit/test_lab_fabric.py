@@ -30,8 +30,10 @@ def scenario(text: str = FAT, **topo):
 
 @pytest.mark.parametrize("topo, why", [
     ({"k": 3}, "^topology.k: a fat-tree's k must be even"),
-    ({"k": 10}, "^topology.k: must be within"),
-    ({"workers": 16}, "^topology.workers: this fat-tree has 16 hosts, the run needs 17"),
+    ({"k": 18}, r"^topology.k: must be within \[2, 16\]"),
+    ({"workers": 17}, "^topology.workers: this fat-tree has 16 hosts, the run needs 17"),
+    ({"workers": 65}, r"^topology.workers: must be within \[1, 64\]"),
+    ({"spines": 2}, "^topology.spines: applies to kind = \"leaf-spine\" only"),
 ])
 def test_the_spec_checks_a_fat_tree(topo, why):
     with pytest.raises(ScenarioError, match=why):
@@ -167,3 +169,105 @@ def test_a_bcube_in_namespaces_has_a_host_per_forwarder_and_a_veth_per_link():
                                       "bc"))
     for name, node in plan.forwarders.items():
         assert sorted(node.routes) == sorted(local.forwarders[name].routes)
+
+
+def test_every_host_trains_the_ps_beside_the_first_worker():
+    sc = scenario(workers=16)
+    net = fabric.network(sc, 100.0)
+    assert net.hosts[:2] == ["ps", "w1"] and len(net.hosts) == 17
+    plan = topology.plan_local(sc, port=iter(range(7000, 8000)).__next__)
+    at = {a.name: a.forwarder for a in plan.apps}
+    assert at["ps"] == at["w1"] == "e1-1" and at["w16"] == "e4-2"
+    assert sorted(n.udp for n in plan.forwarders.values()) == list(range(7000, 7020))
+
+
+LEAF_SPINE = """
+[topology]
+kind = "leaf-spine"
+spines = 2
+leaves = 4
+hosts_per_leaf = 2
+workers = 6
+
+[training]
+key = "k"
+"""
+
+
+def test_a_leaf_spine_takes_its_keys_with_defaults():
+    sc = scenario(LEAF_SPINE)
+    assert (sc.spines, sc.leaves, sc.hosts_per_leaf) == (2, 4, 2)
+    doc = tomllib.loads(LEAF_SPINE)
+    doc["topology"] = {"kind": "leaf-spine"}
+    sc = parse(doc, "ls")
+    assert (sc.spines, sc.leaves, sc.hosts_per_leaf, sc.workers) == (2, 4, 4, 4)
+    # as many workers as hosts, up to the fabric's (past 64), the PS beside the first
+    big = scenario(LEAF_SPINE, spines=4, leaves=32, hosts_per_leaf=4, workers=128)
+    assert len(fabric.network(big, 1.0).hosts) == 129
+
+
+@pytest.mark.parametrize("topo, why", [
+    ({"spines": 0}, r"^topology.spines: must be within \[1, 64\]"),
+    ({"leaves": 129}, r"^topology.leaves: must be within \[1, 128\]"),
+    ({"hosts_per_leaf": "2"}, "^topology.hosts_per_leaf: expected an integer"),
+    ({"workers": 9}, "^topology.workers: this leaf-spine has 8 hosts, the run needs 9"),
+    ({"workers": 65}, r"^topology.workers: must be within \[1, 64\]"),
+    ({"sp1nes": 2}, "^topology.sp1nes: unknown key"),
+])
+def test_the_spec_checks_a_leaf_spine(topo, why):
+    doc = tomllib.loads(LEAF_SPINE)
+    doc["topology"].update(topo)
+    with pytest.raises(ScenarioError, match=why):
+        parse(doc, "ls")
+    with pytest.raises(ScenarioError, match="^topology.kind: a leaf-spine runs locally"):
+        parse({**tomllib.loads(LEAF_SPINE), "netns": {"enabled": True}}, "ls")
+
+
+def test_a_leaf_spine_plan_every_switch_a_forwarder_every_app_reached():
+    sc = scenario(LEAF_SPINE)
+    plan = topology.plan_local(sc)
+    assert sorted(plan.forwarders) == ["l1", "l2", "l3", "l4", "s1", "s2"]
+    assert topology.router_names(sc) == ["s1", "s2", "l1", "l2", "l3", "l4"]
+    for name, node in plan.forwarders.items():
+        assert sorted(f.name for f in node.faces) == \
+            (["s1", "s2"] if name.startswith("l") else ["l1", "l2", "l3", "l4"])
+    at = {a.name: a.forwarder for a in plan.apps}
+    assert at == {"ps": "l1", "w1": "l1", "w2": "l2", "w3": "l2", "w4": "l3", "w5": "l3",
+                  "w6": "l4"}
+    net = fabric.network(sc, 1.0)
+    for app, leaf in at.items():
+        for f in plan.forwarders:
+            path = walk(plan, f, f"/{app}", leaf)
+            assert len(path) <= 3                      # leaf, spine, leaf
+            if f != leaf:                              # the hop the LP's paths take
+                assert path[1] == net.path(f, leaf)[0][1]
+
+
+def test_the_leaf_spine_scenario_places_and_routes_its_aggregators():
+    sc = load("leaf-spine")
+    assert sc.topology == "leaf-spine" and sc.ina is not None
+    assert ina.edge(sc) == "l1" and ina.candidates(sc) == ["s1", "s2", "l2", "l3", "l4"]
+    plan = ina.place(sc, sc.ina)
+    assert plan.aggregators and set(plan.aggregators) <= set(plan.placement)
+    net_plan = topology.plan_local(sc)
+    topology.route_aggregators(net_plan, sc, list(plan.aggregators))
+    for node in plan.aggregators:
+        for f in net_plan.forwarders:
+            assert walk(net_plan, f, f"/{node}", node)[-1] == node
+
+
+def test_a_k16_fat_tree_with_1024_workers_plans_every_route():
+    """The simulator's scale: 320 forwarders, 1,024 workers (the PS beside w1), every app
+    routed from every forwarder, the ports made up (none bound)."""
+    sc = scenario(k=16, workers=1024)
+    ports = iter(range(20000, 30000))
+    plan = topology.plan_local(sc, port=lambda: next(ports))
+    assert len(plan.forwarders) == 320 and len(plan.apps) == 1025
+    at = {a.name: a.forwarder for a in plan.apps}
+    for name, node in plan.forwarders.items():
+        faces = {f.name for f in node.faces}
+        routed = {prefix: face for prefix, face in node.routes}
+        assert len(routed) == len(node.routes)        # one route each
+        assert set(routed) == {f"/{a}" for a, f in at.items() if f != name}
+        assert set(routed.values()) <= faces
+    assert walk(plan, "e1-1", "/w1024", "e16-8")[-1] == "e16-8"
