@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 from . import reaper, report, spec, topology
 from .bottleneck import bottleneck_note, bottleneck_summary
@@ -26,7 +27,7 @@ from .features import FEATURES, active
 from .metrics import RUN_T0_ENV
 from .namespaces import NamespaceSetup
 from .netns import Netns, NetnsUnavailable
-from .process import (READY_TIMEOUT, ManagedProcess, ProcessFailed, owner_tag,
+from .process import (READY_TIMEOUT, ManagedProcess, ProcessFailed, free_port, owner_tag,
                       unix_socket_accepts, wait_until)
 from .profiling import fill_layer_seconds
 from .progress import Progress
@@ -69,6 +70,7 @@ class Runner(NamespaceSetup, Supervision):
         self.roles: dict[str, str] = {}
         self.reaper: subprocess.Popen | None = None     # ndnps.lab.reaper, once needed
         self.features = active(sc)
+        self.port: Callable[[], int] = free_port     # a local forwarder's UDP port
 
     # ---- set-up ----------------------------------------------------------------------------------
 
@@ -116,7 +118,7 @@ class Runner(NamespaceSetup, Supervision):
             plan = self.plan_hosts()
         else:
             spec.check_local(self.sc)
-            plan = topology.plan_local(self.sc)
+            plan = topology.plan_local(self.sc, port=self.port)
             topology.apply_link_overrides(plan, self.sc)
         for feature in self.features:
             feature.routes(self.sc, plan)

@@ -26,6 +26,7 @@ import contextlib
 import contextvars
 import importlib
 import io
+import itertools
 import json
 import logging
 import sys
@@ -47,6 +48,7 @@ from ndnps.sim.net import SimNet
 
 from . import report, topology
 from .config import Scenario
+from .nodes import NDN_PORT
 from .exitcodes import (EXIT_ERROR, EXIT_JOB_FAILED, EXIT_SIGNAL, EXIT_USAGE, JobStopped,
                         RunFailed, failed_run_exit)
 from .feature import Command
@@ -243,6 +245,7 @@ class SimRunner(Runner):
         self.t0 = 0.0
         self.app_links: dict[str, tuple[LinkSpec | None, LinkSpec | None]] = {}
         self.sims: list[SimProcess] = []
+        self.port = itertools.count(NDN_PORT).__next__      # no socket: a port is a name
         self.wall = 0.0                 # s of wall time the loop ran
         self._logs: _AppLogs | None = None
         self.notes.append("simulated: every forwarder and app in one process, in virtual "

@@ -109,15 +109,16 @@ MAY_IMPORT = {
     #                                              pipeline schedule it simulates
     "ndnps.client": {"ndnps.ndn", "ndnps.exchanges"},   # the exchanges' asyncio adapters
     "ndnps.exchanges": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml"},
-    # the lab places aggregators (placement) and plans pipelines (planner) before a run
+    # the lab places aggregators (placement) and plans pipelines (planner) before a run, and
+    # runs a scenario in the simulator (its programs by module name, as `python -m` does)
     "ndnps.lab": {"ndnps.ndn", "ndnps.protocol", "ndnps.ml", "ndnps.placement", "ndnps.planner",
-                  "ndnps.forwarder"},
+                  "ndnps.forwarder", "ndnps.sim"},
     "ndnps": {"ndnps.lab", "ndnps.ml"},          # the `python -m ndnps.<program>` entry points
     "ndnps.forwarder": {"ndnps.ndn"},
     "forwarder": {"ndnps.forwarder"},            # the alias of `python -m forwarder`
     "ndnps.apps": {f"ndnps.{s}" for s in SUBPACKAGES if s not in ("apps", "sim")},  # programs
     # the simulator: real forwarder cores (through the daemon) and the apps' client in one
-    # process; the lab will drive it, so it stands below the lab
+    # process; the lab drives it, so it stands below the lab
     "ndnps.sim": {"ndnps.ndn", "ndnps.forwarder", "ndnps.client", "ndnps.protocol"},
 }
 
