@@ -2,7 +2,9 @@
 and then simulated (`run.mode = "sim"`) with the same scenario, the same sets and the real
 run's compute profile, and compared — the median iteration (target: within 10 % where the
 real run is link-bound), the bytes of every link direction both runs name (within 1 %), and
-the final parameters (the same where the run is synchronous). docs/simulation.md keeps the
+the final parameters (the same where the run is synchronous). Bytes are compared twice: all of
+them, and those of the training's exchanges alone (`TRAINING_CLASSES`: the start-up's content
+fetch and registrations differ by the real run's retransmissions under CPU load). docs/simulation.md keeps the
 table and says where and why they differ.
 
 Every run's compute is the profiled device time (`training.device_time = "profiled"`): the
@@ -21,6 +23,7 @@ from typing import Any
 from bench.common import bench_parser, emit, log, rnd, save, stamp
 from bench.ina import BIG_MODEL
 from bench.scenario_runs import RunError, ScenarioRun, run_scenario
+from ndnps.lab.traces import TRAINING_CLASSES, link_bytes
 
 ITERATION_WITHIN = 0.10
 BYTES_WITHIN = 0.01
@@ -62,8 +65,11 @@ def compare_models(a: dict | None, b: dict | None) -> dict[str, Any]:
         return {"identical": None, "max_abs_diff": None}
     if a.keys() != b.keys():
         return {"identical": False, "max_abs_diff": None}
-    diff = max(float(np.max(np.abs(a[k] - b[k]))) if a[k].size else 0.0 for k in a)
-    return {"identical": diff == 0.0, "max_abs_diff": diff}
+    numeric = [k for k in a if np.issubdtype(a[k].dtype, np.number)]
+    diff = max((float(np.max(np.abs(a[k] - b[k]))) for k in numeric if a[k].size),
+               default=0.0)
+    same_rest = all(np.array_equal(a[k], b[k]) for k in a if k not in numeric)
+    return {"identical": diff == 0.0 and same_rest, "max_abs_diff": diff}
 
 
 def compare_links(real: dict[str, int], sim: dict[str, int]) -> dict[str, Any]:
@@ -95,19 +101,23 @@ def figures(case: str, link_bound: bool, real: ScenarioRun, sim: ScenarioRun) ->
     it_real, it_sim = r.get("iteration_seconds"), s.get("iteration_seconds")
     over = it_sim / it_real if it_real and it_sim else None
     links = compare_links(r.get("link_bytes") or {}, s.get("link_bytes") or {})
+    training = compare_links(link_bytes(real.dir, TRAINING_CLASSES),
+                             link_bytes(sim.dir, TRAINING_CLASSES))
     models = compare_models(model_of(real.dir), model_of(sim.dir))
     simulated = s.get("simulated") or {}
     out = {"iteration_real_s": rnd(it_real, 4), "iteration_sim_s": rnd(it_sim, 4),
            "sim_over_real": rnd(over, 3), "link_bound": link_bound,
            "accuracy_real": r.get("final_accuracy"), "accuracy_sim": s.get("final_accuracy"),
            "versions": (r.get("versions"), s.get("versions")), **links,
+           "training_worst_link": training["worst_link"],
+           "training_worst_ratio": training["worst_ratio"],
            "parameters": models, "sim_wall_s": simulated.get("wall_seconds"),
            "sim_events": simulated.get("events"),
            "sim_events_per_s": simulated.get("events_per_second"),
            "real_wall_s": r.get("wall_seconds")}
     out["iteration_met"] = (abs(over - 1) <= ITERATION_WITHIN) if (over and link_bound) else None
-    out["bytes_met"] = (abs(links["worst_ratio"] - 1) <= BYTES_WITHIN
-                        if links["worst_ratio"] is not None else None)
+    worst = training["worst_ratio"]
+    out["bytes_met"] = abs(worst - 1) <= BYTES_WITHIN if worst is not None else None
     return out
 
 
@@ -118,7 +128,8 @@ def rows(sec: dict) -> list[tuple[str, str, str, str]]:
         out.append((f"{case}: iteration sim ÷ real", str(it),
                     f"within {ITERATION_WITHIN:.0%}" if f.get("link_bound") else "(CPU-bound)",
                     {True: "met", False: "missed", None: "-"}[f.get("iteration_met")]))
-        out.append((f"{case}: worst link bytes sim ÷ real", str(f.get("worst_ratio")),
+        out.append((f"{case}: worst link's training bytes sim ÷ real",
+                    str(f.get("training_worst_ratio")),
                     f"within {BYTES_WITHIN:.0%}",
                     {True: "met", False: "missed", None: "-"}[f.get("bytes_met")]))
     return out

@@ -26,18 +26,26 @@ def node_of(stem: str) -> str:
     return re.sub(r"-r\d+$", "", stem)
 
 
-def link_directions(run_dir: Path) -> dict[tuple[str, str], int]:
+# the exchanges of every version (ndnps.protocol.names.classify), not of start-up and
+# teardown (task, content, insert, remove) nor of recoveries (probe, nack)
+TRAINING_CLASSES = frozenset({"collect", "distribute", "params", "partial", "roll", "aggregate",
+                              "activation", "backward"})
+
+
+def link_directions(run_dir: Path, classes: frozenset[str] | None = None
+                    ) -> dict[tuple[str, str], int]:
     """Bytes over the run per (sender, receiver) of every link, both directions, from the
     forwarders' rate traces: what a forwarder sent on a face (Out rows) and, on faces to apps,
     what the app sent it (In rows). A link between two forwarders is counted by its sender
-    (Out rows: what went onto the link, before losses), not again by the receiver."""
+    (Out rows: what went onto the link, before losses), not again by the receiver. `classes`:
+    only those packet classes (e.g. TRAINING_CLASSES)."""
     forwarders = {node_of(s) for s in trace_stems(run_dir, "rates")}
     out: dict[tuple[str, str], int] = defaultdict(int)
     for stem in trace_stems(run_dir, "rates"):
         labels = face_labels(run_dir / "traces" / f"{stem}-status.json")
         for row in read_tsv(run_dir / "traces" / f"{stem}-rates.tsv"):
-            if row["Class"] == "mgmt":                   # our own monitoring
-                continue
+            if row["Class"] == "mgmt" or (classes is not None and row["Class"] not in classes):
+                continue                                 # (mgmt: our own monitoring)
             peer = labels.get(row["FaceId"], f"face{row['FaceId']}")
             if row["Type"].startswith("Out"):
                 out[(stem, peer)] += int(row["Bytes"])
@@ -46,9 +54,10 @@ def link_directions(run_dir: Path) -> dict[tuple[str, str], int]:
     return dict(out)
 
 
-def link_bytes(run_dir: Path) -> dict[str, int]:
-    """Bytes over the run per link and direction, labelled sender->receiver."""
-    return {f"{a}->{b}": n for (a, b), n in sorted(link_directions(run_dir).items())}
+def link_bytes(run_dir: Path, classes: frozenset[str] | None = None) -> dict[str, int]:
+    """Bytes over the run per link and direction, labelled sender->receiver (`classes`: of
+    those packet classes only)."""
+    return {f"{a}->{b}": n for (a, b), n in sorted(link_directions(run_dir, classes).items())}
 
 
 def face_labels(status_path: Path) -> dict[str, str]:
