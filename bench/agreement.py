@@ -89,8 +89,9 @@ def run_case(case: str, versions: int, keep: Path) -> dict[str, Any]:
     sets = [*sets, *PROFILED, f"training.max_versions={versions}",
             f"training.eval_every={versions}"]
     real = run_scenario(scenario, sets, keep / f"{case}-real")
-    profile = tomllib.loads((real.dir / "scenario.toml").read_text())["training"]
-    layers = profile.get("layer_seconds") or []
+    doc = tomllib.loads((real.dir / "scenario.toml").read_text())
+    # [[jobs]] inherit [training]'s profile (the same model's); the first job's
+    layers = (doc.get("training") or doc["jobs"][0]).get("layer_seconds") or []
     sim_sets = [*sets, 'run.mode="sim"'] + ([f"training.layer_seconds={layers}"] if layers else [])
     sim = run_scenario(scenario, sim_sets, keep / f"{case}-sim")
     return figures(case, link_bound, real, sim)
@@ -139,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     p = bench_parser("python -m bench agreement", __doc__, "two cases, 8 versions")
     p.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
     p.add_argument("--versions", type=int, default=20)
+    p.add_argument("--analyse", metavar="DIR", type=Path,
+                   help="no runs: the figures of the runs kept in DIR (--keep) made again")
     args = p.parse_args(argv)
     cases = QUICK if args.quick else args.cases.split(",")
     unknown = [c for c in cases if c not in CASES]
@@ -150,7 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"stamp": stamp(), "versions": versions, "cases": {}}
     for case in cases:
         try:
-            f = results["cases"][case] = run_case(case, versions, keep)
+            if args.analyse:
+                if not (args.analyse / f"{case}-sim" / "summary.json").exists():
+                    continue
+                f = figures(case, CASES[case][2], ScenarioRun(args.analyse / f"{case}-real"),
+                            ScenarioRun(args.analyse / f"{case}-sim"))
+            else:
+                f = run_case(case, versions, keep)
+            results["cases"][case] = f
         except RunError as e:
             log(f"agreement: {case}: {e}")
             results["cases"][case] = {"error": str(e)[:2000]}

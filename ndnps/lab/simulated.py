@@ -36,7 +36,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, cast
 
-from ndnps.forwarder.config import FaceConfig, parse_config
+from ndnps.forwarder.config import ConfigError, FaceConfig, parse_config
 from ndnps.forwarder.faces.link import LinkParams
 from ndnps.forwarder.faces.queue import QueueOptions
 from ndnps.forwarder.mgmt import status_snapshot
@@ -284,8 +284,10 @@ class SimRunner(Runner):
         link = sc.links.as_table()
         if sc.topology != "bottleneck" and sc.links.rate_mbps:
             link.pop("rate_mbps")           # the kernel's tbf limits it (kernel_limited)
-        topology.assign_addresses(plan, [("sim", "sim")] * len(plan.host_links), link,
-                                  sc.links.reliability)
+        # an address per veth end, as the runner's: a host's faces need distinct URIs
+        addrs = [(f"10.{i >> 8 & 255}.{i & 255}.1", f"10.{i >> 8 & 255}.{i & 255}.2")
+                 for i in range(len(plan.host_links))]
+        topology.assign_addresses(plan, addrs, link, sc.links.reliability)
         topology.apply_link_overrides(plan, sc)
         for feature in self.features:
             feature.routes(sc, plan)
@@ -457,7 +459,7 @@ class SimRunner(Runner):
             plan = self.plan()
             pss, workers = self.start(plan)
             self.supervise(pss, workers, display)
-        except (ProcessFailed, RunFailed, ScenarioError) as e:
+        except (ProcessFailed, RunFailed, ScenarioError, ConfigError) as e:
             self.stop_all()
             self.write_status()
             code = failed_run_exit(e) if not isinstance(e, ScenarioError) else 2

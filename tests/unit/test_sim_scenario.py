@@ -58,7 +58,8 @@ def test_a_simulated_run_is_the_same_twice_given_its_profile(tmp_path):
 
 def test_the_bottleneck_is_simulated_on_its_two_hosts_and_its_link(tmp_path):
     code, summary, out = simulate(tmp_path, "bottleneck", "topology.workers=2",
-                                  "training.max_versions=6")
+                                  "training.max_versions=6", "training.n_features=256",
+                                  "training.hidden=[64]", "training.n_samples=2000")
     assert code == 0, summary.get("error")
     links = json.loads((out / "traces" / "sim-links.json").read_text())
     assert {(c["from"], c["to"]) for c in links} == {("ps-host", "workers-host"),
