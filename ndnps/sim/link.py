@@ -132,7 +132,7 @@ class Channel:
             return
         now = self.scheduler.time()
         queue = self.queue
-        if self._waits():                   # it will wait: the face's queue rules apply
+        if queue or not self._kernel_takes():   # it will wait: the face's queue rules apply
             if not queue.admits(len(wire)):
                 self.counters.queue_full += 1
                 return
@@ -146,8 +146,9 @@ class Channel:
         if not frames:
             self.counters.fragment_errors += 1
             return
-        self.counters.packets += 1
-        self.counters.bytes += len(wire)
+        counters = self.counters
+        counters.packets += 1
+        counters.bytes += len(wire)
         if self.wrap is not None:
             frames = self.wrap(frames)
         for frame in frames:
@@ -171,29 +172,31 @@ class Channel:
     def _kernel_takes(self) -> bool:
         return not self._kernel or self._kernel_bytes < self.spec.kernel_bytes
 
+    # The per-frame path below runs twice per frame (on the wire, then arrived): the helpers
+    # above are inlined in it.
+
     def _enqueue(self, frame: bytes, now: float) -> None:
         loss = self.spec.loss
         if loss and self.rng.random() < loss:
             self.counters.lost += 1
             return
-        if not self.queue and self._kernel_takes():
-            self._to_kernel(frame)
+        kernel = self._kernel
+        if not self.queue and (not kernel or self._kernel_bytes < self.spec.kernel_bytes):
+            kernel.append(frame)
+            self._kernel_bytes += len(frame)
         else:
             self.queue.push(frame, now)
         if not self._busy:
             self._transmit(now)
-
-    def _to_kernel(self, frame: bytes) -> None:
-        self._kernel.append(frame)
-        self._kernel_bytes += len(frame)
 
     def _transmit(self, now: float) -> None:
         """The wire is free: the kernel's oldest frame goes on it."""
         frame = self._kernel[0]
         self._busy = True
         octets = len(frame) + self.spec.overhead
-        self.counters.frames += 1
-        self.counters.wire_bytes += octets
+        counters = self.counters
+        counters.frames += 1
+        counters.wire_bytes += octets
         self.scheduler.call_at(now + octets * self._seconds_per_octet, self._sent, frame)
 
     def _sent(self, frame: bytes) -> None:
@@ -202,14 +205,20 @@ class Channel:
         self._busy = False
         if self.closed:
             return
-        now = self.scheduler.time()
-        self.scheduler.call_at(now + self._delay, self._arrive, frame)
-        self._kernel.popleft()
+        scheduler = self.scheduler
+        now = scheduler.time()
+        scheduler.call_at(now + self._delay, self._arrive, frame)
+        kernel = self._kernel
+        kernel.popleft()
         self._kernel_bytes -= len(frame)
         queue = self.queue
-        while queue and self._kernel_takes():
-            self._to_kernel(queue.pop(now))
-        if self._kernel:
+        if queue:
+            limit = self.spec.kernel_bytes
+            while queue and (not kernel or self._kernel_bytes < limit):
+                wire = queue.pop(now)
+                kernel.append(wire)
+                self._kernel_bytes += len(wire)
+        if kernel:
             self._transmit(now)
 
     def _arrive(self, frame: bytes) -> None:
@@ -218,8 +227,11 @@ class Channel:
         if self.unwrap is not None and frame[:1] == _LP:
             for wire in self.unwrap(frame):
                 self._reassemble(wire)
-        else:
+        elif frame[:1] == _LP:
             self._reassemble(frame)
+        else:                               # a whole packet: straight up
+            self.counters.delivered += 1
+            self.deliver(frame)
 
     def _reassemble(self, wire: bytes) -> None:
         if wire[:1] == _LP:                 # perhaps a fragment

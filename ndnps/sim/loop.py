@@ -3,11 +3,12 @@ asyncio machinery (tasks, futures, timeouts, `asyncio.sleep`).
 
 `time()` is the virtual clock, from 0. A turn with nothing ready does not sleep: the clock
 jumps to the earliest scheduled timer and the turn runs it, as ndnSIM's (ns-3's) scheduler
-runs the next event (ns-3's DefaultSimulatorImpl). The loop is asyncio's own
-`BaseEventLoop._run_once` with a selector that only moves the clock, so callbacks run in a
-real loop's order (ready callbacks first, in order, then due timers by time), and timers due
-at the same instant in the order they were set, as ns-3 orders events by (time, uid); asyncio's
-heap leaves such ties in an order of its own. A run is deterministic: the same program gives
+runs the next event (ns-3's DefaultSimulatorImpl). A turn is asyncio's
+`BaseEventLoop._run_once`, step for step, with the selector's wait replaced by the clock's
+jump, so callbacks run in a real loop's order (ready callbacks first, in order, then due
+timers by time), and timers due at the same instant in the order they were set, as ns-3
+orders events by (time, uid); asyncio's heap leaves such ties in an order of its own.  Its
+heap holds (time, sequence, handle) entries, compared in C, not handles. A run is deterministic: the same program gives
 the same events at the same virtual times.
 
 There is no real I/O in it: no selector, no executor, no signal handlers. Sockets and
@@ -23,64 +24,41 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import heapq
+import contextvars
 import itertools
+from heapq import heapify, heappop, heappush
 from typing import Any, Callable, Coroutine, TypeVar
 
 T = TypeVar("T")
+
+# asyncio's thresholds for sweeping cancelled timers out of the heap (base_events.py)
+_MIN_SCHEDULED_TIMER_HANDLES = 100
+_MIN_CANCELLED_TIMER_HANDLES_FRACTION = 0.5
 
 
 class Stalled(RuntimeError):
     """Nothing is ready and no timer is scheduled: the simulation can never go on."""
 
 
-class _CountingDeque(collections.deque):
-    """asyncio's ready queue, counting what `_run_once` takes from it (each handle it runs)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.taken = 0
-
-    def popleft(self) -> Any:
-        self.taken += 1
-        return super().popleft()
-
-
 class _Timer(asyncio.TimerHandle):
-    """A timer ordered by (time, when it was set): ties run first-come first-served."""
+    """asyncio's TimerHandle, made without its constructor's chain: a simulation makes one
+    per frame and per timeout, and the debug checks and nested calls cost more than the
+    rest of scheduling it."""
 
-    __slots__ = ("_seq",)
+    __slots__ = ()
 
-    def __init__(self, seq: int, *args: Any) -> None:
-        super().__init__(*args)
-        self._seq = seq
-
-    def __lt__(self, other: Any) -> bool:
+    def __init__(self, when: float, callback: Callable[..., object], args: tuple,
+                 loop: asyncio.AbstractEventLoop, context: Any) -> None:
         me: Any = self                      # asyncio's private fields, untyped
-        if me._when == other._when:
-            return me._seq < other._seq
-        return me._when < other._when
-
-
-class _Clock:
-    """The selector asyncio's `_run_once` asks to wait `timeout`: it never waits, it moves the
-    virtual clock to the earliest timer (exactly to its time, so the turn finds it due)."""
-
-    def __init__(self, loop: "VirtualLoop") -> None:
-        self.loop = loop
-
-    def select(self, timeout: float | None) -> list:
-        loop: Any = self.loop
-        if timeout is None:
-            raise Stalled(f"nothing ready and no timer scheduled at t={loop.time():.6f} s: "
-                          "a task waits for something only the outside could bring")
-        if timeout > 0:
-            # cancelled heads were popped by _run_once before asking
-            loop._now = max(loop._now, loop._scheduled[0]._when)
-        return []
-
-    def close(self) -> None:
-        pass
+        me._callback = callback
+        me._args = args
+        me._cancelled = False
+        me._loop = loop
+        me._repr = None
+        me._context = context if context is not None else contextvars.copy_context()
+        me._source_traceback = None
+        me._when = when
+        me._scheduled = True
 
 
 class VirtualLoop(asyncio.BaseEventLoop):
@@ -89,10 +67,11 @@ class VirtualLoop(asyncio.BaseEventLoop):
     def __init__(self, start: float = 0.0) -> None:
         super().__init__()
         self._now = float(start)
-        self._selector = _Clock(self)
-        self._ready = _CountingDeque()
         self._clock_resolution = 1e-9
         self._seq = itertools.count()
+        self._events = 0
+        # (when, seq, handle): ties by seq, so no two entries ever compare their handles
+        self._scheduled: list[tuple[float, int, asyncio.TimerHandle]] = []
 
     def time(self) -> float:
         return self._now
@@ -102,17 +81,67 @@ class VirtualLoop(asyncio.BaseEventLoop):
         """asyncio's call_at, with the FIFO tie-break (call_later comes here too)."""
         if when is None:
             raise TypeError("when cannot be None")
-        base: Any = self                    # asyncio's private fields, untyped
-        base._check_closed()
-        timer: Any = _Timer(next(self._seq), when, callback, args, self, context)
-        heapq.heappush(base._scheduled, timer)
-        timer._scheduled = True
+        if self._closed:                    # asyncio's _check_closed, inline
+            raise RuntimeError("Event loop is closed")
+        if self._debug:
+            self._check_thread()
+            self._check_callback(callback, "call_at")
+        timer = _Timer(when, callback, args, self, context)
+        heappush(self._scheduled, (when, next(self._seq), timer))
         return timer
 
     @property
     def events(self) -> int:
-        """Callbacks run so far."""
-        return self._ready.taken
+        """Callbacks run so far (as asyncio's turn takes them from the ready queue)."""
+        return self._events
+
+    def _run_once(self) -> None:
+        """One turn of asyncio's BaseEventLoop._run_once (3.11 to 3.13) on the virtual clock:
+        cancelled timers swept as it sweeps them, the clock moved to the earliest timer where
+        it would wait, the timers due (within the clock's resolution) made ready after what
+        is ready, and what was ready at that point run, in order."""
+        scheduled = self._scheduled
+        ready = self._ready
+        count = len(scheduled)
+        if (count > _MIN_SCHEDULED_TIMER_HANDLES and self._timer_cancelled_count / count
+                > _MIN_CANCELLED_TIMER_HANDLES_FRACTION):
+            kept = []
+            for entry in scheduled:
+                if entry[2]._cancelled:
+                    entry[2]._scheduled = False        # type: ignore[attr-defined]
+                else:
+                    kept.append(entry)
+            heapify(kept)
+            self._scheduled = scheduled = kept
+            self._timer_cancelled_count = 0
+        else:
+            while scheduled and scheduled[0][2]._cancelled:
+                self._timer_cancelled_count -= 1
+                heappop(scheduled)[2]._scheduled = False   # type: ignore[attr-defined]
+
+        if not (ready or self._stopping):
+            # where a real loop would wait: the clock jumps to the earliest timer
+            if not scheduled:
+                raise Stalled(f"nothing ready and no timer scheduled at t={self._now:.6f} s: "
+                              "a task waits for something only the outside could bring")
+            if scheduled[0][0] > self._now:
+                self._now = scheduled[0][0]
+
+        end = self._now + self._clock_resolution
+        while scheduled and scheduled[0][0] < end:
+            handle = heappop(scheduled)[2]
+            handle._scheduled = False                    # type: ignore[attr-defined]
+            ready.append(handle)
+
+        # run what is ready now, not what these callbacks make ready (the next turn's)
+        ntodo = len(ready)
+        self._events += ntodo
+        popleft = ready.popleft
+        for _ in range(ntodo):
+            handle = popleft()
+            if not handle._cancelled:
+                handle._run()
+        handle = None       # type: ignore[assignment]  # no cycle through a raised exception
 
     # ---- what BaseEventLoop leaves to a selector loop ------------------------------------------
 

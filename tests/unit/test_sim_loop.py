@@ -77,6 +77,39 @@ def test_events_count_the_callbacks_run():
     assert 100 <= n <= 105          # the timers, and the sleep's wake-up and task step
 
 
+def test_cancelled_timers_never_run_and_are_swept_from_the_heap():
+    seen = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        handles = [loop.call_at(1 + i * 0.001, seen.append, i) for i in range(300)]
+        for h in handles[:250]:         # most cancelled: asyncio's rule sweeps the heap
+            h.cancel()
+        await asyncio.sleep(0.5)        # a turn, which sweeps them
+        assert len(loop._scheduled) < 100   # type: ignore[attr-defined]
+        await asyncio.sleep(1)
+        return loop.time()
+
+    t, loop = run(main())
+    assert seen == list(range(250, 300)) and t == 1.5
+
+
+def test_a_timer_set_for_now_runs_after_what_is_ready():
+    seen = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(1)
+        loop.call_soon(seen.append, "a")
+        loop.call_at(loop.time(), seen.append, "timer")
+        loop.call_soon(seen.append, "b")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+    run(main())
+    assert seen == ["a", "b", "timer"]
+
+
 def test_a_task_waiting_for_nothing_is_an_error_not_a_hang():
     async def main():
         await asyncio.get_running_loop().create_future()
