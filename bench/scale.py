@@ -3,7 +3,8 @@
     python -m bench scale [--parts 1,2,3] [--k8 16,64,128] [--k16 256,1024]
                           [--placements ps,greedy,random,edge-only] [--ina-k 3] [--slots 1024]
                           [--bcube-n 3,4,5,6,7,8] [--jobs 2,4,8] [--rate 1000] [--versions 5]
-                          [--timeout 1800] [--quick] [--keep DIR] [--no-save]
+                          [--job-versions 20] [--timeout 1800] [--quick] [--keep DIR]
+                          [--no-save]
 
 1. The PS with and without in-network aggregation on fat-trees (k = 8: N = --k8; k = 16:
    N = --k16; the PS beside the first worker when every host trains), every link at --rate
@@ -48,7 +49,7 @@ import tempfile
 import time
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .common import ROOT, bench_parser, emit, fmt, log, mean, ratio, rnd, save, stamp
 from .scenario_runs import RunError, run_scenario
@@ -89,7 +90,8 @@ def ps_figures(summary: dict) -> dict[str, Any]:
 def collective_figures(summary: dict) -> dict[str, Any]:
     """Part 2's figures: sync seconds a version, bytes per peer face ÷ analytic by level and
     the worst level's (farthest from 1)."""
-    by_level = {k: rnd(v) for k, v in (summary.get("bytes_over_analytic") or {}).items()}
+    by_level = {k: round(v, 4) for k, v in (summary.get("bytes_over_analytic") or {}).items()
+                if v is not None}
     worst = max(by_level.values(), key=lambda r: abs(r - 1), default=None)
     return {"sync_s": rnd(summary.get("sync_seconds"), 6),
             "iteration_s": rnd(summary.get("iteration_seconds"), 6),
@@ -112,8 +114,8 @@ def share_figures(summary: dict) -> dict[str, Any]:
             "aggregator_busy": rnd(share.get("aggregator_busy_fraction")), **sim_cost(summary)}
 
 
-def efficiency(shared: dict[str, dict], alone: dict[str, float | None],
-               template_of: dict[str, str]) -> float | None:
+def efficiency(shared: Mapping[str, Mapping[str, Any]], alone: Mapping[str, float | None],
+               template_of: Mapping[str, str]) -> float | None:
     """The jobs' mean of (completion alone ÷ completion shared): 1 when sharing costs none."""
     effs = [e for ps, j in shared.items()
             if (e := ratio(alone.get(template_of.get(ps, "")), j.get("completion_s")))
@@ -246,7 +248,8 @@ def jobs_doc(j: int) -> tuple[dict, dict[str, str]]:
 
 def part_sharing(js: list[int], args: Any, runs: Path) -> dict:
     """Part 3: each template alone once, then J jobs together, per J."""
-    sets = [f"training.max_versions={args.versions}", f"training.eval_every={args.versions}"]
+    sets = [f"training.max_versions={args.job_versions}",
+            f"training.eval_every={args.job_versions}"]
     alone: dict[str, float | None] = {}
     base = scenario_doc("multi-job")
     for t in base["jobs"]:
@@ -300,7 +303,7 @@ def plot(results: dict, where: Path) -> dict[str, str]:
                     ax.plot(xs, ys, "o-", label=p)
                 ax.set(xlabel="workers", ylabel=label, xscale="log", yscale="log")
         axes[0].legend()
-        fig.suptitle(f"fat-tree PS, with and without in-network aggregation (sim)")
+        fig.suptitle("fat-tree PS, with and without in-network aggregation (sim)")
         fig.tight_layout()
         paths["ps"] = str(where / "scale-ps.png")
         fig.savefig(paths["ps"], dpi=110)
@@ -383,7 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bcube-n", default="3,4,5,6,7,8", help="BCube(n, 2): n² peers")
     p.add_argument("--jobs", default="2,4,8", help="jobs sharing the aggregator")
     p.add_argument("--rate", type=float, default=1000.0, help="every link, Mbit/s")
-    p.add_argument("--versions", type=int, default=5)
+    p.add_argument("--versions", type=int, default=5, help="versions a run (parts 1, 2)")
+    p.add_argument("--job-versions", type=int, default=20,
+                   help="versions each job makes (part 3: the jobs' rounds must overlap)")
     p.add_argument("--timeout", type=float, default=1800.0, help="wall s a simulation may take")
     args = p.parse_args(argv)
     parts = set(ints(args.parts))
@@ -398,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     keep = Path(args.keep or tempfile.mkdtemp(prefix="bench-scale-"))
     runs = keep / "runs"
     results: dict[str, Any] = {"stamp": stamp(), "rate_mbps": args.rate,
-                               "versions": args.versions, "ina_k": args.ina_k,
+                               "versions": args.versions, "job_versions": args.job_versions,
+                               "ina_k": args.ina_k,
                                "slots": args.slots}
     t0 = time.monotonic()
     try:
