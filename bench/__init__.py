@@ -22,4 +22,5 @@ BENCHMARKS: dict[str, str] = {
     "ndntools": "bench.ndntools",       # ndncatchunks through ndnps vs through NFD 24.07
     "cpu": "bench.cpu",                 # CPU per packet per hop and role, syscalls, copies
     "agreement": "bench.agreement",     # the simulator against the real runs, case by case
+    "scale": "bench.scale",             # simulated: fat-tree PS to 1,024, ring vs BCube, J jobs
 }
