@@ -42,7 +42,7 @@ from ndnps.forwarder.faces.queue import QueueOptions
 from ndnps.forwarder.mgmt import status_snapshot
 from ndnps.ndn import clock
 from ndnps.ndn.tlv import MAX_PACKET_SIZE
-from ndnps.sim.link import WIRE_OVERHEAD, LinkSpec
+from ndnps.sim.link import WIRE_OVERHEAD, LinkSpec, SocketBuffer
 from ndnps.sim.loop import VirtualLoop
 from ndnps.sim.net import SimNet
 
@@ -59,8 +59,9 @@ from .values import ScenarioError
 
 log = logging.getLogger("sim")
 
-# Datagrams a UDP face's socket holds before the wire when the kernel limits the link (tbf):
-# SO_SNDBUF's 64 KiB, doubled by Linux, at ~2 KiB of accounting per 1472-octet datagram
+# Datagrams a forwarder's UDP socket holds before the wire when the kernel limits its links
+# (tbf): SO_SNDBUF's 64 KiB, doubled by Linux, at ~2 KiB of accounting per 1472-octet
+# datagram; one socket for all the forwarder's UDP faces
 KERNEL_FRAMES = 64
 WORKERS_EXIT = 30.0          # virtual s the workers have to leave after their PS finished
 
@@ -226,12 +227,14 @@ def emulated(params: LinkParams, mtu: int) -> LinkSpec:
                                        marking=False))
 
 
-def kernel_limited(params: LinkParams, rate_mbps: float, mtu: int) -> LinkSpec:
+def kernel_limited(params: LinkParams, rate_mbps: float, mtu: int,
+                   socket: SocketBuffer) -> LinkSpec:
     """A veth limited by the kernel's tbf (the bottleneck, `[links] rate_mbps` with --netns):
-    each datagram's headers counted, the socket's buffer before the wire, the face's marking
-    queue behind it; the face's own delay and loss on top."""
+    each datagram's headers counted, the sending forwarder's socket buffer before the wire
+    (shared by all its UDP faces, as their one socket is), the face's marking queue behind it;
+    the face's own delay and loss on top."""
     return LinkSpec(rate_mbps=rate_mbps, delay_ms=params.delay_ms, loss=params.loss, mtu=mtu,
-                    overhead=WIRE_OVERHEAD, kernel_bytes=KERNEL_FRAMES * mtu)
+                    overhead=WIRE_OVERHEAD, socket=socket)
 
 
 class SimRunner(Runner):
@@ -245,6 +248,7 @@ class SimRunner(Runner):
         self.t0 = 0.0
         self.app_links: dict[str, tuple[LinkSpec | None, LinkSpec | None]] = {}
         self.sims: list[SimProcess] = []
+        self.socket_buffers: dict[str, SocketBuffer] = {}   # each forwarder's UDP socket
         self.port = itertools.count(NDN_PORT).__next__      # no socket: a port is a name
         self.wall = 0.0                 # s of wall time the loop ran
         self._logs: _AppLogs | None = None
@@ -300,11 +304,14 @@ class SimRunner(Runner):
             return sc.bottleneck.rate_mbps
         return sc.links.rate_mbps if sc.netns and sc.topology != "minindn" else 0.0
 
-    def link_spec(self, face: FaceConfig, mtu: int | None) -> LinkSpec:
-        """One direction of a forwarder-to-forwarder link, as its sending face."""
+    def link_spec(self, node: str, face: FaceConfig, mtu: int | None) -> LinkSpec:
+        """One direction of a forwarder-to-forwarder link, as `node`'s sending face."""
         mtu = face.mtu or mtu or MAX_PACKET_SIZE
         rate = self.kernel_rate()
-        return kernel_limited(face.link, rate, mtu) if rate else emulated(face.link, mtu)
+        if not rate:
+            return emulated(face.link, mtu)
+        socket = self.socket_buffers.setdefault(node, SocketBuffer(KERNEL_FRAMES * mtu))
+        return kernel_limited(face.link, rate, mtu, socket)
 
     def start_forwarders(self, plan: topology.Plan) -> None:
         """Every forwarder with its real configuration, its faces the simulated links."""
@@ -328,8 +335,8 @@ class SimRunner(Runner):
         for (a, b), (face, mtu) in faces.items():
             if a < b:
                 back, back_mtu = faces[(b, a)]
-                self.net.connect(a, b, self.link_spec(face, mtu), self.link_spec(back, back_mtu),
-                                 reliability=face.reliability)
+                self.net.connect(a, b, self.link_spec(a, face, mtu),
+                                 self.link_spec(b, back, back_mtu), reliability=face.reliability)
         self.step(self.net.start())
 
     def commander(self, name: str) -> Command:

@@ -56,6 +56,19 @@ class Scheduler(Protocol):
     def call_at(self, when: float, callback: Callable[..., object], *args: Any) -> Any: ...
 
 
+class SocketBuffer:
+    """A UDP socket's send buffer (SO_SNDBUF): what the kernel holds of the frames its faces
+    sent, until the wire takes them. A forwarder's UDP faces share one socket (faces/udp.py's
+    channel), so several links' channels may share one buffer (`LinkSpec.socket`): one busy
+    face then leaves less room to the others, whose packets wait — and are judged — in their
+    own queues sooner. (A channel takes from its queue when a frame of its own leaves the wire:
+    within one frame's time of room appearing, where Linux would wake the face at once.)"""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+
 @dataclass
 class LinkSpec:
     """One direction of a link (a link's two are usually alike)."""
@@ -65,6 +78,7 @@ class LinkSpec:
     mtu: int = MAX_PACKET_SIZE      # the longest frame: longer packets leave as fragments
     overhead: int = WIRE_OVERHEAD   # octets per frame on the wire besides the frame
     kernel_bytes: int = 0           # the socket buffer before the wire (0: the frame on it)
+    socket: SocketBuffer | None = None  # a buffer shared with other channels (kernel_bytes unused)
     queue: QueueOptions = field(default_factory=QueueOptions)
     reassembly: ReassemblyOptions = field(default_factory=ReassemblyOptions)
 
@@ -116,7 +130,7 @@ class Channel:
         self._delay = spec.delay_ms / 1000
         # what the kernel holds, the frame on the wire first, and whether one is on it
         self._kernel: deque[bytes] = deque()
-        self._kernel_bytes = 0
+        self._buffer = spec.socket if spec.socket is not None else SocketBuffer(spec.kernel_bytes)
         self._busy = False
         self.closed = False
         # link reliability (faces.py's LinkFace sets them): the sender's, on each packet's
@@ -170,7 +184,7 @@ class Channel:
         return bool(self.queue) or not self._kernel_takes()
 
     def _kernel_takes(self) -> bool:
-        return not self._kernel or self._kernel_bytes < self.spec.kernel_bytes
+        return not self._kernel or self._buffer.held < self._buffer.limit
 
     # The per-frame path below runs twice per frame (on the wire, then arrived): the helpers
     # above are inlined in it.
@@ -180,10 +194,10 @@ class Channel:
         if loss and self.rng.random() < loss:
             self.counters.lost += 1
             return
-        kernel = self._kernel
-        if not self.queue and (not kernel or self._kernel_bytes < self.spec.kernel_bytes):
+        kernel, buffer = self._kernel, self._buffer
+        if not self.queue and (not kernel or buffer.held < buffer.limit):
             kernel.append(frame)
-            self._kernel_bytes += len(frame)
+            buffer.held += len(frame)
         else:
             self.queue.push(frame, now)
         if not self._busy:
@@ -208,16 +222,16 @@ class Channel:
         scheduler = self.scheduler
         now = scheduler.time()
         scheduler.call_at(now + self._delay, self._arrive, frame)
-        kernel = self._kernel
+        kernel, buffer = self._kernel, self._buffer
         kernel.popleft()
-        self._kernel_bytes -= len(frame)
+        buffer.held -= len(frame)
         queue = self.queue
         if queue:
-            limit = self.spec.kernel_bytes
-            while queue and (not kernel or self._kernel_bytes < limit):
+            limit = buffer.limit
+            while queue and (not kernel or buffer.held < limit):
                 wire = queue.pop(now)
                 kernel.append(wire)
-                self._kernel_bytes += len(wire)
+                buffer.held += len(wire)
         if kernel:
             self._transmit(now)
 
@@ -250,8 +264,8 @@ class Channel:
         """The link goes down: what waits and what is in flight is lost."""
         self.closed = True
         self.queue.clear()
+        self._buffer.held -= sum(map(len, self._kernel))
         self._kernel.clear()
-        self._kernel_bytes = 0
 
 
 def _nowhere(wire: bytes) -> None:

@@ -64,6 +64,15 @@ class _Timer(asyncio.TimerHandle):
 class VirtualLoop(asyncio.BaseEventLoop):
     """An event loop whose clock is virtual and jumps to the next timer (see the module)."""
 
+    # BaseEventLoop's own state, which its turn reads and typeshed does not declare
+    _closed: bool
+    _debug: bool
+    _stopping: bool
+    _ready: collections.deque
+    _timer_cancelled_count: int
+    _check_thread: Callable[[], None]
+    _check_callback: Callable[[Callable[..., object], str], None]
+
     def __init__(self, start: float = 0.0) -> None:
         super().__init__()
         self._now = float(start)
