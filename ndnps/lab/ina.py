@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import fabric, minindn, topology
+from ndnps.ndn.aggregation import MAX_MEMBERS
+
 from .feature import Command, Feature
 from .series import ps_series
 from .values import BOTTLENECK_PS_HOST, BOTTLENECK_WORKERS_HOST, ScenarioError, known_keys, number
@@ -135,6 +137,11 @@ def parse(table: Any, sc: "Scenario") -> Ina:
     job = sc.training
     if job.update.mode != "sync":
         raise ScenarioError("ina: needs training.mode = \"sync\"")
+    if len(job.who.workers) > MAX_MEMBERS:
+        # the aggregators' contributor bitmap; and a plan naming more workers would not fit
+        # the one Interest that carries it
+        raise ScenarioError(f"topology.workers: in-network aggregation sums at most "
+                            f"{MAX_MEMBERS} workers under one plan, got {len(job.who.workers)}")
     if not job.who.key:
         raise ScenarioError("ina: needs training.key (aggregators check each contribution's "
                             "HMAC)")

@@ -444,7 +444,8 @@ def _parse_overridden(doc: dict[str, Any], overrides: list[str], name: str,
     """The scenario with every `--set` applied. The checks stop at a scenario's first error, so
     when several `--set` are given and it fails, each is tried alone on the file: every one
     that fails so is named, its own error naming its key, in one message (the error of the
-    whole alone when none does: two that clash)."""
+    whole alone when no override alone fails with it: two that clash, or one valid only with
+    another)."""
     try:
         return parse(apply_overrides(doc, overrides), name, base)
     except ScenarioError as e:
@@ -458,7 +459,9 @@ def _parse_overridden(doc: dict[str, Any], overrides: list[str], name: str,
         except ScenarioError as e:
             if str(e) not in found:
                 found.append(str(e))
-    if not found:
+    if str(whole) not in found:
+        # none fails so alone: the error is of them together (two that clash; or a value one
+        # allows and the file's own table not, as workers beyond a fat-tree's k = 4 hosts)
         raise whole
     raise ScenarioError("; ".join(found)) from None
 

@@ -366,3 +366,13 @@ def test_a_placement_list_names_each_forwarder_once():
     with pytest.raises(ScenarioError, match="^ina.placement: a forwarder named twice"):
         parse(doc(topology={"kind": "tree", "workers": 4, "leaves": 2},
                   ina={"placement": ["leaf1", "leaf1"]}), "t")
+
+
+def test_more_workers_than_one_plan_holds_are_refused_naming_the_key_not_a_set_alone():
+    # k = 16 allows 1,024 workers; a plan sums at most 256 (the aggregators' contributor
+    # bitmap): the error is the pair's, not "workers within [1, 64]" of the file's k = 4
+    with pytest.raises(ScenarioError, match=r"topology.workers: in-network aggregation sums "
+                                            r"at most 256 workers under one plan, got 300"):
+        load("ina-fat-tree", ["topology.k=16", "topology.workers=300"])
+    assert len(load("ina-fat-tree", ["topology.k=16", "topology.workers=256"]).worker_names) \
+        == 256
