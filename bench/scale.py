@@ -51,6 +51,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
+from ndnps.ndn.aggregation import MAX_MEMBERS
+
 from .common import ROOT, bench_parser, emit, fmt, log, mean, ratio, rnd, save, stamp
 from .scenario_runs import RunError, run_scenario
 
@@ -183,6 +185,10 @@ def part_ps(sizes: list[tuple[int, int]], placements: list[str], args: Any,
             if p == "greedy" and k > GREEDY_MAX_K:
                 point[p] = {"skipped": f"greedy at k = {k} solves ~950 LPs (~13 minutes); "
                                        "random and edge-only stand in"}
+                continue
+            if p != "ps" and n > MAX_MEMBERS:
+                point[p] = {"skipped": f"one aggregation plan sums at most {MAX_MEMBERS} "
+                                       "workers (the aggregators' contributor bitmap)"}
                 continue
             ina = [] if p == "ps" else [f'ina.placement="{p}"', f"ina.k={args.ina_k}",
                                         f"ina.slots={args.slots}",
