@@ -299,11 +299,16 @@ class Runner(NamespaceSetup, Supervision):
         finally:
             self.shutdown()
         display.stop()
+        return self.finish(display)
+
+    def finish(self, display: Progress) -> int:
+        """A finished run's summary (peers whose parameters differ fail it), plots, timeline
+        and final table; the exit code."""
         summary = self._write_summary(ok=True)
         if summary.get("parameters_identical") is False:
             print(f"\nrun failed: the peers' parameters differ at versions "
                   f"{summary.get('digest_mismatches')}", file=sys.stderr)
-            summary = self._write_summary(ok=False, error="the peers' parameters differ")
+            self._write_summary(ok=False, error="the peers' parameters differ")
             return 1
         report.plot_all(self.run_dir, self.sc)
         report.timeline(self.run_dir, self.sc)

@@ -46,7 +46,7 @@ from ndnps.sim.link import WIRE_OVERHEAD, LinkSpec, SocketBuffer
 from ndnps.sim.loop import VirtualLoop
 from ndnps.sim.net import SimNet
 
-from . import report, topology
+from . import topology
 from .config import Scenario
 from .nodes import NDN_PORT
 from .exitcodes import (EXIT_ERROR, EXIT_JOB_FAILED, EXIT_SIGNAL, EXIT_USAGE, JobStopped,
@@ -475,19 +475,11 @@ class SimRunner(Runner):
             return code
         self.stop_all()
         self.write_status()
-        summary = self._write_summary(ok=True)
-        if summary.get("parameters_identical") is False:
-            print(f"\nrun failed: the peers' parameters differ at versions "
-                  f"{summary.get('digest_mismatches')}", file=sys.stderr)
-            self._write_summary(ok=False, error="the peers' parameters differ")
-            return 1
-        report.plot_all(self.run_dir, self.sc)
-        report.timeline(self.run_dir, self.sc)
-        display.final(summary)
-        sim = summary["simulated"]
+        code = self.finish(display)
+        sim = self.simulated()
         print(f"simulated {sim['virtual_seconds']:.3f} s in {sim['wall_seconds']:.1f} s of wall "
               f"time: {sim['events']} events, {sim['events_per_second']} a second")
-        return 0
+        return code
 
     def shutdown(self) -> None:
         """Nothing outlives a simulated run: no process, socket or namespace."""

@@ -42,7 +42,7 @@ def test_a_simulated_tree_ends_with_the_real_runs_parameters_and_bytes(tmp_path)
     # retransmissions under the suite's load add (one gradient of 8 is 12 %)
     pushes = link_bytes(tmp_path / "real", frozenset({"distribute"}))
     assert pushes == link_bytes(tmp_path / "sim", frozenset({"distribute"}))
-    assert len(pushes) == 2 + 8          # root to the leaves, the leaves to the workers
+    assert len(pushes) == 1 + 2 + 8      # the PS to the root, to the leaves, to the workers
     real_links = link_bytes(tmp_path / "real", TRAINING_CLASSES)
     sim_links = link_bytes(tmp_path / "sim", TRAINING_CLASSES)
     assert sorted(real_links) == sorted(sim_links) and len(real_links) == 4 + 2 * 9
