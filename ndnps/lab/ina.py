@@ -138,8 +138,7 @@ def parse(table: Any, sc: "Scenario") -> Ina:
     if job.update.mode != "sync":
         raise ScenarioError("ina: needs training.mode = \"sync\"")
     if len(job.who.workers) > MAX_MEMBERS:
-        # the aggregators' contributor bitmap; and a plan naming more workers would not fit
-        # the one Interest that carries it
+        # a plan naming more workers would not fit the one Interest that carries it
         raise ScenarioError(f"topology.workers: in-network aggregation sums at most "
                             f"{MAX_MEMBERS} workers under one plan, got {len(job.who.workers)}")
     if not job.who.key:

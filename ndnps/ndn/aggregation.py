@@ -51,7 +51,13 @@ FIRST: Final = 0x88               # optional (absent: 0), so older encodings sti
 EXACT: Final = 0x89               # a group's flag: answer its sum exact (summable.EXACT)
 
 HMAC_WITH_SHA256: Final = 4
-MAX_MEMBERS: Final = 256          # workers under one plan (the slots' contributor bitmap)
+# workers under one plan: a datacentre's 1,024 (a k = 16 fat-tree), each slot's bitmap as
+# many (a group's direct members, at most every worker)
+MAX_MEMBERS: Final = 1024
+# octets of an encoded plan: the Interest that carries it has its name, hint, signature and
+# HMAC besides, within NDN's 8,800-octet packet (1,024 workers of 5-octet names in 128 edge
+# groups: ~7,150)
+MAX_PLAN: Final = 8000
 MAX_DEPTH: Final = 4
 MAX_NAME: Final = 64              # octets of a node or worker name
 MAX_SLOTS: Final = 1 << 20        # a forwarder's pool: every range ends within it
@@ -86,7 +92,12 @@ def encode_plan(group: Group) -> bytes:
     workers = group.workers()
     if not 1 <= len(workers) <= MAX_MEMBERS or len(set(workers)) != len(workers):
         raise ValueError(f"a plan needs 1 to {MAX_MEMBERS} distinct workers")
-    return _encode_group(group, 1)
+    wire = _encode_group(group, 1)
+    if len(wire) > MAX_PLAN:
+        raise ValueError(f"a plan of {len(workers)} workers is {len(wire)} octets: more than "
+                         f"the {MAX_PLAN} one Interest carries (shorter names, or fewer "
+                         "workers under one plan)")
+    return wire
 
 
 def _encode_group(group: Group, depth: int) -> bytes:
@@ -111,7 +122,7 @@ def decode_plan(buf: bytes | memoryview) -> Group:
     group = _decode_group(buf, voff, vend, 1)
     workers = group.workers()
     if not 1 <= len(workers) <= MAX_MEMBERS or len(set(workers)) != len(workers):
-        raise DecodeError("a plan needs distinct workers, at most 256")
+        raise DecodeError(f"a plan needs distinct workers, at most {MAX_MEMBERS}")
     return group
 
 

@@ -368,9 +368,11 @@ def test_a_placement_list_names_each_forwarder_once():
                   ina={"placement": ["leaf1", "leaf1"]}), "t")
 
 
-def test_more_workers_than_one_plan_holds_are_refused_naming_the_key_not_a_set_alone():
-    # k = 16 allows 1,024 workers; a plan sums at most 256 (the aggregators' contributor
-    # bitmap): the error is the pair's, not "workers within [1, 64]" of the file's k = 4
+def test_more_workers_than_one_plan_holds_are_refused_naming_the_key_not_a_set_alone(
+        monkeypatch):
+    # a plan sums at most MAX_MEMBERS (1,024: a k = 16 fat-tree's hosts); with a smaller bound
+    # the error is the pair's, not "workers within [1, 64]" of the file's k = 4 alone
+    monkeypatch.setattr(ina, "MAX_MEMBERS", 256)
     with pytest.raises(ScenarioError, match=r"topology.workers: in-network aggregation sums "
                                             r"at most 256 workers under one plan, got 300"):
         load("ina-fat-tree", ["topology.k=16", "topology.workers=300"])

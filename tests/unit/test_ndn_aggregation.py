@@ -527,3 +527,16 @@ def test_a_signed_sum_is_what_python_ndn_makes_with_our_signer():
                              MetaInfo(freshness_period=1000), b"the sum",
                              signer=HmacSigner(KEY_BYTES, KEY_FORMAL)))
     assert ours == theirs
+
+
+def test_a_datacentres_plan_fits_one_interest_and_a_longer_one_is_refused():
+    from ndnps.ndn.aggregation import MAX_PLAN
+    # 1,024 workers in 128 edge groups of 8, as a k = 16 fat-tree's edge-only placement
+    edges = tuple(Group(f"e{p}-{i}", tuple(f"w{(p - 1) * 64 + (i - 1) * 8 + j + 1}"
+                                            for j in range(8)))
+                  for p in range(1, 17) for i in range(1, 9))
+    plan = encode_plan(Group("e1-1", edges))
+    assert len(plan) <= MAX_PLAN and len(decode_plan(plan).workers()) == 1024
+    long_names = Group("root", tuple(f"{i:064}" for i in range(200)))
+    with pytest.raises(ValueError, match="more than the 8000 one Interest carries"):
+        encode_plan(long_names)

@@ -33,7 +33,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final
 
-MAX_CONTRIBUTORS: Final = 256     # per slot: the bitmap's bound
+MAX_CONTRIBUTORS: Final = 1024    # per slot: the bitmap's bound (a plan's workers at most)
 _GOLDEN: Final = 0x9E3779B1       # Knuth's multiplicative hash: consecutive segments spread
 
 
