@@ -60,9 +60,12 @@ from .values import ScenarioError
 log = logging.getLogger("sim")
 
 # Datagrams a forwarder's UDP socket holds before the wire when the kernel limits its links
-# (tbf): SO_SNDBUF's 64 KiB, doubled by Linux, at ~2 KiB of accounting per 1472-octet
-# datagram; one socket for all the forwarder's UDP faces
-KERNEL_FRAMES = 64
+# (tbf), one buffer for all its UDP faces (their one socket). SO_SNDBUF's 64 KiB (doubled by
+# Linux, ~2 KiB of accounting a 1472-octet datagram) would be ~64; calibrated against the real
+# runs (bench agreement): the bottleneck hardly moves (N = 8: 3.048 s at 64, 3.059 at 16, real
+# 3.203), BCube(3, 2) at 2 Mbit/s wants it small (6.164 s at 64, 5.585 at 16, real 5.175) —
+# the real faces queue, and mark, sooner than 64 datagrams of buffer would let them
+KERNEL_FRAMES = 16
 WORKERS_EXIT = 30.0          # virtual s the workers have to leave after their PS finished
 
 # the app whose task is running: its log lines go to its own file (SimProcess.write)
