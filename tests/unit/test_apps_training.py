@@ -124,11 +124,12 @@ async def test_unicast_baseline_equals_the_reference_and_costs_n_copies():
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime           # which gradient arrives when decides an async run's accuracy
 async def test_async_reaches_the_target_accuracy_with_bounded_staleness(tmp_path):
     cfg = config(mode="async", momentum=0.5, epochs=10, target_accuracy=0.95, max_staleness=4)
     ps, _, code, codes, _ = await run(cfg, metrics_dir=tmp_path)
     assert code == 0 and codes == [0, 0, 0]
-    assert ps.accuracy >= 0.95
+    assert ps.accuracy >= 0.95, ps.accuracy
     applied = [r for r in read_metrics(tmp_path / "ps.jsonl") if "staleness" in r]
     assert applied and all(r["staleness"] <= 4 or not r["applied"] for r in applied)
     assert max(r["staleness"] for r in applied) >= 1         # it really was asynchronous
