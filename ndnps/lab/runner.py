@@ -113,7 +113,8 @@ class Runner(NamespaceSetup, Supervision):
         return path
 
     def plan(self) -> topology.Plan:
-        """The topology planned (and in namespaces, made), with every feature's routes."""
+        """The topology planned (and in namespaces, made), with every feature's routes (a
+        bottleneck always runs in namespaces: the spec sets netns)."""
         if self.sc.netns:
             plan = self.plan_hosts()
         else:
@@ -348,5 +349,10 @@ class Runner(NamespaceSetup, Supervision):
             summary["bottleneck"] = bottleneck_summary(
                 self.sc, self.link_stats, summary.get("model_bytes"),
                 summary.get("iteration_seconds"))
+        summary.update(self.summary_extra())
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         return summary
+
+    def summary_extra(self) -> dict:
+        """What this runner adds to summary.json (a simulated run: `simulated`)."""
+        return {}

@@ -281,12 +281,10 @@ class SimRunner(Runner):
 
     # ---- the plan and the forwarders ----------------------------------------------------------
 
-    def plan(self) -> topology.Plan:
-        """The real run's plan: the netns one (a forwarder per host, a link per veth) when
-        the scenario runs in namespaces, else the local one."""
+    def plan_hosts(self) -> topology.Plan:
+        """The netns plan (a forwarder per host, a link per veth) with no namespace made:
+        its faces' addresses are names, their link conditions what the runner's would be."""
         sc = self.sc
-        if not (sc.netns or sc.topology == "bottleneck"):
-            return super().plan()
         plan = topology.plan_hosts(sc)
         link = sc.links.as_table()
         if sc.topology != "bottleneck" and sc.links.rate_mbps:
@@ -296,8 +294,6 @@ class SimRunner(Runner):
                  for i in range(len(plan.host_links))]
         topology.assign_addresses(plan, addrs, link, sc.links.reliability)
         topology.apply_link_overrides(plan, sc)
-        for feature in self.features:
-            feature.routes(sc, plan)
         return plan
 
     def kernel_rate(self) -> float:
@@ -439,11 +435,8 @@ class SimRunner(Runner):
                 "synthetic_gradients": self.sc.sim.synthetic_gradients,
                 "forwarders": len(self.net.nodes), "links": len(self.net.links)}
 
-    def _write_summary(self, ok: bool, error: str | None = None) -> dict:
-        summary = super()._write_summary(ok, error)
-        summary["simulated"] = self.simulated()
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-        return summary
+    def summary_extra(self) -> dict:
+        return {"simulated": self.simulated()}
 
     def run(self) -> int:
         root = logging.getLogger()
