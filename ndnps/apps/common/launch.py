@@ -90,9 +90,10 @@ class Prepared(NamedTuple):
     role: Callable[[App], Coroutine[Any, Any, int]]
 
 
-def serve_prepared(p: Prepared) -> int:
-    """Run a prepared program as a process: `serve_args` with its flags."""
-    return serve_args(p.args, p.metrics, p.role)
+def serve_prepared(p: Prepared | int) -> int:
+    """Run a prepared program as a process (`serve_args` with its flags); an exit code (a
+    bad configuration) is returned as it is."""
+    return p if isinstance(p, int) else serve_args(p.args, p.metrics, p.role)
 
 
 def serve_args(args: argparse.Namespace, metrics,

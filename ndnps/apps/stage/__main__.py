@@ -382,8 +382,7 @@ def prepare(argv: list[str] | None) -> Prepared | int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = prepare(argv)
-    return p if isinstance(p, int) else serve_prepared(p)
+    return serve_prepared(prepare(argv))
 
 
 if __name__ == "__main__":
